@@ -1,0 +1,73 @@
+//! Command-line parsing and one module per command.
+
+mod call;
+mod skill;
+
+use clap::{Parser, Subcommand};
+use skillhost::config::{self, LoadedConfig};
+use skillhost::sandbox::{Sandbox, SandboxOptions};
+use skillhost::skills::Loader;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+/// Runs LLM-agent skills as sandboxed WebAssembly components.
+#[derive(Debug, Parser)]
+#[command(name = "skillhost", version, about)]
+pub struct Args {
+    /// The config file (default: ./config.yaml when it exists).
+    #[arg(long, global = true, env = "SKILLHOST_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// Log debug detail to stderr (RUST_LOG overrides).
+    #[arg(long, short, global = true)]
+    pub verbose: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Work with skill folders: list, validate, build.
+    #[command(subcommand)]
+    Skill(skill::SkillCommand),
+    /// Call one tool through the sandbox and print its result.
+    Call(call::CallArgs),
+}
+
+/// Sets up logging to stderr: warnings by default, debug with `--verbose`.
+pub fn init_logging(verbose: bool) {
+    let default = if verbose { "debug,cranelift=info,wasmtime=info" } else { "warn" };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+}
+
+/// Runs the parsed command.
+pub async fn run(args: Args) -> ExitCode {
+    let result = match args.command {
+        Command::Skill(cmd) => skill::run(cmd, args.config.as_deref()).await,
+        Command::Call(call) => call::run(call, args.config.as_deref()).await,
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Loads the config, reporting problems clearly.
+pub fn load_config(path: Option<&std::path::Path>) -> anyhow::Result<LoadedConfig> {
+    Ok(config::load(path)?)
+}
+
+/// Builds the sandbox and a loader for `config`.
+pub fn loader(config: LoadedConfig) -> anyhow::Result<Loader> {
+    let c = &config.config;
+    let policy = skillhost::sandbox::LimitPolicy::from_config(&c.sandbox.defaults, &c.sandbox.maximums);
+    let cache_dir = config.resolve(c.sandbox.cache_dir.as_deref().unwrap_or(".skillhost/cache".as_ref()));
+    let options = SandboxOptions { max_memory_bytes: policy.maximums.memory_bytes, cache_dir: Some(cache_dir), ..Default::default() };
+    let sandbox = Arc::new(Sandbox::new(&options)?);
+    Ok(Loader::new(sandbox, config))
+}

@@ -1,0 +1,111 @@
+//! `skillhost skill list | validate | build`.
+
+use clap::Subcommand;
+use skillhost::skills::{LoadMode, SkillSet, build, loader::describe_prompt};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+#[derive(Debug, Subcommand)]
+pub enum SkillCommand {
+    /// List loaded skills, their tools, approval levels and source folders.
+    List,
+    /// Check every skill (prompt, manifest, component, tool schemas) without running hooks.
+    Validate,
+    /// Build a skill folder's Rust crate or Python app into skill.wasm and validate it.
+    Build {
+        /// The skill folder (default: the current directory).
+        dir: Option<PathBuf>,
+        /// Never try `rustup target add`; use an installed target or the offline path.
+        #[arg(long, env = "SKILLHOST_OFFLINE")]
+        offline: bool,
+    },
+}
+
+pub async fn run(cmd: SkillCommand, config: Option<&Path>) -> anyhow::Result<ExitCode> {
+    match cmd {
+        SkillCommand::List => list(config).await,
+        SkillCommand::Validate => validate(config).await,
+        SkillCommand::Build { dir, offline } => build_dir(dir.unwrap_or_else(|| PathBuf::from(".")), offline, config).await,
+    }
+}
+
+async fn list(config: Option<&Path>) -> anyhow::Result<ExitCode> {
+    let config = super::load_config(config)?;
+    let overrides = config.config.human.overrides.clone();
+    let set = super::loader(config)?.load_all(LoadMode::Serve).await?;
+    for skill in set.skills.values() {
+        let kind = if skill.runtime.is_some() { "component" } else { "prompt-only" };
+        println!("{}  ({kind}, {})", skill.name, skill.dir.display());
+        println!("    {}", describe_prompt(&skill.prompt));
+        if let Some((component, _)) = &skill.runtime {
+            let hooks = component.hooks().names();
+            if !hooks.is_empty() {
+                println!("    hooks: {}", hooks.join(", "));
+            }
+        }
+        for tool in &skill.tools {
+            let level = format!("{:?}", tool.approval).to_lowercase();
+            let level = match overrides.get(&tool.full_name) {
+                Some(o) => format!("{level}, overridden to {}", o.map(|l| format!("{l:?}").to_lowercase()).unwrap_or("none".into())),
+                None => level,
+            };
+            println!("    - {}  [approval: {level}]  {}", tool.full_name, first_line(&tool.description));
+        }
+    }
+    report_problems(&set);
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn validate(config: Option<&Path>) -> anyhow::Result<ExitCode> {
+    let config = super::load_config(config)?;
+    let set = super::loader(config)?.load_all(LoadMode::Validate).await?;
+    report_problems(&set);
+    let tools: usize = set.skills.values().map(|s| s.tools.len()).sum();
+    if set.problems.is_empty() {
+        println!("ok: {} skills, {tools} tools", set.skills.len());
+        Ok(ExitCode::SUCCESS)
+    } else {
+        println!("{} problem(s); {} skills valid", set.problems.len(), set.skills.len());
+        Ok(ExitCode::from(1))
+    }
+}
+
+fn report_problems(set: &SkillSet) {
+    for problem in &set.problems {
+        eprintln!("{problem}");
+    }
+}
+
+async fn build_dir(dir: PathBuf, offline: bool, config: Option<&Path>) -> anyhow::Result<ExitCode> {
+    let dir = dir.canonicalize().map_err(|e| anyhow::anyhow!("{}: {e}", dir.display()))?;
+    let progress = |m: &str| eprintln!("skillhost: {m}");
+    let started = std::time::Instant::now();
+    let built = {
+        let dir = dir.clone();
+        tokio::task::spawn_blocking(move || build::build(&dir, offline, &mut |m| eprintln!("skillhost: {m}"))).await?
+    };
+    let wasm = match built {
+        Ok(wasm) => wasm,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(ExitCode::from(1));
+        }
+    };
+    progress(&format!("built {} in {:.1}s; validating", wasm.display(), started.elapsed().as_secs_f64()));
+    let config = super::load_config(config)?;
+    let loader = super::loader(config)?;
+    match loader.load_one(&dir).await {
+        Ok(skill) => {
+            println!("ok: {} ({} tools) -> {}", skill.name, skill.tools.len(), wasm.display());
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(problem) => {
+            eprintln!("{problem}");
+            Ok(ExitCode::from(1))
+        }
+    }
+}
+
+fn first_line(text: &str) -> &str {
+    text.lines().next().unwrap_or("")
+}

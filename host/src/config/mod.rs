@@ -1,0 +1,110 @@
+//! The typed `config.yaml`: every section of the spec, unknown keys rejected.
+//!
+//! Loading reads `.env` (if present) into the environment, substitutes `${VAR}` references,
+//! then parses. Sections that later parts of the host act on (llm, engine, mcp_servers, ...)
+//! are parsed and checked here already, so a typo fails at start-up, not at first use.
+
+mod env;
+mod sections;
+
+pub use env::interpolate;
+pub use sections::*;
+
+use std::path::{Path, PathBuf};
+
+/// Why a configuration could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read config {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// The file is not valid YAML, or does not fit the schema (unknown key, wrong type).
+    #[error("invalid config {path}: {message}")]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// The parser's message, naming the key and line.
+        message: String,
+    },
+}
+
+/// A loaded configuration and where it came from.
+#[derive(Debug, Clone)]
+pub struct LoadedConfig {
+    /// The parsed configuration.
+    pub config: Config,
+    /// The directory relative paths in the config are resolved against.
+    pub base_dir: PathBuf,
+    /// Warnings found while loading (unset variables), already logged.
+    pub warnings: Vec<String>,
+}
+
+impl LoadedConfig {
+    /// Resolves a path from the config against the config file's directory.
+    pub fn resolve(&self, path: &Path) -> PathBuf {
+        if path.is_absolute() { path.to_path_buf() } else { self.base_dir.join(path) }
+    }
+}
+
+/// Loads `path`, or the defaults when `path` is `None` and `./config.yaml` does not exist.
+pub fn load(path: Option<&Path>) -> Result<LoadedConfig, ConfigError> {
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    let _ = dotenvy::from_path(cwd.join(".env"));
+    let path = match path {
+        Some(p) => p.to_path_buf(),
+        None if cwd.join("config.yaml").exists() => cwd.join("config.yaml"),
+        None => {
+            return Ok(LoadedConfig { config: Config::default(), base_dir: cwd, warnings: vec![] });
+        }
+    };
+    let text = std::fs::read_to_string(&path)
+        .map_err(|source| ConfigError::Read { path: path.clone(), source })?;
+    let base_dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+    let base_dir = if base_dir.as_os_str().is_empty() { cwd } else { base_dir };
+    let (config, warnings) = parse(&text, |name| std::env::var(name).ok())
+        .map_err(|message| ConfigError::Invalid { path: path.clone(), message })?;
+    for w in &warnings {
+        tracing::warn!("{}: {w}", path.display());
+    }
+    Ok(LoadedConfig { config, base_dir, warnings })
+}
+
+/// Parses config text, looking variables up with `lookup`. Returns the config and warnings.
+pub fn parse(
+    text: &str,
+    lookup: impl Fn(&str) -> Option<String>,
+) -> Result<(Config, Vec<String>), String> {
+    let (text, warnings) = interpolate(text, lookup)?;
+    if text.trim().is_empty() {
+        return Ok((Config::default(), warnings));
+    }
+    let config: Config = serde_yaml_ng::from_str(&text).map_err(|e| with_location(&text, e.to_string()))?;
+    config.check()?;
+    Ok((config, warnings))
+}
+
+/// The YAML parser gives no location for unknown top-level keys: find the key's line.
+fn with_location(text: &str, message: String) -> String {
+    if message.contains(" line ") {
+        return message;
+    }
+    let key = message
+        .strip_prefix("unknown field `")
+        .and_then(|rest| rest.split_once('`'))
+        .map(|(key, _)| key);
+    let line = key.and_then(|key| {
+        text.lines().position(|l| l.split_once(':').is_some_and(|(k, _)| k.trim_end() == key))
+    });
+    match line {
+        Some(index) => format!("{message} at line {}", index + 1),
+        None => message,
+    }
+}
+
+#[cfg(test)]
+mod tests;

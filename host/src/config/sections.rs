@@ -1,0 +1,544 @@
+//! One struct per `config.yaml` section. Every struct rejects unknown keys.
+
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+/// The whole `config.yaml`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// The agent's name and system prompt.
+    pub bot: Bot,
+    /// Which adapters receive messages.
+    pub adapter: Adapter,
+    /// The LLM provider.
+    pub llm: Llm,
+    /// Where skills are found, their config, and what they are granted.
+    pub skills: Skills,
+    /// Human approval settings.
+    pub human: Human,
+    /// The post-turn fact checker.
+    pub verifier: Verifier,
+    /// Memory and self-learning.
+    pub learning: Learning,
+    /// The persistent key-value store.
+    pub state: State,
+    /// External MCP servers, by name.
+    pub mcp_servers: BTreeMap<String, McpServer>,
+    /// Independent agents in one process, by name.
+    pub agents: BTreeMap<String, Agent>,
+    /// Engine guardrails.
+    pub engine: Engine,
+    /// The embedded HTTP server (API adapter).
+    pub ui: Ui,
+    /// Sandbox defaults and operator maximums (beyond the spec).
+    pub sandbox: Sandbox,
+}
+
+impl Config {
+    /// Checks rules that the types alone cannot express.
+    pub(crate) fn check(&self) -> Result<(), String> {
+        for key in self.human.overrides.keys() {
+            if !key.contains("__") {
+                return Err(format!(
+                    "human.overrides: key `{key}` is not of the form skillname__toolname"
+                ));
+            }
+        }
+        for (name, server) in &self.mcp_servers {
+            server.check().map_err(|e| format!("mcp_servers.{name}: {e}"))?;
+        }
+        self.sandbox.defaults.check().map_err(|e| format!("sandbox.defaults: {e}"))?;
+        self.sandbox.maximums.check().map_err(|e| format!("sandbox.maximums: {e}"))?;
+        Ok(())
+    }
+}
+
+/// `bot`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Bot {
+    /// The agent's name.
+    pub name: String,
+    /// Prepended to every conversation, before skill prompts and memory.
+    pub system_prompt: String,
+}
+
+impl Default for Bot {
+    fn default() -> Self {
+        Bot { name: "skillhost".into(), system_prompt: String::new() }
+    }
+}
+
+/// `adapter`: one (`type`) or several (`types`) adapters with their blocks.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Adapter {
+    /// A single adapter: `cli` or `api` (`slack`, `telegram` are parsed but not served).
+    #[serde(rename = "type")]
+    pub kind: Option<AdapterKind>,
+    /// Several adapters.
+    pub types: Vec<AdapterKind>,
+    /// Slack settings, kept as given.
+    pub slack: Option<serde_json::Value>,
+    /// Telegram settings, kept as given.
+    pub telegram: Option<serde_json::Value>,
+}
+
+/// An adapter name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AdapterKind {
+    /// The terminal.
+    Cli,
+    /// The HTTP API.
+    Api,
+    /// Slack (not served by skillhost).
+    Slack,
+    /// Telegram (not served by skillhost).
+    Telegram,
+}
+
+/// `llm`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Llm {
+    /// Which provider block to use.
+    pub provider: Provider,
+    /// The model id.
+    pub model: String,
+    /// Maximum output tokens per response.
+    pub max_tokens: u32,
+    /// Anthropic Messages API.
+    pub anthropic: Option<ProviderSettings>,
+    /// OpenAI Responses API.
+    pub openai: Option<ProviderSettings>,
+    /// AWS Bedrock (Converse, or Responses through Mantle).
+    pub bedrock: Option<BedrockSettings>,
+    /// Any Chat Completions server (Ollama, vLLM, llama.cpp).
+    pub openai_compatible: Option<ProviderSettings>,
+}
+
+impl Default for Llm {
+    fn default() -> Self {
+        Llm {
+            provider: Provider::Anthropic,
+            model: "claude-sonnet-4-6".into(),
+            max_tokens: 4096,
+            anthropic: None,
+            openai: None,
+            bedrock: None,
+            openai_compatible: None,
+        }
+    }
+}
+
+/// An LLM provider name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Provider {
+    /// Anthropic.
+    Anthropic,
+    /// OpenAI.
+    Openai,
+    /// AWS Bedrock.
+    Bedrock,
+    /// An OpenAI-compatible Chat Completions server.
+    OpenaiCompatible,
+}
+
+/// Settings shared by the HTTP providers.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ProviderSettings {
+    /// The API key (from `${ENV}` in practice).
+    pub api_key: Option<String>,
+    /// Overrides the provider's endpoint (gateways, proxies, local servers).
+    pub base_url: Option<String>,
+    /// Reasoning effort for reasoning models.
+    pub reasoning_effort: Option<String>,
+}
+
+/// `llm.bedrock`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct BedrockSettings {
+    /// `converse` (default) or `responses`.
+    pub api: Option<String>,
+    /// IAM access key id (Converse).
+    pub access_key_id: Option<String>,
+    /// IAM secret (Converse).
+    pub secret_access_key: Option<String>,
+    /// STS session token, for temporary credentials.
+    pub session_token: Option<String>,
+    /// The AWS region.
+    pub region: Option<String>,
+    /// Bedrock API key (bearer), for `api: responses`.
+    pub api_key: Option<String>,
+    /// Reasoning effort for `api: responses`.
+    pub reasoning_effort: Option<String>,
+    /// Overrides the endpoint.
+    pub base_url: Option<String>,
+}
+
+/// `skills`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Skills {
+    /// Directories scanned in order; a later skill of the same name wins.
+    pub paths: Vec<PathBuf>,
+    /// Skill name -> its config block, passed to the skill as `call-context.config`.
+    pub config: BTreeMap<String, serde_json::Value>,
+    /// Skill name -> the capabilities the operator grants it (beyond the spec).
+    pub grants: BTreeMap<String, Grant>,
+}
+
+impl Default for Skills {
+    fn default() -> Self {
+        Skills { paths: vec![PathBuf::from("./skills")], config: BTreeMap::new(), grants: BTreeMap::new() }
+    }
+}
+
+/// What the operator allows one skill. A skill gets a capability only when its manifest asks
+/// for it and its grant allows it.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Grant {
+    /// Access to the memory root.
+    pub memory: bool,
+    /// Hosts it may reach over HTTP (`host`, `host:port`, `*.domain`, or `*` for any).
+    pub http_hosts: Vec<String>,
+}
+
+/// Per-call limits; every field optional so that layers (defaults, manifest) can combine.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LimitSettings {
+    /// Fuel (roughly, wasm instructions) per call.
+    pub fuel: Option<u64>,
+    /// Wall-clock deadline per call, in milliseconds.
+    pub timeout_ms: Option<u64>,
+    /// Linear memory cap per instance, in MiB.
+    pub memory_mb: Option<u64>,
+    /// Largest result a call may return, in bytes.
+    pub max_result_bytes: Option<u64>,
+    /// Most log output (log import plus stdout/stderr) kept per call, in bytes.
+    pub max_log_bytes: Option<u64>,
+}
+
+impl LimitSettings {
+    pub(crate) fn check(&self) -> Result<(), String> {
+        let fields = [
+            ("fuel", self.fuel),
+            ("timeout_ms", self.timeout_ms),
+            ("memory_mb", self.memory_mb),
+            ("max_result_bytes", self.max_result_bytes),
+            ("max_log_bytes", self.max_log_bytes),
+        ];
+        match fields.iter().find(|(_, v)| *v == Some(0)) {
+            Some((name, _)) => Err(format!("{name} must be greater than 0")),
+            None => Ok(()),
+        }
+    }
+}
+
+/// `sandbox` (beyond the spec): per-call limits and the compiled-component cache.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Sandbox {
+    /// Limits for skills whose manifest sets none.
+    pub defaults: LimitSettings,
+    /// The most any manifest may ask for; larger requests are clamped.
+    pub maximums: LimitSettings,
+    /// Where compiled components are cached (default `./.skillhost/cache`).
+    pub cache_dir: Option<PathBuf>,
+}
+
+/// An approval level an operator can set in `human.overrides` (`null` means auto).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OverrideLevel {
+    /// Pause for approve/deny.
+    Approve,
+    /// Require typing the confirmation challenge.
+    Confirm,
+}
+
+/// `human`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Human {
+    /// How long to wait for a decision before treating it as denied.
+    pub timeout_seconds: u64,
+    /// `skill__tool` -> level; `null` runs without asking. The final word on approval.
+    pub overrides: BTreeMap<String, Option<OverrideLevel>>,
+}
+
+impl Default for Human {
+    fn default() -> Self {
+        Human { timeout_seconds: 300, overrides: BTreeMap::new() }
+    }
+}
+
+/// `verifier`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Verifier {
+    /// The model for fact checks; the main model when absent.
+    pub model: Option<String>,
+}
+
+/// `learning`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Learning {
+    /// Master switch.
+    pub enabled: bool,
+    /// Append a daily reflection after each conversation.
+    pub reflection: bool,
+    /// Approvals with zero denials before a call auto-executes.
+    pub approval_auto_promote: u32,
+    /// Where memory files live.
+    pub memory: MemoryBackend,
+}
+
+impl Default for Learning {
+    fn default() -> Self {
+        Learning { enabled: true, reflection: false, approval_auto_promote: 3, memory: MemoryBackend::default() }
+    }
+}
+
+/// `learning.memory`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MemoryBackend {
+    /// Only `filesystem`.
+    pub backend: Backend,
+    /// The filesystem backend's settings.
+    pub filesystem: FsPath,
+}
+
+impl Default for MemoryBackend {
+    fn default() -> Self {
+        MemoryBackend { backend: Backend::Filesystem, filesystem: FsPath { path: "./memory".into() } }
+    }
+}
+
+/// A storage backend name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Backend {
+    /// Files on disk.
+    Filesystem,
+}
+
+/// `filesystem: { path }`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FsPath {
+    /// The root directory.
+    pub path: PathBuf,
+}
+
+/// `state`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct State {
+    /// Only `filesystem`.
+    pub backend: Backend,
+    /// The filesystem backend's settings.
+    pub filesystem: FsPath,
+}
+
+impl Default for State {
+    fn default() -> Self {
+        State { backend: Backend::Filesystem, filesystem: FsPath { path: "./.skillhost/state".into() } }
+    }
+}
+
+/// One `mcp_servers` entry, by transport.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(tag = "transport", rename_all = "lowercase", deny_unknown_fields)]
+pub enum McpServer {
+    /// A child process speaking MCP on stdin/stdout.
+    Stdio {
+        /// The program.
+        command: String,
+        /// Its arguments.
+        #[serde(default)]
+        args: Vec<String>,
+        /// Extra environment variables for it.
+        #[serde(default)]
+        env: BTreeMap<String, String>,
+        /// Which tools to offer.
+        #[serde(default)]
+        tools: ToolFilter,
+    },
+    /// The legacy HTTP+SSE transport.
+    Sse {
+        /// The endpoint.
+        url: String,
+        /// Extra request headers.
+        #[serde(default)]
+        headers: BTreeMap<String, String>,
+        /// Which tools to offer.
+        #[serde(default)]
+        tools: ToolFilter,
+    },
+    /// The streamable HTTP transport.
+    Streamablehttp {
+        /// The endpoint.
+        url: String,
+        /// Extra request headers.
+        #[serde(default)]
+        headers: BTreeMap<String, String>,
+        /// Which tools to offer.
+        #[serde(default)]
+        tools: ToolFilter,
+    },
+}
+
+impl McpServer {
+    fn check(&self) -> Result<(), String> {
+        match self {
+            McpServer::Stdio { command, .. } if command.trim().is_empty() => {
+                Err("command is empty".into())
+            }
+            McpServer::Sse { url, .. } | McpServer::Streamablehttp { url, .. } => url::Url::parse(url)
+                .map(|_| ())
+                .map_err(|e| format!("url `{url}` is not a valid URL: {e}")),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// `"*"` or a list of tool names.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum ToolFilter {
+    /// Every tool the server offers.
+    #[default]
+    All,
+    /// Only these.
+    Only(Vec<String>),
+}
+
+impl<'de> Deserialize<'de> for ToolFilter {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Star(String),
+            List(Vec<String>),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Star(s) if s == "*" => Ok(ToolFilter::All),
+            Raw::Star(s) => Err(serde::de::Error::custom(format!(
+                "tools must be \"*\" or a list of tool names, not `{s}`"
+            ))),
+            Raw::List(list) => Ok(ToolFilter::Only(list)),
+        }
+    }
+}
+
+/// One `agents` entry.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Agent {
+    /// Display name.
+    pub name: Option<String>,
+    /// Its system prompt.
+    pub system_prompt: Option<String>,
+    /// Which skills it may use.
+    pub skills: AgentSkills,
+    /// Its adapter settings.
+    pub adapter: Option<Adapter>,
+    /// Its memory root.
+    pub memory: Option<FsPath>,
+    /// Its LLM settings.
+    pub llm: Option<Llm>,
+}
+
+/// `agents.<name>.skills`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AgentSkills {
+    /// Skill names it may use.
+    pub allowed: Vec<String>,
+}
+
+/// `engine`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Engine {
+    /// Per-turn wall-clock budgets.
+    pub session: Session,
+    /// Per-turn caps on chosen tools.
+    pub tool_budget: Option<ToolBudget>,
+    /// Legacy alias of `tool_budget`.
+    pub log_tool_budget: Option<ToolBudget>,
+    /// Time-window handling for MCP tools.
+    pub temporal_guardrails: TemporalGuardrails,
+}
+
+/// `engine.session`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Session {
+    /// The turn budget before a forced tools-free wrap-up.
+    pub deadline_seconds: u64,
+    /// How long the wrap-up answer may take.
+    pub wrapup_timeout_seconds: u64,
+    /// Crash-safety bound for in-flight markers.
+    pub inflight_ttl_seconds: u64,
+}
+
+impl Default for Session {
+    fn default() -> Self {
+        Session { deadline_seconds: 150, wrapup_timeout_seconds: 25, inflight_ttl_seconds: 400 }
+    }
+}
+
+/// `engine.tool_budget`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ToolBudget {
+    /// On or off (defaults to on under the legacy key).
+    pub enabled: Option<bool>,
+    /// The budgeted tools.
+    pub tools: Vec<String>,
+    /// Calls per turn.
+    pub max_per_turn: Option<u32>,
+    /// Long-range calls per turn.
+    pub max_long_range_per_turn: Option<u32>,
+    /// What counts as long range.
+    pub long_range_threshold_minutes: Option<u32>,
+    /// Guess long range from service names.
+    pub long_range_service_name_heuristic: bool,
+    /// Offer one corrective round when a cap is reached.
+    pub replan_enabled: bool,
+}
+
+/// `engine.temporal_guardrails`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TemporalGuardrails {
+    /// Tools that get time-window handling; empty disables.
+    pub tools: Vec<String>,
+    /// Tool -> argument profile.
+    pub tool_profiles: BTreeMap<String, String>,
+    /// Attribute discovery tools.
+    pub attribute_discovery_tools: Vec<String>,
+    /// Their lookback.
+    pub attribute_discovery_lookback_minutes: Option<u32>,
+}
+
+/// `ui`: the embedded HTTP server.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Ui {
+    /// The port (`SKILLHOST_UI_PORT` overrides).
+    pub port: Option<u16>,
+    /// The bearer token (`SKILLHOST_UI_TOKEN` overrides).
+    pub auth_token: Option<String>,
+}

@@ -1,0 +1,87 @@
+use super::*;
+
+fn env(pairs: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
+    move |name| pairs.iter().find(|(k, _)| *k == name).map(|(_, v)| v.to_string())
+}
+
+#[test]
+fn example_config_parses() {
+    let text = include_str!("../../../config.example.yaml");
+    let (config, _) = parse(text, env(&[])).expect("config.example.yaml must parse");
+    assert!(!config.skills.paths.is_empty());
+    assert!(config.skills.grants.contains_key("http_checker"));
+}
+
+#[test]
+fn empty_config_is_defaults() {
+    let (config, warnings) = parse("", env(&[])).unwrap();
+    assert_eq!(config.human.timeout_seconds, 300);
+    assert_eq!(config.engine.session.deadline_seconds, 150);
+    assert!(warnings.is_empty());
+}
+
+#[test]
+fn unknown_key_is_named_with_its_line() {
+    let err = parse("bot:\n  name: x\nskills:\n  pathz: [a]\n", env(&[])).unwrap_err();
+    assert!(err.contains("pathz"), "{err}");
+    assert!(err.contains("line 4"), "{err}");
+}
+
+#[test]
+fn unknown_top_level_key_is_rejected() {
+    let err = parse("bott:\n  name: x\n", env(&[])).unwrap_err();
+    assert!(err.contains("bott") && err.contains("line 1"), "{err}");
+}
+
+#[test]
+fn variables_are_substituted_and_unset_ones_warned() {
+    let text = "llm:\n  anthropic:\n    api_key: ${KEY}\n    base_url: ${MISSING}\n";
+    let (config, warnings) = parse(text, env(&[("KEY", "sk-1")])).unwrap();
+    let anthropic = config.llm.anthropic.unwrap();
+    assert_eq!(anthropic.api_key.as_deref(), Some("sk-1"));
+    assert_eq!(anthropic.base_url, None);
+    assert_eq!(warnings.len(), 1);
+    assert!(warnings[0].contains("MISSING") && warnings[0].contains("line 4"));
+}
+
+#[test]
+fn comment_lines_are_not_interpolated() {
+    let (_, warnings) = parse("# uses ${NOPE}\nbot:\n  name: x\n", env(&[])).unwrap();
+    assert!(warnings.is_empty());
+}
+
+#[test]
+fn multi_line_values_are_refused() {
+    let err = parse("bot:\n  name: ${EVIL}\n", env(&[("EVIL", "x\nskills: {}")])).unwrap_err();
+    assert!(err.contains("EVIL"), "{err}");
+}
+
+#[test]
+fn overrides_accept_null_approve_confirm() {
+    let text = "human:\n  overrides:\n    a__b: null\n    c__d: approve\n    e__f: confirm\n";
+    let (config, _) = parse(text, env(&[])).unwrap();
+    assert_eq!(config.human.overrides["a__b"], None);
+    assert_eq!(config.human.overrides["c__d"], Some(OverrideLevel::Approve));
+    let err = parse("human:\n  overrides:\n    a__b: maybe\n", env(&[])).unwrap_err();
+    assert!(err.contains("maybe") || err.contains("unknown variant"), "{err}");
+    let err = parse("human:\n  overrides:\n    nounderscore: null\n", env(&[])).unwrap_err();
+    assert!(err.contains("nounderscore"), "{err}");
+}
+
+#[test]
+fn mcp_servers_are_tagged_by_transport() {
+    let text = "mcp_servers:\n  a:\n    transport: stdio\n    command: npx\n    tools: \"*\"\n  b:\n    transport: streamablehttp\n    url: http://127.0.0.1:1/mcp\n    tools: [x, y]\n";
+    let (config, _) = parse(text, env(&[])).unwrap();
+    assert!(matches!(config.mcp_servers["a"], McpServer::Stdio { tools: ToolFilter::All, .. }));
+    assert!(matches!(&config.mcp_servers["b"], McpServer::Streamablehttp { tools: ToolFilter::Only(t), .. } if t.len() == 2));
+    let err = parse("mcp_servers:\n  a:\n    transport: carrier-pigeon\n", env(&[])).unwrap_err();
+    assert!(err.contains("carrier-pigeon"), "{err}");
+    let err = parse("mcp_servers:\n  a:\n    transport: sse\n    url: not a url\n", env(&[])).unwrap_err();
+    assert!(err.contains("mcp_servers.a"), "{err}");
+}
+
+#[test]
+fn zero_limits_are_refused() {
+    let err = parse("sandbox:\n  defaults:\n    fuel: 0\n", env(&[])).unwrap_err();
+    assert!(err.contains("sandbox.defaults") && err.contains("fuel"), "{err}");
+}

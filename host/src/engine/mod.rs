@@ -1,0 +1,3 @@
+//! The agent engine. So far: approval-level resolution, shared by every adapter.
+
+pub mod approval;

@@ -1,0 +1,11 @@
+//! The only `bindgen!`: host-side types and traits for the skill contract in `wit/`.
+
+wasmtime::component::bindgen!({
+    path: "../wit",
+    world: "skill-with-hooks",
+    imports: { default: async },
+    exports: { default: async },
+});
+
+pub use exports::skillhost::skill as guest;
+pub use skillhost::skill::types;

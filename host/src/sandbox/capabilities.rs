@@ -1,0 +1,128 @@
+//! What one skill may reach: the intersection of what its manifest asks for and what the
+//! operator's config grants. Nothing is reachable by default.
+
+use crate::store::{MemoryStore, StateStore};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+/// The result of an MCP tool call made on a skill's behalf.
+pub type McpFuture<'a> = Pin<Box<dyn Future<Output = Result<String, McpCallError>> + Send + 'a>>;
+
+/// Why an MCP call made by a skill failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum McpCallError {
+    /// No server of that name is configured, or the skill may not use it.
+    UnknownServer(String),
+    /// The server reported the tool call as failed.
+    ToolFailed(String),
+    /// Anything else.
+    Other(String),
+}
+
+/// Calls MCP tools for skills (the `mcp` import). Implemented by the MCP client; absent when
+/// the operator configured no MCP servers.
+pub trait McpBridge: Send + Sync {
+    /// Calls `tool` on `server` with JSON `arguments`, for `skill`.
+    fn call_tool<'a>(&'a self, skill: &'a str, server: &'a str, tool: &'a str, arguments: &'a str) -> McpFuture<'a>;
+}
+
+/// A list of host patterns: `*` (anything), `*.example.com` (subdomains), `example.com`
+/// (any port), `example.com:8080` (that port).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HostList(Vec<String>);
+
+impl HostList {
+    /// From patterns as written in a manifest or config.
+    pub fn new(patterns: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        HostList(patterns.into_iter().map(|p| p.into().to_ascii_lowercase()).collect())
+    }
+
+    /// Whether `host` (lowercase, no brackets) on `port` matches a pattern.
+    pub fn matches(&self, host: &str, port: u16) -> bool {
+        self.0.iter().any(|pattern| pattern_matches(pattern, host, port))
+    }
+
+    /// Whether the list is empty.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+fn pattern_matches(pattern: &str, host: &str, port: u16) -> bool {
+    if pattern == "*" {
+        return true;
+    }
+    let (pattern_host, pattern_port) = match pattern.rsplit_once(':') {
+        Some((h, p)) if !h.contains(':') || h.ends_with(']') => (h, p.parse::<u16>().ok()),
+        _ => (pattern, None),
+    };
+    let pattern_host = pattern_host.trim_start_matches('[').trim_end_matches(']');
+    if pattern_port.is_some_and(|p| p != port) {
+        return false;
+    }
+    match pattern_host.strip_prefix("*.") {
+        Some(domain) => host.len() > domain.len() && host.ends_with(domain)
+            && host.as_bytes()[host.len() - domain.len() - 1] == b'.',
+        None => pattern_host == host,
+    }
+}
+
+/// Everything a skill's calls may reach.
+pub struct Capabilities {
+    /// The skill's name (log attribution, state namespace).
+    pub skill: String,
+    /// The memory root, when both manifest and grant allow it.
+    pub memory: Option<MemoryStore>,
+    /// The state store, and the skill's namespace in it.
+    pub state: StateStore,
+    /// The namespace of the skill's keys (no other skill shares it).
+    pub state_namespace: String,
+    /// Hosts the manifest asks for.
+    pub http_requested: HostList,
+    /// Hosts the operator grants.
+    pub http_granted: HostList,
+    /// The shared HTTP client (no redirects followed).
+    pub http_client: reqwest::Client,
+    /// The MCP bridge, when MCP servers are configured.
+    pub mcp: Option<Arc<dyn McpBridge>>,
+}
+
+impl Capabilities {
+    /// Whether an HTTP request to `host:port` is allowed.
+    pub fn http_allowed(&self, host: &str, port: u16) -> bool {
+        self.http_requested.matches(host, port) && self.http_granted.matches(host, port)
+    }
+}
+
+/// The HTTP client shared by every skill: no redirects (a redirect could leave the allowed
+/// hosts), no proxy from the environment, bounded connect time.
+pub fn http_client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .no_proxy()
+        .connect_timeout(std::time::Duration::from_secs(10))
+        .user_agent(concat!("skillhost/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .expect("a client with static settings builds")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_patterns() {
+        let list = HostList::new(["example.com", "*.internal", "127.0.0.1:8080", "[::1]:9"]);
+        assert!(list.matches("example.com", 443));
+        assert!(!list.matches("evil-example.com", 443));
+        assert!(list.matches("db.internal", 80));
+        assert!(!list.matches("internal", 80));
+        assert!(!list.matches("xinternal", 80));
+        assert!(list.matches("127.0.0.1", 8080));
+        assert!(!list.matches("127.0.0.1", 8081));
+        assert!(list.matches("::1", 9));
+        assert!(HostList::new(["*"]).matches("anything", 1));
+        assert!(!HostList::default().matches("example.com", 80));
+    }
+}

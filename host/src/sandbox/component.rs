@@ -1,0 +1,343 @@
+//! A pre-instantiated skill component. Every call gets a fresh `Store` with its own fuel,
+//! deadline, memory cap and log buffer; the store is dropped afterwards, so nothing leaks
+//! between calls, channels or users.
+
+use super::bindings::guest;
+use super::bindings::types::{CallContext as WitContext, HumanLevel, PreflightDecision, SkillInfo, Target, ToolDef, ToolResult};
+use super::capabilities::Capabilities;
+use super::error::{CallError, LoadError};
+use super::host_state::{CallContext, HostState, RouteAttributes};
+use super::limits::Limits;
+use super::output::LogRecord;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use wasmtime::component::{Component, Instance, InstancePre, Linker};
+use wasmtime::{Store, Trap, UpdateDeadline};
+
+/// Which optional hooks a component exports.
+#[derive(Clone, Default)]
+pub struct Hooks {
+    resolve_human: Option<guest::resolve_human::GuestIndices>,
+    availability: Option<guest::availability::GuestIndices>,
+    startup: Option<guest::startup::GuestIndices>,
+    before_mcp_call: Option<guest::before_mcp_call::GuestIndices>,
+    observe_mcp_result: Option<guest::observe_mcp_result::GuestIndices>,
+    tool_result_empty: Option<guest::tool_result_empty::GuestIndices>,
+    tool_target: Option<guest::tool_target::GuestIndices>,
+}
+
+impl std::fmt::Debug for Hooks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.names()).finish()
+    }
+}
+
+impl Hooks {
+    /// The WIT names of the exported hooks.
+    pub fn names(&self) -> Vec<&'static str> {
+        let all = [
+            ("resolve-human", self.resolve_human.is_some()),
+            ("availability", self.availability.is_some()),
+            ("startup", self.startup.is_some()),
+            ("before-mcp-call", self.before_mcp_call.is_some()),
+            ("observe-mcp-result", self.observe_mcp_result.is_some()),
+            ("tool-result-empty", self.tool_result_empty.is_some()),
+            ("tool-target", self.tool_target.is_some()),
+        ];
+        all.into_iter().filter(|(_, present)| *present).map(|(name, _)| name).collect()
+    }
+}
+
+/// Where and under which limits a skill's calls run.
+#[derive(Clone)]
+pub struct CallEnv {
+    /// What the skill may reach.
+    pub caps: Arc<Capabilities>,
+    /// Per-call limits.
+    pub limits: Limits,
+}
+
+/// A call's value plus what the call left behind.
+#[derive(Debug, Clone)]
+pub struct Outcome<T> {
+    /// What the guest returned.
+    pub value: T,
+    /// Log records kept (capped).
+    pub logs: Vec<LogRecord>,
+    /// Log records dropped past the cap.
+    pub logs_dropped: u64,
+    /// Fuel consumed.
+    pub fuel_used: u64,
+    /// Wall-clock time, instantiation included.
+    pub elapsed: Duration,
+}
+
+/// A compiled, linked skill component.
+#[derive(Clone)]
+pub struct SkillComponent {
+    pre: InstancePre<HostState>,
+    tools: guest::tools::GuestIndices,
+    hooks: Hooks,
+}
+
+type CallFuture<'s, R> = Pin<Box<dyn Future<Output = wasmtime::Result<R>> + Send + 's>>;
+
+/// Extra wall-clock time after the deadline before a call stuck in a host import is dropped.
+const DEADLINE_GRACE: Duration = Duration::from_millis(250);
+
+#[derive(Debug)]
+struct DeadlineHit;
+
+impl std::fmt::Display for DeadlineHit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("deadline reached")
+    }
+}
+
+impl std::error::Error for DeadlineHit {}
+
+impl SkillComponent {
+    pub(super) fn new(linker: &Linker<HostState>, component: &Component) -> Result<Self, LoadError> {
+        let pre = linker
+            .instantiate_pre(component)
+            .map_err(|e| LoadError::UnsupportedImport(format!("{e:#}")))?;
+        let tools = guest::tools::GuestIndices::new(&pre).map_err(|e| LoadError::WrongExports(format!("{e:#}")))?;
+        let hooks = Hooks {
+            resolve_human: guest::resolve_human::GuestIndices::new(&pre).ok(),
+            availability: guest::availability::GuestIndices::new(&pre).ok(),
+            startup: guest::startup::GuestIndices::new(&pre).ok(),
+            before_mcp_call: guest::before_mcp_call::GuestIndices::new(&pre).ok(),
+            observe_mcp_result: guest::observe_mcp_result::GuestIndices::new(&pre).ok(),
+            tool_result_empty: guest::tool_result_empty::GuestIndices::new(&pre).ok(),
+            tool_target: guest::tool_target::GuestIndices::new(&pre).ok(),
+        };
+        Ok(SkillComponent { pre, tools, hooks })
+    }
+
+    /// The optional hooks this component exports.
+    pub fn hooks(&self) -> &Hooks {
+        &self.hooks
+    }
+
+    /// Lists the tools and skill info, type-checking every export on the way, so a hook with
+    /// the wrong signature fails at load rather than at its first call.
+    pub async fn describe(&self, env: &CallEnv) -> Result<Outcome<(Vec<ToolDef>, SkillInfo)>, LoadError> {
+        let this = self.clone();
+        let outcome = self
+            .run(env, RouteAttributes::default(), "describe", move |store, instance| {
+                Box::pin(async move {
+                    this.typecheck_hooks(&mut *store, &instance)?;
+                    let tools = this.tools.load(&mut *store, &instance)?;
+                    let list = tools.call_list_tools(&mut *store).await?;
+                    let info = tools.call_info(&mut *store).await?;
+                    Ok((list, info))
+                })
+            })
+            .await;
+        outcome.map_err(|e| match e {
+            CallError::Host(m) if m.contains("type mismatch") || m.contains("expected") => LoadError::WrongExports(m),
+            other => LoadError::Describe(other),
+        })
+    }
+
+    fn typecheck_hooks(&self, store: &mut Store<HostState>, instance: &Instance) -> wasmtime::Result<()> {
+        let h = &self.hooks;
+        macro_rules! check {
+            ($($field:ident),*) => {$(
+                if let Some(indices) = &h.$field {
+                    indices.load(&mut *store, instance)?;
+                }
+            )*};
+        }
+        check!(resolve_human, availability, startup, before_mcp_call, observe_mcp_result, tool_result_empty, tool_target);
+        Ok(())
+    }
+
+    /// Runs `handle` for one tool call.
+    pub async fn handle(&self, env: &CallEnv, name: &str, input: &str, ctx: &CallContext) -> Result<Outcome<ToolResult>, CallError> {
+        let (this, name, input, wit_ctx) = (self.clone(), name.to_string(), input.to_string(), wit_context(ctx));
+        let outcome = self
+            .run(env, ctx.route.clone(), &format!("handle {name}"), move |store, instance| {
+                Box::pin(async move {
+                    let tools = this.tools.load(&mut *store, &instance)?;
+                    tools.call_handle(&mut *store, &name, &input, &wit_ctx).await
+                })
+            })
+            .await?;
+        let size = outcome.value.content.len() as u64;
+        if size > env.limits.max_result_bytes {
+            return Err(CallError::ResultTooLarge { size, limit: env.limits.max_result_bytes });
+        }
+        Ok(outcome)
+    }
+
+    /// `resolve-human`, or `None` when the component does not export it.
+    pub async fn resolve_human(&self, env: &CallEnv, name: &str, input: &str, ctx: &CallContext) -> Option<Result<Outcome<Option<HumanLevel>>, CallError>> {
+        let indices = self.hooks.resolve_human.clone()?;
+        let (name, input, wit_ctx) = (name.to_string(), input.to_string(), wit_context(ctx));
+        Some(self.run(env, ctx.route.clone(), "resolve-human", move |store, instance| {
+            Box::pin(async move {
+                let g = indices.load(&mut *store, &instance)?;
+                g.call_resolve_human(&mut *store, &name, &input, &wit_ctx).await
+            })
+        }).await)
+    }
+
+    /// `is-available`, or `None` when the component does not export it.
+    pub async fn is_available(&self, env: &CallEnv) -> Option<Result<Outcome<bool>, CallError>> {
+        let indices = self.hooks.availability.clone()?;
+        Some(self.run(env, RouteAttributes::default(), "is-available", move |store, instance| {
+            Box::pin(async move { indices.load(&mut *store, &instance)?.call_is_available(&mut *store).await })
+        }).await)
+    }
+
+    /// `startup`, or `None` when the component does not export it.
+    pub async fn startup(&self, env: &CallEnv, config: &serde_json::Value) -> Option<Result<Outcome<Result<(), String>>, CallError>> {
+        let indices = self.hooks.startup.clone()?;
+        let config = config.to_string();
+        Some(self.run(env, RouteAttributes::default(), "startup", move |store, instance| {
+            Box::pin(async move { indices.load(&mut *store, &instance)?.call_startup(&mut *store, &config).await })
+        }).await)
+    }
+
+    /// `before-mcp-call`, or `None` when the component does not export it.
+    pub async fn before_mcp_call(&self, env: &CallEnv, server: &str, tool: &str, arguments: &str, ctx: &CallContext) -> Option<Result<Outcome<PreflightDecision>, CallError>> {
+        let indices = self.hooks.before_mcp_call.clone()?;
+        let (server, tool, arguments, wit_ctx) = (server.to_string(), tool.to_string(), arguments.to_string(), wit_context(ctx));
+        Some(self.run(env, ctx.route.clone(), "before-mcp-call", move |store, instance| {
+            Box::pin(async move {
+                let g = indices.load(&mut *store, &instance)?;
+                g.call_before_mcp_call(&mut *store, &server, &tool, &arguments, &wit_ctx).await
+            })
+        }).await)
+    }
+
+    /// `observe-mcp-result`, or `None` when the component does not export it.
+    pub async fn observe_mcp_result(&self, env: &CallEnv, server: &str, tool: &str, arguments: &str, output: &str, ctx: &CallContext) -> Option<Result<Outcome<Option<String>>, CallError>> {
+        let indices = self.hooks.observe_mcp_result.clone()?;
+        let (server, tool, arguments, output, wit_ctx) =
+            (server.to_string(), tool.to_string(), arguments.to_string(), output.to_string(), wit_context(ctx));
+        Some(self.run(env, ctx.route.clone(), "observe-mcp-result", move |store, instance| {
+            Box::pin(async move {
+                let g = indices.load(&mut *store, &instance)?;
+                g.call_observe_mcp_result(&mut *store, &server, &tool, &arguments, &output, &wit_ctx).await
+            })
+        }).await)
+    }
+
+    /// `tool-result-empty`, or `None` when the component does not export it.
+    pub async fn tool_result_empty(&self, env: &CallEnv, tool: &str, raw_result: &str) -> Option<Result<Outcome<Option<bool>>, CallError>> {
+        let indices = self.hooks.tool_result_empty.clone()?;
+        let (tool, raw) = (tool.to_string(), raw_result.to_string());
+        Some(self.run(env, RouteAttributes::default(), "tool-result-empty", move |store, instance| {
+            Box::pin(async move {
+                indices.load(&mut *store, &instance)?.call_tool_result_empty(&mut *store, &tool, &raw).await
+            })
+        }).await)
+    }
+
+    /// `tool-target`, or `None` when the component does not export it.
+    pub async fn tool_target(&self, env: &CallEnv, tool: &str, input: &str) -> Option<Result<Outcome<Option<Target>>, CallError>> {
+        let indices = self.hooks.tool_target.clone()?;
+        let (tool, input) = (tool.to_string(), input.to_string());
+        Some(self.run(env, RouteAttributes::default(), "tool-target", move |store, instance| {
+            Box::pin(async move { indices.load(&mut *store, &instance)?.call_tool_target(&mut *store, &tool, &input).await })
+        }).await)
+    }
+
+    /// Instantiates into a fresh store, runs `call`, and turns every way it can fail into a
+    /// [`CallError`] naming the cause. The store is dropped on return.
+    async fn run<R: Send + 'static>(
+        &self,
+        env: &CallEnv,
+        route: RouteAttributes,
+        operation: &str,
+        call: impl for<'s> FnOnce(&'s mut Store<HostState>, Instance) -> CallFuture<'s, R> + Send,
+    ) -> Result<Outcome<R>, CallError> {
+        let started = Instant::now();
+        let mut store = self.new_store(env, route, operation);
+        let pre = self.pre.clone();
+        let work = async {
+            let instance = pre.instantiate_async(&mut store).await?;
+            call(&mut store, instance).await
+        };
+        let result = match tokio::time::timeout(env.limits.timeout + DEADLINE_GRACE, work).await {
+            Ok(result) => result,
+            Err(_) => Err(wasmtime::Error::new(DeadlineHit)),
+        };
+        let fuel_used = env.limits.fuel.saturating_sub(store.get_fuel().unwrap_or(0));
+        let (logs, logs_dropped) = store.data().take_logs();
+        if logs_dropped > 0 {
+            tracing::warn!(skill = %env.caps.skill, operation, logs_dropped, "log output over the cap was dropped");
+        }
+        match result {
+            Ok(value) => Ok(Outcome { value, logs, logs_dropped, fuel_used, elapsed: started.elapsed() }),
+            Err(error) => {
+                let error = classify(&store, &env.limits, error);
+                tracing::warn!(skill = %env.caps.skill, operation, kind = error.kind(), "{error}");
+                Err(error)
+            }
+        }
+    }
+
+    fn new_store(&self, env: &CallEnv, route: RouteAttributes, operation: &str) -> Store<HostState> {
+        let state = HostState::new(env.caps.clone(), &env.limits, route, operation.to_string());
+        let deadline = state.deadline;
+        let mut store = Store::new(self.pre.engine(), state);
+        store.limiter(|s| &mut s.limiter);
+        store.set_fuel(env.limits.fuel).expect("fuel is enabled on the engine");
+        store.set_epoch_deadline(1);
+        store.epoch_deadline_callback(move |_| {
+            if Instant::now() >= deadline {
+                Err(wasmtime::Error::new(DeadlineHit))
+            } else {
+                Ok(UpdateDeadline::Yield(1))
+            }
+        });
+        store
+    }
+}
+
+fn classify(store: &Store<HostState>, limits: &Limits, error: wasmtime::Error) -> CallError {
+    if error.downcast_ref::<DeadlineHit>().is_some() {
+        return CallError::Deadline(limits.timeout);
+    }
+    let state = store.data();
+    match error.downcast_ref::<Trap>() {
+        Some(Trap::OutOfFuel) => CallError::FuelExhausted(limits.fuel),
+        Some(Trap::Interrupt) => CallError::Deadline(limits.timeout),
+        Some(Trap::StackOverflow) => CallError::StackOverflow,
+        _ if state.limiter.hit => CallError::MemoryCap(limits.memory_bytes),
+        Some(trap) => {
+            let detail = state.logs.last_stderr_line().filter(|l| !l.is_empty());
+            let detail = detail.map(|l| format!(" ({})", truncate(&l, 300))).unwrap_or_default();
+            CallError::Trap(format!("{trap}{detail}"))
+        }
+        None => {
+            let message = format!("{error:#}");
+            if message.contains("maximum concurrent") {
+                CallError::Busy
+            } else {
+                CallError::Host(message)
+            }
+        }
+    }
+}
+
+fn truncate(s: &str, max: usize) -> &str {
+    match s.char_indices().nth(max) {
+        Some((i, _)) => &s[..i],
+        None => s,
+    }
+}
+
+fn wit_context(ctx: &CallContext) -> WitContext {
+    WitContext {
+        config: ctx.config.to_string(),
+        channel_id: ctx.channel_id.clone(),
+        user_id: ctx.user_id.clone(),
+        route: ctx.route.snapshot(),
+    }
+}

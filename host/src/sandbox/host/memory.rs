@@ -1,0 +1,44 @@
+//! `memory`: files under the memory root, for skills granted it.
+
+use crate::sandbox::bindings::skillhost::skill::memory::{Error, Host, SearchHit, WriteMode};
+use crate::sandbox::host_state::HostState;
+use crate::store::{MemoryError, MemoryStore};
+
+fn convert(e: MemoryError) -> Error {
+    match e {
+        MemoryError::InvalidPath { .. } => Error::InvalidPath(e.to_string()),
+        MemoryError::InvalidJson { .. } => Error::InvalidJson(e.to_string()),
+        MemoryError::TooLarge => Error::TooLarge,
+        MemoryError::Io(m) => Error::Other(m),
+    }
+}
+
+impl HostState {
+    fn memory(&self) -> Result<&MemoryStore, Error> {
+        self.caps.memory.as_ref().ok_or(Error::Denied)
+    }
+}
+
+impl Host for HostState {
+    async fn read(&mut self, path: String) -> Result<Option<String>, Error> {
+        self.memory()?.read(&path).map_err(convert)
+    }
+
+    async fn write(&mut self, path: String, content: String, mode: WriteMode) -> Result<(), Error> {
+        let append = matches!(mode, WriteMode::Append);
+        self.memory()?.write(&path, &content, append).map_err(convert)
+    }
+
+    async fn read_json(&mut self, path: String) -> Result<Option<String>, Error> {
+        self.memory()?.read_json(&path).map_err(convert)
+    }
+
+    async fn search(&mut self, query: String) -> Result<Vec<SearchHit>, Error> {
+        let store = self.memory()?.clone();
+        let hits = tokio::task::spawn_blocking(move || store.search(&query))
+            .await
+            .map_err(|e| Error::Other(e.to_string()))?
+            .map_err(convert)?;
+        Ok(hits.into_iter().map(|h| SearchHit { path: h.path, line: h.line, text: h.text }).collect())
+    }
+}

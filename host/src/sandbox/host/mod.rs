@@ -1,0 +1,13 @@
+//! One file per WIT import interface: the skill's only ways out of the sandbox.
+
+mod http;
+mod log;
+mod mcp;
+mod memory;
+mod route;
+mod state;
+
+use super::bindings::skillhost::skill::types;
+use super::host_state::HostState;
+
+impl types::Host for HostState {}

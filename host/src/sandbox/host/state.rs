@@ -1,0 +1,30 @@
+//! `state`: the skill's own key-value namespace.
+
+use crate::sandbox::bindings::skillhost::skill::state::{Error, Host};
+use crate::sandbox::host_state::HostState;
+use crate::store::StateError;
+
+fn convert(e: StateError) -> Error {
+    match e {
+        StateError::Invalid(m) => Error::Invalid(m),
+        StateError::Other(m) => Error::Other(m),
+    }
+}
+
+impl Host for HostState {
+    async fn get(&mut self, key: String) -> Result<Option<String>, Error> {
+        self.caps.state.get(&self.caps.state_namespace, &key).map_err(convert)
+    }
+
+    async fn set(&mut self, key: String, value: String) -> Result<(), Error> {
+        self.caps.state.set(&self.caps.state_namespace, &key, &value).map_err(convert)
+    }
+
+    async fn delete(&mut self, key: String) -> Result<(), Error> {
+        self.caps.state.delete(&self.caps.state_namespace, &key).map_err(convert)
+    }
+
+    async fn keys(&mut self) -> Result<Vec<String>, Error> {
+        self.caps.state.keys(&self.caps.state_namespace).map_err(convert)
+    }
+}

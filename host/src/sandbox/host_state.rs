@@ -1,0 +1,122 @@
+//! What a `Store` holds for one call: WASI (deny-by-default), the memory limiter, the skill's
+//! granted capabilities, and the call's log buffer and route attributes.
+
+use super::capabilities::Capabilities;
+use super::limits::{Limits, MemoryLimiter};
+use super::output::{LogBuffer, LogRecord};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+use wasmtime::component::ResourceTable;
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+/// The routing attributes of one turn, shared by every call in it.
+#[derive(Debug, Clone, Default)]
+pub struct RouteAttributes(Arc<Mutex<BTreeMap<String, String>>>);
+
+/// At most this many attributes per turn.
+pub const MAX_ROUTE_ATTRIBUTES: usize = 64;
+
+impl RouteAttributes {
+    /// A snapshot, for `call-context.route`.
+    pub fn snapshot(&self) -> Vec<(String, String)> {
+        let map = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        map.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+    }
+
+    /// Sets one attribute. Oversized keys or values, and attributes past the cap, are
+    /// dropped (the caller logs it).
+    pub fn set(&self, key: String, value: String) -> bool {
+        let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let fits = !key.is_empty() && key.len() <= 128 && value.len() <= 4096;
+        if !fits || (map.len() >= MAX_ROUTE_ATTRIBUTES && !map.contains_key(&key)) {
+            return false;
+        }
+        map.insert(key, value);
+        true
+    }
+}
+
+/// Who is calling: channel, user, config and the turn's route attributes.
+#[derive(Debug, Clone)]
+pub struct CallContext {
+    /// The skill's config block, as JSON.
+    pub config: serde_json::Value,
+    /// The channel the message came from.
+    pub channel_id: String,
+    /// The user, when known.
+    pub user_id: Option<String>,
+    /// The turn's routing attributes.
+    pub route: RouteAttributes,
+}
+
+impl CallContext {
+    /// A context for a call outside any conversation (CLI `call`, tests, benchmarks).
+    pub fn standalone(channel_id: &str) -> Self {
+        CallContext {
+            config: serde_json::json!({}),
+            channel_id: channel_id.into(),
+            user_id: None,
+            route: RouteAttributes::default(),
+        }
+    }
+}
+
+/// The data of one call's `Store`.
+pub struct HostState {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    pub(crate) limiter: MemoryLimiter,
+    pub(crate) caps: Arc<Capabilities>,
+    pub(crate) logs: LogBuffer,
+    pub(crate) route: RouteAttributes,
+    /// What is being run, for log attribution.
+    pub(crate) operation: String,
+    pub(crate) deadline: Instant,
+}
+
+impl HostState {
+    pub(crate) fn new(
+        caps: Arc<Capabilities>,
+        limits: &Limits,
+        route: RouteAttributes,
+        operation: String,
+    ) -> Self {
+        let logs = LogBuffer::new(limits.max_log_bytes as usize);
+        let wasi = deny_by_default_wasi(&logs);
+        HostState {
+            wasi,
+            table: ResourceTable::new(),
+            limiter: MemoryLimiter::new(limits.memory_bytes),
+            caps,
+            logs,
+            route,
+            operation,
+            deadline: Instant::now() + limits.timeout,
+        }
+    }
+
+    /// The records logged during the call (capped).
+    pub fn take_logs(&self) -> (Vec<LogRecord>, u64) {
+        self.logs.take()
+    }
+}
+
+/// WASI with nothing granted: no preopened directories, no environment, no arguments, no
+/// sockets, no name lookups, empty stdin; stdout and stderr feed the capped log buffer.
+fn deny_by_default_wasi(logs: &LogBuffer) -> WasiCtx {
+    let mut builder = WasiCtx::builder();
+    builder
+        .allow_tcp(false)
+        .allow_udp(false)
+        .allow_ip_name_lookup(false)
+        .stdout(logs.stream("stdout"))
+        .stderr(logs.stream("stderr"));
+    builder.build()
+}
+
+impl WasiView for HostState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
+    }
+}

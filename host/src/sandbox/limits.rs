@@ -1,0 +1,157 @@
+//! Per-call limits: defaults, the operator's maximums, and what a manifest asks for.
+
+use crate::config::LimitSettings;
+use std::time::Duration;
+
+/// The limits one call runs under.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Fuel (roughly, wasm instructions).
+    pub fuel: u64,
+    /// Wall-clock deadline.
+    pub timeout: Duration,
+    /// Linear memory cap, in bytes, across the instance's memories.
+    pub memory_bytes: u64,
+    /// Largest result, in bytes.
+    pub max_result_bytes: u64,
+    /// Most log output kept, in bytes.
+    pub max_log_bytes: u64,
+}
+
+impl Limits {
+    /// Built-in defaults, used where neither config nor manifest says otherwise.
+    pub const DEFAULT: Limits = Limits {
+        fuel: 1_000_000_000,
+        timeout: Duration::from_secs(10),
+        memory_bytes: 128 << 20,
+        max_result_bytes: 1 << 20,
+        max_log_bytes: 64 << 10,
+    };
+
+    /// Built-in maximums, used where the config names none.
+    pub const MAXIMUM: Limits = Limits {
+        fuel: 50_000_000_000,
+        timeout: Duration::from_secs(300),
+        memory_bytes: 1 << 30,
+        max_result_bytes: 16 << 20,
+        max_log_bytes: 1 << 20,
+    };
+
+    /// `self` with every field that `settings` sets replaced.
+    pub fn overlay(self, settings: &LimitSettings) -> Limits {
+        Limits {
+            fuel: settings.fuel.unwrap_or(self.fuel),
+            timeout: settings.timeout_ms.map(Duration::from_millis).unwrap_or(self.timeout),
+            memory_bytes: settings.memory_mb.map(|mb| mb << 20).unwrap_or(self.memory_bytes),
+            max_result_bytes: settings.max_result_bytes.unwrap_or(self.max_result_bytes),
+            max_log_bytes: settings.max_log_bytes.unwrap_or(self.max_log_bytes),
+        }
+    }
+
+    /// Each field no larger than `max`'s.
+    pub fn clamp(self, max: &Limits) -> Limits {
+        Limits {
+            fuel: self.fuel.min(max.fuel),
+            timeout: self.timeout.min(max.timeout),
+            memory_bytes: self.memory_bytes.min(max.memory_bytes),
+            max_result_bytes: self.max_result_bytes.min(max.max_result_bytes),
+            max_log_bytes: self.max_log_bytes.min(max.max_log_bytes),
+        }
+    }
+}
+
+/// The operator's limit policy: defaults for every skill and the maximums none may exceed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LimitPolicy {
+    /// Applied when a manifest sets nothing.
+    pub defaults: Limits,
+    /// The ceiling.
+    pub maximums: Limits,
+}
+
+impl Default for LimitPolicy {
+    fn default() -> Self {
+        LimitPolicy { defaults: Limits::DEFAULT, maximums: Limits::MAXIMUM }
+    }
+}
+
+impl LimitPolicy {
+    /// From `sandbox.defaults` and `sandbox.maximums`.
+    pub fn from_config(defaults: &LimitSettings, maximums: &LimitSettings) -> Self {
+        let maximums = Limits::MAXIMUM.overlay(maximums);
+        LimitPolicy { defaults: Limits::DEFAULT.overlay(defaults).clamp(&maximums), maximums }
+    }
+
+    /// The limits of a skill whose manifest asks for `requested`.
+    pub fn for_skill(&self, requested: &LimitSettings) -> Limits {
+        self.defaults.overlay(requested).clamp(&self.maximums)
+    }
+}
+
+/// Enforces the memory cap during one call, and remembers whether it refused growth so a
+/// later trap can be reported as "memory cap" rather than as a crash.
+#[derive(Debug)]
+pub struct MemoryLimiter {
+    cap: u64,
+    used: u64,
+    /// Set when a grow request was refused.
+    pub hit: bool,
+}
+
+impl MemoryLimiter {
+    /// A limiter allowing `cap` bytes of linear memory in total.
+    pub fn new(cap: u64) -> Self {
+        MemoryLimiter { cap, used: 0, hit: false }
+    }
+}
+
+const MAX_TABLE_ELEMENTS: usize = 1 << 20;
+
+impl wasmtime::ResourceLimiter for MemoryLimiter {
+    fn memory_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        let growth = desired.saturating_sub(current) as u64;
+        if self.used.saturating_add(growth) > self.cap {
+            self.hit = true;
+            return Ok(false);
+        }
+        self.used += growth;
+        Ok(true)
+    }
+
+    fn table_growing(&mut self, _current: usize, desired: usize, _max: Option<usize>) -> wasmtime::Result<bool> {
+        Ok(desired <= MAX_TABLE_ELEMENTS)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn manifest_requests_are_clamped_to_operator_maximums() {
+        let policy = LimitPolicy::from_config(
+            &LimitSettings { timeout_ms: Some(2_000), ..Default::default() },
+            &LimitSettings { timeout_ms: Some(5_000), memory_mb: Some(64), ..Default::default() },
+        );
+        assert_eq!(policy.defaults.timeout, Duration::from_secs(2));
+        assert_eq!(policy.defaults.memory_bytes, 64 << 20, "defaults above the maximum are clamped");
+        let asked = LimitSettings { timeout_ms: Some(60_000), fuel: Some(7), ..Default::default() };
+        let limits = policy.for_skill(&asked);
+        assert_eq!(limits.timeout, Duration::from_secs(5));
+        assert_eq!(limits.fuel, 7);
+    }
+
+    #[test]
+    fn limiter_counts_all_memories_together() {
+        use wasmtime::ResourceLimiter;
+        let mut l = MemoryLimiter::new(100);
+        assert!(l.memory_growing(0, 60, None).unwrap());
+        assert!(!l.memory_growing(0, 60, None).unwrap());
+        assert!(l.hit);
+    }
+}

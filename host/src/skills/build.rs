@@ -1,0 +1,86 @@
+//! `skillhost skill build`: turns a skill folder's source into `skill.wasm`.
+
+use super::loader::WASM_FILE;
+use super::manifest::{BuildKind, Manifest};
+use skillhost_toolchain as toolchain;
+use std::path::{Path, PathBuf};
+
+/// The WIT contract, embedded so that builds work wherever the binary is.
+pub const WIT_FILES: &[(&str, &str)] = &[
+    ("skill.wit", include_str!("../../../wit/skill.wit")),
+    ("types.wit", include_str!("../../../wit/types.wit")),
+    ("host.wit", include_str!("../../../wit/host.wit")),
+];
+
+/// Writes the embedded WIT into `dir`.
+pub fn write_wit(dir: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    for (name, text) in WIT_FILES {
+        std::fs::write(dir.join(name), text)?;
+    }
+    Ok(())
+}
+
+/// What kind of source `dir` holds.
+pub fn detect_kind(dir: &Path, manifest: &Manifest) -> Result<BuildKind, String> {
+    if let Some(kind) = manifest.build.kind {
+        return Ok(kind);
+    }
+    if dir.join("Cargo.toml").is_file() {
+        return Ok(BuildKind::Rust);
+    }
+    if dir.join(format!("{}.py", python_module(manifest))).is_file() {
+        return Ok(BuildKind::Python);
+    }
+    Err(format!("{}: no Cargo.toml or app.py to build (set [build] kind in skill.toml)", dir.display()))
+}
+
+fn python_module(manifest: &Manifest) -> &str {
+    manifest.build.python_module.as_deref().unwrap_or("app")
+}
+
+/// Builds the skill in `dir` and copies the component to `dir/skill.wasm`.
+pub fn build(dir: &Path, offline: bool, progress: &mut dyn FnMut(&str)) -> Result<PathBuf, String> {
+    let manifest = Manifest::load(dir)?;
+    let output = dir.join(WASM_FILE);
+    match detect_kind(dir, &manifest)? {
+        BuildKind::Rust => {
+            let tc = toolchain::find_rust_toolchain(offline, progress).map_err(|e| e.to_string())?;
+            progress(&format!("building {} with {}", dir.display(), describe(&tc)));
+            let artifacts = toolchain::build_rust(dir, None, &tc).map_err(|e| e.to_string())?;
+            let wasm = pick_artifact(dir, &artifacts)?;
+            std::fs::copy(&wasm, &output).map_err(|e| format!("copying {}: {e}", wasm.display()))?;
+        }
+        BuildKind::Python => {
+            let wit = tempfile::tempdir().map_err(|e| e.to_string())?;
+            write_wit(wit.path()).map_err(|e| e.to_string())?;
+            progress(&format!("building {} with componentize-py", dir.display()));
+            toolchain::build_python(dir, python_module(&manifest), wit.path(), "skill", &output)
+                .map_err(|e| e.to_string())?;
+        }
+    }
+    Ok(output)
+}
+
+fn describe(tc: &toolchain::RustToolchain) -> &'static str {
+    match tc {
+        toolchain::RustToolchain::Rustup => "rustup's wasm32-wasip2 target",
+        toolchain::RustToolchain::OfflineBuildStd { .. } => "the offline build-std toolchain",
+    }
+}
+
+/// The artifact of the crate in `dir` (cargo may also report the workspace's others).
+fn pick_artifact(dir: &Path, artifacts: &[PathBuf]) -> Result<PathBuf, String> {
+    let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).map_err(|e| e.to_string())?;
+    let name = manifest
+        .parse::<toml::Table>()
+        .ok()
+        .and_then(|t| t.get("package")?.get("name")?.as_str().map(|n| n.replace('-', "_")));
+    let chosen = match name {
+        Some(name) => artifacts.iter().find(|a| a.file_stem().is_some_and(|s| s == name.as_str())),
+        None => artifacts.first(),
+    };
+    chosen.cloned().ok_or_else(|| {
+        format!("the build produced no .wasm for {}: is its crate-type [\"cdylib\"]?", dir.display())
+    })
+}

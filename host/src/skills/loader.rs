@@ -1,0 +1,282 @@
+//! Finds skills in `skills.paths`, loads each into the sandbox, and applies precedence.
+//!
+//! Paths are scanned in order and folders within a path by name; a later skill with the same
+//! name replaces an earlier one, and an unavailable one (`is-available` false) removes it.
+//! A broken skill is reported as a [`LoadProblem`] naming the skill, the file and the cause;
+//! the others still load. Only the spec's fatal cases stop loading: an `is-available` that
+//! traps, and a `startup` that fails.
+
+use super::manifest::Manifest;
+use super::prompt::{self, Prompt};
+use super::skill::{SEPARATOR, Skill, SkillFacts, ToolSpec};
+use crate::config::LoadedConfig;
+use crate::sandbox::{CallEnv, Capabilities, HostList, LimitPolicy, McpBridge, Sandbox, SkillComponent};
+use crate::store::{MemoryStore, StateStore};
+use std::collections::{BTreeMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// The component file in a skill folder.
+pub const WASM_FILE: &str = "skill.wasm";
+
+/// One skill that failed to load.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoadProblem {
+    /// The skill (its folder name when the name is unknown).
+    pub skill: String,
+    /// The file at fault.
+    pub file: PathBuf,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl std::fmt::Display for LoadProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "skill `{}`: {}: {}", self.skill, self.file.display(), self.message)
+    }
+}
+
+/// A problem that stops loading altogether (the spec's configuration errors).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct FatalLoadError(pub String);
+
+/// How far loading goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LoadMode {
+    /// Check artifacts only: call neither `is-available` nor `startup` (`skill validate`).
+    Validate,
+    /// Load to serve: `is-available` decides inclusion, `startup` runs once per skill.
+    Serve,
+}
+
+/// The skills that loaded, and the problems of those that did not.
+#[derive(Clone, Default)]
+pub struct SkillSet {
+    /// Loaded skills by name.
+    pub skills: BTreeMap<String, Arc<Skill>>,
+    /// Skills that failed to load.
+    pub problems: Vec<LoadProblem>,
+}
+
+impl SkillSet {
+    /// Finds a tool by its prefixed name.
+    pub fn find_tool(&self, full_name: &str) -> Option<(&Arc<Skill>, &ToolSpec)> {
+        let (skill, tool) = full_name.split_once(SEPARATOR)?;
+        let skill = self.skills.get(skill)?;
+        Some((skill, skill.tool(tool)?))
+    }
+}
+
+/// Everything loading needs from the host.
+pub struct Loader {
+    /// The sandbox skills load into.
+    pub sandbox: Arc<Sandbox>,
+    /// The config (paths, grants, skill config, limits).
+    pub config: LoadedConfig,
+    /// The state store.
+    pub state: StateStore,
+    /// The MCP bridge, when MCP servers are configured.
+    pub mcp: Option<Arc<dyn McpBridge>>,
+    policy: LimitPolicy,
+    http_client: reqwest::Client,
+}
+
+/// A skill folder that passed the first checks, before precedence is applied.
+enum Candidate {
+    Loaded(Skill),
+    Unavailable(String),
+}
+
+impl Loader {
+    /// A loader for `config`.
+    pub fn new(sandbox: Arc<Sandbox>, config: LoadedConfig) -> Self {
+        let c = &config.config;
+        let policy = LimitPolicy::from_config(&c.sandbox.defaults, &c.sandbox.maximums);
+        let state = StateStore::new(config.resolve(&c.state.filesystem.path));
+        Loader { sandbox, config, state, mcp: None, policy, http_client: crate::sandbox::capabilities::http_client() }
+    }
+
+    /// The operator's limit policy.
+    pub fn policy(&self) -> &LimitPolicy {
+        &self.policy
+    }
+
+    /// Scans every path and loads what it finds.
+    pub async fn load_all(&self, mode: LoadMode) -> Result<SkillSet, FatalLoadError> {
+        let mut set = SkillSet::default();
+        for root in &self.config.config.skills.paths {
+            let root = self.config.resolve(root);
+            for dir in skill_dirs(&root, &mut set.problems) {
+                match self.load_dir(&dir, mode).await {
+                    Ok(Some(Candidate::Loaded(skill))) => {
+                        if let Some(old) = set.skills.get(&skill.name) {
+                            tracing::info!(skill = %skill.name, "{} overrides {}", dir.display(), old.dir.display());
+                        }
+                        set.skills.insert(skill.name.clone(), Arc::new(skill));
+                    }
+                    Ok(Some(Candidate::Unavailable(name))) => {
+                        tracing::info!(skill = %name, "not available here; excluded");
+                        set.skills.remove(&name);
+                    }
+                    Ok(None) => {}
+                    Err(Failure::Problem(problem)) => {
+                        tracing::warn!("{problem}");
+                        set.problems.push(problem);
+                    }
+                    Err(Failure::Fatal(e)) => return Err(e),
+                }
+            }
+        }
+        if mode == LoadMode::Serve {
+            for skill in set.skills.values() {
+                self.run_startup(skill).await?;
+            }
+        }
+        Ok(set)
+    }
+
+    /// Loads and checks one skill folder without running its hooks (`skill build`).
+    pub async fn load_one(&self, dir: &Path) -> Result<Skill, LoadProblem> {
+        let unnamed = |message: String| LoadProblem { skill: dir.display().to_string(), file: dir.to_path_buf(), message };
+        match self.load_dir(dir, LoadMode::Validate).await {
+            Ok(Some(Candidate::Loaded(skill))) => Ok(skill),
+            Ok(Some(Candidate::Unavailable(name))) => Err(unnamed(format!("skill `{name}` is not available"))),
+            Ok(None) => Err(unnamed("not a skill folder: no prompt.md or SKILL.md".into())),
+            Err(Failure::Problem(problem)) => Err(problem),
+            Err(Failure::Fatal(e)) => Err(unnamed(e.0)),
+        }
+    }
+
+    /// Loads one skill folder. `Ok(None)`: not a skill folder.
+    async fn load_dir(&self, dir: &Path, mode: LoadMode) -> Result<Option<Candidate>, Failure> {
+        let folder = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let problem = |file: &str, message: String| Failure::Problem(LoadProblem { skill: folder.clone(), file: dir.join(file), message });
+        let prompt = prompt::load(dir).map_err(|e| problem("SKILL.md", e))?;
+        let wasm_path = dir.join(WASM_FILE);
+        let has_wasm = wasm_path.is_file();
+        let has_source = dir.join("Cargo.toml").is_file() || dir.join("app.py").is_file();
+        let Some(prompt) = prompt else {
+            if has_wasm || has_source {
+                return Err(problem("prompt.md", "missing: a skill needs prompt.md or SKILL.md".into()));
+            }
+            return Ok(None);
+        };
+        let name = prompt.name.as_deref().map(prompt::slugify).unwrap_or_else(|| prompt::slugify(&folder));
+        let problem = |file: &str, message: String| Failure::Problem(LoadProblem { skill: name.clone(), file: dir.join(file), message });
+        check_skill_name(&name).map_err(|e| problem(prompt.file, e))?;
+        let manifest = Manifest::load(dir).map_err(|e| problem("skill.toml", e))?;
+        let config = self.config.config.skills.config.get(&name).cloned().unwrap_or_else(|| serde_json::json!({}));
+        let mut skill = Skill { name: name.clone(), dir: dir.to_path_buf(), prompt, tools: vec![], facts: SkillFacts::default(), config, runtime: None };
+        if !has_wasm {
+            if has_source {
+                let fix = format!("not built: run `skillhost skill build {}`", dir.display());
+                return Err(problem(WASM_FILE, fix));
+            }
+            return Ok(Some(Candidate::Loaded(skill)));
+        }
+        let wasm = std::fs::read(&wasm_path).map_err(|e| problem(WASM_FILE, e.to_string()))?;
+        let component = self.sandbox.load(&wasm).map_err(|e| problem(WASM_FILE, e.to_string()))?;
+        let env = self.call_env(&name, &manifest);
+        if mode == LoadMode::Serve && !self.check_available(&name, &component, &env).await? {
+            return Ok(Some(Candidate::Unavailable(name)));
+        }
+        let described = component.describe(&env).await.map_err(|e| problem(WASM_FILE, e.to_string()))?;
+        let (defs, info) = described.value;
+        let mut seen = HashSet::new();
+        for def in defs {
+            if !seen.insert(def.name.clone()) {
+                return Err(problem(WASM_FILE, format!("duplicate tool name `{}`", def.name)));
+            }
+            skill.tools.push(ToolSpec::new(&name, def).map_err(|e| problem(WASM_FILE, e))?);
+        }
+        skill.facts = info.into();
+        skill.runtime = Some((component, env));
+        Ok(Some(Candidate::Loaded(skill)))
+    }
+
+    /// The spec's `is-available`: absent means available; a trap is fatal, with no details.
+    async fn check_available(&self, name: &str, component: &SkillComponent, env: &CallEnv) -> Result<bool, Failure> {
+        match component.is_available(env).await {
+            None => Ok(true),
+            Some(Ok(outcome)) => Ok(outcome.value),
+            Some(Err(e)) => {
+                tracing::debug!(skill = name, "is-available failed: {e}");
+                Err(Failure::Fatal(FatalLoadError(format!(
+                    "configuration error: skill `{name}`: its is-available hook failed; fix the skill or remove it"
+                ))))
+            }
+        }
+    }
+
+    async fn run_startup(&self, skill: &Skill) -> Result<(), FatalLoadError> {
+        let Some((component, env)) = &skill.runtime else { return Ok(()) };
+        match component.startup(env, &skill.config).await {
+            None | Some(Ok(crate::sandbox::Outcome { value: Ok(()), .. })) => Ok(()),
+            Some(Ok(outcome)) => Err(FatalLoadError(format!(
+                "skill `{}`: startup failed: {}",
+                skill.name,
+                outcome.value.unwrap_err()
+            ))),
+            Some(Err(e)) => Err(FatalLoadError(format!("skill `{}`: startup failed: {e}", skill.name))),
+        }
+    }
+
+    /// The capabilities and limits of a skill: what its manifest asks for and the operator
+    /// grants, both.
+    fn call_env(&self, name: &str, manifest: &Manifest) -> CallEnv {
+        let config = &self.config.config;
+        let grant = config.skills.grants.get(name).cloned().unwrap_or_default();
+        let asked = &manifest.capabilities;
+        if asked.memory && !grant.memory {
+            tracing::warn!(skill = name, "asks for memory; not granted (skills.grants.{name}.memory)");
+        }
+        if !asked.http_hosts.is_empty() && grant.http_hosts.is_empty() {
+            tracing::warn!(skill = name, "asks for HTTP; no hosts granted (skills.grants.{name}.http_hosts)");
+        }
+        let memory_root = self.config.resolve(&config.learning.memory.filesystem.path);
+        let caps = Capabilities {
+            skill: name.to_string(),
+            memory: (asked.memory && grant.memory).then(|| MemoryStore::new(memory_root)),
+            state: self.state.clone(),
+            state_namespace: format!("skill-{name}"),
+            http_requested: HostList::new(asked.http_hosts.clone()),
+            http_granted: HostList::new(grant.http_hosts),
+            http_client: self.http_client.clone(),
+            mcp: self.mcp.clone(),
+        };
+        CallEnv { caps: Arc::new(caps), limits: self.policy.for_skill(&manifest.limits) }
+    }
+}
+
+enum Failure {
+    Problem(LoadProblem),
+    Fatal(FatalLoadError),
+}
+
+/// Skill names become tool prefixes: `[a-z0-9_]`, no `__`, short enough to leave room.
+fn check_skill_name(name: &str) -> Result<(), String> {
+    if name.is_empty() || name.len() > 40 || name.contains(SEPARATOR) || name.starts_with('_') {
+        return Err(format!("skill name `{name}` must be 1 to 40 of [a-z0-9_], without `__` or a leading `_`"));
+    }
+    Ok(())
+}
+
+/// The sub-folders of `root`, sorted by name. A missing root is a problem, not a crash.
+fn skill_dirs(root: &Path, problems: &mut Vec<LoadProblem>) -> Vec<PathBuf> {
+    let entries = match std::fs::read_dir(root) {
+        Ok(entries) => entries,
+        Err(e) => {
+            problems.push(LoadProblem { skill: "*".into(), file: root.to_path_buf(), message: format!("cannot read skills path: {e}") });
+            return vec![];
+        }
+    };
+    let mut dirs: Vec<PathBuf> = entries.flatten().map(|e| e.path()).filter(|p| p.is_dir()).collect();
+    dirs.sort();
+    dirs
+}
+
+/// The prompt of a skill, for listing.
+pub fn describe_prompt(prompt: &Prompt) -> &str {
+    if prompt.description.is_empty() { prompt.body.lines().next().unwrap_or("") } else { &prompt.description }
+}

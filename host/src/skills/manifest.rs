@@ -1,0 +1,97 @@
+//! `skill.toml`: what a skill asks for (capabilities, limits) and how it is built.
+
+use crate::config::LimitSettings;
+use serde::Deserialize;
+use std::path::Path;
+
+/// A parsed `skill.toml`. Every key is optional; unknown keys are errors.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Manifest {
+    /// What the skill asks for.
+    pub capabilities: Capabilities,
+    /// Per-call limits it asks for (clamped to the operator's maximums).
+    pub limits: LimitSettings,
+    /// How `skillhost skill build` builds it.
+    pub build: Build,
+}
+
+/// `[capabilities]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Capabilities {
+    /// The memory import.
+    pub memory: bool,
+    /// Hosts for the HTTP import (`*` for whatever the operator grants).
+    pub http_hosts: Vec<String>,
+}
+
+/// `[build]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Build {
+    /// `rust` or `python`; detected from the folder when absent.
+    pub kind: Option<BuildKind>,
+    /// The Python module holding the skill (default `app`).
+    pub python_module: Option<String>,
+}
+
+/// A skill's source language.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BuildKind {
+    /// A Rust crate built for wasm32-wasip2.
+    Rust,
+    /// A Python app built with componentize-py.
+    Python,
+}
+
+impl Manifest {
+    /// Reads `dir/skill.toml`; a missing file is the empty manifest.
+    pub fn load(dir: &Path) -> Result<Manifest, String> {
+        let path = dir.join("skill.toml");
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Manifest::default()),
+            Err(e) => return Err(format!("{}: {e}", path.display())),
+        };
+        let manifest: Manifest =
+            toml::from_str(&text).map_err(|e| format!("{}: {}", path.display(), e.to_string().trim_end()))?;
+        manifest.limits.check().map_err(|e| format!("{}: [limits] {e}", path.display()))?;
+        Ok(manifest)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Manifest, String> {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("skill.toml"), text).unwrap();
+        Manifest::load(dir.path())
+    }
+
+    #[test]
+    fn full_manifest() {
+        let m = parse("[capabilities]\nmemory = true\nhttp_hosts = [\"*\"]\n[limits]\ntimeout_ms = 500\n[build]\nkind = \"python\"\n").unwrap();
+        assert!(m.capabilities.memory);
+        assert_eq!(m.limits.timeout_ms, Some(500));
+        assert_eq!(m.build.kind, Some(BuildKind::Python));
+    }
+
+    #[test]
+    fn unknown_keys_and_zero_limits_are_errors() {
+        let err = parse("[capabilities]\nnetwork = true\n").unwrap_err();
+        assert!(err.contains("network") && err.contains("skill.toml"), "{err}");
+        let err = parse("[limits]\nfuel = 0\n").unwrap_err();
+        assert!(err.contains("fuel"), "{err}");
+    }
+
+    #[test]
+    fn missing_file_is_empty_manifest() {
+        let dir = tempfile::tempdir().unwrap();
+        let m = Manifest::load(dir.path()).unwrap();
+        assert!(!m.capabilities.memory && m.capabilities.http_hosts.is_empty());
+    }
+}

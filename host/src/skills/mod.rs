@@ -1,0 +1,12 @@
+//! Skill folders: discovery and precedence, manifests, prompts, the loaded [`Skill`] with its
+//! checked tools, and building skill sources into components.
+
+pub mod build;
+pub mod loader;
+pub mod manifest;
+pub mod prompt;
+pub mod skill;
+
+pub use loader::{FatalLoadError, LoadMode, LoadProblem, Loader, SkillSet};
+pub use manifest::Manifest;
+pub use skill::{Skill, ToolError, ToolSpec};

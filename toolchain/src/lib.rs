@@ -1,0 +1,230 @@
+//! Builds skill sources into WebAssembly components.
+//!
+//! Used by `skillhost skill build` and by the tests' build script, so both find toolchains
+//! the same way. For Rust the target is `wasm32-wasip2`, found in this order:
+//!
+//! 1. a rustup toolchain that has the target installed;
+//! 2. rustup adding the target (bounded in time: it hangs where the network is closed),
+//!    unless offline mode is asked for;
+//! 3. the offline path: Debian's `rustc-web` with its library sources, building `std` for
+//!    wasm32-wasip2 with `-Zbuild-std` (needs `rustc-web cargo-web rust-web-src lld wasi-libc`);
+//! 4. otherwise an error that lists the exact commands that fix it.
+//!
+//! Python skills are built with `componentize-py`.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The Rust target skills are built for.
+pub const TARGET: &str = "wasm32-wasip2";
+
+/// Why a build did not produce a component.
+#[derive(Debug)]
+pub enum BuildError {
+    /// No usable toolchain; the message lists the commands that fix it.
+    NoToolchain(String),
+    /// The build ran and failed (the compiler's messages were printed).
+    Failed(String),
+}
+
+impl std::fmt::Display for BuildError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BuildError::NoToolchain(m) | BuildError::Failed(m) => f.write_str(m),
+        }
+    }
+}
+
+impl std::error::Error for BuildError {}
+
+/// A way to build Rust for [`TARGET`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RustToolchain {
+    /// rustup's cargo with the target installed.
+    Rustup,
+    /// Debian's cargo and rustc building std from source.
+    OfflineBuildStd {
+        /// Debian's cargo.
+        cargo: PathBuf,
+        /// Where wasi-libc's libraries are.
+        libc_dir: PathBuf,
+    },
+}
+
+/// How long `rustup target add` may take before it is given up on.
+pub const RUSTUP_ADD_TIMEOUT: Duration = Duration::from_secs(45);
+
+/// Finds a toolchain; with `offline`, never runs `rustup target add`.
+pub fn find_rust_toolchain(offline: bool, progress: &mut dyn FnMut(&str)) -> Result<RustToolchain, BuildError> {
+    if rustup_has_target() {
+        return Ok(RustToolchain::Rustup);
+    }
+    if !offline && which("rustup").is_some() {
+        progress(&format!("installing the {TARGET} target with rustup (at most {}s)", RUSTUP_ADD_TIMEOUT.as_secs()));
+        let mut cmd = Command::new("rustup");
+        cmd.args(["target", "add", TARGET]);
+        if run_bounded(cmd, RUSTUP_ADD_TIMEOUT) && rustup_has_target() {
+            return Ok(RustToolchain::Rustup);
+        }
+        progress("rustup could not install the target; trying the offline build-std path");
+    }
+    offline_build_std().ok_or_else(|| BuildError::NoToolchain(no_toolchain_help()))
+}
+
+fn rustup_has_target() -> bool {
+    let Ok(out) = Command::new("rustup").args(["target", "list", "--installed"]).stderr(Stdio::null()).output() else {
+        return false;
+    };
+    out.status.success() && String::from_utf8_lossy(&out.stdout).lines().any(|l| l.trim() == TARGET)
+}
+
+fn offline_build_std() -> Option<RustToolchain> {
+    let cargo = PathBuf::from("/usr/bin/cargo");
+    let libc_dir = PathBuf::from("/usr/lib/wasm32-wasi");
+    let rust_src = Path::new("/usr/lib/rustlib/src/rust/library");
+    let have = cargo.is_file()
+        && Path::new("/usr/bin/rustc").is_file()
+        && rust_src.is_dir()
+        && libc_dir.join("libc.a").is_file();
+    have.then_some(RustToolchain::OfflineBuildStd { cargo, libc_dir })
+}
+
+fn no_toolchain_help() -> String {
+    format!(
+        "no toolchain can build Rust for {TARGET}. Fix it with one of:\n\
+         \x20 rustup target add {TARGET}\n\
+         or, offline on Debian 12 (no download from the Rust project needed):\n\
+         \x20 apt-get update && apt-get install -y rustc-web cargo-web rust-web-src lld-22 wasi-libc"
+    )
+}
+
+/// Runs `cmd`, killing it after `timeout`; true when it exited successfully in time.
+fn run_bounded(mut cmd: Command, timeout: Duration) -> bool {
+    let Ok(mut child) = cmd.stdin(Stdio::null()).spawn() else { return false };
+    let start = Instant::now();
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => return status.success(),
+            Ok(None) if start.elapsed() < timeout => std::thread::sleep(Duration::from_millis(100)),
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return false;
+            }
+        }
+    }
+}
+
+fn which(program: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path).map(|dir| dir.join(program)).find(|p| p.is_file())
+}
+
+/// Environment variables a parent cargo (or build script) sets that must not leak into a
+/// nested build for another target with another toolchain.
+const LEAKY_ENV: &[&str] = &[
+    "RUSTC", "RUSTC_WRAPPER", "RUSTC_WORKSPACE_WRAPPER", "RUSTDOC", "RUSTFLAGS", "CARGO_ENCODED_RUSTFLAGS",
+    "CARGO_BUILD_TARGET", "CARGO_TARGET_DIR", "CARGO_BUILD_TARGET_DIR", "CARGO_MAKEFLAGS", "MAKEFLAGS", "MFLAGS",
+    "RUSTUP_TOOLCHAIN", "CARGO", "CARGO_BUILD_RUSTFLAGS", "RUSTC_BOOTSTRAP", "CARGO_PRIMARY_PACKAGE",
+];
+
+/// Builds the cargo project (crate or workspace) at `manifest_dir` in release mode for
+/// [`TARGET`] and returns the `.wasm` files it produced. Cargo's progress and the compiler's
+/// messages go to this process's stderr.
+pub fn build_rust(
+    manifest_dir: &Path,
+    target_dir: Option<&Path>,
+    toolchain: &RustToolchain,
+) -> Result<Vec<PathBuf>, BuildError> {
+    let mut cmd = match toolchain {
+        RustToolchain::Rustup => Command::new(which("cargo").unwrap_or_else(|| PathBuf::from("cargo"))),
+        RustToolchain::OfflineBuildStd { cargo, .. } => Command::new(cargo),
+    };
+    for var in LEAKY_ENV {
+        cmd.env_remove(var);
+    }
+    cmd.current_dir(manifest_dir)
+        .args(["build", "--release", "--target", TARGET, "--message-format=json-render-diagnostics"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+    if let Some(dir) = target_dir {
+        cmd.arg("--target-dir").arg(dir);
+    }
+    if let RustToolchain::OfflineBuildStd { libc_dir, .. } = toolchain {
+        let path = std::env::var("PATH").unwrap_or_default();
+        cmd.env("PATH", format!("/usr/bin:{path}"))
+            .env("RUSTC_BOOTSTRAP", "1")
+            .env("RUSTFLAGS", format!("-L {}", libc_dir.display()))
+            .arg("-Zbuild-std=std,panic_abort");
+    }
+    let mut child = cmd.spawn().map_err(|e| BuildError::Failed(format!("cannot run cargo: {e}")))?;
+    let stdout = child.stdout.take().expect("stdout is piped");
+    let artifacts = wasm_artifacts(BufReader::new(stdout));
+    let status = child.wait().map_err(|e| BuildError::Failed(e.to_string()))?;
+    if !status.success() {
+        return Err(BuildError::Failed(format!("cargo build failed in {} ({status})", manifest_dir.display())));
+    }
+    Ok(artifacts)
+}
+
+/// Reads cargo's JSON messages and collects the `.wasm` files of compiler artifacts.
+fn wasm_artifacts(reader: impl BufRead) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    for line in reader.lines().map_while(Result::ok) {
+        if !line.contains("\"compiler-artifact\"") {
+            continue;
+        }
+        if let Some(start) = line.find("\"filenames\":[") {
+            let rest = &line[start + 13..];
+            let list = &rest[..rest.find(']').unwrap_or(rest.len())];
+            for name in list.split(',') {
+                let name = name.trim().trim_matches('"');
+                if name.ends_with(".wasm") {
+                    found.push(PathBuf::from(name.replace("\\\\", "\\")));
+                }
+            }
+        }
+    }
+    found
+}
+
+/// Builds a Python skill with componentize-py: `module` in `app_dir` against `world` of the
+/// WIT in `wit_dir`, written to `output`.
+pub fn build_python(app_dir: &Path, module: &str, wit_dir: &Path, world: &str, output: &Path) -> Result<(), BuildError> {
+    let Some(componentize) = which("componentize-py") else {
+        return Err(BuildError::NoToolchain("componentize-py is not installed. Fix it with:\n  pip install componentize-py".into()));
+    };
+    let status = Command::new(componentize)
+        .current_dir(app_dir)
+        .arg("-d").arg(wit_dir)
+        .args(["-w", world, "componentize", "-p", "."])
+        .arg(module)
+        .arg("-o").arg(output)
+        .stdin(Stdio::null())
+        .status()
+        .map_err(|e| BuildError::Failed(format!("cannot run componentize-py: {e}")))?;
+    if !status.success() {
+        return Err(BuildError::Failed(format!("componentize-py failed in {} ({status})", app_dir.display())));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn artifacts_are_read_from_cargo_json() {
+        let json = r#"{"reason":"compiler-artifact","filenames":["/t/wasm32-wasip2/release/a.wasm","/t/x.rlib"]}
+{"reason":"build-finished","success":true}"#;
+        assert_eq!(wasm_artifacts(json.as_bytes()), vec![PathBuf::from("/t/wasm32-wasip2/release/a.wasm")]);
+    }
+
+    #[test]
+    fn help_names_the_commands() {
+        let help = no_toolchain_help();
+        assert!(help.contains("rustup target add wasm32-wasip2") && help.contains("apt-get install"));
+    }
+}
