@@ -61,16 +61,40 @@ pub fn find_rust_toolchain(offline: bool, progress: &mut dyn FnMut(&str)) -> Res
     if rustup_has_target() {
         return Ok(RustToolchain::Rustup);
     }
-    if !offline && which("rustup").is_some() {
+    if !offline && which("rustup").is_some() && !recently_failed() {
         progress(&format!("installing the {TARGET} target with rustup (at most {}s)", RUSTUP_ADD_TIMEOUT.as_secs()));
         let mut cmd = Command::new("rustup");
         cmd.args(["target", "add", TARGET]);
         if run_bounded(cmd, RUSTUP_ADD_TIMEOUT) && rustup_has_target() {
             return Ok(RustToolchain::Rustup);
         }
+        remember_failure();
         progress("rustup could not install the target; trying the offline build-std path");
     }
     offline_build_std().ok_or_else(|| BuildError::NoToolchain(no_toolchain_help()))
+}
+
+/// A failed `rustup target add` is remembered for an hour, so that every build on a machine
+/// without network does not wait out the timeout again.
+fn failure_marker() -> Option<PathBuf> {
+    let cache = std::env::var_os("XDG_CACHE_HOME").map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
+    Some(cache.join("skillhost").join("rustup-target-add-failed"))
+}
+
+fn recently_failed() -> bool {
+    let age = failure_marker()
+        .and_then(|m| std::fs::metadata(m).ok())
+        .and_then(|m| m.modified().ok())
+        .and_then(|t| t.elapsed().ok());
+    age.is_some_and(|age| age < Duration::from_secs(3600))
+}
+
+fn remember_failure() {
+    if let Some(marker) = failure_marker() {
+        let _ = marker.parent().map(std::fs::create_dir_all);
+        let _ = std::fs::write(marker, TARGET);
+    }
 }
 
 fn rustup_has_target() -> bool {
@@ -191,14 +215,18 @@ fn wasm_artifacts(reader: impl BufRead) -> Vec<PathBuf> {
 }
 
 /// Builds a Python skill with componentize-py: `module` in `app_dir` against `world` of the
-/// WIT in `wit_dir`, written to `output`.
-pub fn build_python(app_dir: &Path, module: &str, wit_dir: &Path, world: &str, output: &Path) -> Result<(), BuildError> {
+/// WIT in `wit_dirs` (the contract first, then the skill's own `wit/` if it has one, for a
+/// world that adds hooks), written to `output`.
+pub fn build_python(app_dir: &Path, module: &str, wit_dirs: &[&Path], world: &str, output: &Path) -> Result<(), BuildError> {
     let Some(componentize) = which("componentize-py") else {
         return Err(BuildError::NoToolchain("componentize-py is not installed. Fix it with:\n  pip install componentize-py".into()));
     };
-    let status = Command::new(componentize)
-        .current_dir(app_dir)
-        .arg("-d").arg(wit_dir)
+    let mut cmd = Command::new(componentize);
+    cmd.current_dir(app_dir);
+    for dir in wit_dirs {
+        cmd.arg("-d").arg(dir);
+    }
+    let status = cmd
         .args(["-w", world, "componentize", "-p", "."])
         .arg(module)
         .arg("-o").arg(output)

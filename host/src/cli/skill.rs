@@ -11,10 +11,10 @@ pub enum SkillCommand {
     List,
     /// Check every skill (prompt, manifest, component, tool schemas) without running hooks.
     Validate,
-    /// Build a skill folder's Rust crate or Python app into skill.wasm and validate it.
+    /// Build skill folders' Rust crates or Python apps into skill.wasm and validate them.
     Build {
-        /// The skill folder (default: the current directory).
-        dir: Option<PathBuf>,
+        /// The skill folders (default: the current directory).
+        dirs: Vec<PathBuf>,
         /// Never try `rustup target add`; use an installed target or the offline path.
         #[arg(long, env = "SKILLHOST_OFFLINE")]
         offline: bool,
@@ -25,7 +25,18 @@ pub async fn run(cmd: SkillCommand, config: Option<&Path>) -> anyhow::Result<Exi
     match cmd {
         SkillCommand::List => list(config).await,
         SkillCommand::Validate => validate(config).await,
-        SkillCommand::Build { dir, offline } => build_dir(dir.unwrap_or_else(|| PathBuf::from(".")), offline, config).await,
+        SkillCommand::Build { mut dirs, offline } => {
+            if dirs.is_empty() {
+                dirs.push(PathBuf::from("."));
+            }
+            let mut code = ExitCode::SUCCESS;
+            for dir in dirs {
+                if !build_dir(dir, offline, config).await? {
+                    code = ExitCode::from(1);
+                }
+            }
+            Ok(code)
+        }
     }
 }
 
@@ -44,10 +55,12 @@ async fn list(config: Option<&Path>) -> anyhow::Result<ExitCode> {
             }
         }
         for tool in &skill.tools {
-            let level = format!("{:?}", tool.approval).to_lowercase();
             let level = match overrides.get(&tool.full_name) {
-                Some(o) => format!("{level}, overridden to {}", o.map(|l| format!("{l:?}").to_lowercase()).unwrap_or("none".into())),
-                None => level,
+                Some(o) => {
+                    let to = o.map(|l| format!("{l:?}").to_lowercase()).unwrap_or_else(|| "none".into());
+                    format!("{}, overridden to {to}", tool.approval_name())
+                }
+                None => tool.approval_name().to_string(),
             };
             println!("    - {}  [approval: {level}]  {}", tool.full_name, first_line(&tool.description));
         }
@@ -76,7 +89,8 @@ fn report_problems(set: &SkillSet) {
     }
 }
 
-async fn build_dir(dir: PathBuf, offline: bool, config: Option<&Path>) -> anyhow::Result<ExitCode> {
+/// Builds and validates one folder; false when either failed (already reported).
+async fn build_dir(dir: PathBuf, offline: bool, config: Option<&Path>) -> anyhow::Result<bool> {
     let dir = dir.canonicalize().map_err(|e| anyhow::anyhow!("{}: {e}", dir.display()))?;
     let progress = |m: &str| eprintln!("skillhost: {m}");
     let started = std::time::Instant::now();
@@ -87,8 +101,8 @@ async fn build_dir(dir: PathBuf, offline: bool, config: Option<&Path>) -> anyhow
     let wasm = match built {
         Ok(wasm) => wasm,
         Err(e) => {
-            eprintln!("error: {e}");
-            return Ok(ExitCode::from(1));
+            eprintln!("error: {}: {e}", dir.display());
+            return Ok(false);
         }
     };
     progress(&format!("built {} in {:.1}s; validating", wasm.display(), started.elapsed().as_secs_f64()));
@@ -97,11 +111,11 @@ async fn build_dir(dir: PathBuf, offline: bool, config: Option<&Path>) -> anyhow
     match loader.load_one(&dir).await {
         Ok(skill) => {
             println!("ok: {} ({} tools) -> {}", skill.name, skill.tools.len(), wasm.display());
-            Ok(ExitCode::SUCCESS)
+            Ok(true)
         }
         Err(problem) => {
             eprintln!("{problem}");
-            Ok(ExitCode::from(1))
+            Ok(false)
         }
     }
 }

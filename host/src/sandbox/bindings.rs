@@ -5,7 +5,8 @@ wasmtime::component::bindgen!({
     world: "skill-with-hooks",
     imports: { default: async },
     exports: { default: async },
+    additional_derives: [PartialEq, Eq],
 });
 
-pub use exports::skillhost::skill as guest;
-pub use skillhost::skill::types;
+pub use self::exports::skillhost::skill as guest;
+pub use self::skillhost::skill::types;

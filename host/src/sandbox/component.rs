@@ -267,6 +267,8 @@ impl SkillComponent {
             Ok(result) => result,
             Err(_) => Err(wasmtime::Error::new(DeadlineHit)),
         };
+        // Classify before taking the logs: a crash report quotes the guest's last stderr.
+        let result = result.map_err(|error| classify(&store, &env.limits, error));
         let fuel_used = env.limits.fuel.saturating_sub(store.get_fuel().unwrap_or(0));
         let (logs, logs_dropped) = store.data().take_logs();
         if logs_dropped > 0 {
@@ -275,7 +277,6 @@ impl SkillComponent {
         match result {
             Ok(value) => Ok(Outcome { value, logs, logs_dropped, fuel_used, elapsed: started.elapsed() }),
             Err(error) => {
-                let error = classify(&store, &env.limits, error);
                 tracing::warn!(skill = %env.caps.skill, operation, kind = error.kind(), "{error}");
                 Err(error)
             }
@@ -311,7 +312,7 @@ fn classify(store: &Store<HostState>, limits: &Limits, error: wasmtime::Error) -
         Some(Trap::StackOverflow) => CallError::StackOverflow,
         _ if state.limiter.hit => CallError::MemoryCap(limits.memory_bytes),
         Some(trap) => {
-            let detail = state.logs.last_stderr_line().filter(|l| !l.is_empty());
+            let detail = state.logs.crash_message();
             let detail = detail.map(|l| format!(" ({})", truncate(&l, 300))).unwrap_or_default();
             CallError::Trap(format!("{trap}{detail}"))
         }

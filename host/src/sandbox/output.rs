@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use tokio::io::AsyncWrite;
 use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
+use wasmtime_wasi::p2::{OutputStream, Pollable, StreamResult};
 
 /// One kept record.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,13 +74,20 @@ impl LogBuffer {
         (std::mem::take(&mut inner.records), inner.dropped)
     }
 
-    /// The last line the guest wrote to stderr (a Rust panic message lands there).
-    pub fn last_stderr_line(&self) -> Option<String> {
+    /// What the guest last said on stderr before failing: a Rust panic's "panicked at"
+    /// line and its message when there is one, else the last line that is not a hint.
+    pub fn crash_message(&self) -> Option<String> {
         let inner = self.lock();
+        let mut lines: Vec<String> =
+            inner.records.iter().filter(|r| r.source == "stderr").map(|r| r.message.clone()).collect();
         if !inner.partial_stderr.is_empty() {
-            return Some(String::from_utf8_lossy(&inner.partial_stderr).trim().to_string());
+            lines.push(String::from_utf8_lossy(&inner.partial_stderr).into_owned());
         }
-        inner.records.iter().rev().find(|r| r.source == "stderr").map(|r| r.message.clone())
+        if let Some(at) = lines.iter().rposition(|l| l.contains(" panicked at ")) {
+            let message = lines.get(at + 1).map(|m| format!(": {m}")).unwrap_or_default();
+            return Some(format!("{}{message}", lines[at].trim_end_matches(':')));
+        }
+        lines.into_iter().rev().map(|l| l.trim().to_string()).find(|l| !l.is_empty() && !l.starts_with("note:"))
     }
 
     fn write(&self, source: &'static str, bytes: &[u8]) {
@@ -141,6 +149,35 @@ impl StdoutStream for CapturedOutput {
     fn async_stream(&self) -> Box<dyn AsyncWrite + Send + Sync> {
         Box::new(Writer { buffer: self.buffer.clone(), source: self.source })
     }
+
+    /// Written synchronously (the default adapter writes from a background task), so that
+    /// a panic message printed just before a trap is in the buffer when the trap is reported.
+    fn p2_stream(&self) -> Box<dyn OutputStream> {
+        Box::new(Writer { buffer: self.buffer.clone(), source: self.source })
+    }
+}
+
+/// Always ready; past the cap, output is dropped rather than refused.
+const WRITE_BUDGET: usize = 64 * 1024;
+
+impl OutputStream for Writer {
+    fn write(&mut self, bytes: bytes::Bytes) -> StreamResult<()> {
+        self.buffer.write(self.source, &bytes);
+        Ok(())
+    }
+
+    fn flush(&mut self) -> StreamResult<()> {
+        Ok(())
+    }
+
+    fn check_write(&mut self) -> StreamResult<usize> {
+        Ok(WRITE_BUDGET)
+    }
+}
+
+#[async_trait::async_trait]
+impl Pollable for Writer {
+    async fn ready(&mut self) {}
 }
 
 struct Writer {

@@ -55,7 +55,13 @@ pub fn build(dir: &Path, offline: bool, progress: &mut dyn FnMut(&str)) -> Resul
             let wit = tempfile::tempdir().map_err(|e| e.to_string())?;
             write_wit(wit.path()).map_err(|e| e.to_string())?;
             progress(&format!("building {} with componentize-py", dir.display()));
-            toolchain::build_python(dir, python_module(&manifest), wit.path(), "skill", &output)
+            let own_wit = dir.join("wit");
+            let mut wit_dirs = vec![wit.path()];
+            if own_wit.is_dir() {
+                wit_dirs.push(&own_wit);
+            }
+            let world = manifest.build.world.as_deref().unwrap_or("skill");
+            toolchain::build_python(dir, python_module(&manifest), &wit_dirs, world, &output)
                 .map_err(|e| e.to_string())?;
         }
     }

@@ -34,6 +34,9 @@ pub struct Build {
     pub kind: Option<BuildKind>,
     /// The Python module holding the skill (default `app`).
     pub python_module: Option<String>,
+    /// The world to build against (default `skill`); a skill with its own `wit/` folder
+    /// names its world there, e.g. one that includes `skillhost:skill/skill` and adds hooks.
+    pub world: Option<String>,
 }
 
 /// A skill's source language.

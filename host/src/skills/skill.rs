@@ -69,6 +69,16 @@ impl ToolSpec {
         })
     }
 
+    /// The static approval level as the spec names it.
+    pub fn approval_name(&self) -> &'static str {
+        match self.approval {
+            Approval::None => "none",
+            Approval::Approve => "approve",
+            Approval::Confirm => "confirm",
+            Approval::Dynamic => "dynamic",
+        }
+    }
+
     /// Every way `input` breaks the schema, one line each (at most 10).
     pub fn validate(&self, input: &serde_json::Value) -> Result<(), String> {
         let errors: Vec<String> = self

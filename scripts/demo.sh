@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# The main job at this stage: build the example skills from source, then call
+# http_checker__check_url through the sandbox against a server on 127.0.0.1.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+cargo build -p skillhost
+skillhost=target/debug/skillhost
+
+"$skillhost" skill build skills/*/
+"$skillhost" --config config.example.yaml skill list
+
+python3 -m http.server 8765 --bind 127.0.0.1 --directory docs >/dev/null 2>&1 &
+server=$!
+trap 'kill $server 2>/dev/null' EXIT
+for _ in $(seq 50); do (exec 3<>/dev/tcp/127.0.0.1/8765) 2>/dev/null && break; sleep 0.1; done
+
+"$skillhost" --config config.example.yaml call http_checker__check_url '{"url": "http://127.0.0.1:8765/"}'

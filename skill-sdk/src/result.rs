@@ -1,0 +1,228 @@
+//! What a handler returns: [`ToolResult`] and its optional [`Coverage`].
+
+use crate::Value;
+use crate::bindings::skillhost::skill::types as wit;
+
+/// The answer of one tool call.
+///
+/// Three constructors say whether the call succeeded, which matters for tools declared with
+/// [`Tool::expose_result`](crate::Tool::expose_result): only [`ToolResult::ok`] results are
+/// ever exposed through the API.
+///
+/// ```
+/// # use skill_sdk::{json, ToolResult};
+/// let found = ToolResult::ok(json!({ "status": 200, "healthy": true }));
+/// let broken = ToolResult::failed("the service did not answer");
+/// let note = ToolResult::text("nothing to report").empty(true);
+/// # assert_eq!(found.succeeded(), Some(true));
+/// # assert_eq!(broken.succeeded(), Some(false));
+/// # assert_eq!(note.succeeded(), None);
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolResult {
+    content: String,
+    succeeded: Option<bool>,
+    is_empty: Option<bool>,
+    coverage: Option<Coverage>,
+}
+
+impl ToolResult {
+    /// A call that succeeded (`succeeded: some(true)`). `content` is a JSON value (sent as
+    /// compact JSON text) or a string (sent as it is).
+    pub fn ok(content: impl Into<Content>) -> Self {
+        Self::new(content, Some(true))
+    }
+
+    /// An ordinary application failure (`succeeded: some(false)`): the model reads the
+    /// content; the API never exposes it.
+    pub fn failed(content: impl Into<Content>) -> Self {
+        Self::new(content, Some(false))
+    }
+
+    /// A plain result that declares neither success nor failure (`succeeded: none`).
+    pub fn text(content: impl Into<Content>) -> Self {
+        Self::new(content, None)
+    }
+
+    fn new(content: impl Into<Content>, succeeded: Option<bool>) -> Self {
+        let content = content.into().0;
+        ToolResult {
+            content,
+            succeeded,
+            is_empty: None,
+            coverage: None,
+        }
+    }
+
+    /// Says whether the result is empty, for API stream consumers (otherwise the host asks
+    /// [`ToolResultEmpty`](crate::ToolResultEmpty) or judges by the content).
+    pub fn empty(mut self, is_empty: bool) -> Self {
+        self.is_empty = Some(is_empty);
+        self
+    }
+
+    /// Attaches what the call searched; the tool must be declared with
+    /// [`Tool::declares_coverage`](crate::Tool::declares_coverage).
+    pub fn with_coverage(mut self, coverage: Coverage) -> Self {
+        self.coverage = Some(coverage);
+        self
+    }
+
+    /// The text the model reads.
+    pub fn content(&self) -> &str {
+        &self.content
+    }
+
+    /// Whether the call declared success.
+    pub fn succeeded(&self) -> Option<bool> {
+        self.succeeded
+    }
+}
+
+/// The text of a result: a [`Value`] becomes compact JSON, a string stays as it is.
+#[derive(Debug, Clone)]
+pub struct Content(String);
+
+impl From<Value> for Content {
+    fn from(value: Value) -> Self {
+        Content(value.to_string())
+    }
+}
+
+impl From<String> for Content {
+    fn from(text: String) -> Self {
+        Content(text)
+    }
+}
+
+impl From<&str> for Content {
+    fn from(text: &str) -> Self {
+        Content(text.to_owned())
+    }
+}
+
+impl From<&String> for Content {
+    fn from(text: &String) -> Self {
+        Content(text.clone())
+    }
+}
+
+/// Whether a search covered everything it was asked to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CoverageStatus {
+    /// Everything asked for was searched.
+    Complete,
+    /// Only part of what was asked for was searched.
+    Partial,
+}
+
+/// Whether the searched scope held data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResultState {
+    /// The search found data.
+    Data,
+    /// The search found nothing.
+    Empty,
+}
+
+/// A tool's own account of what it searched, for the turn's coverage summary.
+///
+/// ```
+/// # use skill_sdk::{json, Coverage, CoverageStatus, ResultState};
+/// let coverage = Coverage::new(CoverageStatus::Partial, ResultState::Data)
+///     .subject("events")
+///     .attempted_scope(json!({ "days": 30 }))
+///     .covered_scope(json!({ "days": 7 }));
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct Coverage {
+    subject: Option<String>,
+    attempted_scope: Option<Value>,
+    covered_scope: Option<Value>,
+    status: CoverageStatus,
+    result_state: ResultState,
+}
+
+impl Coverage {
+    /// An observation with its two public facts; scopes and subject are optional.
+    pub fn new(status: CoverageStatus, result_state: ResultState) -> Self {
+        Coverage {
+            subject: None,
+            attempted_scope: None,
+            covered_scope: None,
+            status,
+            result_state,
+        }
+    }
+
+    /// What was searched (for example `"events"`), at most 128 characters.
+    pub fn subject(mut self, subject: impl Into<String>) -> Self {
+        self.subject = Some(subject.into());
+        self
+    }
+
+    /// The scope asked for, a JSON object (depth 4 and 4096 bytes at most).
+    pub fn attempted_scope(mut self, scope: Value) -> Self {
+        self.attempted_scope = Some(scope);
+        self
+    }
+
+    /// The scope actually searched, a JSON object (same bounds).
+    pub fn covered_scope(mut self, scope: Value) -> Self {
+        self.covered_scope = Some(scope);
+        self
+    }
+}
+
+impl From<Coverage> for wit::Coverage {
+    fn from(c: Coverage) -> Self {
+        wit::Coverage {
+            subject: c.subject,
+            attempted_scope: c.attempted_scope.map(|v| v.to_string()),
+            covered_scope: c.covered_scope.map(|v| v.to_string()),
+            status: match c.status {
+                CoverageStatus::Complete => wit::CoverageStatus::Complete,
+                CoverageStatus::Partial => wit::CoverageStatus::Partial,
+            },
+            result_state: match c.result_state {
+                ResultState::Data => wit::ResultState::Data,
+                ResultState::Empty => wit::ResultState::Empty,
+            },
+        }
+    }
+}
+
+impl From<ToolResult> for wit::ToolResult {
+    fn from(r: ToolResult) -> Self {
+        wit::ToolResult {
+            content: r.content,
+            succeeded: r.succeeded,
+            is_empty: r.is_empty,
+            coverage: r.coverage.map(Into::into),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::json;
+
+    #[test]
+    fn json_content_is_compact_and_text_is_verbatim() {
+        assert_eq!(ToolResult::ok(json!({ "a": 1 })).content(), r#"{"a":1}"#);
+        assert_eq!(ToolResult::text("a \"b\"").content(), "a \"b\"");
+    }
+
+    #[test]
+    fn coverage_scopes_travel_as_json_text() {
+        let result = ToolResult::ok("x").empty(false).with_coverage(
+            Coverage::new(CoverageStatus::Complete, ResultState::Empty).covered_scope(json!({})),
+        );
+        let wire = wit::ToolResult::from(result);
+        assert_eq!(wire.is_empty, Some(false));
+        let coverage = wire.coverage.unwrap();
+        assert_eq!(coverage.covered_scope.as_deref(), Some("{}"));
+        assert!(matches!(coverage.result_state, wit::ResultState::Empty));
+    }
+}

@@ -1,0 +1,120 @@
+//! `hostile`: tools that misbehave on purpose, for the sandbox's limits.
+//!
+//! | tool | does | should end in |
+//! | --- | --- | --- |
+//! | `spin` | loops forever | fuel or the deadline |
+//! | `hog` | allocates 1 MiB blocks forever, touching each page | the memory limit |
+//! | `recurse` | recurses without bound | stack exhaustion |
+//! | `huge_result` | returns `mb` MiB of text (default 32) | the result-size limit |
+//! | `log_flood` | logs `count` 1 KiB records (default 1,000,000), then returns `done` | the log cap |
+//! | `trap` | panics with a message | a crash report |
+//! | `stdout_flood` | prints `mb` MiB to stdout (default 64), ignoring write errors, then returns `done` | the output cap |
+
+use std::hint::black_box;
+use std::io::Write;
+
+use skill_sdk::{Context, Error, Skill, Tool, ToolResult, Value, json, log};
+
+struct Hostile;
+
+const MIB: usize = 1 << 20;
+
+fn number_schema(field: &str, description: &str) -> Value {
+    json!({
+        "type": "object",
+        "properties": { field: { "type": "integer", "minimum": 0, "description": description } },
+    })
+}
+
+fn number(input: &Value, field: &str, default: u64) -> u64 {
+    input[field].as_u64().unwrap_or(default)
+}
+
+impl Skill for Hostile {
+    fn tools() -> Vec<Tool> {
+        vec![
+            Tool::without_input("spin", "Loop forever."),
+            Tool::without_input("hog", "Allocate memory forever."),
+            Tool::without_input("recurse", "Recurse without bound."),
+            Tool::with_schema(
+                "huge_result",
+                "Return a huge result.",
+                number_schema("mb", "MiB to return (default 32)."),
+            ),
+            Tool::with_schema(
+                "log_flood",
+                "Log a flood of records.",
+                number_schema("count", "Records (default 1000000)."),
+            ),
+            Tool::without_input("trap", "Panic."),
+            Tool::with_schema(
+                "stdout_flood",
+                "Print a flood to stdout.",
+                number_schema("mb", "MiB to print (default 64)."),
+            ),
+        ]
+    }
+
+    fn handle(name: &str, input: Value, _ctx: &Context) -> Result<ToolResult, Error> {
+        match name {
+            "spin" => spin(),
+            "hog" => hog(),
+            "recurse" => Ok(ToolResult::text(recurse(black_box(0)).to_string())),
+            "huge_result" => Ok(ToolResult::text(
+                "x".repeat(number(&input, "mb", 32) as usize * MIB),
+            )),
+            "log_flood" => Ok(log_flood(number(&input, "count", 1_000_000))),
+            "trap" => panic!("hostile guest panicked on purpose"),
+            "stdout_flood" => Ok(stdout_flood(number(&input, "mb", 64) as usize)),
+            _ => Err(Error::unknown_tool(name)),
+        }
+    }
+}
+
+fn spin() -> ! {
+    let mut i: u64 = 0;
+    loop {
+        i = black_box(i).wrapping_add(1);
+    }
+}
+
+fn hog() -> ! {
+    let mut blocks: Vec<Vec<u8>> = Vec::new();
+    loop {
+        let mut block = vec![0u8; MIB];
+        for page in (0..MIB).step_by(4096) {
+            block[page] = 1;
+        }
+        blocks.push(black_box(block));
+    }
+}
+
+/// Each frame keeps a buffer alive across the call, so neither the shadow stack in linear
+/// memory nor the wasm stack can be optimised away.
+#[inline(never)]
+#[allow(unconditional_recursion)] // on purpose: the sandbox must stop it
+fn recurse(depth: u64) -> u64 {
+    let frame = black_box([depth; 32]);
+    recurse(black_box(depth + 1)).wrapping_add(frame[depth as usize % 32])
+}
+
+fn log_flood(count: u64) -> ToolResult {
+    let message = "x".repeat(1024);
+    for i in 0..count {
+        log::info(&message, &[("i", &i.to_string())]);
+    }
+    ToolResult::text("done")
+}
+
+/// Write errors are ignored (where `println!` would panic), so that a host which refuses
+/// output past its cap still gets `done` back.
+fn stdout_flood(mb: usize) -> ToolResult {
+    let line = "y".repeat(1023);
+    let mut stdout = std::io::stdout().lock();
+    for _ in 0..mb * 1024 {
+        let _ = writeln!(stdout, "{line}");
+    }
+    ToolResult::text("done")
+}
+
+skill_sdk::export!(Hostile);

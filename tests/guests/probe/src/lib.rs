@@ -1,0 +1,165 @@
+//! `probe`: reports what a guest can observe and what the host's imports answer. It never
+//! traps: a failure is a failed result `{"error": "<WIT case name>", "detail": "..."}` (for
+//! std I/O, `"error": "io"`), so tests can assert on the case.
+//!
+//! Tools: `env`, `args`, `read_file(path)`, `memory_read(path)`,
+//! `memory_write(path, content, mode?)`, `memory_search(query)`, `http_get(url)`,
+//! `state_set(key, value)`, `state_get(key)`, `state_keys`, `route_set(key, value)`,
+//! `route_get(key?)`, `ctx`, `echo` (returns its input unchanged, for benchmarks) and
+//! `mcp_call(server, tool, arguments?)`.
+
+use skill_sdk::http::HttpError;
+use skill_sdk::mcp::McpError;
+use skill_sdk::memory::MemoryError;
+use skill_sdk::state::StateError;
+use skill_sdk::{Context, Error, Skill, Tool, ToolResult, Value, json, mcp, memory, route, state};
+
+struct Probe;
+
+/// An object schema whose properties are all strings; `required` lists the mandatory ones.
+fn strings(required: &[&str], optional: &[&str]) -> Value {
+    let properties: skill_sdk::serde_json::Map<String, Value> = required
+        .iter()
+        .chain(optional)
+        .map(|name| (name.to_string(), json!({ "type": "string" })))
+        .collect();
+    json!({ "type": "object", "properties": properties, "required": required })
+}
+
+impl Skill for Probe {
+    fn tools() -> Vec<Tool> {
+        let any_object = json!({ "type": "object" });
+        vec![
+            Tool::without_input("env", "The environment variables the guest sees."),
+            Tool::without_input("args", "The command-line arguments the guest sees."),
+            Tool::with_schema(
+                "read_file",
+                "Read a file with std::fs.",
+                strings(&["path"], &[]),
+            ),
+            Tool::with_schema("memory_read", "memory.read", strings(&["path"], &[])),
+            Tool::with_schema(
+                "memory_write",
+                "memory.write",
+                strings(&["path", "content"], &["mode"]),
+            ),
+            Tool::with_schema("memory_search", "memory.search", strings(&["query"], &[])),
+            Tool::with_schema("http_get", "http.fetch with GET", strings(&["url"], &[])),
+            Tool::with_schema("state_set", "state.set", strings(&["key", "value"], &[])),
+            Tool::with_schema("state_get", "state.get", strings(&["key"], &[])),
+            Tool::without_input("state_keys", "state.keys"),
+            Tool::with_schema(
+                "route_set",
+                "route.set-attribute",
+                strings(&["key", "value"], &[]),
+            ),
+            Tool::with_schema(
+                "route_get",
+                "The call's route attributes, or one of them.",
+                strings(&[], &["key"]),
+            ),
+            Tool::without_input("ctx", "The whole call context."),
+            Tool::with_schema("echo", "Return the input unchanged.", any_object.clone()),
+            Tool::with_schema("mcp_call", "mcp.call-tool", {
+                let mut schema = strings(&["server", "tool"], &[]);
+                schema["properties"]["arguments"] = any_object;
+                schema
+            }),
+        ]
+    }
+
+    fn handle(name: &str, input: Value, ctx: &Context) -> Result<ToolResult, Error> {
+        let arg = |field: &str| input[field].as_str().unwrap_or_default().to_owned();
+        Ok(match name {
+            "echo" => ToolResult::text(input),
+            "env" => ToolResult::ok(json!({ "vars": std::env::vars().collect::<Vec<_>>() })),
+            "args" => ToolResult::ok(json!({ "args": std::env::args().collect::<Vec<_>>() })),
+            "read_file" => match std::fs::read_to_string(arg("path")) {
+                Ok(content) => ToolResult::ok(json!({ "content": content })),
+                Err(e) => ToolResult::failed(json!({ "error": "io", "detail": e.to_string() })),
+            },
+            "memory_read" => answer(memory::read(&arg("path")).map(|c| json!({ "content": c }))),
+            "memory_write" => answer(memory_write(&arg("path"), &arg("content"), &arg("mode"))),
+            "memory_search" => {
+                answer(memory::search(&arg("query")).map(|hits| json!({ "hits": hits })))
+            }
+            "http_get" => answer(
+                skill_sdk::http::get(&arg("url"))
+                    .map(|r| json!({ "status": r.status, "headers": r.headers, "body": r.text() })),
+            ),
+            "state_set" => {
+                answer(state::set(&arg("key"), &arg("value")).map(|()| json!({ "ok": true })))
+            }
+            "state_get" => answer(state::get(&arg("key")).map(|v| json!({ "value": v }))),
+            "state_keys" => answer(state::keys().map(|keys| json!({ "keys": keys }))),
+            "route_set" => {
+                route::set(&arg("key"), &arg("value"));
+                ToolResult::ok(json!({ "ok": true }))
+            }
+            "route_get" => match input["key"].as_str() {
+                Some(key) => ToolResult::ok(json!({ "value": ctx.route(key) })),
+                None => ToolResult::ok(json!({ "route": ctx.routes() })),
+            },
+            "ctx" => ToolResult::ok(json!({
+                "config": ctx.config_value(),
+                "channel_id": ctx.channel_id(),
+                "user_id": ctx.user_id(),
+                "route": ctx.routes(),
+            })),
+            "mcp_call" => {
+                let arguments = input.get("arguments").cloned().unwrap_or_else(|| json!({}));
+                answer(
+                    mcp::call_tool(&arg("server"), &arg("tool"), &arguments)
+                        .map(|text| json!({ "result": text })),
+                )
+            }
+            _ => return Err(Error::unknown_tool(name)),
+        })
+    }
+}
+
+fn memory_write(path: &str, content: &str, mode: &str) -> Result<Value, MemoryError> {
+    match mode {
+        "append" => memory::append(path, content)?,
+        _ => memory::write(path, content)?,
+    }
+    Ok(json!({ "ok": true }))
+}
+
+/// A host error's WIT case name and its description.
+trait Kind: std::fmt::Display {
+    fn kind(&self) -> &'static str;
+}
+
+impl Kind for MemoryError {
+    fn kind(&self) -> &'static str {
+        MemoryError::kind(self)
+    }
+}
+
+impl Kind for StateError {
+    fn kind(&self) -> &'static str {
+        StateError::kind(self)
+    }
+}
+
+impl Kind for HttpError {
+    fn kind(&self) -> &'static str {
+        HttpError::kind(self)
+    }
+}
+
+impl Kind for McpError {
+    fn kind(&self) -> &'static str {
+        McpError::kind(self)
+    }
+}
+
+fn answer<E: Kind>(outcome: Result<Value, E>) -> ToolResult {
+    match outcome {
+        Ok(value) => ToolResult::ok(value),
+        Err(e) => ToolResult::failed(json!({ "error": e.kind(), "detail": e.to_string() })),
+    }
+}
+
+skill_sdk::export!(Probe);

@@ -1,0 +1,105 @@
+//! Shared helpers for the integration tests: components built from source by `build.rs`,
+//! skill folders made from them, and a host wired as the CLI wires it.
+
+use skillhost::config::{self, LoadedConfig};
+use skillhost::sandbox::{CallContext, Sandbox, SandboxOptions};
+use skillhost::skills::{LoadMode, Loader, SkillSet};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+
+/// Paths of every component built from source (`HOSTILE`, `PROBE`, `HTTP_CHECKER`, ...).
+pub mod guests {
+    include!(concat!(env!("OUT_DIR"), "/guests.rs"));
+}
+
+/// A scratch directory holding skill folders, a memory root, a state root and a config.
+pub struct Workspace {
+    /// Kept alive for the test's duration.
+    pub dir: tempfile::TempDir,
+}
+
+impl Default for Workspace {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Workspace {
+    /// An empty workspace.
+    pub fn new() -> Self {
+        Workspace { dir: tempfile::tempdir().expect("tempdir") }
+    }
+
+    /// The workspace root.
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Makes `<root>/<skills_dir>/<name>/` with the component, a prompt and `skill.toml`.
+    pub fn add_skill(&self, skills_dir: &str, name: &str, wasm: &str, manifest: &str) -> PathBuf {
+        let dir = self.path().join(skills_dir).join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::copy(wasm, dir.join("skill.wasm")).unwrap_or_else(|e| panic!("copy {wasm}: {e}"));
+        std::fs::write(dir.join("prompt.md"), format!("You can use the {name} skill.\n")).unwrap();
+        if !manifest.is_empty() {
+            std::fs::write(dir.join("skill.toml"), manifest).unwrap();
+        }
+        dir
+    }
+
+    /// Writes `config.yaml` (YAML text) and parses it.
+    pub fn config(&self, yaml: &str) -> LoadedConfig {
+        let path = self.path().join("config.yaml");
+        std::fs::write(&path, yaml).unwrap();
+        config::load(Some(&path)).unwrap_or_else(|e| panic!("config: {e}"))
+    }
+
+    /// A loader over this workspace with `yaml` as config.
+    pub fn loader(&self, yaml: &str) -> Loader {
+        Loader::new(sandbox(), self.config(yaml))
+    }
+
+    /// Loads every skill in serve mode.
+    pub async fn load(&self, yaml: &str) -> SkillSet {
+        self.loader(yaml).load_all(LoadMode::Serve).await.unwrap_or_else(|e| panic!("load: {e}"))
+    }
+}
+
+/// One sandbox for the whole test binary (each engine reserves a large pool of memory).
+pub fn sandbox() -> Arc<Sandbox> {
+    static SANDBOX: OnceLock<Arc<Sandbox>> = OnceLock::new();
+    SANDBOX
+        .get_or_init(|| Arc::new(Sandbox::new(&SandboxOptions::default()).expect("sandbox")))
+        .clone()
+}
+
+/// A context for a call on channel `test`.
+pub fn ctx() -> CallContext {
+    CallContext::standalone("test")
+}
+
+/// Parses a tool result's content as JSON, failing the test with the content otherwise.
+pub fn json(content: &str) -> serde_json::Value {
+    serde_json::from_str(content).unwrap_or_else(|e| panic!("not JSON ({e}): {content}"))
+}
+
+/// A minimal HTTP server on 127.0.0.1 answering every request with `status` and `body`;
+/// returns its port. It serves until the process ends.
+pub fn http_server(status: u16, body: &'static str) -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut buf = [0u8; 4096];
+            let _ = stream.read(&mut buf);
+            let response = format!(
+                "HTTP/1.1 {status} X\r\ncontent-length: {}\r\ncontent-type: text/plain\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = stream.write_all(response.as_bytes());
+        }
+    });
+    port
+}
