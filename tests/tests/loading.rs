@@ -39,7 +39,7 @@ async fn each_load_error_names_skill_file_and_problem_and_others_load() {
     let expect = [
         ("bad_schema", "skill.wasm", "input schema"),
         ("dup_tool", "skill.wasm", "duplicate tool name"),
-        ("wrong_version", "skill.wasm", "skillhost:skill/tools@0.1.0"),
+        ("wrong_version", "skill.wasm", "built against skillhost:skill@0.0.9"),
         ("bad_manifest", "skill.toml", "network"),
         ("garbage", "skill.wasm", "not a valid WebAssembly component"),
         ("core_module", "skill.wasm", "core wasm module"),

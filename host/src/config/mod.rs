@@ -47,7 +47,8 @@ pub struct LoadedConfig {
 impl LoadedConfig {
     /// Resolves a path from the config against the config file's directory.
     pub fn resolve(&self, path: &Path) -> PathBuf {
-        if path.is_absolute() { path.to_path_buf() } else { self.base_dir.join(path) }
+        let path: PathBuf = path.components().filter(|c| *c != std::path::Component::CurDir).collect();
+        if path.is_absolute() { path } else { self.base_dir.join(path) }
     }
 }
 

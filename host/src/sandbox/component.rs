@@ -103,7 +103,7 @@ impl SkillComponent {
         let pre = linker
             .instantiate_pre(component)
             .map_err(|e| LoadError::UnsupportedImport(format!("{e:#}")))?;
-        let tools = guest::tools::GuestIndices::new(&pre).map_err(|e| LoadError::WrongExports(format!("{e:#}")))?;
+        let tools = guest::tools::GuestIndices::new(&pre).map_err(|e| wrong_exports(component, pre.engine(), e))?;
         let hooks = Hooks {
             resolve_human: guest::resolve_human::GuestIndices::new(&pre).ok(),
             availability: guest::availability::GuestIndices::new(&pre).ok(),
@@ -298,6 +298,19 @@ impl SkillComponent {
             }
         });
         store
+    }
+}
+
+/// Names the contract version a component was built against when it is not ours.
+fn wrong_exports(component: &Component, engine: &wasmtime::Engine, error: wasmtime::Error) -> LoadError {
+    let ty = component.component_type();
+    let theirs = ty.exports(engine).find_map(|(name, _)| name.strip_prefix("skillhost:skill/tools@").map(str::to_string));
+    match theirs {
+        Some(version) => LoadError::WrongExports(format!(
+            "it was built against skillhost:skill@{version}; this host speaks skillhost:skill@0.1.0: \
+             rebuild it with the current SDK or WIT"
+        )),
+        None => LoadError::WrongExports(format!("{error:#}")),
     }
 }
 

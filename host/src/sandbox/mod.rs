@@ -22,8 +22,10 @@ pub use error::{CallError, LoadError};
 pub use host_state::{CallContext, HostState, RouteAttributes};
 pub use limits::{LimitPolicy, Limits};
 
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use wasmtime::component::{Component, HasSelf, Linker};
@@ -55,6 +57,9 @@ pub struct Sandbox {
     engine: Engine,
     linker: Linker<HostState>,
     cache: Option<ComponentCache>,
+    /// Components compiled by this process, by content hash: loading the same bytes twice
+    /// (a reload, two folders sharing a build) compiles once.
+    compiled: Mutex<HashMap<[u8; 32], Component>>,
     ticker_stop: Arc<AtomicBool>,
 }
 
@@ -68,7 +73,7 @@ impl Sandbox {
         let cache = options.cache_dir.clone().map(|dir| ComponentCache::new(dir, &engine));
         let ticker_stop = Arc::new(AtomicBool::new(false));
         spawn_ticker(engine.weak(), ticker_stop.clone());
-        Ok(Sandbox { engine, linker, cache, ticker_stop })
+        Ok(Sandbox { engine, linker, cache, compiled: Mutex::default(), ticker_stop })
     }
 
     /// The wasmtime engine.
@@ -93,10 +98,16 @@ impl Sandbox {
         if !wasm.starts_with(b"\0asm") {
             return Err(LoadError::NotAComponent("not a WebAssembly binary (bad magic number)".into()));
         }
-        match &self.cache {
-            Some(cache) => cache.get_or_compile(wasm),
-            None => Component::new(&self.engine, wasm).map_err(|e| LoadError::NotAComponent(format!("{e:#}"))),
+        let key: [u8; 32] = Sha256::digest(wasm).into();
+        if let Some(component) = self.compiled.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
+            return Ok(component.clone());
         }
+        let component = match &self.cache {
+            Some(cache) => cache.get_or_compile(wasm)?,
+            None => Component::new(&self.engine, wasm).map_err(|e| LoadError::NotAComponent(format!("{e:#}")))?,
+        };
+        self.compiled.lock().unwrap_or_else(|p| p.into_inner()).insert(key, component.clone());
+        Ok(component)
     }
 }
 

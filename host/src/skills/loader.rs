@@ -121,7 +121,7 @@ impl Loader {
                     }
                     Ok(None) => {}
                     Err(Failure::Problem(problem)) => {
-                        tracing::warn!("{problem}");
+                        tracing::info!("{problem}");
                         set.problems.push(problem);
                     }
                     Err(Failure::Fatal(e)) => return Err(e),
