@@ -102,3 +102,120 @@ fn bad_config_is_named_with_key_and_line() {
     assert_eq!(code, 2);
     assert!(stderr.contains("grant") && stderr.contains("line 3"), "{stderr}");
 }
+
+/// The repository root (this file is host/tests/cli.rs).
+fn repo() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+#[test]
+fn skill_build_python_then_call() {
+    let ws = Workspace::new();
+    let dir = ws.path().join("skills/word_stats");
+    std::fs::create_dir_all(dir.join("wit")).unwrap();
+    let source = repo().join("skills/word_stats");
+    for file in ["app.py", "prompt.md", "skill.toml", "wit/world.wit"] {
+        std::fs::copy(source.join(file), dir.join(file)).unwrap();
+    }
+    let (code, stdout, stderr) = skillhost(&ws, &["skill", "build", "skills/word_stats"], "");
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(stderr.contains("componentize-py"), "progress is printed: {stderr}");
+    assert!(stdout.contains("ok: word_stats (1 tools)"), "{stdout}");
+    let (code, stdout, stderr) = skillhost(&ws, &["call", "word_stats__count_words", r#"{"text": "a b a"}"#], "");
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("\"words\": 3"), "{stdout}");
+}
+
+#[test]
+fn skill_build_rust_shows_compiler_errors_then_builds() {
+    let ws = Workspace::new();
+    let dir = ws.path().join("skills/tiny");
+    std::fs::create_dir_all(dir.join("src")).unwrap();
+    let sdk = repo().join("skill-sdk");
+    // Same profile and lock file as tests/guests, and its target dir: dependencies and the
+    // wasm std built for the guests are reused instead of rebuilt.
+    std::fs::write(
+        dir.join("Cargo.toml"),
+        format!(
+            "[package]\nname = \"tiny\"\nversion = \"0.1.0\"\nedition = \"2024\"\n\n[lib]\ncrate-type = [\"cdylib\"]\n\n\
+             [dependencies]\nskill-sdk = {{ path = {:?} }}\n\n[workspace]\n\n[profile.release]\nopt-level = \"s\"\npanic = \"abort\"\n",
+            sdk.display().to_string()
+        ),
+    )
+    .unwrap();
+    std::fs::copy(repo().join("tests/guests/Cargo.lock"), dir.join("Cargo.lock")).unwrap();
+    std::fs::write(dir.join("prompt.md"), "Say hello.").unwrap();
+    let target = repo().join("target/wasm-guests");
+    let build = |ws: &Workspace| {
+        let out = Command::new(env!("CARGO_BIN_EXE_skillhost"))
+            .current_dir(ws.path())
+            .args(["skill", "build", "skills/tiny"])
+            .env("CARGO_TARGET_DIR", &target)
+            .output()
+            .unwrap();
+        (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+
+    std::fs::write(dir.join("src/lib.rs"), "fn broken() -> u32 { \"not a number\" }\n").unwrap();
+    let (code, stdout, stderr) = build(&ws);
+    assert_eq!(code, 1, "{stdout}{stderr}");
+    assert!(stderr.contains("mismatched types"), "the compiler's message is shown: {stderr}");
+    assert!(!dir.join("skill.wasm").exists());
+
+    std::fs::write(
+        dir.join("src/lib.rs"),
+        r#"use skill_sdk::{json, Context, Error, Skill, Tool, ToolResult, Value};
+struct Tiny;
+impl Skill for Tiny {
+    fn tools() -> Vec<Tool> {
+        vec![Tool::with_schema("hello", "Greet.", json!({"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}))]
+    }
+    fn handle(_name: &str, input: Value, _ctx: &Context) -> Result<ToolResult, Error> {
+        Ok(ToolResult::ok(json!({ "greeting": format!("hello {}", input["name"].as_str().unwrap_or("?")) })))
+    }
+}
+skill_sdk::export!(Tiny);
+"#,
+    )
+    .unwrap();
+    let (code, stdout, stderr) = build(&ws);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(stdout.contains("ok: tiny (1 tools)"), "{stdout}");
+    let (code, stdout, _) = skillhost(&ws, &["call", "tiny__hello", r#"{"name": "sandbox"}"#], "");
+    assert_eq!(code, 0);
+    assert!(stdout.contains("hello sandbox"), "{stdout}");
+}
+
+/// Runs `skillhost call ...` on a pseudo-terminal (util-linux `script`), typing `typed`.
+fn call_on_terminal(ws: &Workspace, tool: &str, input: &str, typed: &str) -> (i32, String) {
+    use std::io::Write;
+    let command = format!("{} call {tool} '{input}'", env!("CARGO_BIN_EXE_skillhost"));
+    let mut child = Command::new("script")
+        .current_dir(ws.path())
+        .args(["-qec", &command, "/dev/null"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("util-linux `script`");
+    child.stdin.take().unwrap().write_all(typed.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+#[test]
+fn terminal_approval_and_confirmation() {
+    let ws = cli_workspace();
+    let confirm = r#"{"level": "confirm"}"#;
+    let (code, out) = call_on_terminal(&ws, "hooks_all__dyn_tool", confirm, "CONFIRM\n");
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("Type CONFIRM") && out.contains("\"tool\": \"dyn_tool\""), "{out}");
+    let (code, out) = call_on_terminal(&ws, "hooks_all__dyn_tool", confirm, "y\n");
+    assert_eq!(code, 1, "confirm needs the challenge, not y: {out}");
+    assert!(out.contains("was not run") && !out.contains("\"tool\""), "{out}");
+    let approve = r#"{"level": "approve"}"#;
+    let (code, out) = call_on_terminal(&ws, "hooks_all__dyn_tool", approve, "y\n");
+    assert_eq!(code, 0, "{out}");
+    let (code, out) = call_on_terminal(&ws, "hooks_all__dyn_tool", approve, "n\n");
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("was not run"), "{out}");
+}

@@ -47,7 +47,10 @@ pub fn build(dir: &Path, offline: bool, progress: &mut dyn FnMut(&str)) -> Resul
         BuildKind::Rust => {
             let tc = toolchain::find_rust_toolchain(offline, progress).map_err(|e| e.to_string())?;
             progress(&format!("building {} with {}", dir.display(), describe(&tc)));
-            let artifacts = toolchain::build_rust(dir, None, &tc).map_err(|e| e.to_string())?;
+            // An explicit CARGO_TARGET_DIR is the user's choice (the toolchain drops the
+            // variable itself, since inside a build script it belongs to the outer build).
+            let target_dir = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from);
+            let artifacts = toolchain::build_rust(dir, target_dir.as_deref(), &tc).map_err(|e| e.to_string())?;
             let wasm = pick_artifact(dir, &artifacts)?;
             std::fs::copy(&wasm, &output).map_err(|e| format!("copying {}: {e}", wasm.display()))?;
         }
