@@ -219,3 +219,20 @@ fn terminal_approval_and_confirmation() {
     assert_eq!(code, 1, "{out}");
     assert!(out.contains("was not run"), "{out}");
 }
+
+#[test]
+fn dot_env_feeds_config_variables_and_unset_ones_warn() {
+    let ws = cli_workspace();
+    let port = http_server(200, "ok");
+    std::fs::write(ws.path().join(".env"), "CHECK_HOST=127.0.0.1\n").unwrap();
+    std::fs::write(
+        ws.path().join("config.yaml"),
+        "bot:\n  name: ${BOT_NAME_UNSET}\nskills:\n  paths: [skills]\n  grants:\n    http_checker:\n      http_hosts: [\"${CHECK_HOST}\"]\n",
+    )
+    .unwrap();
+    let input = format!(r#"{{"url": "http://127.0.0.1:{port}/"}}"#);
+    let (code, stdout, stderr) = skillhost(&ws, &["call", "http_checker__check_url", &input], "");
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(stdout.contains("\"healthy\": true"), "{stdout}");
+    assert!(stderr.contains("BOT_NAME_UNSET") && stderr.contains("line 2"), "{stderr}");
+}

@@ -139,9 +139,12 @@ async fn mcp_import_reports_not_configured() {
 #[tokio::test]
 async fn no_state_leaks_between_calls() {
     let (_ws, set) = probe(ALL_GRANTED).await;
-    // Each call gets a fresh instance: a guest global set in one call is gone in the next.
-    // The probe's `echo` returns its input; calling it with different inputs from many
-    // tasks at once must give each caller its own answer.
+    // A fresh instance per call: a guest global incremented by one call is gone in the next.
+    for _ in 0..3 {
+        let (_, out) = call(&set, "probe__counter", json!({})).await;
+        assert_eq!(out["calls"], 1, "guest memory carried over between calls");
+    }
+    // Concurrent callers each get their own answer.
     let set = std::sync::Arc::new(set);
     let tasks: Vec<_> = (0..32)
         .map(|i| {
@@ -152,5 +155,28 @@ async fn no_state_leaks_between_calls() {
     for task in tasks {
         let (i, out) = task.await.unwrap();
         assert_eq!(out, json!({"i": i}));
+    }
+}
+
+#[tokio::test]
+async fn a_hanging_server_is_bounded_by_the_call_deadline() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let held: Vec<_> = listener.incoming().take(1).collect();
+        std::thread::sleep(std::time::Duration::from_secs(30));
+        drop(held);
+    });
+    let ws = Workspace::new();
+    ws.add_skill("skills", "probe", guests::PROBE, &format!("{PROBE_MANIFEST}[limits]\ntimeout_ms = 500\n"));
+    let set = ws.load(&format!("skills:\n  paths: [skills]\n  grants:\n{ALL_GRANTED}\n")).await;
+    let (skill, spec) = set.find_tool("probe__http_get").unwrap();
+    let started = std::time::Instant::now();
+    let result = skill.call(&spec.name, &json!({"url": format!("http://127.0.0.1:{port}/")}), &ctx()).await;
+    let elapsed = started.elapsed();
+    assert!(elapsed < std::time::Duration::from_millis(500 + 750), "took {elapsed:?}");
+    match result {
+        Ok(out) => assert!(out.value.content.contains("timeout"), "{}", out.value.content),
+        Err(e) => assert_eq!(e.kind(), "deadline"),
     }
 }

@@ -5,7 +5,8 @@
 //! Tools: `env`, `args`, `read_file(path)`, `memory_read(path)`,
 //! `memory_write(path, content, mode?)`, `memory_search(query)`, `http_get(url)`,
 //! `state_set(key, value)`, `state_get(key)`, `state_keys`, `route_set(key, value)`,
-//! `route_get(key?)`, `ctx`, `echo` (returns its input unchanged, for benchmarks) and
+//! `route_get(key?)`, `ctx`, `echo` (returns its input unchanged, for benchmarks),
+//! `counter` (increments a guest global: a fresh instance per call always answers 1) and
 //! `mcp_call(server, tool, arguments?)`.
 
 use skill_sdk::http::HttpError;
@@ -15,6 +16,9 @@ use skill_sdk::state::StateError;
 use skill_sdk::{Context, Error, Skill, Tool, ToolResult, Value, json, mcp, memory, route, state};
 
 struct Probe;
+
+/// Guest memory that would carry over if the host reused instances between calls.
+static CALLS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
 
 /// An object schema whose properties are all strings; `required` lists the mandatory ones.
 fn strings(required: &[&str], optional: &[&str]) -> Value {
@@ -60,6 +64,7 @@ impl Skill for Probe {
             ),
             Tool::without_input("ctx", "The whole call context."),
             Tool::with_schema("echo", "Return the input unchanged.", any_object.clone()),
+            Tool::without_input("counter", "Increment a guest global and return it."),
             Tool::with_schema("mcp_call", "mcp.call-tool", {
                 let mut schema = strings(&["server", "tool"], &[]);
                 schema["properties"]["arguments"] = any_object;
@@ -72,6 +77,7 @@ impl Skill for Probe {
         let arg = |field: &str| input[field].as_str().unwrap_or_default().to_owned();
         Ok(match name {
             "echo" => ToolResult::text(input),
+            "counter" => ToolResult::ok(json!({ "calls": CALLS.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1 })),
             "env" => ToolResult::ok(json!({ "vars": std::env::vars().collect::<Vec<_>>() })),
             "args" => ToolResult::ok(json!({ "args": std::env::args().collect::<Vec<_>>() })),
             "read_file" => match std::fs::read_to_string(arg("path")) {
