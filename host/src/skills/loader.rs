@@ -84,7 +84,7 @@ pub struct Loader {
 
 /// A skill folder that passed the first checks, before precedence is applied.
 enum Candidate {
-    Loaded(Skill),
+    Loaded(Box<Skill>),
     Unavailable(String),
 }
 
@@ -113,7 +113,7 @@ impl Loader {
                         if let Some(old) = set.skills.get(&skill.name) {
                             tracing::info!(skill = %skill.name, "{} overrides {}", dir.display(), old.dir.display());
                         }
-                        set.skills.insert(skill.name.clone(), Arc::new(skill));
+                        set.skills.insert(skill.name.clone(), Arc::new(*skill));
                     }
                     Ok(Some(Candidate::Unavailable(name))) => {
                         tracing::info!(skill = %name, "not available here; excluded");
@@ -140,7 +140,7 @@ impl Loader {
     pub async fn load_one(&self, dir: &Path) -> Result<Skill, LoadProblem> {
         let unnamed = |message: String| LoadProblem { skill: dir.display().to_string(), file: dir.to_path_buf(), message };
         match self.load_dir(dir, LoadMode::Validate).await {
-            Ok(Some(Candidate::Loaded(skill))) => Ok(skill),
+            Ok(Some(Candidate::Loaded(skill))) => Ok(*skill),
             Ok(Some(Candidate::Unavailable(name))) => Err(unnamed(format!("skill `{name}` is not available"))),
             Ok(None) => Err(unnamed("not a skill folder: no prompt.md or SKILL.md".into())),
             Err(Failure::Problem(problem)) => Err(problem),
@@ -173,7 +173,7 @@ impl Loader {
                 let fix = format!("not built: run `skillhost skill build {}`", dir.display());
                 return Err(problem(WASM_FILE, fix));
             }
-            return Ok(Some(Candidate::Loaded(skill)));
+            return Ok(Some(Candidate::Loaded(Box::new(skill))));
         }
         let wasm = std::fs::read(&wasm_path).map_err(|e| problem(WASM_FILE, e.to_string()))?;
         let component = self.sandbox.load(&wasm).map_err(|e| problem(WASM_FILE, e.to_string()))?;
@@ -192,7 +192,7 @@ impl Loader {
         }
         skill.facts = info.into();
         skill.runtime = Some((component, env));
-        Ok(Some(Candidate::Loaded(skill)))
+        Ok(Some(Candidate::Loaded(Box::new(skill))))
     }
 
     /// The spec's `is-available`: absent means available; a trap is fatal, with no details.
