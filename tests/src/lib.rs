@@ -7,6 +7,8 @@ use skillhost::skills::{LoadMode, Loader, SkillSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
+pub mod llm_server;
+
 /// Paths of every component built from source (`HOSTILE`, `PROBE`, `HTTP_CHECKER`, ...).
 pub mod guests {
     include!(concat!(env!("OUT_DIR"), "/guests.rs"));

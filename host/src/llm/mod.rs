@@ -1,0 +1,222 @@
+//! LLM providers behind one provider-neutral conversation model.
+//!
+//! The engine speaks [`Request`] / [`Response`] made of [`Message`]s and [`Block`]s; each
+//! provider module translates them to its wire format and streams the answer back, calling a
+//! sink with [`Delta`]s as text arrives. [`from_config`] builds the configured provider,
+//! wrapped in [`Retrying`].
+//!
+//! - [`anthropic`]: Messages API. [`openai`]: Responses API. [`chat`]: Chat Completions
+//!   (any OpenAI-compatible server). [`sse`]: the shared Server-Sent Events reader.
+
+pub mod anthropic;
+pub mod chat;
+mod error;
+mod http;
+pub mod openai;
+mod retry;
+pub mod sse;
+
+pub use error::LlmError;
+pub use retry::{RetryPolicy, Retrying};
+
+use crate::config::{self, Provider as ProviderKind};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Who wrote a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// The person, or the engine returning tool results.
+    User,
+    /// The model.
+    Assistant,
+}
+
+/// One message of a conversation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Message {
+    /// Its author.
+    pub role: Role,
+    /// Its content, in order.
+    pub content: Vec<Block>,
+}
+
+impl Message {
+    /// A user message holding one text block.
+    pub fn user(text: impl Into<String>) -> Self {
+        Message { role: Role::User, content: vec![Block::Text(text.into())] }
+    }
+
+    /// An assistant message: typically a [`Response`]'s content, stored for the next request.
+    pub fn assistant(content: Vec<Block>) -> Self {
+        Message { role: Role::Assistant, content }
+    }
+}
+
+/// One piece of a message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Block {
+    /// Plain text.
+    Text(String),
+    /// The model asks for a tool call (assistant messages).
+    ToolUse {
+        /// The provider's call id; the result must carry it back.
+        id: String,
+        /// The tool's name as offered.
+        name: String,
+        /// The parsed arguments (a JSON object).
+        input: Value,
+    },
+    /// The outcome of a tool call (user messages).
+    ToolResult {
+        /// The [`Block::ToolUse`] id this answers.
+        tool_use_id: String,
+        /// The result text (JSON for skill tools).
+        content: String,
+        /// Whether the call failed.
+        is_error: bool,
+    },
+    /// Provider state replayed verbatim on the next request and never shown: OpenAI Responses
+    /// `reasoning` items with `encrypted_content`. Providers skip opaque blocks they do not
+    /// recognise, so a conversation survives a change of provider.
+    Opaque(Value),
+}
+
+/// A tool offered to the model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolDecl {
+    /// The name the model calls it by (`skill__tool`).
+    pub name: String,
+    /// What it does, for the model.
+    pub description: String,
+    /// JSON Schema of its input.
+    pub input_schema: Value,
+}
+
+/// One completion request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Request {
+    /// The model id.
+    pub model: String,
+    /// The system prompt (empty for none).
+    pub system: String,
+    /// The conversation so far, oldest first; the last one is the user's.
+    pub messages: Vec<Message>,
+    /// Tools the model may call (empty for none).
+    pub tools: Vec<ToolDecl>,
+    /// Maximum output tokens.
+    pub max_tokens: u32,
+}
+
+/// A piece of the answer, delivered while it streams.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Delta {
+    /// Text to show now.
+    Text(String),
+}
+
+/// Why the model stopped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StopReason {
+    /// The answer is complete.
+    EndTurn,
+    /// The model waits for tool results.
+    ToolUse,
+    /// The output token budget ran out.
+    MaxTokens,
+    /// Anything else, with the provider's word for it.
+    Other(String),
+}
+
+/// Token counts of one request, as the provider reports them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Usage {
+    /// Prompt tokens.
+    pub input_tokens: u64,
+    /// Generated tokens (including reasoning, where billed).
+    pub output_tokens: u64,
+}
+
+/// A complete answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Response {
+    /// Its blocks in order: text, tool calls, opaque provider state.
+    pub content: Vec<Block>,
+    /// Why it ended.
+    pub stop: StopReason,
+    /// Token counts.
+    pub usage: Usage,
+}
+
+impl Response {
+    /// All text blocks, joined.
+    pub fn text(&self) -> String {
+        self.content.iter().filter_map(|b| if let Block::Text(t) = b { Some(t.as_str()) } else { None }).collect()
+    }
+
+    /// The tool calls, in order: `(id, name, input)`.
+    pub fn tool_uses(&self) -> Vec<(&str, &str, &Value)> {
+        let calls = self.content.iter().filter_map(|b| match b {
+            Block::ToolUse { id, name, input } => Some((id.as_str(), name.as_str(), input)),
+            _ => None,
+        });
+        calls.collect()
+    }
+}
+
+/// The sink a provider streams [`Delta`]s into.
+pub type Sink<'a> = &'a mut (dyn FnMut(Delta) + Send);
+
+/// An LLM API.
+#[async_trait::async_trait]
+pub trait Provider: Send + Sync {
+    /// The provider's name, used in errors (`anthropic`, `openai`, ...).
+    fn name(&self) -> &'static str;
+
+    /// Sends `req`, streams text into `sink` as it arrives, and returns the whole answer.
+    async fn complete(&self, req: &Request, sink: &mut (dyn FnMut(Delta) + Send)) -> Result<Response, LlmError>;
+}
+
+/// Builds the provider `llm.provider` names, with its key from config or the environment, and
+/// wraps it in [`Retrying`] with the default policy.
+pub fn from_config(llm: &config::Llm) -> Result<Box<dyn Provider>, String> {
+    fn boxed<P: Provider + 'static>(p: P) -> Box<dyn Provider> {
+        Box::new(Retrying::new(p, RetryPolicy::default()))
+    }
+    let empty = config::ProviderSettings::default();
+    match llm.provider {
+        ProviderKind::Anthropic => {
+            let s = llm.anthropic.as_ref().unwrap_or(&empty);
+            let key = key(s, Some("ANTHROPIC_API_KEY"))
+                .ok_or("llm.anthropic: no api_key and ANTHROPIC_API_KEY is not set")?;
+            Ok(boxed(anthropic::Anthropic::new(key, s.base_url.as_deref())))
+        }
+        ProviderKind::Openai => {
+            let s = llm.openai.as_ref().unwrap_or(&empty);
+            let key = key(s, Some("OPENAI_API_KEY")).ok_or("llm.openai: no api_key and OPENAI_API_KEY is not set")?;
+            let effort = s.reasoning_effort.as_deref().unwrap_or(openai::DEFAULT_EFFORT);
+            let effort = openai::check_effort(effort).map_err(|e| format!("llm.openai.reasoning_effort: {e}"))?;
+            Ok(boxed(openai::OpenAi::new(key, s.base_url.as_deref(), effort)))
+        }
+        ProviderKind::OpenaiCompatible => {
+            let s = llm.openai_compatible.as_ref().unwrap_or(&empty);
+            let base = s.base_url.as_deref().filter(|b| !b.is_empty());
+            let base = base.ok_or("llm.openai_compatible.base_url is required (e.g. http://127.0.0.1:11434/v1)")?;
+            // No fallback to OPENAI_API_KEY: that key must never be sent to a third-party or
+            // local server the operator did not explicitly give it to.
+            Ok(boxed(chat::Chat::new(key(s, None), base)))
+        }
+        ProviderKind::Bedrock => Err("llm.provider bedrock is not supported yet".into()),
+    }
+}
+
+/// The key from the settings, or else from `env` (an empty value counts as unset).
+fn key(settings: &config::ProviderSettings, env: Option<&str>) -> Option<String> {
+    let configured = settings.api_key.clone().filter(|k| !k.is_empty());
+    configured.or_else(|| env.and_then(|name| std::env::var(name).ok()).filter(|k| !k.is_empty()))
+}
+
+#[cfg(test)]
+mod tests;
