@@ -37,7 +37,14 @@ fn request(messages: Vec<Message>) -> Request {
     let schema = json!({"type": "object", "properties": {"url": {"type": "string"}}, "required": ["url"]});
     let tool =
         ToolDecl { name: "http_checker__check_url".into(), description: "Check a URL.".into(), input_schema: schema };
-    Request { model: "test-model".into(), system: "Be brief.".into(), messages, tools: vec![tool], max_tokens: 1000 }
+    Request {
+        model: "test-model".into(),
+        system: "Be brief.".into(),
+        messages,
+        tools: vec![tool],
+        tool_choice: Default::default(),
+        max_tokens: 1000,
+    }
 }
 
 /// Runs one completion, collecting the streamed deltas.
@@ -91,6 +98,23 @@ async fn tools_and_system_prompt_are_sent_in_each_format() {
         };
         assert_eq!(body["tools"], json!([tool]), "{kind:?}");
         assert_eq!(system, "Be brief.", "{kind:?}");
+    }
+}
+
+#[tokio::test]
+async fn tool_choice_none_keeps_tools_declared_but_forbids_calls() {
+    for kind in KINDS {
+        let server = LlmServer::start(vec![Answer::text(&["ok"]).into(), Answer::text(&["ok"]).into()]).await;
+        let provider = provider(kind, &server);
+        complete(&*provider, &request(vec![Message::user("hi")])).await.0.unwrap();
+        assert!(server.body(0).get("tool_choice").is_none(), "{kind:?}: auto is the default");
+        let mut wrap_up = request(vec![Message::user("hi")]);
+        wrap_up.tool_choice = skillhost::llm::ToolChoice::None;
+        complete(&*provider, &wrap_up).await.0.unwrap();
+        let body = server.body(1);
+        assert_eq!(body["tools"].as_array().map(Vec::len), Some(1), "{kind:?}");
+        let expected = if kind == Kind::Anthropic { json!({"type": "none"}) } else { json!("none") };
+        assert_eq!(body["tool_choice"], expected, "{kind:?}");
     }
 }
 

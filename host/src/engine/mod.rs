@@ -1,3 +1,18 @@
-//! The agent engine. So far: approval-level resolution, shared by every adapter.
+//! The agent engine: approval-level resolution shared by every adapter, and the turn loop
+//! (system prompt, per-channel history, tool routing, approvals, the turn's time budget).
 
 pub mod approval;
+pub mod approver;
+pub mod calls;
+pub mod events;
+pub mod history;
+pub mod prompt;
+pub mod tools;
+pub mod turn;
+
+pub use approver::{ApprovalOutcome, ApprovalRequest, Approver, AutoApprove, NonInteractive};
+pub use calls::{MAX_PARALLEL, ToolCallRecord};
+pub use events::{EngineEvent, EventSink, NoEvents};
+pub use history::History;
+pub use tools::{ToolOutcome, ToolRouter};
+pub use turn::{Engine, EngineError, EngineSettings, TurnRequest, TurnResult};

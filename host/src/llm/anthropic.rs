@@ -67,6 +67,9 @@ pub fn body(req: &Request) -> Value {
             .iter()
             .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.input_schema}));
         body["tools"] = Value::Array(tools.collect());
+        if req.tool_choice == super::ToolChoice::None {
+            body["tool_choice"] = json!({"type": "none"});
+        }
     }
     body
 }

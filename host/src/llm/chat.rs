@@ -77,6 +77,9 @@ pub fn body(req: &Request) -> Value {
             json!({"type": "function", "function": function})
         });
         body["tools"] = Value::Array(tools.collect());
+        if req.tool_choice == super::ToolChoice::None {
+            body["tool_choice"] = json!("none");
+        }
     }
     body
 }

@@ -106,8 +106,21 @@ pub struct Request {
     pub messages: Vec<Message>,
     /// Tools the model may call (empty for none).
     pub tools: Vec<ToolDecl>,
+    /// Whether the model may call them now.
+    pub tool_choice: ToolChoice,
     /// Maximum output tokens.
     pub max_tokens: u32,
+}
+
+/// Whether the model may call the offered tools in this request.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ToolChoice {
+    /// The model decides.
+    #[default]
+    Auto,
+    /// Tools stay declared (a conversation holding tool calls needs them declared: Anthropic
+    /// rejects tool_use blocks without tools) but the model must answer in text.
+    None,
 }
 
 /// A piece of the answer, delivered while it streams.

@@ -105,6 +105,9 @@ pub fn body(req: &Request, effort: &str) -> Value {
                 "parameters": t.input_schema, "strict": false})
         });
         body["tools"] = Value::Array(tools.collect());
+        if req.tool_choice == super::ToolChoice::None {
+            body["tool_choice"] = json!("none");
+        }
     }
     body
 }

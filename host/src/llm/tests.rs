@@ -56,6 +56,7 @@ fn request() -> Request {
         system: String::new(),
         messages: vec![Message::user("hi")],
         tools: vec![],
+        tool_choice: Default::default(),
         max_tokens: 10,
     }
 }

@@ -1,0 +1,71 @@
+//! Who decides on gated tool calls: the adapter that received the message implements
+//! [`Approver`]; [`NonInteractive`] and [`AutoApprove`] cover runs with nobody to ask.
+
+use super::approval::Level;
+use serde_json::Value;
+
+/// A gated call waiting for a decision.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApprovalRequest {
+    /// The model's call id.
+    pub tool_call_id: String,
+    /// The prefixed tool name.
+    pub tool_name: String,
+    /// The call's arguments, to show the person.
+    pub input: Value,
+    /// `Approve` (yes/no) or `Confirm` (type the challenge).
+    pub level: Level,
+}
+
+/// The decision on one gated call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ApprovalOutcome {
+    /// Run it.
+    Approved,
+    /// Do not run it; the reason, if the person gave one, is passed to the model.
+    Denied(Option<String>),
+    /// Nobody decided within `human.timeout_seconds`; treated as a denial.
+    TimedOut,
+    /// Nobody can decide here (a non-interactive run), or the person cancelled the turn.
+    Cancelled,
+}
+
+impl ApprovalOutcome {
+    /// The spec-style name, for logs and events.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            ApprovalOutcome::Approved => "approved",
+            ApprovalOutcome::Denied(_) => "denied",
+            ApprovalOutcome::TimedOut => "timed_out",
+            ApprovalOutcome::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// Decides on gated calls. The engine bounds every decision by `human.timeout_seconds`, so an
+/// implementation may simply wait for the person.
+#[async_trait::async_trait]
+pub trait Approver: Send + Sync {
+    /// The decision on `request`.
+    async fn decide(&self, request: ApprovalRequest) -> ApprovalOutcome;
+}
+
+/// For fire-and-forget runs: every gated call is cancelled, as the spec says.
+pub struct NonInteractive;
+
+#[async_trait::async_trait]
+impl Approver for NonInteractive {
+    async fn decide(&self, _request: ApprovalRequest) -> ApprovalOutcome {
+        ApprovalOutcome::Cancelled
+    }
+}
+
+/// Approves everything (`--yes`, tests). Only for operators who accept every call.
+pub struct AutoApprove;
+
+#[async_trait::async_trait]
+impl Approver for AutoApprove {
+    async fn decide(&self, _request: ApprovalRequest) -> ApprovalOutcome {
+        ApprovalOutcome::Approved
+    }
+}

@@ -1,0 +1,72 @@
+//! What a turn reports while it runs, for an adapter to show (CLI, SSE stream).
+
+use super::approval::Level;
+use super::approver::ApprovalOutcome;
+use serde_json::Value;
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// One thing that happened during a turn.
+#[derive(Debug, Clone, PartialEq)]
+pub enum EngineEvent {
+    /// Assistant text, as it streams.
+    TextDelta(String),
+    /// An approved (or ungated) tool call starts.
+    ToolStarted {
+        /// The model's call id.
+        tool_call_id: String,
+        /// The prefixed tool name.
+        tool_name: String,
+        /// The call's arguments.
+        input: Value,
+    },
+    /// A tool call finished (successfully or not).
+    ToolCompleted {
+        /// The model's call id.
+        tool_call_id: String,
+        /// The prefixed tool name.
+        tool_name: String,
+        /// How long it ran.
+        duration: Duration,
+        /// Whether a person approved it (`false` for calls that needed no approval).
+        approved: bool,
+        /// Whether the result is an error.
+        is_error: bool,
+    },
+    /// A call waits for a person's decision.
+    ApprovalRequested {
+        /// The model's call id.
+        tool_call_id: String,
+        /// The prefixed tool name.
+        tool_name: String,
+        /// The level asked for.
+        level: Level,
+    },
+    /// The decision on a call arrived (or the wait ended).
+    ApprovalResolved {
+        /// The model's call id.
+        tool_call_id: String,
+        /// The decision.
+        outcome: ApprovalOutcome,
+    },
+}
+
+/// Where a turn sends its [`EngineEvent`]s. Called from the turn's task; keep it quick.
+pub trait EventSink: Send + Sync {
+    /// Receives one event.
+    fn emit(&self, event: EngineEvent);
+}
+
+/// Discards every event (fire-and-forget runs).
+pub struct NoEvents;
+
+impl EventSink for NoEvents {
+    fn emit(&self, _event: EngineEvent) {}
+}
+
+/// Collects events in order (tests, buffered adapters).
+impl EventSink for Mutex<Vec<EngineEvent>> {
+    fn emit(&self, event: EngineEvent) {
+        self.lock().unwrap_or_else(|p| p.into_inner()).push(event);
+    }
+}
