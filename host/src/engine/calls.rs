@@ -4,6 +4,7 @@
 use super::approval::{self, Level};
 use super::approver::{ApprovalOutcome, ApprovalRequest, Approver};
 use super::events::{EngineEvent, EventSink};
+use super::promote::{Promotion, PromotionKey};
 use super::tools::{ToolOutcome, ToolRouter};
 use crate::config::OverrideLevel;
 use crate::llm::Block;
@@ -29,6 +30,8 @@ pub struct ToolCallRecord {
     pub level: Level,
     /// The decision, for gated calls; `None` when no approval was needed.
     pub approval: Option<ApprovalOutcome>,
+    /// Approved by auto-promotion (`approval` is then `Approved`, and nobody was asked).
+    pub promoted: bool,
     /// Whether the tool ran (ungated, or approved).
     pub executed: bool,
     /// What the model was told.
@@ -52,6 +55,7 @@ pub(crate) struct Round<'a> {
     pub ctx: &'a CallContext,
     pub events: &'a dyn EventSink,
     pub approver: &'a dyn Approver,
+    pub promotion: &'a Promotion,
 }
 
 /// A call the model made: `(id, prefixed name, input)`.
@@ -60,18 +64,45 @@ pub(crate) type Call = (String, String, Value);
 impl Round<'_> {
     /// Answers every call, in the order given. Approvals are asked one at a time, in order,
     /// before anything runs, so a person sees the calls in the order the model made them.
+    ///
+    /// A promoted call (see [`Promotion`]) counts as approved without asking: it emits no
+    /// approval events, and its `ToolCompleted` says `approved: true`.
     pub async fn run(&self, calls: Vec<Call>) -> Vec<ToolCallRecord> {
         let mut gated = Vec::with_capacity(calls.len());
         for (id, name, input) in calls {
             let level = self.level(&name, &input).await;
-            let approval = match level {
-                Level::Auto => None,
-                _ => Some(self.ask(&id, &name, &input, level).await),
+            let (approval, promoted) = match level {
+                Level::Auto => (None, false),
+                Level::Approve if self.promoted(&name) => (Some(ApprovalOutcome::Approved), true),
+                _ => {
+                    let outcome = self.ask(&id, &name, &input, level).await;
+                    self.record(&name, level, &outcome);
+                    (Some(outcome), false)
+                }
             };
-            gated.push((id, name, input, level, approval));
+            gated.push((id, name, input, level, approval, promoted));
         }
-        let answers = gated.into_iter().map(|(id, name, input, level, approval)| self.answer(id, name, input, level, approval));
+        let answers = gated.into_iter().map(|(id, name, input, level, approval, promoted)| {
+            self.answer(id, name, input, level, approval, promoted)
+        });
         futures::stream::iter(answers).buffered(MAX_PARALLEL).collect().await
+    }
+
+    fn promoted(&self, name: &str) -> bool {
+        let Some((skill, _)) = self.router.skills().find_tool(name) else { return false };
+        self.promotion.is_promoted(skill, &PromotionKey::tool(name))
+    }
+
+    /// Counts a person's decision. Approvals count only at `approve` level, the one level
+    /// that can be promoted; a denial at any level blocks promotion of the tool. Timeouts and
+    /// cancellations say nothing about the person's trust and are not counted.
+    fn record(&self, name: &str, level: Level, outcome: &ApprovalOutcome) {
+        let key = PromotionKey::tool(name);
+        match outcome {
+            ApprovalOutcome::Approved if level == Level::Approve => self.promotion.record(&key, true),
+            ApprovalOutcome::Denied(_) => self.promotion.record(&key, false),
+            _ => {}
+        }
     }
 
     /// The call's level. Calls that cannot run (unknown tool, input breaking the schema) need
@@ -95,13 +126,21 @@ impl Round<'_> {
         outcome
     }
 
-    async fn answer(&self, id: String, name: String, input: Value, level: Level, approval: Option<ApprovalOutcome>) -> ToolCallRecord {
+    async fn answer(
+        &self,
+        id: String,
+        name: String,
+        input: Value,
+        level: Level,
+        approval: Option<ApprovalOutcome>,
+        promoted: bool,
+    ) -> ToolCallRecord {
         let executed = matches!(approval, None | Some(ApprovalOutcome::Approved));
         let outcome = match &approval {
             Some(refused) if !executed => refusal(refused, self.approval_timeout),
             _ => self.execute(&id, &name, &input, approval.is_some()).await,
         };
-        ToolCallRecord { tool_call_id: id, tool_name: name, input, level, approval, executed, outcome }
+        ToolCallRecord { tool_call_id: id, tool_name: name, input, level, approval, promoted, executed, outcome }
     }
 
     /// Runs the call, cut off at the turn deadline (dropping the future stops the guest).

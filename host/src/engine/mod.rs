@@ -7,12 +7,16 @@ pub mod calls;
 pub mod events;
 pub mod history;
 pub mod prompt;
+pub mod promote;
+pub mod reflection;
 pub mod tools;
 pub mod turn;
+pub mod verifier;
 
 pub use approver::{ApprovalOutcome, ApprovalRequest, Approver, AutoApprove, NonInteractive};
 pub use calls::{MAX_PARALLEL, ToolCallRecord};
 pub use events::{EngineEvent, EventSink, NoEvents};
 pub use history::History;
+pub use promote::{Promotion, PromotionKey};
 pub use tools::{ToolOutcome, ToolRouter};
 pub use turn::{Engine, EngineError, EngineSettings, TurnRequest, TurnResult};

@@ -6,13 +6,14 @@ use super::approver::Approver;
 use super::calls::{Call, Round, ToolCallRecord};
 use super::events::{EngineEvent, EventSink};
 use super::history::History;
-use super::prompt;
+use super::promote::Promotion;
 use super::tools::ToolRouter;
-use crate::config::{Human, LoadedConfig, Session};
+use super::{prompt, reflection, verifier};
+use crate::config::{Human, Learning, LoadedConfig, Session};
 use crate::llm::{Block, Delta, LlmError, Message, Provider, Request, Response, Role};
 use crate::sandbox::{CallContext, RouteAttributes};
 use crate::skills::SkillSet;
-use crate::store::{StateError, StateStore};
+use crate::store::{MemoryStore, StateError, StateStore};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -39,6 +40,10 @@ pub struct EngineSettings {
     pub human: Human,
     /// `engine.session`: the turn budget and the wrap-up timeout.
     pub session: Session,
+    /// `learning`: auto-promotion and the daily reflection.
+    pub learning: Learning,
+    /// `verifier.model`; the main model when absent.
+    pub verifier_model: Option<String>,
 }
 
 impl EngineSettings {
@@ -52,6 +57,8 @@ impl EngineSettings {
             memory_root: config.resolve(&c.learning.memory.filesystem.path),
             human: c.human.clone(),
             session: c.engine.session.clone(),
+            learning: c.learning.clone(),
+            verifier_model: c.verifier.model.clone(),
         }
     }
 }
@@ -94,9 +101,13 @@ pub enum EngineError {
 /// The agent engine: skills, a provider, the config, and the per-channel histories.
 pub struct Engine {
     router: ToolRouter,
-    provider: Box<dyn Provider>,
+    /// Shared with background reflections, which outlive the turn.
+    provider: Arc<dyn Provider>,
     settings: EngineSettings,
     history: History,
+    promotion: Promotion,
+    /// Reflections still running; see [`Engine::wait_for_background`].
+    background: Mutex<Vec<tokio::task::JoinHandle<()>>>,
     /// One lock per channel with a turn running or waiting; removed when none is left.
     channels: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
 }
@@ -109,8 +120,24 @@ impl Engine {
 
     /// An engine with explicit settings.
     pub fn with_settings(skills: Arc<SkillSet>, provider: Box<dyn Provider>, settings: EngineSettings, state: StateStore) -> Self {
-        let (router, history) = (ToolRouter::new(skills), History::new(state));
-        Engine { router, provider, settings, history, channels: Mutex::default() }
+        let promotion = Promotion::new(state.clone(), &settings.learning);
+        let (router, history, provider) = (ToolRouter::new(skills), History::new(state), Arc::from(provider));
+        Engine { router, provider, settings, history, promotion, background: Mutex::default(), channels: Mutex::default() }
+    }
+
+    /// The approval counts behind auto-promotion.
+    pub fn promotion(&self) -> &Promotion {
+        &self.promotion
+    }
+
+    /// Waits for the background work started by finished turns (the daily reflections).
+    pub async fn wait_for_background(&self) {
+        let handles = std::mem::take(&mut *self.background.lock().unwrap_or_else(|p| p.into_inner()));
+        for handle in handles {
+            if let Err(e) = handle.await {
+                tracing::warn!("background task failed: {e}");
+            }
+        }
     }
 
     /// The settings in force.
@@ -170,6 +197,7 @@ impl Engine {
             ctx: &ctx,
             events,
             approver,
+            promotion: &self.promotion,
         };
         let mut result = TurnResult { text: String::new(), rounds: 0, tool_calls: Vec::new(), time_boxed: false };
         result.text = loop {
@@ -191,8 +219,37 @@ impl Engine {
             messages.push(Message { role: Role::User, content: records.iter().map(ToolCallRecord::to_block).collect() });
             result.tool_calls.extend(records);
         };
+        if verifier::needed(self.router.skills(), &result.tool_calls) {
+            self.verify(&mut messages, &mut result).await;
+        }
         self.history.save(&req.channel_id, &messages)?;
+        if self.settings.learning.enabled && self.settings.learning.reflection {
+            self.reflect(req, &result);
+        }
         Ok(result)
+    }
+
+    /// Fact-checks the answer; an annotation replaces the text of the persisted answer too,
+    /// so later turns see the warning the person saw. The annotation is not streamed: the
+    /// answer has already gone out by the time it is checked.
+    async fn verify(&self, messages: &mut [Message], result: &mut TurnResult) {
+        let model = self.settings.verifier_model.as_deref().unwrap_or(&self.settings.model);
+        let timeout = Duration::from_secs(self.settings.session.wrapup_timeout_seconds);
+        let checked = verifier::check(self.provider.as_ref(), model, timeout, result.text.clone(), &result.tool_calls).await;
+        if checked != result.text {
+            verifier::replace_answer(messages, &checked);
+            result.text = checked;
+        }
+    }
+
+    /// Starts the daily reflection on the finished exchange, without waiting for it.
+    fn reflect(&self, req: &TurnRequest, result: &TurnResult) {
+        let exchange = reflection::Exchange::new(&req.channel_id, &req.message, result);
+        let memory = MemoryStore::new(self.settings.memory_root.clone());
+        let handle = reflection::spawn(self.provider.clone(), self.settings.model.clone(), memory, exchange);
+        let mut background = self.background.lock().unwrap_or_else(|p| p.into_inner());
+        background.retain(|h| !h.is_finished());
+        background.push(handle);
     }
 
     /// The forced tools-free answer once the budget is spent (tools declared, `tool_choice:

@@ -1,0 +1,164 @@
+//! Approval auto-promotion (`learning.approval_auto_promote`): once a person has approved the
+//! same tool N times and never denied it, further `approve`-level calls of it run without
+//! asking.
+//!
+//! Counts live in the state store, namespace [`NAMESPACE`], so they survive restarts. Each
+//! key is a tool's prefixed name plus an optional *subject* (the shell skill will count per
+//! command), see [`PromotionKey`].
+//!
+//! Only `approve`-level calls are ever promoted: a `confirm`-level call asks for a typed
+//! challenge precisely because one mistaken yes is too costly, so habit must never replace it.
+
+use crate::config::Learning;
+use crate::skills::Skill;
+use crate::store::state::MAX_KEY_BYTES;
+use crate::store::{StateError, StateStore};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::sync::{Arc, Mutex};
+
+/// The state namespace holding the counts.
+pub const NAMESPACE: &str = "approvals";
+/// The per-skill override, a key of the skill's `skills.config` block.
+pub const SKILL_OVERRIDE: &str = "approval_auto_promote";
+
+/// What approvals are counted against: a tool, optionally narrowed to a subject.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PromotionKey {
+    /// The prefixed tool name.
+    pub tool: String,
+    /// A finer grain within the tool (e.g. a shell command), when the tool has one.
+    pub subject: Option<String>,
+}
+
+impl PromotionKey {
+    /// The key of a whole tool.
+    pub fn tool(name: &str) -> Self {
+        PromotionKey { tool: name.to_owned(), subject: None }
+    }
+
+    /// The state key. A subject is joined with a NUL, which no tool name holds; a key too
+    /// long for the store keeps the tool readable and hashes the subject.
+    fn state_key(&self) -> String {
+        let Some(subject) = &self.subject else { return self.tool.clone() };
+        let key = format!("{}\0{subject}", self.tool);
+        if key.len() <= MAX_KEY_BYTES {
+            return key;
+        }
+        format!("{}\0sha256:{}", self.tool, hex::encode(Sha256::digest(subject.as_bytes())))
+    }
+}
+
+/// The decisions a person made on one key.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Counts {
+    /// Approvals.
+    pub approved: u32,
+    /// Denials (timeouts and cancellations are not decisions and are not counted).
+    pub denied: u32,
+}
+
+/// The counts and the thresholds. Cheap to clone; clones share the store and the lock.
+#[derive(Debug, Clone)]
+pub struct Promotion {
+    state: StateStore,
+    /// `learning.enabled`: off means nothing is promoted, whatever the skills say.
+    enabled: bool,
+    /// `learning.approval_auto_promote`; 0 disables it unless a skill overrides it.
+    default_threshold: u32,
+    /// Serialises read-modify-write of counts across concurrent turns.
+    lock: Arc<Mutex<()>>,
+}
+
+impl Promotion {
+    /// Promotion as `learning` configures it.
+    pub fn new(state: StateStore, learning: &Learning) -> Self {
+        let (enabled, default_threshold) = (learning.enabled, learning.approval_auto_promote);
+        Promotion { state, enabled, default_threshold, lock: Arc::default() }
+    }
+
+    /// The threshold for `skill`'s tools: its `skills.config.<skill>.approval_auto_promote`
+    /// when set, else the global one. 0 means never promote.
+    pub fn threshold(&self, skill: &Skill) -> u32 {
+        if !self.enabled {
+            return 0;
+        }
+        match skill.config.get(SKILL_OVERRIDE).and_then(serde_json::Value::as_u64) {
+            Some(n) => u32::try_from(n).unwrap_or(u32::MAX),
+            None => self.default_threshold,
+        }
+    }
+
+    /// The counts recorded for `key`. A corrupt entry reads as empty.
+    pub fn counts(&self, key: &PromotionKey) -> Counts {
+        match self.state.get(NAMESPACE, &key.state_key()) {
+            Ok(Some(json)) => serde_json::from_str(&json).unwrap_or_default(),
+            Ok(None) => Counts::default(),
+            Err(e) => {
+                tracing::warn!(tool = %key.tool, "reading approval counts failed: {e}");
+                Counts::default()
+            }
+        }
+    }
+
+    /// Whether an `approve`-level call on `key` of `skill` runs without asking: at least
+    /// the threshold of approvals and no denial ever.
+    pub fn is_promoted(&self, skill: &Skill, key: &PromotionKey) -> bool {
+        let threshold = self.threshold(skill);
+        let counts = self.counts(key);
+        threshold > 0 && counts.denied == 0 && counts.approved >= threshold
+    }
+
+    /// Records a person's decision. A failure to persist is logged: it only delays promotion.
+    pub fn record(&self, key: &PromotionKey, approved: bool) {
+        if let Err(e) = self.try_record(key, approved) {
+            tracing::warn!(tool = %key.tool, "recording the approval decision failed: {e}");
+        }
+    }
+
+    fn try_record(&self, key: &PromotionKey, approved: bool) -> Result<(), StateError> {
+        let _guard = self.lock.lock().unwrap_or_else(|p| p.into_inner());
+        let mut counts = self.counts(key);
+        if approved {
+            counts.approved = counts.approved.saturating_add(1);
+        } else {
+            counts.denied = counts.denied.saturating_add(1);
+        }
+        let json = serde_json::to_string(&counts).map_err(|e| StateError::Other(e.to_string()))?;
+        self.state.set(NAMESPACE, &key.state_key(), &json)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn promotion() -> (tempfile::TempDir, Promotion) {
+        let dir = tempfile::tempdir().unwrap();
+        let promotion = Promotion::new(StateStore::new(dir.path()), &Learning::default());
+        (dir, promotion)
+    }
+
+    #[test]
+    fn subjects_get_their_own_counts() {
+        let (_dir, p) = promotion();
+        let ls = PromotionKey { tool: "shell__run".into(), subject: Some("ls".into()) };
+        let rm = PromotionKey { tool: "shell__run".into(), subject: Some("rm -rf /tmp/x".into()) };
+        p.record(&ls, true);
+        p.record(&ls, true);
+        p.record(&rm, false);
+        assert_eq!(p.counts(&ls), Counts { approved: 2, denied: 0 });
+        assert_eq!(p.counts(&rm), Counts { approved: 0, denied: 1 });
+        assert_eq!(p.counts(&PromotionKey::tool("shell__run")), Counts::default());
+    }
+
+    #[test]
+    fn long_subjects_are_hashed_into_a_valid_key() {
+        let (_dir, p) = promotion();
+        let long = PromotionKey { tool: "shell__run".into(), subject: Some("x".repeat(1000)) };
+        let key = long.state_key();
+        assert!(key.len() <= MAX_KEY_BYTES && key.starts_with("shell__run\0sha256:"));
+        p.record(&long, true);
+        assert_eq!(p.counts(&long).approved, 1);
+    }
+}
