@@ -1,7 +1,9 @@
 //! Command-line parsing and one module per command.
 
 mod call;
+mod chat;
 mod skill;
+mod terminal;
 
 use clap::{Parser, Subcommand};
 use skillhost::config::{self, LoadedConfig};
@@ -32,6 +34,10 @@ enum Command {
     Skill(skill::SkillCommand),
     /// Call one tool through the sandbox and print its result.
     Call(call::CallArgs),
+    /// Chat with the agent in the terminal (channel `cli`).
+    Chat(chat::ChatArgs),
+    /// Serve an adapter: `cli` is the same as `chat`; `api` is not built yet.
+    Run(chat::RunArgs),
 }
 
 /// Sets up logging to stderr: warnings by default, debug with `--verbose`.
@@ -48,6 +54,8 @@ pub async fn run(args: Args) -> ExitCode {
     let result = match args.command {
         Command::Skill(cmd) => skill::run(cmd, args.config.as_deref()).await,
         Command::Call(call) => call::run(call, args.config.as_deref()).await,
+        Command::Chat(chat) => chat::run(chat, args.config.as_deref()).await,
+        Command::Run(run) => chat::run_adapter(run, args.config.as_deref()).await,
     };
     match result {
         Ok(code) => code,

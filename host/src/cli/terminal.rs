@@ -1,0 +1,175 @@
+//! The terminal side of `skillhost chat`: one stdin reader shared by the prompt and the
+//! approval questions, an [`EventSink`] that streams the answer and shows tool calls, and an
+//! [`Approver`] that asks inline.
+
+use skillhost::engine::approval::{CONFIRMATION_CHALLENGE, Level};
+use skillhost::engine::{ApprovalOutcome, ApprovalRequest, Approver, EngineEvent, EventSink};
+use std::io::{BufRead, Write};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use tokio::sync::{Mutex, mpsc};
+
+/// Lines typed on stdin. One reader for the whole session, so the prompt and an approval
+/// question never race for the same line: whoever holds the lock gets the next one.
+pub struct Input {
+    lines: Mutex<mpsc::UnboundedReceiver<String>>,
+}
+
+impl Input {
+    /// Starts the reader. A plain thread rather than `tokio::io::stdin`: a blocked read must
+    /// not keep the runtime from shutting down when the session ends.
+    pub fn stdin() -> Arc<Self> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        std::thread::spawn(move || {
+            let mut stdin = std::io::stdin().lock();
+            loop {
+                let mut line = String::new();
+                match stdin.read_line(&mut line) {
+                    Ok(0) | Err(_) => break, // EOF (Ctrl-D) or a closed stdin ends the session
+                    Ok(_) => {
+                        if tx.send(line.trim_end_matches(['\n', '\r']).to_owned()).is_err() {
+                            break;
+                        }
+                    }
+                }
+            }
+        });
+        Arc::new(Input { lines: Mutex::new(rx) })
+    }
+
+    /// The next line; `None` at end of input.
+    pub async fn line(&self) -> Option<String> {
+        self.lines.lock().await.recv().await
+    }
+}
+
+/// Prints a turn as it happens: answer text on stdout, tool activity on stderr (dimmed on a
+/// terminal), so piping stdout keeps only what the assistant said.
+pub struct Terminal {
+    color: bool,
+    /// The last text printed did not end with a newline.
+    mid_line: AtomicBool,
+    /// The text streamed during the current turn.
+    streamed: std::sync::Mutex<String>,
+}
+
+impl Terminal {
+    pub fn new() -> Arc<Self> {
+        let color = std::io::IsTerminal::is_terminal(&std::io::stderr()) && std::env::var_os("NO_COLOR").is_none();
+        Arc::new(Terminal { color, mid_line: AtomicBool::new(false), streamed: Default::default() })
+    }
+
+    /// Ends the assistant's line, so what follows starts on its own.
+    pub fn end_line(&self) {
+        if self.mid_line.swap(false, Ordering::Relaxed) {
+            println!();
+        }
+    }
+
+    /// Ends a turn whose answer is `answer`. What the engine put in front of the streamed
+    /// text after it streamed (the verifier's ⚠️ annotation, `<note>\n\n<answer>`) has not
+    /// been seen yet, so it is shown now.
+    pub fn finish(&self, answer: &str) {
+        self.end_line();
+        let streamed = std::mem::take(&mut *self.streamed.lock().unwrap_or_else(|p| p.into_inner()));
+        if streamed.ends_with(answer) {
+            return;
+        }
+        match answer.split_once("\n\n") {
+            Some((note, rest)) if streamed.ends_with(rest) => println!("{note}"),
+            _ => println!("{answer}"),
+        }
+    }
+
+    /// Forgets the streamed text of a cancelled or failed turn.
+    pub fn discard(&self) {
+        self.end_line();
+        self.streamed.lock().unwrap_or_else(|p| p.into_inner()).clear();
+    }
+
+    /// A line of tool activity or status on stderr.
+    pub fn note(&self, text: &str) {
+        self.end_line();
+        if self.color {
+            eprintln!("\x1b[2m{text}\x1b[0m");
+        } else {
+            eprintln!("{text}");
+        }
+    }
+
+    /// Asks a question on stderr (no newline) and flushes it.
+    fn ask(&self, question: &str) {
+        self.end_line();
+        let mut err = std::io::stderr();
+        let _ = write!(err, "{question} ");
+        let _ = err.flush();
+    }
+}
+
+impl EventSink for Terminal {
+    fn emit(&self, event: EngineEvent) {
+        match event {
+            EngineEvent::TextDelta(text) => {
+                let mut out = std::io::stdout().lock();
+                let _ = out.write_all(text.as_bytes());
+                let _ = out.flush();
+                self.streamed.lock().unwrap_or_else(|p| p.into_inner()).push_str(&text);
+                if !text.is_empty() {
+                    self.mid_line.store(!text.ends_with('\n'), Ordering::Relaxed);
+                }
+            }
+            EngineEvent::ToolStarted { tool_name, input, .. } => self.note(&format!("→ {tool_name} {}", short(&input))),
+            // The event carries no error text; the model gets it in the tool result.
+            EngineEvent::ToolCompleted { tool_name, duration, is_error, .. } => {
+                let ms = duration.as_millis();
+                self.note(&if is_error { format!("✗ {tool_name}: error ({ms} ms)") } else { format!("✓ {tool_name} {ms} ms") })
+            }
+            EngineEvent::ApprovalResolved { outcome: ApprovalOutcome::TimedOut, .. } => {
+                self.note("(no answer in time: denied)")
+            }
+            EngineEvent::ApprovalRequested { .. } | EngineEvent::ApprovalResolved { .. } => {}
+        }
+    }
+}
+
+/// The input JSON on one line, cut to a readable length.
+fn short(input: &serde_json::Value) -> String {
+    const MAX: usize = 200;
+    let text = input.to_string();
+    match text.char_indices().nth(MAX) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text,
+    }
+}
+
+/// Asks the person at the terminal, reading the answer from the shared [`Input`].
+pub struct TerminalApprover {
+    pub input: Arc<Input>,
+    pub terminal: Arc<Terminal>,
+}
+
+#[async_trait::async_trait]
+impl Approver for TerminalApprover {
+    async fn decide(&self, request: ApprovalRequest) -> ApprovalOutcome {
+        let (tool, input) = (&request.tool_name, short(&request.input));
+        match request.level {
+            Level::Confirm => self.terminal.ask(&format!("{tool} {input}\nType {CONFIRMATION_CHALLENGE} to run {tool}:")),
+            _ => self.terminal.ask(&format!("Approve {tool} {input}? [y/N]")),
+        }
+        let Some(answer) = self.input.line().await else {
+            self.terminal.note("(end of input: cancelled)");
+            return ApprovalOutcome::Cancelled;
+        };
+        let answer = answer.trim();
+        let approved = match request.level {
+            Level::Confirm => answer == CONFIRMATION_CHALLENGE,
+            _ => matches!(answer.to_ascii_lowercase().as_str(), "y" | "yes"),
+        };
+        if approved {
+            ApprovalOutcome::Approved
+        } else {
+            self.terminal.note(&format!("✗ {tool}: denied"));
+            ApprovalOutcome::Denied(None)
+        }
+    }
+}
