@@ -87,7 +87,7 @@ async fn parallel_tool_calls_go_back_paired_in_order() {
     assert_eq!(results[0].1, json!({"a": 1}));
     assert_eq!((results[1].1["channel_id"].clone(), results[1].1["user_id"].clone()), (json!("chan-1"), json!("u1")));
     assert!(server.body(0)["tools"].as_array().unwrap().iter().any(|t| t["name"] == "probe__echo"));
-    let completed = events.iter().filter(|e| matches!(e, EngineEvent::ToolCompleted { approved: false, is_error: false, .. }));
+    let completed = events.iter().filter(|e| matches!(e, EngineEvent::ToolCompleted { approved: true, is_error: false, .. }));
     assert_eq!(completed.count(), 2);
     let text: String = events.iter().filter_map(|e| if let EngineEvent::TextDelta(t) = e { Some(t.as_str()) } else { None }).collect();
     assert_eq!(text, "Checking.Done.");

@@ -138,13 +138,13 @@ impl Round<'_> {
         let executed = matches!(approval, None | Some(ApprovalOutcome::Approved));
         let outcome = match &approval {
             Some(refused) if !executed => refusal(refused, self.approval_timeout),
-            _ => self.execute(&id, &name, &input, approval.is_some()).await,
+            _ => self.execute(&id, &name, &input).await,
         };
         ToolCallRecord { tool_call_id: id, tool_name: name, input, level, approval, promoted, executed, outcome }
     }
 
     /// Runs the call, cut off at the turn deadline (dropping the future stops the guest).
-    async fn execute(&self, id: &str, name: &str, input: &Value, approved: bool) -> ToolOutcome {
+    async fn execute(&self, id: &str, name: &str, input: &Value) -> ToolOutcome {
         let started = Instant::now();
         self.events.emit(EngineEvent::ToolStarted { tool_call_id: id.into(), tool_name: name.into(), input: input.clone() });
         let run = self.router.execute(name, input, self.ctx);
@@ -153,6 +153,9 @@ impl Round<'_> {
             ToolOutcome::error(&error, started.elapsed())
         });
         let (duration, is_error) = (outcome.duration, outcome.is_error);
+        // Only calls allowed to run get here (auto, promoted or approved by a person): the
+        // approval-v1 stream reports those as `approved: true`, whatever the outcome.
+        let approved = true;
         self.events.emit(EngineEvent::ToolCompleted { tool_call_id: id.into(), tool_name: name.into(), duration, approved, is_error });
         outcome
     }

@@ -28,7 +28,10 @@ pub enum EngineEvent {
         tool_name: String,
         /// How long it ran.
         duration: Duration,
-        /// Whether a person approved it (`false` for calls that needed no approval).
+        /// Always `true` for a call that ran: it was allowed to run (no approval needed,
+        /// promoted, or approved by a person). The approval-v1 stream's `tool_completed`
+        /// carries it as the record of that decision, not of success; a refused call never
+        /// starts, so it has no `ToolCompleted`.
         approved: bool,
         /// Whether the result is an error.
         is_error: bool,
