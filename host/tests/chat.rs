@@ -55,17 +55,7 @@ fn chat(ws: &Workspace, args: &[&str], stdin: &str) -> (i32, String, String) {
 /// the exit code and everything the terminal showed.
 fn chat_on_terminal(ws: &Workspace, typed: &str) -> (i32, String) {
     let command = format!("{} chat", env!("CARGO_BIN_EXE_skillhost"));
-    let mut child = Command::new("script")
-        .current_dir(ws.path())
-        .args(["-qec", &command, "/dev/null"])
-        .env_remove("RUST_LOG")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("util-linux `script`");
-    child.stdin.take().unwrap().write_all(typed.as_bytes()).unwrap();
-    let out = child.wait_with_output().unwrap();
-    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned())
+    skillhost_tests::run_on_terminal(ws.path(), &command, typed)
 }
 
 /// The texts of the user messages of request `n`.
@@ -189,14 +179,7 @@ struct Session {
 impl Session {
     fn start(ws: &Workspace) -> Self {
         let command = format!("{} chat", env!("CARGO_BIN_EXE_skillhost"));
-        let mut child = Command::new("script")
-            .current_dir(ws.path())
-            .args(["-qec", &command, "/dev/null"])
-            .env_remove("RUST_LOG")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("util-linux `script`");
+        let mut child = skillhost_tests::spawn_on_terminal(ws.path(), &command);
         let (stdin, mut stdout) = (child.stdin.take().unwrap(), child.stdout.take().unwrap());
         let output = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
         let sink = output.clone();

@@ -188,18 +188,8 @@ skill_sdk::export!(Tiny);
 
 /// Runs `skillhost call ...` on a pseudo-terminal (util-linux `script`), typing `typed`.
 fn call_on_terminal(ws: &Workspace, tool: &str, input: &str, typed: &str) -> (i32, String) {
-    use std::io::Write;
     let command = format!("{} call {tool} '{input}'", env!("CARGO_BIN_EXE_skillhost"));
-    let mut child = Command::new("script")
-        .current_dir(ws.path())
-        .args(["-qec", &command, "/dev/null"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .expect("util-linux `script`");
-    child.stdin.take().unwrap().write_all(typed.as_bytes()).unwrap();
-    let out = child.wait_with_output().unwrap();
-    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned())
+    skillhost_tests::run_on_terminal(ws.path(), &command, typed)
 }
 
 #[test]

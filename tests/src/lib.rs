@@ -67,6 +67,40 @@ impl Workspace {
     }
 }
 
+/// Loads the skills of `ws` under `yaml` (which must configure `llm`) and builds an engine on
+/// them, failing the test on any load problem.
+pub async fn engine_from(ws: &Workspace, yaml: &str) -> skillhost::engine::Engine {
+    let loader = ws.loader(yaml);
+    let set = loader.load_all(LoadMode::Serve).await.unwrap_or_else(|e| panic!("load: {e}"));
+    assert!(set.problems.is_empty(), "{:?}", set.problems);
+    let provider = skillhost::llm::from_config(&loader.config.config.llm).unwrap();
+    skillhost::engine::Engine::new(Arc::new(set), provider, &loader.config, loader.state.clone())
+}
+
+/// Starts `command` (a shell command line) on a pseudo-terminal with util-linux `script`, in
+/// `dir`, with stdin and stdout piped: what is written to stdin is typed at the terminal.
+pub fn spawn_on_terminal(dir: &Path, command: &str) -> std::process::Child {
+    use std::process::{Command, Stdio};
+    Command::new("script")
+        .current_dir(dir)
+        .args(["-qec", command, "/dev/null"])
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("util-linux `script`")
+}
+
+/// Runs `command` on a pseudo-terminal typing `typed`; returns the exit code and everything
+/// the terminal showed.
+pub fn run_on_terminal(dir: &Path, command: &str, typed: &str) -> (i32, String) {
+    use std::io::Write;
+    let mut child = spawn_on_terminal(dir, command);
+    child.stdin.take().unwrap().write_all(typed.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
 /// One sandbox for the whole test binary (each engine reserves a large pool of memory).
 pub fn sandbox() -> Arc<Sandbox> {
     static SANDBOX: OnceLock<Arc<Sandbox>> = OnceLock::new();

@@ -5,10 +5,9 @@ use serde_json::{Value, json};
 use skillhost::engine::approval::Level;
 use skillhost::engine::turn::WRAPUP_INSTRUCTION;
 use skillhost::engine::*;
-use skillhost::skills::LoadMode;
 use skillhost_tests::llm_server::{Answer, LlmServer, Reply};
 use skillhost_tests::{Workspace, guests, json as parse};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 /// A workspace with the given guests as skills (`(name, wasm)`).
 fn workspace(skills: &[(&str, &str)]) -> Workspace {
@@ -27,11 +26,7 @@ async fn engine(ws: &Workspace, server: &LlmServer, extra: &str) -> Engine {
          llm:\n  provider: anthropic\n  model: test-model\n  max_tokens: 500\n  anthropic: {{api_key: k, base_url: '{}'}}\n{extra}",
         server.url()
     );
-    let loader = ws.loader(&yaml);
-    let set = loader.load_all(LoadMode::Serve).await.unwrap_or_else(|e| panic!("load: {e}"));
-    assert!(set.problems.is_empty(), "{:?}", set.problems);
-    let provider = skillhost::llm::from_config(&loader.config.config.llm).unwrap();
-    Engine::new(Arc::new(set), provider, &loader.config, loader.state.clone())
+    skillhost_tests::engine_from(ws, &yaml).await
 }
 
 fn turn(channel: &str, message: &str) -> TurnRequest {

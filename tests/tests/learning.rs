@@ -7,11 +7,10 @@
 use serde_json::json;
 use skillhost::engine::reflection::utc_date;
 use skillhost::engine::*;
-use skillhost::skills::LoadMode;
 use skillhost_tests::llm_server::{Answer, LlmServer, Reply};
 use skillhost_tests::{Workspace, guests};
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 /// A workspace with the given guests as skills (`(name, wasm)`).
 fn workspace(skills: &[(&str, &str)]) -> Workspace {
@@ -32,11 +31,7 @@ async fn engine(ws: &Workspace, server: &LlmServer, skills: &str, learning: &str
          llm:\n  provider: anthropic\n  model: test-model\n  max_tokens: 500\n  anthropic: {{api_key: k, base_url: '{}'}}\n{extra}",
         server.url()
     );
-    let loader = ws.loader(&yaml);
-    let set = loader.load_all(LoadMode::Serve).await.unwrap_or_else(|e| panic!("load: {e}"));
-    assert!(set.problems.is_empty(), "{:?}", set.problems);
-    let provider = skillhost::llm::from_config(&loader.config.config.llm).unwrap();
-    Engine::new(Arc::new(set), provider, &loader.config, loader.state.clone())
+    skillhost_tests::engine_from(ws, &yaml).await
 }
 
 async fn run(engine: &Engine, message: &str, approver: &dyn Approver) -> (TurnResult, Vec<EngineEvent>) {
