@@ -2,7 +2,8 @@
 //! format, replaying scripted replies in order and recording every request.
 //!
 //! The path picks the format: `/v1/messages` (Anthropic Messages), `/v1/responses` (OpenAI
-//! Responses), `.../chat/completions` (Chat Completions). Each reply is one of: a streamed
+//! Responses), `.../chat/completions` (Chat Completions), `/model/{id}/converse` (Bedrock
+//! Converse: one JSON body, not streamed). Each reply is one of: a streamed
 //! [`Answer`] (reasoning, text, tool calls), an error status in the provider's error body
 //! (with `retry-after`), a malformed stream, or a connection dropped mid-stream.
 
@@ -28,6 +29,8 @@ pub enum Format {
     OpenAi,
     /// OpenAI Chat Completions.
     Chat,
+    /// Bedrock Converse (a whole JSON answer; errors carry `x-amzn-errortype`).
+    Converse,
 }
 
 /// A tool call the model makes.
@@ -176,6 +179,7 @@ async fn handle(State(shared): State<Arc<Shared>>, uri: Uri, headers: HeaderMap,
         "/v1/messages" => Format::Anthropic,
         "/v1/responses" => Format::OpenAi,
         p if p.ends_with("/chat/completions") => Format::Chat,
+        p if p.starts_with("/model/") && p.ends_with("/converse") => Format::Converse,
         _ => return (StatusCode::NOT_FOUND, format!("llm_server: no API at {path}")).into_response(),
     };
     let Some(reply) = shared.replies.lock().unwrap().pop_front() else {
@@ -186,6 +190,9 @@ async fn handle(State(shared): State<Arc<Shared>>, uri: Uri, headers: HeaderMap,
 }
 
 fn respond(format: Format, model: &str, reply: Reply) -> Response {
+    if format == Format::Converse {
+        return converse(reply);
+    }
     match reply {
         Reply::Answer(answer) => stream(wire::answer(format, model, &answer), false),
         Reply::Error { status, message, retry_after } => {
@@ -208,6 +215,36 @@ fn respond(format: Format, model: &str, reply: Reply) -> Response {
             let frames = wire::answer(format, model, &Answer::text(&pieces));
             let keep = frames.iter().rposition(|f| f.delta).unwrap_or(0) + 1;
             stream(frames.into_iter().take(keep).collect(), true)
+        }
+    }
+}
+
+/// A Converse reply: JSON, an error with `x-amzn-errortype`, a body that is not JSON, or
+/// half a body and then a dropped connection.
+fn converse(reply: Reply) -> Response {
+    let json_response = |status: StatusCode, body: Body| {
+        let mut response = (status, body).into_response();
+        response.headers_mut().insert("content-type", "application/json".parse().unwrap());
+        response
+    };
+    match reply {
+        Reply::Answer(answer) => json_response(StatusCode::OK, wire::converse(&answer).to_string().into()),
+        Reply::Error { status, message, retry_after } => {
+            let status = StatusCode::from_u16(status).expect("a valid status");
+            let body = wire::error_body(Format::Converse, status.as_u16(), &message);
+            let mut response = json_response(status, body.into());
+            let kind = wire::converse_error_type(status.as_u16());
+            response.headers_mut().insert("x-amzn-errortype", kind.parse().unwrap());
+            if let Some(seconds) = retry_after {
+                response.headers_mut().insert("retry-after", seconds.into());
+            }
+            response
+        }
+        Reply::Malformed => json_response(StatusCode::OK, "{\"output\": {\"mess".into()),
+        Reply::Drop(_) => {
+            let half = Bytes::from_static(b"{\"output\": {\"message\": ");
+            let body = futures::stream::iter([Ok(half), Err(std::io::Error::other("scripted drop"))]);
+            json_response(StatusCode::OK, Body::from_stream(body))
         }
     }
 }

@@ -59,7 +59,7 @@ pub(crate) async fn post_events(
 
 /// An error and its causes: reqwest's own message ("error sending request") hides the one
 /// that matters ("connection refused").
-fn error_chain(error: &dyn std::error::Error) -> String {
+pub(crate) fn error_chain(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
     let mut source = error.source();
     while let Some(cause) = source {

@@ -6,9 +6,11 @@
 //! wrapped in [`Retrying`].
 //!
 //! - [`anthropic`]: Messages API. [`openai`]: Responses API. [`chat`]: Chat Completions
-//!   (any OpenAI-compatible server). [`sse`]: the shared Server-Sent Events reader.
+//!   (any OpenAI-compatible server). [`bedrock`]: AWS Bedrock (Converse, or Responses
+//!   through the Mantle gateway). [`sse`]: the shared Server-Sent Events reader.
 
 pub mod anthropic;
+pub mod bedrock;
 pub mod chat;
 mod error;
 mod http;
@@ -221,7 +223,13 @@ pub fn from_config(llm: &config::Llm) -> Result<Box<dyn Provider>, String> {
             // local server the operator did not explicitly give it to.
             Ok(boxed(chat::Chat::new(key(s, None), base)))
         }
-        ProviderKind::Bedrock => Err("llm.provider bedrock is not supported yet".into()),
+        ProviderKind::Bedrock => {
+            let s = llm.bedrock.clone().unwrap_or_default();
+            match bedrock::Api::parse(s.api.as_deref())? {
+                bedrock::Api::Converse => Ok(boxed(bedrock::Converse::from_settings(&s)?)),
+                bedrock::Api::Responses => Ok(boxed(bedrock::mantle(&s)?)),
+            }
+        }
     }
 }
 

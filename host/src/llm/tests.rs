@@ -143,7 +143,7 @@ fn from_config_refuses_what_cannot_work() {
     let err = |yaml| from_config(&llm(yaml)).err().unwrap();
     assert!(err("provider: openai\nopenai: {api_key: k, reasoning_effort: huge}").contains("reasoning_effort"));
     assert!(err("provider: openai_compatible").contains("base_url"));
-    assert!(err("provider: bedrock").contains("bedrock"));
+    assert!(err("provider: bedrock\nbedrock: {api: soap}").contains("llm.bedrock.api"));
 }
 
 #[test]

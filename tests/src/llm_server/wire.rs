@@ -26,7 +26,35 @@ pub fn answer(format: Format, model: &str, answer: &Answer) -> Vec<Frame> {
         Format::Anthropic => anthropic(model, answer),
         Format::OpenAi => openai(model, answer),
         Format::Chat => chat(model, answer),
+        Format::Converse => panic!("Converse answers are not streamed: use `converse`"),
     }
+}
+
+/// A Bedrock Converse answer body: text, then the tool calls.
+pub fn converse(answer: &Answer) -> Value {
+    let mut content = Vec::new();
+    if !answer.text.is_empty() {
+        content.push(json!({"text": answer.text.concat()}));
+    }
+    for call in &answer.calls {
+        content.push(json!({"toolUse": {"toolUseId": call.id, "name": call.name, "input": call.arguments}}));
+    }
+    let stop = if answer.calls.is_empty() { "end_turn" } else { "tool_use" };
+    json!({"output": {"message": {"role": "assistant", "content": content}}, "stopReason": stop,
+        "usage": {"inputTokens": 25, "outputTokens": 42, "totalTokens": 67}, "metrics": {"latencyMs": 120}})
+}
+
+/// The `x-amzn-errortype` of a Converse error status.
+pub fn converse_error_type(status: u16) -> String {
+    let kind = match status {
+        400 => "ValidationException",
+        403 => "AccessDeniedException",
+        404 => "ResourceNotFoundException",
+        429 => "ThrottlingException",
+        503 => "ServiceUnavailableException",
+        _ => "InternalServerException",
+    };
+    format!("{kind}:http://internal.amazon.com/coral/com.amazon.bedrock/")
 }
 
 /// An error body in the provider's shape.
@@ -43,6 +71,7 @@ pub fn error_body(format: Format, status: u16, message: &str) -> String {
         Format::OpenAi | Format::Chat => {
             json!({"error": {"message": message, "type": kind, "param": null, "code": null}})
         }
+        Format::Converse => json!({"message": message}),
     };
     body.to_string()
 }
