@@ -276,3 +276,32 @@ fn split(text: String) -> [Bytes; 2] {
     let bytes = Bytes::from(text);
     [bytes.slice(..cut), bytes.slice(cut..)]
 }
+
+/// A request offering one tool (`http_checker__check_url`) with the system prompt
+/// "Be brief.", as the provider tests send it.
+pub fn sample_request(model: &str, messages: Vec<skillhost::llm::Message>) -> skillhost::llm::Request {
+    let schema = serde_json::json!({"type": "object", "properties": {"url": {"type": "string"}}, "required": ["url"]});
+    let tool = skillhost::llm::ToolDecl {
+        name: "http_checker__check_url".into(),
+        description: "Check a URL.".into(),
+        input_schema: schema,
+    };
+    skillhost::llm::Request {
+        model: model.into(),
+        system: "Be brief.".into(),
+        messages,
+        tools: vec![tool],
+        tool_choice: Default::default(),
+        max_tokens: 1000,
+    }
+}
+
+/// Runs one completion, collecting the streamed deltas.
+pub async fn complete(
+    provider: &dyn skillhost::llm::Provider,
+    req: &skillhost::llm::Request,
+) -> (Result<skillhost::llm::Response, skillhost::llm::LlmError>, Vec<String>) {
+    let mut deltas = Vec::new();
+    let result = provider.complete(req, &mut |skillhost::llm::Delta::Text(t)| deltas.push(t)).await;
+    (result, deltas)
+}

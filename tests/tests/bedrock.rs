@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 use skillhost::config;
 use skillhost::llm::bedrock::{AwsCredentials, Converse};
 use skillhost::llm::*;
-use skillhost_tests::llm_server::{Answer, LlmServer, Reply};
+use skillhost_tests::llm_server::{Answer, LlmServer, Reply, complete, sample_request};
 use std::time::Duration;
 
 const MODEL: &str = "anthropic.claude-sonnet-4-20250514-v1:0";
@@ -26,23 +26,7 @@ fn converse(server: &LlmServer, session_token: Option<&str>) -> Retrying<Convers
 }
 
 fn request(messages: Vec<Message>) -> Request {
-    let schema = json!({"type": "object", "properties": {"url": {"type": "string"}}, "required": ["url"]});
-    let tool =
-        ToolDecl { name: "http_checker__check_url".into(), description: "Check a URL.".into(), input_schema: schema };
-    Request {
-        model: MODEL.into(),
-        system: "Be brief.".into(),
-        messages,
-        tools: vec![tool],
-        tool_choice: Default::default(),
-        max_tokens: 1000,
-    }
-}
-
-async fn complete(provider: &dyn Provider, req: &Request) -> (Result<Response, LlmError>, Vec<String>) {
-    let mut deltas = Vec::new();
-    let result = provider.complete(req, &mut |Delta::Text(t)| deltas.push(t)).await;
-    (result, deltas)
+    sample_request(MODEL, messages)
 }
 
 #[tokio::test]

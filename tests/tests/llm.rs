@@ -6,7 +6,7 @@ use skillhost::llm::anthropic::Anthropic;
 use skillhost::llm::chat::Chat;
 use skillhost::llm::openai::OpenAi;
 use skillhost::llm::*;
-use skillhost_tests::llm_server::{Answer, LlmServer, Reply};
+use skillhost_tests::llm_server::{Answer, LlmServer, Reply, complete, sample_request};
 use std::time::{Duration, Instant};
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -34,24 +34,7 @@ fn provider(kind: Kind, server: &LlmServer) -> Box<dyn Provider> {
 }
 
 fn request(messages: Vec<Message>) -> Request {
-    let schema = json!({"type": "object", "properties": {"url": {"type": "string"}}, "required": ["url"]});
-    let tool =
-        ToolDecl { name: "http_checker__check_url".into(), description: "Check a URL.".into(), input_schema: schema };
-    Request {
-        model: "test-model".into(),
-        system: "Be brief.".into(),
-        messages,
-        tools: vec![tool],
-        tool_choice: Default::default(),
-        max_tokens: 1000,
-    }
-}
-
-/// Runs one completion, collecting the streamed deltas.
-async fn complete(provider: &dyn Provider, req: &Request) -> (Result<Response, LlmError>, Vec<String>) {
-    let mut deltas = Vec::new();
-    let result = provider.complete(req, &mut |Delta::Text(t)| deltas.push(t)).await;
-    (result, deltas)
+    sample_request("test-model", messages)
 }
 
 #[tokio::test]
