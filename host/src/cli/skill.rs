@@ -1,7 +1,7 @@
 //! `skillhost skill list | validate | build`.
 
 use clap::Subcommand;
-use skillhost::skills::{LoadMode, SkillSet, build, loader::describe_prompt};
+use skillhost::skills::{LoadMode, Loader, SkillSet, build, loader::describe_prompt};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -29,9 +29,11 @@ pub async fn run(cmd: SkillCommand, config: Option<&Path>) -> anyhow::Result<Exi
             if dirs.is_empty() {
                 dirs.push(PathBuf::from("."));
             }
+            // One sandbox validates every build: an engine per folder would be wasted work.
+            let loader = super::loader(super::load_config(config)?)?;
             let mut code = ExitCode::SUCCESS;
             for dir in dirs {
-                if !build_dir(dir, offline, config).await? {
+                if !build_dir(dir, offline, &loader).await? {
                     code = ExitCode::from(1);
                 }
             }
@@ -90,7 +92,7 @@ fn report_problems(set: &SkillSet) {
 }
 
 /// Builds and validates one folder; false when either failed (already reported).
-async fn build_dir(dir: PathBuf, offline: bool, config: Option<&Path>) -> anyhow::Result<bool> {
+async fn build_dir(dir: PathBuf, offline: bool, loader: &Loader) -> anyhow::Result<bool> {
     let dir = dir.canonicalize().map_err(|e| anyhow::anyhow!("{}: {e}", dir.display()))?;
     let progress = |m: &str| eprintln!("skillhost: {m}");
     let started = std::time::Instant::now();
@@ -106,8 +108,6 @@ async fn build_dir(dir: PathBuf, offline: bool, config: Option<&Path>) -> anyhow
         }
     };
     progress(&format!("built {} in {:.1}s; validating", wasm.display(), started.elapsed().as_secs_f64()));
-    let config = super::load_config(config)?;
-    let loader = super::loader(config)?;
     match loader.load_one(&dir).await {
         Ok(skill) => {
             println!("ok: {} ({} tools) -> {}", skill.name, skill.tools.len(), wasm.display());
