@@ -79,11 +79,16 @@ pub async fn engine_from(ws: &Workspace, yaml: &str) -> skillhost::engine::Engin
 
 /// Starts `command` (a shell command line) on a pseudo-terminal with util-linux `script`, in
 /// `dir`, with stdin and stdout piped: what is written to stdin is typed at the terminal.
+///
+/// The command is `exec`ed so no shell sits between `script` and the program: a
+/// non-interactive dash (the `/bin/sh` `script` falls back to) dies of the first Ctrl-C typed
+/// at the terminal even when the program handles it, and `script -e` then reports 130.
 pub fn spawn_on_terminal(dir: &Path, command: &str) -> std::process::Child {
     use std::process::{Command, Stdio};
     Command::new("script")
         .current_dir(dir)
-        .args(["-qec", command, "/dev/null"])
+        .env("SHELL", "/bin/sh")
+        .args(["-qec", &format!("exec {command}"), "/dev/null"])
         .env_remove("RUST_LOG")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
