@@ -146,9 +146,54 @@ fn configuration_errors_are_clear() {
     let (code, _, stderr) = chat(&ws, &["chat", "--agent", "ops"], "");
     assert_eq!(code, 2);
     assert!(stderr.contains("no agents configured"), "{stderr}");
-    let (code, _, stderr) = chat(&ws, &["run", "--adapter", "api"], "");
+    // The api adapter builds the engine (so checks the provider) before it listens.
+    let (code, _, stderr) = chat(&ws, &["--config", "nokey.yaml", "run", "--adapter", "api"], "");
     assert_eq!(code, 2);
-    assert!(stderr.contains("api adapter is not built yet"), "{stderr}");
+    assert!(stderr.contains("api_key"), "{stderr}");
+}
+
+#[test]
+fn run_adapter_api_serves_http() {
+    let server = server(vec![Answer::text(&["Served."]).into()]);
+    let ws = workspace(&server, "adapter:\n  type: api\n");
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_skillhost"))
+        .current_dir(ws.path())
+        .args(["run"])
+        .env("SKILLHOST_UI_PORT", port.to_string())
+        .env("SKILLHOST_UI_TOKEN", "secret")
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let body = runtime.block_on(async {
+        let client = reqwest::Client::new();
+        let base = format!("http://127.0.0.1:{port}");
+        for _ in 0..200 {
+            if client.get(format!("{base}/healthz")).send().await.is_ok() {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        let unauthorized = client.post(format!("{base}/api/trigger")).json(&json!({"message": "hi"})).send().await.unwrap();
+        assert_eq!(unauthorized.status(), 401);
+        let response = client
+            .post(format!("{base}/api/trigger?wait=true"))
+            .bearer_auth("secret")
+            .json(&json!({"message": "hi", "channel_id": "hook"}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+        response.json::<serde_json::Value>().await.unwrap()
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!((body["text"].clone(), body["channel_id"].clone()), (json!("Served."), json!("hook")));
+    assert_eq!(body["coverage"]["status"], "not_applicable");
 }
 
 #[test]

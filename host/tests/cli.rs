@@ -82,9 +82,14 @@ fn skill_list_and_validate() {
     assert_eq!(code, 0, "{stderr}");
     assert!(stdout.contains("http_checker__check_url") && stdout.contains("hooks_all__dyn_tool  [approval: dynamic]"), "{stdout}");
     assert!(stdout.contains("hooks: resolve-human"), "{stdout}");
+    // The built-ins: shell (native) and memory (embedded); the folder's http_checker replaces
+    // the built-in one.
+    assert!(stdout.contains("shell  (native, (built in: shell))") && stdout.contains("shell__run_command  [approval: dynamic]"), "{stdout}");
+    assert!(stdout.contains("memory  (component, (built in: memory))"), "{stdout}");
+    assert!(stdout.contains("http_checker  (component, ") && !stdout.contains("(built in: http_checker)"), "{stdout}");
     let (code, stdout, _) = skillhost(&ws, &["skill", "validate"], "");
     assert_eq!(code, 0);
-    assert!(stdout.contains("ok: 2 skills"), "{stdout}");
+    assert!(stdout.contains("ok: 4 skills"), "{stdout}");
 
     ws.add_skill("skills", "dup_tool", guests::DUP_TOOL, "");
     ws.add_skill("skills", "bad_schema", guests::BAD_SCHEMA, "");

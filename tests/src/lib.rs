@@ -7,6 +7,7 @@ use skillhost::skills::{LoadMode, Loader, SkillSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
+pub mod api_client;
 pub mod llm_server;
 
 /// Paths of every component built from source (`HOSTILE`, `PROBE`, `HTTP_CHECKER`, ...).

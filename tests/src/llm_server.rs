@@ -123,10 +123,16 @@ pub struct Recorded {
     pub body: Value,
 }
 
+/// Answers a request from its JSON body, once the scripted replies run out.
+pub type Responder = Box<dyn Fn(&Value) -> Reply + Send + Sync>;
+
 #[derive(Default)]
 struct Shared {
     replies: Mutex<VecDeque<Reply>>,
     requests: Mutex<Vec<Recorded>>,
+    responder: Option<Responder>,
+    /// Record requests (off for load tests, where the log would only grow).
+    unrecorded: bool,
 }
 
 /// The running server; it stops with the test's runtime.
@@ -138,7 +144,17 @@ pub struct LlmServer {
 impl LlmServer {
     /// Starts a server on 127.0.0.1 replaying `replies` in order.
     pub async fn start(replies: Vec<Reply>) -> Self {
-        let shared = Arc::new(Shared { replies: Mutex::new(replies.into()), ..Default::default() });
+        Self::serve(Shared { replies: Mutex::new(replies.into()), ..Default::default() }).await
+    }
+
+    /// Starts a server answering every request with `responder(body)`, without recording
+    /// requests: replies that depend on the conversation, for concurrent load.
+    pub async fn responding(responder: Responder) -> Self {
+        Self::serve(Shared { responder: Some(responder), unrecorded: true, ..Default::default() }).await
+    }
+
+    async fn serve(shared: Shared) -> Self {
+        let shared = Arc::new(shared);
         let app = Router::new().fallback(handle).with_state(shared.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind 127.0.0.1:0");
         let port = listener.local_addr().unwrap().port();
@@ -174,7 +190,10 @@ async fn handle(State(shared): State<Arc<Shared>>, uri: Uri, headers: HeaderMap,
         headers.iter().map(|(k, v)| (k.as_str().to_owned(), v.to_str().unwrap_or_default().to_owned())).collect();
     let json = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let model = json["model"].as_str().unwrap_or("model").to_owned();
-    shared.requests.lock().unwrap().push(Recorded { path: path.clone(), headers, body: json });
+    let responded = shared.responder.as_ref().map(|r| r(&json));
+    if !shared.unrecorded {
+        shared.requests.lock().unwrap().push(Recorded { path: path.clone(), headers, body: json });
+    }
     let format = match path.as_str() {
         "/v1/messages" => Format::Anthropic,
         "/v1/responses" => Format::OpenAi,
@@ -182,7 +201,8 @@ async fn handle(State(shared): State<Arc<Shared>>, uri: Uri, headers: HeaderMap,
         p if p.starts_with("/model/") && p.ends_with("/converse") => Format::Converse,
         _ => return (StatusCode::NOT_FOUND, format!("llm_server: no API at {path}")).into_response(),
     };
-    let Some(reply) = shared.replies.lock().unwrap().pop_front() else {
+    let scripted = shared.replies.lock().unwrap().pop_front();
+    let Some(reply) = scripted.or(responded) else {
         // 400, not 5xx: a client must not retry its way past a test's missing script.
         return (StatusCode::BAD_REQUEST, "llm_server: no scripted reply left").into_response();
     };

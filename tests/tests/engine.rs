@@ -22,7 +22,7 @@ fn workspace(skills: &[(&str, &str)]) -> Workspace {
 /// An engine over `ws` talking to `server`; `extra` is appended to the config.
 async fn engine(ws: &Workspace, server: &LlmServer, extra: &str) -> Engine {
     let yaml = format!(
-        "skills:\n  paths: [skills]\nstate:\n  filesystem: {{path: state}}\nlearning:\n  memory:\n    filesystem: {{path: memory}}\n\
+        "skills:\n  paths: [skills]\n  builtins: []\nstate:\n  filesystem: {{path: state}}\nlearning:\n  memory:\n    filesystem: {{path: memory}}\n\
          llm:\n  provider: anthropic\n  model: test-model\n  max_tokens: 500\n  anthropic: {{api_key: k, base_url: '{}'}}\n{extra}",
         server.url()
     );
@@ -244,4 +244,85 @@ async fn a_failed_turn_is_not_persisted() {
     assert!(engine.run_turn(turn("c", "first"), &NoEvents, &NonInteractive).await.is_err());
     engine.run_turn(turn("c", "second"), &NoEvents, &NonInteractive).await.unwrap();
     assert_eq!(server.body(1)["messages"].as_array().unwrap().len(), 1);
+}
+
+/// Approves after a pause, like a person reading the request.
+struct Slow(std::time::Duration);
+
+#[async_trait::async_trait]
+impl Approver for Slow {
+    async fn decide(&self, _request: ApprovalRequest) -> ApprovalOutcome {
+        tokio::time::sleep(self.0).await;
+        ApprovalOutcome::Approved
+    }
+}
+
+#[tokio::test]
+async fn time_spent_waiting_for_a_person_is_not_charged_to_the_budget() {
+    let ws = workspace(&[("probe", guests::PROBE)]);
+    let first = Answer::text(&["Asking."]).call("t1", "probe__echo", json!({"x": 1}));
+    let server = LlmServer::start(vec![first.into(), Answer::text(&["Ran it."]).into()]).await;
+    let extra = "engine:\n  session: {deadline_seconds: 1}\nhuman:\n  overrides: {probe__echo: approve}\n";
+    let engine = engine(&ws, &server, extra).await;
+    let (result, _) = run(&engine, "go", &Slow(std::time::Duration::from_millis(1500))).await;
+    assert!(!result.time_boxed, "the 1.5 s approval wait was given back to the 1 s budget");
+    assert_eq!(result.text, "Ran it.");
+    assert!(!result.tool_calls[0].outcome.is_error, "{:?}", result.tool_calls[0].outcome);
+}
+
+#[tokio::test]
+async fn one_turn_per_channel_across_engines_sharing_a_state_directory() {
+    let ws = workspace(&[("probe", guests::PROBE)]);
+    let gated = Answer::text(&["Asking."]).call("t1", "probe__echo", json!({}));
+    let server = LlmServer::start(vec![gated.into(), Answer::text(&["Second."]).into()]).await;
+    let extra = "human:\n  overrides: {probe__echo: approve}\n";
+    let (a, b) = (std::sync::Arc::new(engine(&ws, &server, extra).await), std::sync::Arc::new(engine(&ws, &server, extra).await));
+    let first = tokio::spawn({
+        let a = a.clone();
+        async move { a.run_turn(turn("shared", "first"), &NoEvents, &Never).await }
+    });
+    while server.requests().is_empty() {
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let marker_dir = ws.path().join("state/inflight");
+    assert_eq!(std::fs::read_dir(&marker_dir).unwrap().count(), 1, "the running turn holds a marker");
+    let second = tokio::spawn(async move { b.run_turn(turn("shared", "second"), &NoEvents, &NonInteractive).await });
+    tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+    assert_eq!(server.requests().len(), 1, "the other engine waits for the channel");
+    first.abort(); // the person never answers; the turn is dropped, its marker removed
+    let result = tokio::time::timeout(std::time::Duration::from_secs(5), second).await.unwrap().unwrap().unwrap();
+    assert_eq!(result.text, "Second.");
+    assert_eq!(std::fs::read_dir(&marker_dir).unwrap().count(), 0, "no marker is left behind");
+}
+
+#[tokio::test]
+async fn every_provider_drives_a_multi_step_turn_with_parallel_calls() {
+    let providers = [
+        "provider: anthropic\n  anthropic: {api_key: k, base_url: 'URL'}",
+        "provider: openai\n  openai: {api_key: k, base_url: 'URL'}",
+        "provider: openai_compatible\n  openai_compatible: {base_url: 'URL/v1'}",
+        "provider: bedrock\n  bedrock: {access_key_id: AKID, secret_access_key: S, region: us-east-1, base_url: 'URL'}",
+        "provider: bedrock\n  bedrock: {api: responses, api_key: BK, region: us-east-1, base_url: 'URL'}",
+    ];
+    for llm in providers {
+        let ws = workspace(&[("probe", guests::PROBE)]);
+        let first = Answer::text(&["Looking."]).call("c1", "probe__echo", json!({"n": 1})).call("c2", "probe__echo", json!({"n": 2}));
+        let second = Answer::text(&[]).call("c3", "probe__counter", json!({}));
+        let server = LlmServer::start(vec![first.into(), second.into(), Answer::text(&["All ", "done."]).into()]).await;
+        let yaml = format!(
+            "skills:\n  paths: [skills]\n  builtins: []\nstate:\n  filesystem: {{path: state}}\nllm:\n  model: test-model\n  {}\n",
+            llm.replace("URL", &server.url())
+        );
+        let engine = skillhost_tests::engine_from(&ws, &yaml).await;
+        let (result, _) = run(&engine, "go", &NonInteractive).await;
+        let calls: Vec<(&str, bool)> = result.tool_calls.iter().map(|c| (c.tool_call_id.as_str(), c.outcome.is_error)).collect();
+        assert_eq!(calls, [("c1", false), ("c2", false), ("c3", false)], "{llm}");
+        assert_eq!((result.text.as_str(), result.rounds), ("All done.", 3), "{llm}");
+        assert_eq!(parse(&result.tool_calls[1].outcome.content)["n"], 2, "{llm}");
+        // The third request carries every call and result so far, whatever the wire format.
+        let third = server.body(2).to_string();
+        for id in ["c1", "c2", "c3"] {
+            assert!(third.contains(&format!("\"{id}\"")), "{llm}: {id} missing from {third}");
+        }
+    }
 }

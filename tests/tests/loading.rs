@@ -9,7 +9,8 @@ use skillhost::skills::{LoadMode, Skill};
 use skillhost_tests::{Workspace, ctx, guests};
 use std::collections::BTreeMap;
 
-const PATHS: &str = "skills:\n  paths: [skills]\n";
+/// The skills folder alone: the built-ins are tested in `builtins.rs`.
+const PATHS: &str = "skills:\n  paths: [skills]\n  builtins: []\n";
 
 fn problem_for<'a>(set: &'a skillhost::skills::SkillSet, skill: &str) -> &'a skillhost::skills::LoadProblem {
     set.problems.iter().find(|p| p.skill == skill).unwrap_or_else(|| panic!("no problem for {skill}: {:?}", set.problems))
@@ -33,6 +34,7 @@ async fn each_load_error_names_skill_file_and_problem_and_others_load() {
     std::fs::create_dir_all(&unbuilt).unwrap();
     std::fs::write(unbuilt.join("Cargo.toml"), "[package]\nname = \"unbuilt\"\n").unwrap();
     std::fs::write(unbuilt.join("prompt.md"), "Unbuilt.").unwrap();
+    ws.add_skill("skills", "human", guests::PROBE, "");
 
     let set = ws.load(PATHS).await;
     assert_eq!(set.skills.keys().collect::<Vec<_>>(), ["good"], "{:?}", set.problems);
@@ -45,6 +47,7 @@ async fn each_load_error_names_skill_file_and_problem_and_others_load() {
         ("core_module", "skill.wasm", "core wasm module"),
         ("no_prompt", "prompt.md", "missing"),
         ("unbuilt", "skill.wasm", "skillhost skill build"),
+        ("human", "prompt.md", "reserved"),
     ];
     for (skill, file, text) in expect {
         let problem = problem_for(&set, skill);

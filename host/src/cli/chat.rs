@@ -3,7 +3,7 @@
 
 use super::terminal::{Input, Terminal, TerminalApprover};
 use clap::{Args, ValueEnum};
-use skillhost::config::AdapterKind;
+use skillhost::config::{AdapterKind, LoadedConfig};
 use skillhost::engine::{Engine, EngineSettings, TurnRequest};
 use skillhost::skills::LoadMode;
 use std::io::{IsTerminal, Write};
@@ -53,7 +53,7 @@ pub async fn run_adapter(args: RunArgs, config: Option<&Path>) -> anyhow::Result
     };
     match adapter {
         AdapterKind::Cli => run(ChatArgs { agent: args.agent }, config).await,
-        AdapterKind::Api => anyhow::bail!("the api adapter is not built yet; use `skillhost chat` (or --adapter cli)"),
+        AdapterKind::Api => super::api::run(args.agent.as_deref(), config).await,
         other => anyhow::bail!("the {} adapter is not served by skillhost; use --adapter cli", format!("{other:?}").to_lowercase()),
     }
 }
@@ -61,45 +61,64 @@ pub async fn run_adapter(args: RunArgs, config: Option<&Path>) -> anyhow::Result
 /// `skillhost chat`.
 pub async fn run(args: ChatArgs, config: Option<&Path>) -> anyhow::Result<ExitCode> {
     let config = super::load_config(config)?;
-    let agent = match &args.agent {
+    let (engine, channel) = engine(config, args.agent.as_deref(), "cli").await?;
+    session(&engine, &channel).await;
+    finish_background(&engine).await;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Lets the last turns' daily reflections reach the memory files before the process ends,
+/// but never hangs the exit on a slow provider.
+pub async fn finish_background(engine: &Engine) {
+    if tokio::time::timeout(Duration::from_secs(30), engine.wait_for_background()).await.is_err() {
+        eprintln!("warning: a background reflection was still running and was dropped");
+    }
+}
+
+/// The engine an adapter serves, as `config` (and `--agent`) set it up: the provider first
+/// (a missing key is reported before skills spend time loading), then the skills (problems
+/// printed as warnings). Also returns the channel for single-conversation adapters:
+/// `default_channel`, or `<default_channel>-<agent>` so each agent keeps its own history.
+pub async fn engine(config: LoadedConfig, agent: Option<&str>, default_channel: &str) -> anyhow::Result<(Engine, String)> {
+    let agent = match agent {
         None => None,
         Some(name) if config.config.agents.is_empty() => anyhow::bail!("--agent {name}: no agents configured"),
         Some(name) => match config.config.agents.get(name) {
-            Some(agent) => Some((name.clone(), agent.clone())),
+            Some(agent) => Some((name.to_owned(), agent.clone())),
             None => {
                 let known: Vec<&str> = config.config.agents.keys().map(String::as_str).collect();
                 anyhow::bail!("--agent {name}: no such agent; configured agents: {}", known.join(", "))
             }
         },
     };
-    // The provider first: a missing key is reported before skills spend time loading.
     let llm = agent.as_ref().and_then(|(_, a)| a.llm.clone()).unwrap_or_else(|| config.config.llm.clone());
     let provider = skillhost::llm::from_config(&llm).map_err(|e| anyhow::anyhow!("cannot use the LLM provider: {e}"))?;
     let mut settings = EngineSettings::from_config(&config);
     (settings.model, settings.max_tokens) = (llm.model.clone(), llm.max_tokens);
 
-    let loader = super::loader(config)?;
+    let mcp = skillhost::mcp::McpManager::new(&config.config.mcp_servers);
+    let overrides = config.config.human.overrides.clone();
+    let mut loader = super::loader(config)?;
+    loader.mcp = mcp.is_configured().then(|| mcp.clone() as Arc<dyn skillhost::sandbox::McpBridge>);
     let mut set = loader.load_all(LoadMode::Serve).await?;
     for problem in &set.problems {
         eprintln!("warning: {problem}");
     }
-    let mut channel = "cli".to_owned();
+    let mut channel = default_channel.to_owned();
     if let Some((name, agent)) = &agent {
         set.skills.retain(|skill, _| agent.skills.allowed.iter().any(|a| a == skill));
         if let Some(prompt) = &agent.system_prompt {
             settings.system_prompt = prompt.clone();
         }
-        // Each agent keeps its own conversation.
-        channel = format!("cli-{name}");
+        channel = format!("{default_channel}-{name}");
     }
-    let engine = Engine::with_settings(Arc::new(set), provider, settings, loader.state.clone());
-    session(&engine, &channel).await;
-    // Let the last turns' daily reflections reach the memory files before the process ends,
-    // but never hang the exit on a slow provider.
-    if tokio::time::timeout(Duration::from_secs(30), engine.wait_for_background()).await.is_err() {
-        eprintln!("warning: a background reflection was still running and was dropped");
+    let set = Arc::new(set);
+    let mut engine = Engine::with_settings(set.clone(), provider, settings, loader.state.clone());
+    if mcp.is_configured() {
+        let extra = agent.map(|(_, a)| a.skills.allowed).unwrap_or_default();
+        engine = engine.with_mcp(skillhost::mcp::start_for(&mcp, set, &extra, overrides).await);
     }
-    Ok(ExitCode::SUCCESS)
+    Ok((engine, channel))
 }
 
 /// The read–answer loop. Ends on EOF, `/exit`, `/quit` or Ctrl-C at the prompt; Ctrl-C during

@@ -1,7 +1,9 @@
 //! Command-line parsing and one module per command.
 
+mod api;
 mod call;
 mod chat;
+mod mcp;
 mod skill;
 mod terminal;
 
@@ -36,8 +38,10 @@ enum Command {
     Call(call::CallArgs),
     /// Chat with the agent in the terminal (channel `cli`).
     Chat(chat::ChatArgs),
-    /// Serve an adapter: `cli` is the same as `chat`; `api` is not built yet.
+    /// Serve an adapter: `cli` is the same as `chat`; `api` serves the HTTP API.
     Run(chat::RunArgs),
+    /// Serve every skill tool as an MCP tool on stdin/stdout (no LLM needed).
+    Mcp,
 }
 
 /// Sets up logging to stderr: warnings by default, debug with `--verbose`.
@@ -56,6 +60,7 @@ pub async fn run(args: Args) -> ExitCode {
         Command::Call(call) => call::run(call, args.config.as_deref()).await,
         Command::Chat(chat) => chat::run(chat, args.config.as_deref()).await,
         Command::Run(run) => chat::run_adapter(run, args.config.as_deref()).await,
+        Command::Mcp => mcp::run(args.config.as_deref()).await,
     };
     match result {
         Ok(code) => code,

@@ -47,7 +47,11 @@ async fn list(config: Option<&Path>) -> anyhow::Result<ExitCode> {
     let overrides = config.config.human.overrides.clone();
     let set = super::loader(config)?.load_all(LoadMode::Serve).await?;
     for skill in set.skills.values() {
-        let kind = if skill.runtime.is_some() { "component" } else { "prompt-only" };
+        let kind = match (&skill.runtime, &skill.native) {
+            (Some(_), _) => "component",
+            (None, Some(_)) => "native",
+            (None, None) => "prompt-only",
+        };
         println!("{}  ({kind}, {})", skill.name, skill.dir.display());
         println!("    {}", describe_prompt(&skill.prompt));
         if let Some((component, _)) = &skill.runtime {

@@ -127,7 +127,7 @@ impl EventSink for Terminal {
             EngineEvent::ApprovalResolved { outcome: ApprovalOutcome::TimedOut, .. } => {
                 self.note("(no answer in time: denied)")
             }
-            EngineEvent::ApprovalRequested { .. } | EngineEvent::ApprovalResolved { .. } => {}
+            EngineEvent::RoundStarted | EngineEvent::ApprovalRequested { .. } | EngineEvent::ApprovalResolved { .. } => {}
         }
     }
 }

@@ -192,11 +192,46 @@ pub struct Skills {
     pub config: BTreeMap<String, serde_json::Value>,
     /// Skill name -> the capabilities the operator grants it (beyond the spec).
     pub grants: BTreeMap<String, Grant>,
+    /// The built-in skills to load (beyond the spec: there they always load). Default: all
+    /// of them; `[]` loads none. A skill folder of the same name replaces a built-in.
+    pub builtins: Vec<Builtin>,
 }
 
 impl Default for Skills {
     fn default() -> Self {
-        Skills { paths: vec![PathBuf::from("./skills")], config: BTreeMap::new(), grants: BTreeMap::new() }
+        Skills {
+            paths: vec![PathBuf::from(DEFAULT_SKILLS_PATH)],
+            config: BTreeMap::new(),
+            grants: BTreeMap::new(),
+            builtins: vec![Builtin::Shell, Builtin::Memory, Builtin::HttpChecker],
+        }
+    }
+}
+
+/// `skills.paths` when the config names none; unlike a path the operator wrote, it may be
+/// missing.
+pub const DEFAULT_SKILLS_PATH: &str = "./skills";
+
+/// A skill that ships inside the binary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Builtin {
+    /// `shell__run_command`: native, spawns processes.
+    Shell,
+    /// The memory skill (a component embedded in the binary).
+    Memory,
+    /// The http_checker skill (a component embedded in the binary).
+    HttpChecker,
+}
+
+impl Builtin {
+    /// The skill's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Builtin::Shell => "shell",
+            Builtin::Memory => "memory",
+            Builtin::HttpChecker => "http_checker",
+        }
     }
 }
 

@@ -59,6 +59,13 @@ pub async fn resolve(
 }
 
 async fn dynamic(skill: &Skill, tool: &ToolSpec, input: &serde_json::Value, caller: &CallContext) -> Level {
+    if let Some(native) = &skill.native {
+        return match native.resolve_human(&tool.name, input) {
+            None => Level::Auto,
+            Some(HumanLevel::Approve) => Level::Approve,
+            Some(HumanLevel::Confirm) => Level::Confirm,
+        };
+    }
     let Some((component, env)) = &skill.runtime else { return Level::Approve };
     let ctx = CallContext { config: skill.config.clone(), ..caller.clone() };
     match component.resolve_human(env, &tool.name, &input.to_string(), &ctx).await {

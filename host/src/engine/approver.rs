@@ -2,11 +2,15 @@
 //! [`Approver`]; [`NonInteractive`] and [`AutoApprove`] cover runs with nobody to ask.
 
 use super::approval::Level;
+use super::interaction::Interaction;
 use serde_json::Value;
+use std::time::SystemTime;
 
 /// A gated call waiting for a decision.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ApprovalRequest {
+    /// A fresh id for this request (random, unguessable), also in `ApprovalRequested`.
+    pub approval_id: String,
     /// The model's call id.
     pub tool_call_id: String,
     /// The prefixed tool name.
@@ -15,6 +19,8 @@ pub struct ApprovalRequest {
     pub input: Value,
     /// `Approve` (yes/no) or `Confirm` (type the challenge).
     pub level: Level,
+    /// When the engine stops waiting (`human.timeout_seconds` after the request).
+    pub expires_at: SystemTime,
 }
 
 /// The decision on one gated call.
@@ -48,6 +54,12 @@ impl ApprovalOutcome {
 pub trait Approver: Send + Sync {
     /// The decision on `request`.
     async fn decide(&self, request: ApprovalRequest) -> ApprovalOutcome;
+
+    /// Extra tools this adapter answers itself for the turn (the API stream's `human__ask`);
+    /// none by default. Asked once per LLM request.
+    fn interaction(&self) -> Option<&dyn Interaction> {
+        None
+    }
 }
 
 /// For fire-and-forget runs: every gated call is cancelled, as the spec says.

@@ -4,11 +4,14 @@ use super::approval::Level;
 use super::approver::ApprovalOutcome;
 use serde_json::Value;
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 /// One thing that happened during a turn.
 #[derive(Debug, Clone, PartialEq)]
 pub enum EngineEvent {
+    /// An LLM request starts (the first, one after each round of tool calls, the wrap-up).
+    /// Text deltas that follow belong to this round.
+    RoundStarted,
     /// Assistant text, as it streams.
     TextDelta(String),
     /// An approved (or ungated) tool call starts.
@@ -19,6 +22,8 @@ pub enum EngineEvent {
         tool_name: String,
         /// The call's arguments.
         input: Value,
+        /// What the skill's `tool-target` hook said the call queries, when it gave a valid answer.
+        target: Option<ToolTarget>,
     },
     /// A tool call finished (successfully or not).
     ToolCompleted {
@@ -35,15 +40,24 @@ pub enum EngineEvent {
         approved: bool,
         /// Whether the result is an error.
         is_error: bool,
+        /// Whether a successful result is empty (`tool-result-empty`, the handler's flag,
+        /// then the content); `false` for errors.
+        is_empty: bool,
     },
     /// A call waits for a person's decision.
     ApprovalRequested {
+        /// The request's id (as in the [`ApprovalRequest`](super::ApprovalRequest)).
+        approval_id: String,
         /// The model's call id.
         tool_call_id: String,
         /// The prefixed tool name.
         tool_name: String,
+        /// The call's arguments.
+        input: Value,
         /// The level asked for.
         level: Level,
+        /// When the engine stops waiting.
+        expires_at: SystemTime,
     },
     /// The decision on a call arrived (or the wait ended).
     ApprovalResolved {
@@ -52,6 +66,26 @@ pub enum EngineEvent {
         /// The decision.
         outcome: ApprovalOutcome,
     },
+}
+
+/// A valid `tool-target` answer: each field already checked (target 1–128 characters,
+/// query kind 1–32 of `[a-z_]`); an invalid one is `None`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ToolTarget {
+    /// The entity queried.
+    pub target: Option<String>,
+    /// The kind of data.
+    pub query_kind: Option<String>,
+}
+
+impl ToolTarget {
+    /// Keeps the valid fields of a hook's answer; `None` when none is left.
+    pub fn checked(target: Option<String>, query_kind: Option<String>) -> Option<Self> {
+        let target = target.filter(|t| (1..=128).contains(&t.chars().count()));
+        let query_kind = query_kind
+            .filter(|k| (1..=32).contains(&k.len()) && k.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'));
+        (target.is_some() || query_kind.is_some()).then_some(ToolTarget { target, query_kind })
+    }
 }
 
 /// Where a turn sends its [`EngineEvent`]s. Called from the turn's task; keep it quick.
@@ -71,5 +105,20 @@ impl EventSink for NoEvents {
 impl EventSink for Mutex<Vec<EngineEvent>> {
     fn emit(&self, event: EngineEvent) {
         self.lock().unwrap_or_else(|p| p.into_inner()).push(event);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ToolTarget;
+
+    #[test]
+    fn invalid_target_fields_are_dropped_not_truncated() {
+        let t = |target: &str, kind: &str| ToolTarget::checked(Some(target.into()), Some(kind.into()));
+        assert_eq!(t("payments", "logs"), Some(ToolTarget { target: Some("payments".into()), query_kind: Some("logs".into()) }));
+        assert_eq!(t("", "Logs"), None);
+        assert_eq!(t(&"x".repeat(129), "metrics_2"), None);
+        assert_eq!(t(&"x".repeat(128), &"k".repeat(33)).unwrap().query_kind, None);
+        assert_eq!(t("", "query_kind").unwrap().target, None);
     }
 }

@@ -3,10 +3,13 @@
 //! persisted at the end.
 
 use super::approver::Approver;
+use super::budget::Budget;
 use super::calls::{Call, Round, ToolCallRecord};
 use super::events::{EngineEvent, EventSink};
 use super::history::History;
+use super::inflight::{Held, InFlight};
 use super::promote::Promotion;
+use super::tool_budget::{AfterRound, PARTIAL_ANSWER_INSTRUCTION, TurnBudget};
 use super::tools::ToolRouter;
 use super::{prompt, reflection, verifier};
 use crate::config::{Human, Learning, LoadedConfig, Session};
@@ -17,7 +20,7 @@ use crate::store::{MemoryStore, StateError, StateStore};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Appended to the last message of the forced wrap-up request.
 pub const WRAPUP_INSTRUCTION: &str = "The time budget for this request is spent and no more tools can be called. \
@@ -44,6 +47,8 @@ pub struct EngineSettings {
     pub learning: Learning,
     /// `verifier.model`; the main model when absent.
     pub verifier_model: Option<String>,
+    /// `engine.tool_budget` (or the legacy `log_tool_budget`); `None` when off.
+    pub tool_budget: Option<super::tool_budget::ToolBudgetPolicy>,
 }
 
 impl EngineSettings {
@@ -59,6 +64,7 @@ impl EngineSettings {
             session: c.engine.session.clone(),
             learning: c.learning.clone(),
             verifier_model: c.verifier.model.clone(),
+            tool_budget: super::tool_budget::ToolBudgetPolicy::from_config(&c.engine),
         }
     }
 }
@@ -96,6 +102,9 @@ pub enum EngineError {
     /// The history could not be read or written.
     #[error("conversation history: {0}")]
     History(#[from] StateError),
+    /// The channel's in-flight marker could not be written.
+    #[error("{0}")]
+    InFlight(StateError),
 }
 
 /// The agent engine: skills, a provider, the config, and the per-channel histories.
@@ -110,6 +119,8 @@ pub struct Engine {
     background: Mutex<Vec<tokio::task::JoinHandle<()>>>,
     /// One lock per channel with a turn running or waiting; removed when none is left.
     channels: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// The same, across processes sharing the state directory.
+    inflight: InFlight,
 }
 
 impl Engine {
@@ -121,8 +132,15 @@ impl Engine {
     /// An engine with explicit settings.
     pub fn with_settings(skills: Arc<SkillSet>, provider: Box<dyn Provider>, settings: EngineSettings, state: StateStore) -> Self {
         let promotion = Promotion::new(state.clone(), &settings.learning);
+        let inflight = InFlight::new(state.root(), Duration::from_secs(settings.session.inflight_ttl_seconds));
         let (router, history, provider) = (ToolRouter::new(skills), History::new(state), Arc::from(provider));
-        Engine { router, provider, settings, history, promotion, background: Mutex::default(), channels: Mutex::default() }
+        Engine { router, provider, settings, history, promotion, background: Mutex::default(), channels: Mutex::default(), inflight }
+    }
+
+    /// Also offers the tools of MCP servers (see [`crate::mcp::start_for`]).
+    pub fn with_mcp(mut self, mcp: Arc<crate::mcp::McpTools>) -> Self {
+        self.router = self.router.with_mcp(mcp);
+        self
     }
 
     /// The approval counts behind auto-promotion.
@@ -145,6 +163,11 @@ impl Engine {
         &self.settings
     }
 
+    /// The skills it routes calls to.
+    pub fn skills(&self) -> &SkillSet {
+        self.router.skills()
+    }
+
     /// The persisted histories.
     pub fn history(&self) -> &History {
         &self.history
@@ -156,7 +179,10 @@ impl Engine {
         let lock = self.channel_lock(&req.channel_id);
         let result = {
             let _turn = lock.lock().await;
-            self.turn(&req, events, approver).await
+            match self.inflight.acquire(&req.channel_id).await {
+                Ok(mut held) => self.turn(&req, events, approver, &mut held).await,
+                Err(e) => Err(EngineError::InFlight(e)),
+            }
         };
         self.release(&req.channel_id, lock);
         result
@@ -178,8 +204,8 @@ impl Engine {
 
     /// The turn itself, under the channel lock. The budget starts once the lock is held, so
     /// a turn queued behind another is not born late.
-    async fn turn(&self, req: &TurnRequest, events: &dyn EventSink, approver: &dyn Approver) -> Result<TurnResult, EngineError> {
-        let deadline = Instant::now() + Duration::from_secs(self.settings.session.deadline_seconds);
+    async fn turn(&self, req: &TurnRequest, events: &dyn EventSink, approver: &dyn Approver, held: &mut Held) -> Result<TurnResult, EngineError> {
+        let deadline = Budget::starting_now(Duration::from_secs(self.settings.session.deadline_seconds));
         let mut messages = self.history.load(&req.channel_id)?;
         messages.push(Message::user(req.message.clone()));
         let system = prompt::system_prompt(&self.settings.system_prompt, self.router.skills(), &self.settings.memory_root);
@@ -189,24 +215,28 @@ impl Engine {
             user_id: req.user_id.clone(),
             route: RouteAttributes::default(),
         };
+        let tool_budget = TurnBudget::new(self.settings.tool_budget.clone());
         let round = Round {
             router: &self.router,
             overrides: &self.settings.human.overrides,
             approval_timeout: Duration::from_secs(self.settings.human.timeout_seconds),
-            deadline,
+            deadline: deadline.clone(),
             ctx: &ctx,
             events,
             approver,
             promotion: &self.promotion,
+            tool_budget: &tool_budget,
         };
         let mut result = TurnResult { text: String::new(), rounds: 0, tool_calls: Vec::new(), time_boxed: false };
         result.text = loop {
-            if Instant::now() >= deadline {
-                break self.wrap_up(&system, &mut messages, events, &mut result).await?;
+            held.refresh();
+            if deadline.is_spent() {
+                break self.wrap_up(&system, &mut messages, events, &mut result, WRAPUP_INSTRUCTION).await?;
             }
             result.rounds += 1;
-            let request = self.request(&system, &messages, self.router.decls());
-            let Ok(response) = tokio::time::timeout_at(deadline.into(), self.complete(&request, events)).await else {
+            events.emit(EngineEvent::RoundStarted);
+            let request = self.request(&system, &messages, tool_budget.offered(decls(&self.router, approver)));
+            let Ok(response) = tokio::time::timeout_at(deadline.deadline().into(), self.complete(&request, events)).await else {
                 continue; // the budget ran out mid-answer: the next pass wraps up
             };
             let response = response?;
@@ -218,6 +248,11 @@ impl Engine {
             let records = round.run(calls).await;
             messages.push(Message { role: Role::User, content: records.iter().map(ToolCallRecord::to_block).collect() });
             result.tool_calls.extend(records);
+            // A refused call either gets one corrective round (the next request offers only
+            // tools that can still run) or ends the loop with an honest partial answer.
+            if tool_budget.after_round() == AfterRound::Synthesize {
+                break self.wrap_up(&system, &mut messages, events, &mut result, PARTIAL_ANSWER_INSTRUCTION).await?;
+            }
         };
         if verifier::needed(self.router.skills(), &result.tool_calls) {
             self.verify(&mut messages, &mut result).await;
@@ -262,14 +297,16 @@ impl Engine {
         messages: &mut Vec<Message>,
         events: &dyn EventSink,
         result: &mut TurnResult,
+        instruction: &str,
     ) -> Result<String, EngineError> {
-        result.time_boxed = true;
+        result.time_boxed = instruction == WRAPUP_INSTRUCTION;
         result.rounds += 1;
         let mut sent = messages.clone();
         match sent.last_mut() {
-            Some(last) if last.role == Role::User => last.content.push(Block::Text(WRAPUP_INSTRUCTION.into())),
-            _ => sent.push(Message::user(WRAPUP_INSTRUCTION)),
+            Some(last) if last.role == Role::User => last.content.push(Block::Text(instruction.into())),
+            _ => sent.push(Message::user(instruction)),
         }
+        events.emit(EngineEvent::RoundStarted);
         let mut request = self.request(system, &sent, self.router.decls());
         request.tool_choice = crate::llm::ToolChoice::None;
         let limit = Duration::from_secs(self.settings.session.wrapup_timeout_seconds);
@@ -298,6 +335,13 @@ impl Engine {
         let mut sink = |Delta::Text(text)| events.emit(EngineEvent::TextDelta(text));
         self.provider.complete(request, &mut sink).await
     }
+}
+
+/// The skills' tools plus the adapter's own (see [`super::Interaction`]).
+fn decls(router: &ToolRouter, approver: &dyn Approver) -> Vec<crate::llm::ToolDecl> {
+    let mut decls = router.decls();
+    decls.extend(approver.interaction().map(|i| i.tools()).unwrap_or_default());
+    decls
 }
 
 /// Appends an assistant message unless it is empty: providers refuse empty messages.

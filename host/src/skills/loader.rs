@@ -8,8 +8,9 @@
 
 use super::manifest::Manifest;
 use super::prompt::{self, Prompt};
+use super::builtin;
 use super::skill::{SEPARATOR, Skill, SkillFacts, ToolSpec};
-use crate::config::LoadedConfig;
+use crate::config::{Builtin, Grant, LoadedConfig};
 use crate::sandbox::{CallEnv, Capabilities, HostList, LimitPolicy, McpBridge, Sandbox, SkillComponent};
 use crate::store::{MemoryStore, StateStore};
 use std::collections::{BTreeMap, HashSet};
@@ -102,30 +103,23 @@ impl Loader {
         &self.policy
     }
 
-    /// Scans every path and loads what it finds.
+    /// Loads the built-ins `skills.builtins` names, then scans every path.
     pub async fn load_all(&self, mode: LoadMode) -> Result<SkillSet, FatalLoadError> {
         let mut set = SkillSet::default();
-        for root in &self.config.config.skills.paths {
-            let root = self.config.resolve(root);
+        for builtin in &self.config.config.skills.builtins {
+            let loaded = self.load_builtin(*builtin, mode).await;
+            admit(&mut set, loaded, &builtin::location(builtin.name()))?;
+        }
+        for path in &self.config.config.skills.paths {
+            let root = self.config.resolve(path);
+            // The default `./skills` is optional (the built-ins work without it); a path the
+            // operator wrote must exist.
+            if path.as_os_str() == crate::config::DEFAULT_SKILLS_PATH && !root.exists() {
+                continue;
+            }
             for dir in skill_dirs(&root, &mut set.problems) {
-                match self.load_dir(&dir, mode).await {
-                    Ok(Some(Candidate::Loaded(skill))) => {
-                        if let Some(old) = set.skills.get(&skill.name) {
-                            tracing::info!(skill = %skill.name, "{} overrides {}", dir.display(), old.dir.display());
-                        }
-                        set.skills.insert(skill.name.clone(), Arc::new(*skill));
-                    }
-                    Ok(Some(Candidate::Unavailable(name))) => {
-                        tracing::info!(skill = %name, "not available here; excluded");
-                        set.skills.remove(&name);
-                    }
-                    Ok(None) => {}
-                    Err(Failure::Problem(problem)) => {
-                        tracing::info!("{problem}");
-                        set.problems.push(problem);
-                    }
-                    Err(Failure::Fatal(e)) => return Err(e),
-                }
+                let loaded = self.load_dir(&dir, mode).await;
+                admit(&mut set, loaded, &dir)?;
             }
         }
         if mode == LoadMode::Serve {
@@ -134,6 +128,28 @@ impl Loader {
             }
         }
         Ok(set)
+    }
+
+    /// Loads a built-in skill: the native shell, or a component embedded in the binary.
+    async fn load_builtin(&self, which: Builtin, mode: LoadMode) -> Result<Option<Candidate>, Failure> {
+        let name = which.name();
+        let problem = |message: String| Failure::Problem(LoadProblem { skill: name.into(), file: builtin::location(name), message });
+        if which == Builtin::Shell {
+            let skill = builtin::shell(self.skill_config(name)).map_err(problem)?;
+            return Ok(Some(Candidate::Loaded(Box::new(skill))));
+        }
+        let Some(embedded) = builtin::embedded(name) else {
+            let why = builtin::MISSING.unwrap_or("unknown reason");
+            return Err(problem(format!("this skillhost binary has no embedded `{name}` skill ({why}); use a skills folder instead")));
+        };
+        let manifest = Manifest::parse(embedded.manifest).map_err(problem)?;
+        let prompt = builtin::prompt(embedded.prompt);
+        let skill = self.new_skill(name, builtin::location(name), prompt);
+        // The memory built-in is the spec's memory: the operator's memory root is its own
+        // unless the operator says otherwise in `skills.grants.memory`. No built-in gets
+        // network access the operator did not grant.
+        let default_grant = Grant { memory: which == Builtin::Memory, http_hosts: Vec::new() };
+        self.instantiate(skill, &manifest, embedded.wasm, mode, default_grant).await
     }
 
     /// Loads and checks one skill folder without running its hooks (`skill build`).
@@ -166,8 +182,7 @@ impl Loader {
         let problem = |file: &str, message: String| Failure::Problem(LoadProblem { skill: name.clone(), file: dir.join(file), message });
         check_skill_name(&name).map_err(|e| problem(prompt.file, e))?;
         let manifest = Manifest::load(dir).map_err(|e| problem("skill.toml", e))?;
-        let config = self.config.config.skills.config.get(&name).cloned().unwrap_or_else(|| serde_json::json!({}));
-        let mut skill = Skill { name: name.clone(), dir: dir.to_path_buf(), prompt, tools: vec![], facts: SkillFacts::default(), config, runtime: None };
+        let skill = self.new_skill(&name, dir.to_path_buf(), prompt);
         if !has_wasm {
             if has_source {
                 let fix = format!("not built: run `skillhost skill build {}`", dir.display());
@@ -176,20 +191,41 @@ impl Loader {
             return Ok(Some(Candidate::Loaded(Box::new(skill))));
         }
         let wasm = std::fs::read(&wasm_path).map_err(|e| problem(WASM_FILE, e.to_string()))?;
-        let component = self.sandbox.load(&wasm).map_err(|e| problem(WASM_FILE, e.to_string()))?;
-        let env = self.call_env(&name, &manifest);
+        self.instantiate(skill, &manifest, &wasm, mode, Grant::default()).await
+    }
+
+    /// A skill with no tools yet, with its `skills.config` block.
+    fn new_skill(&self, name: &str, dir: PathBuf, prompt: Prompt) -> Skill {
+        let (facts, config) = (SkillFacts::default(), self.skill_config(name));
+        Skill { name: name.into(), dir, prompt, tools: vec![], facts, config, runtime: None, native: None }
+    }
+
+    /// The skill's `skills.config` block (`{}` when the operator configured nothing).
+    fn skill_config(&self, name: &str) -> serde_json::Value {
+        self.config.config.skills.config.get(name).cloned().unwrap_or_else(|| serde_json::json!({}))
+    }
+
+    /// Compiles `wasm`, asks `is-available` (when serving) and `list-tools`, and checks the
+    /// tools. `default_grant` applies when the operator wrote no grant for the skill.
+    async fn instantiate(&self, mut skill: Skill, manifest: &Manifest, wasm: &[u8], mode: LoadMode, default_grant: Grant) -> Result<Option<Candidate>, Failure> {
+        let name = skill.name.clone();
+        let problem = |message: String| Failure::Problem(LoadProblem { skill: name.clone(), file: skill.dir.join(WASM_FILE), message });
+        let component = self.sandbox.load(wasm).map_err(|e| problem(e.to_string()))?;
+        let env = self.call_env(&name, manifest, default_grant);
         if mode == LoadMode::Serve && !self.check_available(&name, &component, &env).await? {
             return Ok(Some(Candidate::Unavailable(name)));
         }
-        let described = component.describe(&env).await.map_err(|e| problem(WASM_FILE, e.to_string()))?;
+        let described = component.describe(&env).await.map_err(|e| problem(e.to_string()))?;
         let (defs, info) = described.value;
         let mut seen = HashSet::new();
+        let mut tools = Vec::new();
         for def in defs {
             if !seen.insert(def.name.clone()) {
-                return Err(problem(WASM_FILE, format!("duplicate tool name `{}`", def.name)));
+                return Err(problem(format!("duplicate tool name `{}`", def.name)));
             }
-            skill.tools.push(ToolSpec::new(&name, def).map_err(|e| problem(WASM_FILE, e))?);
+            tools.push(ToolSpec::new(&name, def).map_err(&problem)?);
         }
+        skill.tools = tools;
         skill.facts = info.into();
         skill.runtime = Some((component, env));
         Ok(Some(Candidate::Loaded(Box::new(skill))))
@@ -224,14 +260,16 @@ impl Loader {
 
     /// The capabilities and limits of a skill: what its manifest asks for and the operator
     /// grants, both.
-    fn call_env(&self, name: &str, manifest: &Manifest) -> CallEnv {
+    fn call_env(&self, name: &str, manifest: &Manifest, default_grant: Grant) -> CallEnv {
         let config = &self.config.config;
-        let grant = config.skills.grants.get(name).cloned().unwrap_or_default();
+        let grant = config.skills.grants.get(name).cloned().unwrap_or(default_grant);
         let asked = &manifest.capabilities;
-        if asked.memory && !grant.memory {
+        // An ungranted built-in is the default, not a mistake worth a warning on every start.
+        let quiet = config.skills.builtins.iter().any(|b| b.name() == name) && !config.skills.grants.contains_key(name);
+        if asked.memory && !grant.memory && !quiet {
             tracing::warn!(skill = name, "asks for memory; not granted (skills.grants.{name}.memory)");
         }
-        if !asked.http_hosts.is_empty() && grant.http_hosts.is_empty() {
+        if !asked.http_hosts.is_empty() && grant.http_hosts.is_empty() && !quiet {
             tracing::warn!(skill = name, "asks for HTTP; no hosts granted (skills.grants.{name}.http_hosts)");
         }
         let memory_root = self.config.resolve(&config.learning.memory.filesystem.path);
@@ -254,10 +292,40 @@ enum Failure {
     Fatal(FatalLoadError),
 }
 
+/// Applies one load result to the set: a later skill of a name replaces the earlier, an
+/// unavailable one removes it, a problem is recorded, a fatal error stops everything.
+fn admit(set: &mut SkillSet, loaded: Result<Option<Candidate>, Failure>, origin: &Path) -> Result<(), FatalLoadError> {
+    match loaded {
+        Ok(Some(Candidate::Loaded(skill))) => {
+            if let Some(old) = set.skills.get(&skill.name) {
+                tracing::info!(skill = %skill.name, "{} overrides {}", origin.display(), old.dir.display());
+            }
+            set.skills.insert(skill.name.clone(), Arc::new(*skill));
+        }
+        Ok(Some(Candidate::Unavailable(name))) => {
+            tracing::info!(skill = %name, "not available here; excluded");
+            set.skills.remove(&name);
+        }
+        Ok(None) => {}
+        Err(Failure::Problem(problem)) => {
+            tracing::info!("{problem}");
+            set.problems.push(problem);
+        }
+        Err(Failure::Fatal(e)) => return Err(e),
+    }
+    Ok(())
+}
+
+/// Prefixes of tools the host itself offers (`human__ask` in the API's interactive stream).
+const RESERVED_NAMES: &[&str] = &["human"];
+
 /// Skill names become tool prefixes: `[a-z0-9_]`, no `__`, short enough to leave room.
 fn check_skill_name(name: &str) -> Result<(), String> {
     if name.is_empty() || name.len() > 40 || name.contains(SEPARATOR) || name.starts_with('_') {
         return Err(format!("skill name `{name}` must be 1 to 40 of [a-z0-9_], without `__` or a leading `_`"));
+    }
+    if RESERVED_NAMES.contains(&name) {
+        return Err(format!("skill name `{name}` is reserved for the host's own tools (`{name}__...`); rename the skill"));
     }
     Ok(())
 }

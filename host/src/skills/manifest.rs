@@ -58,9 +58,13 @@ impl Manifest {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Manifest::default()),
             Err(e) => return Err(format!("{}: {e}", path.display())),
         };
-        let manifest: Manifest =
-            toml::from_str(&text).map_err(|e| format!("{}: {}", path.display(), e.to_string().trim_end()))?;
-        manifest.limits.check().map_err(|e| format!("{}: [limits] {e}", path.display()))?;
+        Manifest::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    /// Parses the text of a `skill.toml`.
+    pub fn parse(text: &str) -> Result<Manifest, String> {
+        let manifest: Manifest = toml::from_str(text).map_err(|e| e.to_string().trim_end().to_owned())?;
+        manifest.limits.check().map_err(|e| format!("[limits] {e}"))?;
         Ok(manifest)
     }
 }

@@ -2,11 +2,14 @@
 //! checked tools, and building skill sources into components.
 
 pub mod build;
+pub mod builtin;
 pub mod loader;
 pub mod manifest;
+pub mod native;
 pub mod prompt;
 pub mod skill;
 
 pub use loader::{FatalLoadError, LoadMode, LoadProblem, Loader, SkillSet};
 pub use manifest::Manifest;
+pub use native::NativeTools;
 pub use skill::{Skill, ToolError, ToolSpec};

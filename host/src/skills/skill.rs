@@ -133,8 +133,10 @@ pub struct Skill {
     pub facts: SkillFacts,
     /// Its `skills.config` block.
     pub config: serde_json::Value,
-    /// The component and its call environment; `None` for a prompt-only skill.
+    /// The component and its call environment; `None` for a prompt-only or native skill.
     pub runtime: Option<(SkillComponent, CallEnv)>,
+    /// The host-side tools of a native skill (the built-in `shell`).
+    pub native: Option<Arc<dyn super::NativeTools>>,
 }
 
 /// Why a tool call produced no tool result.
@@ -178,12 +180,28 @@ impl Skill {
         self.tools.iter().find(|t| t.name == name)
     }
 
-    /// Validates `input` and runs the tool in a fresh sandboxed instance.
+    /// Whether its tools can be called (a component or native tools; not prompt-only).
+    pub fn is_runnable(&self) -> bool {
+        self.runtime.is_some() || self.native.is_some()
+    }
+
+    /// What approvals of a call of `tool` are counted against, beyond the tool itself.
+    pub fn promotion_subject(&self, tool: &str, input: &serde_json::Value) -> Option<String> {
+        self.native.as_ref()?.promotion_subject(tool, input)
+    }
+
+    /// Validates `input` and runs the tool: in a fresh sandboxed instance, or in the host for
+    /// a native skill.
     pub async fn call(&self, tool: &str, input: &serde_json::Value, caller: &CallContext) -> Result<Outcome<wit::ToolResult>, ToolError> {
         let spec = self.tool(tool).ok_or_else(|| ToolError::UnknownTool(format!("{}{SEPARATOR}{tool}", self.name)))?;
         spec.validate(input).map_err(|problems| ToolError::InvalidInput { tool: spec.full_name.clone(), problems })?;
-        let (component, env) = self.runtime.as_ref().ok_or_else(|| ToolError::UnknownTool(spec.full_name.clone()))?;
         let ctx = CallContext { config: self.config.clone(), ..caller.clone() };
+        if let Some(native) = &self.native {
+            let started = std::time::Instant::now();
+            let value = native.handle(tool, input, &ctx).await;
+            return Ok(Outcome { value, logs: Vec::new(), logs_dropped: 0, fuel_used: 0, elapsed: started.elapsed() });
+        }
+        let (component, env) = self.runtime.as_ref().ok_or_else(|| ToolError::UnknownTool(spec.full_name.clone()))?;
         Ok(component.handle(env, tool, &input.to_string(), &ctx).await?)
     }
 }

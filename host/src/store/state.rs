@@ -38,6 +38,11 @@ impl StateStore {
         StateStore { root: root.into(), cache: Arc::default() }
     }
 
+    /// The directory it writes to.
+    pub fn root(&self) -> &std::path::Path {
+        &self.root
+    }
+
     /// Reads a key.
     pub fn get(&self, ns: &str, key: &str) -> Result<Option<String>, StateError> {
         self.with(ns, |map| Ok(map.get(key).cloned()))

@@ -1,0 +1,273 @@
+//! Pending approvals and questions, shared by the runs that wait on them and the routes that
+//! decide them. One lock per table: of two concurrent decisions exactly one finds the entry
+//! pending; the other sees its outcome (200 if the same, 409 if not).
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant, SystemTime};
+use tokio::sync::oneshot;
+
+/// How long a resolved entry stays readable through the status routes.
+pub const RETENTION: Duration = Duration::from_secs(3600);
+
+/// How an approval or question ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Resolution {
+    /// The person approved.
+    Approved,
+    /// The person denied.
+    Denied,
+    /// The person answered.
+    Answered(String),
+    /// Nobody decided in time.
+    TimedOut,
+    /// The run ended (client disconnected, turn cut off) before a decision.
+    Cancelled,
+}
+
+impl Resolution {
+    /// The spec's outcome name.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Resolution::Approved => "approved",
+            Resolution::Denied => "denied",
+            Resolution::Answered(_) => "answered",
+            Resolution::TimedOut => "timed_out",
+            Resolution::Cancelled => "cancelled",
+        }
+    }
+
+    /// A person's decision (rather than the run or the clock ending the wait).
+    fn by_person(&self) -> bool {
+        matches!(self, Resolution::Approved | Resolution::Denied | Resolution::Answered(_))
+    }
+}
+
+/// Who an entry belongs to and when it expires.
+#[derive(Debug, Clone)]
+pub struct Owner {
+    /// The run waiting on it.
+    pub run_id: String,
+    /// The run's channel.
+    pub channel_id: String,
+    /// When the run stops waiting.
+    pub expires_at: SystemTime,
+}
+
+/// An entry as the routes show it.
+#[derive(Debug, Clone)]
+pub struct Snapshot<I> {
+    /// Its id.
+    pub id: String,
+    /// What kind-specific data it holds (level; prompt and choices).
+    pub info: I,
+    /// Its owner.
+    pub owner: Owner,
+    /// `None` while pending.
+    pub outcome: Option<Resolution>,
+}
+
+/// Why a decision was refused.
+#[derive(Debug)]
+pub enum DecideError<I> {
+    /// Unknown, expired or cancelled (410).
+    Gone,
+    /// Already decided differently (409).
+    Conflict(Snapshot<I>),
+    /// The decision itself is invalid (400); the entry stays pending.
+    Invalid(String),
+}
+
+enum State {
+    Pending(Option<oneshot::Sender<Resolution>>),
+    Done(Resolution, Instant),
+}
+
+struct Entry<I> {
+    info: I,
+    owner: Owner,
+    state: State,
+}
+
+impl<I: Clone> Entry<I> {
+    fn snapshot(&self, id: &str) -> Snapshot<I> {
+        let outcome = match &self.state {
+            State::Pending(_) => None,
+            State::Done(r, _) => Some(r.clone()),
+        };
+        Snapshot { id: id.into(), info: self.info.clone(), owner: self.owner.clone(), outcome }
+    }
+}
+
+/// One kind of pending interaction, by id.
+pub struct Table<I> {
+    entries: Mutex<HashMap<String, Entry<I>>>,
+}
+
+impl<I> Default for Table<I> {
+    fn default() -> Self {
+        Table { entries: Mutex::new(HashMap::new()) }
+    }
+}
+
+impl<I: Clone> Table<I> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Entry<I>>> {
+        self.entries.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Registers a pending entry; the receiver gets the person's decision, or an error when
+    /// the entry is cancelled.
+    pub fn open(&self, id: &str, owner: Owner, info: I) -> oneshot::Receiver<Resolution> {
+        let (tx, rx) = oneshot::channel();
+        let mut entries = self.lock();
+        if entries.len().is_multiple_of(64) {
+            entries.retain(|_, e| !matches!(e.state, State::Done(_, at) if at.elapsed() > RETENTION));
+        }
+        entries.insert(id.into(), Entry { info, owner, state: State::Pending(Some(tx)) });
+        rx
+    }
+
+    /// The entry, if known.
+    pub fn get(&self, id: &str) -> Option<Snapshot<I>> {
+        self.lock().get(id).map(|e| e.snapshot(id))
+    }
+
+    /// A person's decision. `check` validates it against the entry (the confirmation
+    /// challenge); repeating the recorded decision succeeds again.
+    pub fn decide(
+        &self,
+        id: &str,
+        decision: Resolution,
+        check: impl FnOnce(&I) -> Result<(), String>,
+    ) -> Result<Snapshot<I>, DecideError<I>> {
+        let mut entries = self.lock();
+        let entry = entries.get_mut(id).ok_or(DecideError::Gone)?;
+        check(&entry.info).map_err(DecideError::Invalid)?;
+        match &mut entry.state {
+            State::Done(recorded, _) if *recorded == decision => return Ok(entry.snapshot(id)),
+            State::Done(recorded, _) if recorded.by_person() => return Err(DecideError::Conflict(entry.snapshot(id))),
+            State::Done(..) => return Err(DecideError::Gone),
+            State::Pending(tx) => {
+                let delivered = SystemTime::now() < entry.owner.expires_at
+                    && tx.take().is_some_and(|tx| tx.send(decision.clone()).is_ok());
+                if !delivered {
+                    let ended = if SystemTime::now() < entry.owner.expires_at { Resolution::Cancelled } else { Resolution::TimedOut };
+                    entry.state = State::Done(ended, Instant::now());
+                    return Err(DecideError::Gone);
+                }
+                entry.state = State::Done(decision, Instant::now());
+            }
+        }
+        Ok(entry.snapshot(id))
+    }
+
+    /// Records how the run ended the wait (the engine's word is final).
+    pub fn settle(&self, id: &str, resolution: Resolution) {
+        if let Some(entry) = self.lock().get_mut(id) {
+            entry.state = State::Done(resolution, Instant::now());
+        }
+    }
+
+    /// Cancels every pending entry of `run_id`.
+    pub fn cancel_run(&self, run_id: &str) {
+        for entry in self.lock().values_mut().filter(|e| e.owner.run_id == run_id) {
+            if matches!(entry.state, State::Pending(_)) {
+                entry.state = State::Done(Resolution::Cancelled, Instant::now());
+            }
+        }
+    }
+
+    /// How many entries are held (pending and recently resolved).
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// No entry is held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// What an approval entry holds besides its owner.
+#[derive(Debug, Clone)]
+pub struct ApprovalInfo {
+    /// The challenge an approval must repeat (`confirm` level), if any.
+    pub challenge: Option<&'static str>,
+}
+
+/// What a question entry holds besides its owner.
+#[derive(Debug, Clone)]
+pub struct QuestionInfo {
+    /// The question.
+    pub prompt: String,
+    /// The suggested answers.
+    pub choices: Vec<String>,
+}
+
+/// Every pending approval and question of the server.
+#[derive(Default)]
+pub struct Interactions {
+    /// Approvals by id.
+    pub approvals: Table<ApprovalInfo>,
+    /// Questions by id.
+    pub questions: Table<QuestionInfo>,
+}
+
+impl Interactions {
+    /// Cancels whatever `run_id` still waits on.
+    pub fn cancel_run(&self, run_id: &str) {
+        self.approvals.cancel_run(run_id);
+        self.questions.cancel_run(run_id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn owner(secs: u64) -> Owner {
+        Owner { run_id: "r".into(), channel_id: "c".into(), expires_at: SystemTime::now() + Duration::from_secs(secs) }
+    }
+
+    fn ok(_: &ApprovalInfo) -> Result<(), String> {
+        Ok(())
+    }
+
+    #[test]
+    fn first_decision_wins_same_repeats_differing_conflicts() {
+        let table = Table::default();
+        let mut rx = table.open("a", owner(60), ApprovalInfo { challenge: None });
+        assert!(table.get("a").unwrap().outcome.is_none());
+        assert_eq!(table.decide("a", Resolution::Approved, ok).unwrap().outcome, Some(Resolution::Approved));
+        assert_eq!(rx.try_recv().unwrap(), Resolution::Approved);
+        assert!(table.decide("a", Resolution::Approved, ok).is_ok());
+        assert!(matches!(table.decide("a", Resolution::Denied, ok), Err(DecideError::Conflict(_))));
+        assert!(matches!(table.decide("nope", Resolution::Denied, ok), Err(DecideError::Gone)));
+    }
+
+    #[test]
+    fn invalid_decisions_leave_it_pending() {
+        let table = Table::default();
+        let _rx = table.open("a", owner(60), ApprovalInfo { challenge: Some("CONFIRM") });
+        let err = table.decide("a", Resolution::Approved, |_| Err("confirmation mismatch".into()));
+        assert!(matches!(err, Err(DecideError::Invalid(_))));
+        assert!(table.get("a").unwrap().outcome.is_none());
+    }
+
+    #[test]
+    fn cancelled_expired_and_abandoned_entries_are_gone() {
+        let table = Table::default();
+        let _rx = table.open("a", owner(60), ApprovalInfo { challenge: None });
+        table.cancel_run("r");
+        assert_eq!(table.get("a").unwrap().outcome, Some(Resolution::Cancelled));
+        assert!(matches!(table.decide("a", Resolution::Approved, ok), Err(DecideError::Gone)));
+
+        let _rx = table.open("b", owner(0), ApprovalInfo { challenge: None });
+        assert!(matches!(table.decide("b", Resolution::Approved, ok), Err(DecideError::Gone)));
+        assert_eq!(table.get("b").unwrap().outcome, Some(Resolution::TimedOut));
+
+        drop(table.open("c", owner(60), ApprovalInfo { challenge: None }));
+        assert!(matches!(table.decide("c", Resolution::Approved, ok), Err(DecideError::Gone)));
+        assert_eq!(table.get("c").unwrap().outcome, Some(Resolution::Cancelled));
+    }
+}

@@ -1,0 +1,161 @@
+//! The HTTP API adapter (`skillhost run --adapter api`): `POST /api/trigger` in four modes
+//! (fire-and-forget, `wait=true` JSON, NDJSON, the interactive approval-v1 SSE stream), the
+//! approval and question decision routes, and `/healthz`, `/readyz` for operators.
+//!
+//! # Layout
+//! - [`trigger`]: the trigger route and its modes; [`decisions`]: approvals and questions.
+//! - [`stream`]: the approval-v1 wire protocol, a pure state machine over engine events.
+//! - [`run`]: one interactive run (event sink, approver, `human__ask`); [`driver`]: the
+//!   response body that drives the run, so a client leaving cancels it.
+//! - [`interactions`]: pending approvals and questions; [`present`]: redacted inputs,
+//!   `tool_results`, coverage; [`auth`]: bearer tokens; [`error`]: JSON errors.
+
+pub mod auth;
+pub mod decisions;
+pub mod driver;
+pub mod error;
+pub mod interactions;
+pub mod present;
+pub mod run;
+pub mod stream;
+pub mod trigger;
+
+use crate::config::Ui;
+use crate::engine::Engine;
+use auth::Token;
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::StatusCode;
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use error::ApiError;
+use interactions::Interactions;
+use present::Descriptions;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The default port when neither `ui.port` nor `SKILLHOST_UI_PORT` sets one.
+pub const DEFAULT_PORT: u16 = 8080;
+/// The default largest request body.
+pub const DEFAULT_BODY_LIMIT: usize = 1 << 20;
+/// The default heartbeat interval of the approval-v1 stream.
+pub const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(15);
+
+/// How the server is set up.
+#[derive(Debug, Clone)]
+pub struct ApiConfig {
+    /// The bearer token every route but the probes requires; without one the interactive
+    /// routes answer 503 and the rest are open (the CLI then listens on 127.0.0.1 only).
+    pub auth_token: Option<String>,
+    /// `adapter.type` is `api`: the interactive routes are served (409 otherwise).
+    pub adapter_is_api: bool,
+    /// The approval-v1 heartbeat interval.
+    pub heartbeat: Duration,
+    /// The largest request body, in bytes (413 beyond).
+    pub body_limit: usize,
+}
+
+impl ApiConfig {
+    /// The settings of `ui`, with `SKILLHOST_UI_TOKEN` overriding the token.
+    pub fn from_ui(ui: &Ui, adapter_is_api: bool) -> Self {
+        let env_token = std::env::var("SKILLHOST_UI_TOKEN").ok().filter(|t| !t.is_empty());
+        ApiConfig {
+            auth_token: env_token.or_else(|| ui.auth_token.clone()).filter(|t| !t.is_empty()),
+            adapter_is_api,
+            heartbeat: DEFAULT_HEARTBEAT,
+            body_limit: DEFAULT_BODY_LIMIT,
+        }
+    }
+
+    /// The port: `SKILLHOST_UI_PORT`, else `ui.port`, else [`DEFAULT_PORT`].
+    pub fn port(ui: &Ui) -> Result<u16, String> {
+        match std::env::var("SKILLHOST_UI_PORT") {
+            Ok(p) if !p.is_empty() => p.parse().map_err(|_| format!("SKILLHOST_UI_PORT: `{p}` is not a port number")),
+            _ => Ok(ui.port.unwrap_or(DEFAULT_PORT)),
+        }
+    }
+}
+
+/// The server's shared state.
+pub struct Api {
+    engine: Arc<Engine>,
+    token: Option<Token>,
+    config: ApiConfig,
+    interactions: Arc<Interactions>,
+    descriptions: Arc<Descriptions>,
+}
+
+impl Api {
+    /// The API over `engine`.
+    pub fn new(engine: Arc<Engine>, config: ApiConfig) -> Arc<Self> {
+        let token = config.auth_token.as_deref().and_then(Token::new);
+        let descriptions = Arc::new(Descriptions::new(engine.skills()));
+        Arc::new(Api { engine, token, config, interactions: Arc::default(), descriptions })
+    }
+
+    /// The pending and recent approvals and questions.
+    pub fn interactions(&self) -> &Interactions {
+        &self.interactions
+    }
+
+    /// 503 without a token, 409 when the adapter is not `api`.
+    fn interactive(&self) -> Result<(), ApiError> {
+        if self.token.is_none() {
+            return Err(ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "interactive API authentication required"));
+        }
+        if !self.config.adapter_is_api {
+            return Err(ApiError::new(StatusCode::CONFLICT, "interactive API adapter required"));
+        }
+        Ok(())
+    }
+}
+
+/// The router: `/api/*` behind bearer auth, the probes open.
+pub fn app(api: Arc<Api>) -> Router {
+    let protected = Router::new()
+        .route("/api/trigger", post(trigger::trigger))
+        .route("/api/approvals/{id}/decision", post(decisions::decide_approval))
+        .route("/api/approvals/{id}", get(decisions::approval))
+        .route("/api/questions/{id}/answer", post(decisions::answer_question))
+        .route("/api/questions/{id}", get(decisions::question))
+        .route_layer(middleware::from_fn_with_state(api.clone(), authenticate));
+    Router::new()
+        .route("/healthz", get(|| async { axum::Json(serde_json::json!({"status": "ok"})) }))
+        .route("/readyz", get(|| async { axum::Json(serde_json::json!({"status": "ready"})) }))
+        .merge(protected)
+        .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no such route") })
+        .method_not_allowed_fallback(|| async { ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "method not allowed on this route") })
+        .layer(DefaultBodyLimit::max(api.config.body_limit))
+        .with_state(api)
+}
+
+async fn authenticate(State(api): State<Arc<Api>>, request: Request, next: Next) -> Response {
+    match auth::check(api.token.as_ref(), request.headers()) {
+        Ok(()) => next.run(request).await,
+        Err(e) => e.into_response(),
+    }
+}
+
+/// Serves `app(api)` on `listener` until `shutdown` resolves.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    app: Router,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, app).with_graceful_shutdown(shutdown).await
+}
+
+/// Binds `addr` (port 0: any free port) and serves in a spawned task; returns the address
+/// bound. For tests and benchmarks; the server stops with the runtime.
+pub async fn spawn(api: Arc<Api>, addr: SocketAddr) -> std::io::Result<SocketAddr> {
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    let bound = listener.local_addr()?;
+    tokio::spawn(async move {
+        if let Err(e) = serve(listener, app(api), std::future::pending()).await {
+            tracing::error!("api server stopped: {e}");
+        }
+    });
+    Ok(bound)
+}

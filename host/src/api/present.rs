@@ -1,0 +1,167 @@
+//! What the API shows of tool calls: the redacted, size-capped `tool_input`, the approval's
+//! safe description, and the `wait=true` summary (`tool_results`, `coverage`).
+
+use crate::engine::coverage::{self, CoverageEntry, CoverageSummary};
+use crate::engine::{ApprovalOutcome, ToolCallRecord};
+use crate::skills::SkillSet;
+use serde_json::{Map, Value, json};
+use std::collections::HashMap;
+
+/// Replaces a redacted value.
+pub const REDACTED: &str = "[redacted]";
+/// Key words whose values never leave the host: the spec's query/sql/script inputs, plus
+/// credentials.
+const REDACTED_WORDS: &[&str] = &[
+    "query", "queries", "sql", "script", "scripts", "password", "passwd", "secret", "token", "apikey", "credential",
+    "credentials", "authorization",
+];
+/// Longest string value shown, in characters.
+const MAX_STRING: usize = 256;
+/// Most members or items shown per object or array.
+const MAX_ITEMS: usize = 32;
+/// Deepest nesting shown (root 0).
+const MAX_DEPTH: usize = 4;
+/// Largest presentation, in bytes of compact JSON.
+const MAX_BYTES: usize = 4096;
+
+/// The `tool_input` presentation: values under sensitive keys redacted (at any depth),
+/// strings, containers and nesting capped; a result still too large becomes
+/// `{"_truncated": true}`.
+pub fn tool_input(input: &Value) -> Value {
+    let shown = present(input, 0);
+    if shown.to_string().len() > MAX_BYTES {
+        return json!({ "_truncated": true });
+    }
+    shown
+}
+
+fn present(value: &Value, depth: usize) -> Value {
+    match value {
+        Value::String(s) if s.chars().count() > MAX_STRING => {
+            Value::String(format!("{}…", s.chars().take(MAX_STRING).collect::<String>()))
+        }
+        Value::Array(_) | Value::Object(_) if depth >= MAX_DEPTH => Value::String("[…]".into()),
+        Value::Array(items) => Value::Array(items.iter().take(MAX_ITEMS).map(|v| present(v, depth + 1)).collect()),
+        Value::Object(map) => {
+            let shown = map.iter().take(MAX_ITEMS).map(|(k, v)| {
+                let v = if sensitive(k) { Value::String(REDACTED.into()) } else { present(v, depth + 1) };
+                (k.clone(), v)
+            });
+            Value::Object(shown.collect::<Map<_, _>>())
+        }
+        other => other.clone(),
+    }
+}
+
+/// Whether a key names a query, SQL, script or credential: one of its words (split at
+/// `_`, `-`, `.`, spaces and lower-to-upper case changes) is a redacted word.
+pub fn sensitive(key: &str) -> bool {
+    let mut words = Vec::new();
+    let mut word = String::new();
+    let mut prev_lower = false;
+    for c in key.chars() {
+        if !c.is_alphanumeric() || (c.is_uppercase() && prev_lower) {
+            words.push(std::mem::take(&mut word));
+        }
+        if c.is_alphanumeric() {
+            word.extend(c.to_lowercase());
+        }
+        prev_lower = c.is_lowercase() || c.is_ascii_digit();
+    }
+    words.push(word);
+    let joined: String = words.concat();
+    words.iter().any(|w| REDACTED_WORDS.contains(&w.as_str())) || REDACTED_WORDS.contains(&joined.as_str())
+}
+
+/// The first line of each tool's description, for `safe_description`.
+#[derive(Debug, Default)]
+pub struct Descriptions {
+    by_tool: HashMap<String, String>,
+}
+
+impl Descriptions {
+    /// The descriptions of every tool of `skills`.
+    pub fn new(skills: &SkillSet) -> Self {
+        let tools = skills.skills.values().flat_map(|s| s.tools.iter());
+        let by_tool = tools
+            .filter_map(|t| {
+                let line = t.description.lines().map(str::trim).find(|l| !l.is_empty())?;
+                Some((t.full_name.clone(), line.chars().take(200).collect()))
+            })
+            .collect();
+        Descriptions { by_tool }
+    }
+
+    /// `Tool: <name>` and, when the tool describes itself, `Action: <first line>`. Never
+    /// the call's arguments.
+    pub fn safe_description(&self, tool_name: &str) -> String {
+        match self.by_tool.get(tool_name) {
+            Some(action) => format!("Tool: {tool_name}\nAction: {action}"),
+            None => format!("Tool: {tool_name}"),
+        }
+    }
+}
+
+/// The `tool_results` of a `wait=true` response: completed, approved calls of
+/// `expose_result` tools whose handler declared success; JSON content decoded, other text
+/// kept as a string; inputs never included.
+pub fn tool_results(skills: &SkillSet, calls: &[ToolCallRecord]) -> Vec<Value> {
+    calls
+        .iter()
+        .filter(|c| c.executed && matches!(c.approval, None | Some(ApprovalOutcome::Approved)))
+        .filter(|c| c.outcome.succeeded == Some(true) && !c.outcome.is_error)
+        .filter(|c| skills.find_tool(&c.tool_name).is_some_and(|(_, tool)| tool.expose_result))
+        .map(|c| {
+            let result = serde_json::from_str(&c.outcome.content).unwrap_or_else(|_| Value::String(c.outcome.content.clone()));
+            json!({ "tool": c.tool_name, "result": result })
+        })
+        .collect()
+}
+
+/// The turn's coverage: each call's declaration, and calls of coverage-capable tools
+/// without a valid one (including those that never ran) as unverified.
+pub fn coverage(skills: &SkillSet, calls: &[ToolCallRecord]) -> CoverageSummary {
+    let entries: Vec<CoverageEntry> = calls
+        .iter()
+        .filter_map(|c| {
+            let declared = skills.find_tool(&c.tool_name).is_some_and(|(_, tool)| tool.declares_coverage);
+            match c.outcome.coverage {
+                Some(entry) if c.executed => Some(entry),
+                _ if declared => Some(CoverageEntry::Unverified),
+                _ => None,
+            }
+        })
+        .collect();
+    coverage::summarize(&entries)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sensitive_keys() {
+        for key in ["query", "sql", "script", "search_query", "rawSQL", "SQL", "api_key", "apiKey", "Authorization", "db-password", "promScript"] {
+            assert!(sensitive(key), "{key}");
+        }
+        for key in ["description", "service", "command", "querystring_len", "subscript", "transcript"] {
+            assert!(!sensitive(key), "{key}");
+        }
+    }
+
+    #[test]
+    fn inputs_are_redacted_at_every_depth_and_capped() {
+        let input = json!({"service": "api", "filter": {"query": "select 1", "limit": 5}, "list": [{"token": "t"}]});
+        assert_eq!(
+            tool_input(&input),
+            json!({"service": "api", "filter": {"query": "[redacted]", "limit": 5}, "list": [{"token": "[redacted]"}]})
+        );
+        let long = tool_input(&json!({"text": "x".repeat(1000)}));
+        assert_eq!(long["text"].as_str().unwrap().chars().count(), MAX_STRING + 1);
+        let deep = tool_input(&json!({"a": {"b": {"c": {"d": {"e": 1}}}}}));
+        assert_eq!(deep, json!({"a": {"b": {"c": {"d": "[…]"}}}}));
+        let many: Map<String, Value> = (0..40).map(|i| (format!("k{i:02}"), json!("v".repeat(200)))).collect();
+        assert_eq!(tool_input(&Value::Object(many)), json!({"_truncated": true}));
+        assert_eq!(tool_input(&json!("plain")), json!("plain"));
+    }
+}

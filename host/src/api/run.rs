@@ -1,0 +1,212 @@
+//! One interactive (approval-v1) run: the engine's event sink, approver and `human__ask`
+//! provider in one, feeding numbered wire events into the response body.
+
+use super::interactions::{ApprovalInfo, Interactions, Owner, QuestionInfo, Resolution};
+use super::stream::{Translator, WireEvent};
+use crate::engine::approval::{CONFIRMATION_CHALLENGE, Level};
+use crate::engine::calls::new_id;
+use crate::engine::{
+    ApprovalOutcome, ApprovalRequest, Approver, EngineEvent, EventSink, Interaction, InteractionCall, ToolOutcome,
+};
+use crate::llm::ToolDecl;
+use bytes::Bytes;
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Instant, SystemTime};
+use tokio::sync::{mpsc, oneshot};
+
+/// The question tool offered inside the approval-v1 stream.
+pub const ASK_TOOL: &str = "human__ask";
+const MAX_QUESTION: usize = 2000;
+const MAX_CHOICES: usize = 20;
+const MAX_CHOICE: usize = 200;
+
+/// An approval-v1 run. Created per request; dropped with the response body.
+pub struct ApiRun {
+    run_id: String,
+    channel_id: String,
+    translator: Mutex<Translator>,
+    out: mpsc::UnboundedSender<Bytes>,
+    interactions: Arc<Interactions>,
+    /// Decisions the engine will wait for, registered when the request is announced.
+    waiters: Mutex<HashMap<String, oneshot::Receiver<Resolution>>>,
+}
+
+impl ApiRun {
+    /// A run whose wire events go to `out`.
+    pub fn new(run_id: String, channel_id: String, translator: Translator, out: mpsc::UnboundedSender<Bytes>, interactions: Arc<Interactions>) -> Self {
+        let translator = Mutex::new(translator);
+        ApiRun { run_id, channel_id, translator, out, interactions, waiters: Mutex::default() }
+    }
+
+    /// Runs `f` on the translator and queues what it produced, under one lock so sequence
+    /// numbers follow queue order.
+    pub fn send(&self, f: impl FnOnce(&mut Translator) -> Vec<WireEvent>) {
+        let mut translator = self.translator.lock().unwrap_or_else(|p| p.into_inner());
+        for event in f(&mut translator) {
+            // A closed receiver means the client left; the run is being dropped anyway.
+            let _ = self.out.send(Bytes::from(event.to_sse()));
+        }
+    }
+
+    fn owner(&self, expires_at: SystemTime) -> Owner {
+        Owner { run_id: self.run_id.clone(), channel_id: self.channel_id.clone(), expires_at }
+    }
+}
+
+impl EventSink for ApiRun {
+    fn emit(&self, event: EngineEvent) {
+        match &event {
+            // Registered before the event is queued: a client never sees an id it cannot decide.
+            EngineEvent::ApprovalRequested { approval_id, level, expires_at, .. } => {
+                let challenge = (*level == Level::Confirm).then_some(CONFIRMATION_CHALLENGE);
+                let rx = self.interactions.approvals.open(approval_id, self.owner(*expires_at), ApprovalInfo { challenge });
+                self.waiters.lock().unwrap_or_else(|p| p.into_inner()).insert(approval_id.clone(), rx);
+            }
+            EngineEvent::ApprovalResolved { tool_call_id, outcome } => {
+                let translator = self.translator.lock().unwrap_or_else(|p| p.into_inner());
+                let id = translator.approval_id(tool_call_id).map(str::to_owned);
+                drop(translator);
+                if let Some(id) = id {
+                    self.interactions.approvals.settle(&id, resolution(outcome));
+                }
+            }
+            _ => {}
+        }
+        self.send(|t| t.engine(&event));
+    }
+}
+
+fn resolution(outcome: &ApprovalOutcome) -> Resolution {
+    match outcome {
+        ApprovalOutcome::Approved => Resolution::Approved,
+        ApprovalOutcome::Denied(_) => Resolution::Denied,
+        ApprovalOutcome::TimedOut => Resolution::TimedOut,
+        ApprovalOutcome::Cancelled => Resolution::Cancelled,
+    }
+}
+
+#[async_trait::async_trait]
+impl Approver for ApiRun {
+    async fn decide(&self, request: ApprovalRequest) -> ApprovalOutcome {
+        let waiter = self.waiters.lock().unwrap_or_else(|p| p.into_inner()).remove(&request.approval_id);
+        match waiter {
+            Some(rx) => match rx.await {
+                Ok(Resolution::Approved) => ApprovalOutcome::Approved,
+                Ok(Resolution::Denied) => ApprovalOutcome::Denied(None),
+                _ => ApprovalOutcome::Cancelled,
+            },
+            None => ApprovalOutcome::Cancelled,
+        }
+    }
+
+    fn interaction(&self) -> Option<&dyn Interaction> {
+        Some(self)
+    }
+}
+
+/// Marks a question cancelled if the wait is dropped before it ends (turn cut off).
+struct QuestionGuard<'a> {
+    run: &'a ApiRun,
+    id: String,
+    done: bool,
+}
+
+impl Drop for QuestionGuard<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            self.run.interactions.questions.settle(&self.id, Resolution::Cancelled);
+            self.run.send(|t| t.question_resolved(&self.id, "cancelled", None));
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Interaction for ApiRun {
+    fn tools(&self) -> Vec<ToolDecl> {
+        let input_schema = json!({
+            "type": "object",
+            "properties": {
+                "question": {"type": "string", "description": "The question, in one or two sentences."},
+                "choices": {"type": "array", "items": {"type": "string"}, "description": "Suggested answers, if any."}
+            },
+            "required": ["question"]
+        });
+        let description = "Ask the person who started this request a question and wait for the answer. \
+Use it only when you cannot proceed without their input.";
+        vec![ToolDecl { name: ASK_TOOL.into(), description: description.into(), input_schema }]
+    }
+
+    fn handles(&self, name: &str) -> bool {
+        name == ASK_TOOL
+    }
+
+    async fn call(&self, call: InteractionCall) -> ToolOutcome {
+        let started = Instant::now();
+        let (prompt, choices) = match question(&call.input) {
+            Ok(q) => q,
+            Err(problem) => return ToolOutcome::error(&json!({"error": problem, "kind": "invalid_input"}), started.elapsed()),
+        };
+        let id = new_id();
+        let expires_at = SystemTime::now() + call.timeout;
+        let info = QuestionInfo { prompt: prompt.clone(), choices: choices.clone() };
+        let rx = self.interactions.questions.open(&id, self.owner(expires_at), info);
+        self.send(|t| t.question_requested(&id, &prompt, &choices, expires_at));
+        let mut guard = QuestionGuard { run: self, id: id.clone(), done: false };
+        let resolution = match tokio::time::timeout(call.timeout, rx).await {
+            Ok(Ok(resolution)) => resolution,
+            Ok(Err(_)) => Resolution::Cancelled,
+            Err(_) => Resolution::TimedOut,
+        };
+        guard.done = true;
+        self.interactions.questions.settle(&id, resolution.clone());
+        let answer = match &resolution {
+            Resolution::Answered(a) => Some(a.as_str()),
+            _ => None,
+        };
+        self.send(|t| t.question_resolved(&id, resolution.name(), answer));
+        let (duration, secs) = (started.elapsed(), call.timeout.as_secs());
+        match resolution {
+            Resolution::Answered(answer) => ToolOutcome::text(json!({ "answer": answer }).to_string(), duration),
+            Resolution::TimedOut => {
+                ToolOutcome::error(&json!({"error": format!("nobody answered within {secs} s"), "kind": "question_timeout"}), duration)
+            }
+            _ => ToolOutcome::error(&json!({"error": "the question was cancelled", "kind": "cancelled"}), duration),
+        }
+    }
+}
+
+/// The question and its choices, checked.
+fn question(input: &Value) -> Result<(String, Vec<String>), String> {
+    let prompt = input.get("question").and_then(Value::as_str).map(str::trim).unwrap_or_default();
+    if prompt.is_empty() || prompt.chars().count() > MAX_QUESTION {
+        return Err(format!("`question` must be a string of 1 to {MAX_QUESTION} characters"));
+    }
+    let choices = match input.get("choices") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(items)) if items.len() <= MAX_CHOICES => items
+            .iter()
+            .map(|c| c.as_str().filter(|s| !s.is_empty() && s.chars().count() <= MAX_CHOICE).map(str::to_owned))
+            .collect::<Option<Vec<_>>>()
+            .ok_or(format!("each of `choices` must be a string of 1 to {MAX_CHOICE} characters"))?,
+        Some(_) => return Err(format!("`choices` must be an array of at most {MAX_CHOICES} strings")),
+    };
+    Ok((prompt.to_owned(), choices))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::question;
+    use serde_json::json;
+
+    #[test]
+    fn questions_are_checked() {
+        assert_eq!(question(&json!({"question": " Which? "})).unwrap(), ("Which?".into(), vec![]));
+        assert_eq!(question(&json!({"question": "Which?", "choices": ["a"]})).unwrap().1, ["a"]);
+        assert!(question(&json!({"question": ""})).is_err());
+        assert!(question(&json!({"question": 3})).is_err());
+        assert!(question(&json!({"question": "q", "choices": "a"})).is_err());
+        assert!(question(&json!({"question": "q", "choices": [1]})).is_err());
+    }
+}

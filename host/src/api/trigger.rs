@@ -1,0 +1,279 @@
+//! `POST /api/trigger`: the body, the query (`wait`, `stream`) and the four modes.
+
+use super::driver::{self, Feed, OnDrop, TurnFuture};
+use super::error::{ApiError, ApiResult};
+use super::run::ApiRun;
+use super::stream::Translator;
+use super::{Api, present};
+use crate::engine::calls::new_id;
+use crate::engine::{EngineError, EngineEvent, EventSink, NoEvents, NonInteractive, TurnRequest, TurnResult};
+use axum::Json;
+use axum::body::{Body, Bytes};
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{RawQuery, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use std::sync::Arc;
+use tokio::sync::mpsc;
+
+/// The default channel of a trigger.
+pub const DEFAULT_CHANNEL: &str = "trigger";
+/// The default user of a trigger.
+pub const DEFAULT_USER: &str = "api";
+const MAX_ID: usize = 256;
+
+/// How the caller wants the answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// 202 at once; the run goes on in the background, gated calls cancelled.
+    Fire,
+    /// The final answer as JSON.
+    Wait,
+    /// NDJSON events, ending with `done`.
+    Ndjson,
+    /// The interactive approval-v1 SSE stream.
+    ApprovalV1,
+}
+
+/// Parses `wait` and `stream`; anything else, or a value they do not take, is an error.
+pub fn mode(query: Option<&str>) -> Result<Mode, String> {
+    let (mut wait, mut stream): (Option<bool>, Option<String>) = (None, None);
+    for (key, value) in url::form_urlencoded::parse(query.unwrap_or_default().as_bytes()) {
+        match key.as_ref() {
+            "wait" if wait.is_none() => {
+                wait = Some(match value.as_ref() {
+                    "true" | "1" => true,
+                    "false" | "0" => false,
+                    other => return Err(format!("wait: `{other}` is not one of true, 1, false, 0")),
+                })
+            }
+            "stream" if stream.is_none() => stream = Some(value.into_owned()),
+            "wait" | "stream" => return Err(format!("`{key}` is given more than once")),
+            other => return Err(format!("unknown query parameter `{other}`; only wait and stream are accepted")),
+        }
+    }
+    let wait = wait.unwrap_or(false);
+    let stream = match stream.as_deref() {
+        None | Some("false" | "0") => None,
+        Some("true" | "1") => Some(Mode::Ndjson),
+        Some("approval-v1") => Some(Mode::ApprovalV1),
+        Some(other) => return Err(format!("stream: `{other}` is not one of true, approval-v1, false")),
+    };
+    match (wait, stream) {
+        (false, None) => Ok(Mode::Fire),
+        (true, None) => Ok(Mode::Wait),
+        (true, Some(mode)) => Ok(mode),
+        (false, Some(_)) => Err("stream requires wait=true (or wait=1)".into()),
+    }
+}
+
+#[derive(Deserialize)]
+struct TriggerBody {
+    message: String,
+    #[serde(default)]
+    channel_id: Option<String>,
+    #[serde(default)]
+    user_id: Option<String>,
+}
+
+/// The turn request in a body, checked.
+fn request(body: Result<Bytes, BytesRejection>) -> ApiResult<TurnRequest> {
+    let bytes = body.map_err(|r| ApiError::new(r.status(), format!("cannot read the body: {}", r.body_text())))?;
+    let body: TriggerBody =
+        serde_json::from_slice(&bytes).map_err(|e| ApiError::bad_request(format!("invalid JSON body: {e}")))?;
+    if body.message.trim().is_empty() {
+        return Err(ApiError::bad_request("`message` must not be empty"));
+    }
+    let id = |field: &str, value: Option<String>, default: &str| match value {
+        None => Ok(default.to_owned()),
+        Some(v) if !v.is_empty() && v.chars().count() <= MAX_ID => Ok(v),
+        Some(_) => Err(ApiError::bad_request(format!("`{field}` must be a string of 1 to {MAX_ID} characters"))),
+    };
+    let channel_id = id("channel_id", body.channel_id, DEFAULT_CHANNEL)?;
+    let user_id = id("user_id", body.user_id, DEFAULT_USER)?;
+    Ok(TurnRequest { channel_id, user_id: Some(user_id), message: body.message })
+}
+
+/// `POST /api/trigger`.
+pub async fn trigger(State(api): State<Arc<Api>>, RawQuery(query): RawQuery, body: Result<Bytes, BytesRejection>) -> Response {
+    match handle(api, query, body).await {
+        Ok(response) => response,
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn handle(api: Arc<Api>, query: Option<String>, body: Result<Bytes, BytesRejection>) -> ApiResult<Response> {
+    let mode = mode(query.as_deref()).map_err(ApiError::bad_request)?;
+    if mode == Mode::ApprovalV1 {
+        api.interactive()?;
+    }
+    let request = request(body)?;
+    Ok(match mode {
+        Mode::Fire => fire(api, request),
+        Mode::Wait => wait(api, request).await,
+        Mode::Ndjson => ndjson(api, request),
+        Mode::ApprovalV1 => approval_v1(api, request),
+    })
+}
+
+fn fire(api: Arc<Api>, request: TurnRequest) -> Response {
+    let channel_id = request.channel_id.clone();
+    tokio::spawn(async move {
+        if let Err(e) = api.engine.run_turn(request, &NoEvents, &NonInteractive).await {
+            tracing::warn!("triggered run failed: {e}");
+        }
+    });
+    (StatusCode::ACCEPTED, Json(json!({ "status": "accepted", "channel_id": channel_id }))).into_response()
+}
+
+/// The `wait=true` body (and the NDJSON `done` event's fields).
+fn summary(api: &Api, channel_id: &str, result: &TurnResult) -> Value {
+    let skills = api.engine.skills();
+    json!({
+        "status": "completed",
+        "channel_id": channel_id,
+        "text": result.text,
+        "time_boxed": result.time_boxed,
+        "tool_results": present::tool_results(skills, &result.tool_calls),
+        "coverage": present::coverage(skills, &result.tool_calls),
+    })
+}
+
+fn failure(e: &EngineError) -> ApiError {
+    let status = match e {
+        EngineError::Llm(_) => StatusCode::BAD_GATEWAY,
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
+    };
+    ApiError::new(status, format!("the run failed: {e}"))
+}
+
+async fn wait(api: Arc<Api>, request: TurnRequest) -> Response {
+    let channel_id = request.channel_id.clone();
+    match api.engine.run_turn(request, &NoEvents, &NonInteractive).await {
+        Ok(result) => Json(summary(&api, &channel_id, &result)).into_response(),
+        Err(e) => failure(&e).into_response(),
+    }
+}
+
+/// The NDJSON mode's sink and feed: one JSON object per line.
+struct Ndjson {
+    api: Arc<Api>,
+    channel_id: String,
+    out: mpsc::UnboundedSender<Bytes>,
+}
+
+impl Ndjson {
+    fn line(&self, value: Value) {
+        let _ = self.out.send(Bytes::from(format!("{value}\n")));
+    }
+}
+
+impl EventSink for Ndjson {
+    fn emit(&self, event: EngineEvent) {
+        match event {
+            EngineEvent::TextDelta(text) => self.line(json!({"type": "text", "text": text})),
+            EngineEvent::ToolStarted { tool_call_id, tool_name, input, .. } => self.line(json!({
+                "type": "tool_started", "tool_name": tool_name, "tool_call_id": tool_call_id,
+                "tool_input": present::tool_input(&input),
+            })),
+            EngineEvent::ToolCompleted { tool_call_id, tool_name, duration, approved, is_empty, .. } => self.line(json!({
+                "type": "tool_completed", "tool_name": tool_name, "tool_call_id": tool_call_id,
+                "duration": duration.as_secs_f64(), "approved": approved, "is_empty": is_empty,
+            })),
+            _ => {}
+        }
+    }
+}
+
+impl Feed for Ndjson {
+    fn heartbeat(&self) {}
+
+    fn finish(&self, result: &Result<TurnResult, EngineError>) {
+        match result {
+            Ok(result) => {
+                let mut done = summary(&self.api, &self.channel_id, result);
+                done["type"] = "done".into();
+                self.line(done);
+            }
+            Err(e) => self.line(json!({"type": "error", "error": failure(e).message})),
+        }
+    }
+}
+
+fn ndjson(api: Arc<Api>, request: TurnRequest) -> Response {
+    let (out, queued) = mpsc::unbounded_channel();
+    let sink = Arc::new(Ndjson { api: api.clone(), channel_id: request.channel_id.clone(), out });
+    let turn: TurnFuture = {
+        let (engine, sink) = (api.engine.clone(), sink.clone());
+        Box::pin(async move { engine.run_turn(request, &*sink, &NonInteractive).await })
+    };
+    let body = driver::body(turn, sink, queued, None, Box::new(()));
+    streamed("application/x-ndjson", body, false)
+}
+
+fn approval_v1(api: Arc<Api>, request: TurnRequest) -> Response {
+    let run_id = new_id();
+    let (out, queued) = mpsc::unbounded_channel();
+    let translator = Translator::new(&run_id, &request.channel_id, api.descriptions.clone());
+    let run = Arc::new(ApiRun::new(run_id.clone(), request.channel_id.clone(), translator, out, api.interactions.clone()));
+    run.send(|t| vec![t.started()]);
+    let turn: TurnFuture = {
+        let (engine, run) = (api.engine.clone(), run.clone());
+        Box::pin(async move { engine.run_turn(request, &*run, &*run).await })
+    };
+    let interactions = api.interactions.clone();
+    let guard = OnDrop(move || interactions.cancel_run(&run_id));
+    let body = driver::body(turn, run, queued, Some(api.config.heartbeat), Box::new(guard));
+    streamed("text/event-stream", body, true)
+}
+
+impl Feed for ApiRun {
+    fn heartbeat(&self) {
+        self.send(|t| vec![t.heartbeat()]);
+    }
+
+    fn finish(&self, result: &Result<TurnResult, EngineError>) {
+        match result {
+            Ok(result) => self.send(|t| t.completed(&result.text, result.time_boxed)),
+            Err(e) => self.send(|t| t.failed(&format!("the run failed: {e}"))),
+        }
+    }
+}
+
+fn streamed(
+    content_type: &'static str,
+    body: impl futures::Stream<Item = Result<Bytes, std::convert::Infallible>> + Send + 'static,
+    capability: bool,
+) -> Response {
+    let mut response = Body::from_stream(body).into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, header::HeaderValue::from_static(content_type));
+    headers.insert(header::CACHE_CONTROL, header::HeaderValue::from_static("no-cache"));
+    headers.insert("x-accel-buffering", header::HeaderValue::from_static("no"));
+    if capability {
+        headers.insert("x-mithai-capability", header::HeaderValue::from_static("human-interaction-v1"));
+    }
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Mode, mode};
+
+    #[test]
+    fn modes() {
+        assert_eq!(mode(None), Ok(Mode::Fire));
+        assert_eq!(mode(Some("wait=true")), Ok(Mode::Wait));
+        assert_eq!(mode(Some("wait=1")), Ok(Mode::Wait));
+        assert_eq!(mode(Some("wait=true&stream=true")), Ok(Mode::Ndjson));
+        assert_eq!(mode(Some("wait=1&stream=approval-v1")), Ok(Mode::ApprovalV1));
+        assert_eq!(mode(Some("wait=false")), Ok(Mode::Fire));
+        assert!(mode(Some("wait=yes")).is_err());
+        assert!(mode(Some("stream=approval-v1")).is_err());
+        assert!(mode(Some("wait=1&stream=sse")).is_err());
+        assert!(mode(Some("wait=1&verbose=1")).is_err());
+        assert!(mode(Some("wait=1&wait=0")).is_err());
+    }
+}

@@ -1,0 +1,62 @@
+//! The turn's time budget (`engine.session.deadline_seconds`), shared by the turn loop and its
+//! tool rounds.
+//!
+//! Time spent waiting for a person (an approval, a question) does not count: the budget exists
+//! to bound the agent's own work, and a person who takes two minutes to read a request should
+//! not find that the approved call is cut off at once. Each wait pushes the deadline back by
+//! its length; the wait itself is bounded by `human.timeout_seconds`.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// A deadline that waits for people push back. Clones share it.
+#[derive(Debug, Clone)]
+pub struct Budget {
+    deadline: Arc<Mutex<Instant>>,
+}
+
+impl Budget {
+    /// A budget of `length` from now.
+    pub fn starting_now(length: Duration) -> Self {
+        Budget { deadline: Arc::new(Mutex::new(Instant::now() + length)) }
+    }
+
+    /// When the budget runs out, as of now.
+    pub fn deadline(&self) -> Instant {
+        *self.deadline.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether it has run out.
+    pub fn is_spent(&self) -> bool {
+        Instant::now() >= self.deadline()
+    }
+
+    /// Gives back `waited`, time spent waiting for a person.
+    pub fn pause_for(&self, waited: Duration) {
+        *self.deadline.lock().unwrap_or_else(|p| p.into_inner()) += waited;
+    }
+
+    /// Runs `wait` (a wait for a person) without charging its length to the budget.
+    pub async fn paused<T>(&self, wait: impl Future<Output = T>) -> T {
+        let started = Instant::now();
+        let out = wait.await;
+        self.pause_for(started.elapsed());
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn waits_for_people_do_not_count() {
+        let budget = Budget::starting_now(Duration::from_millis(100));
+        let before = budget.deadline();
+        budget.paused(tokio::time::sleep(Duration::from_millis(150))).await;
+        assert!(!budget.is_spent(), "the wait was given back");
+        assert!(budget.deadline() >= before + Duration::from_millis(150));
+        tokio::time::sleep(Duration::from_millis(120)).await;
+        assert!(budget.is_spent());
+    }
+}

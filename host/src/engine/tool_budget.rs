@@ -1,0 +1,236 @@
+//! `engine.tool_budget` (legacy alias `engine.log_tool_budget`): per-turn caps on calls of
+//! operator-chosen tools, whoever provides them (skills or MCP servers).
+//!
+//! Calls are admitted in the order the model made them. A call past a cap is not run; the
+//! model is told so without counters or codes. After such a round the turn either gets one
+//! corrective round offering only the tools that can still run (`replan_enabled`), or goes
+//! straight to a tools-free answer built honestly from the evidence gathered so far.
+
+use super::tools::ToolOutcome;
+use crate::config;
+use crate::llm::ToolDecl;
+use serde_json::{Value, json};
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// What the model is asked for when the budget ends the tool loop.
+pub const PARTIAL_ANSWER_INSTRUCTION: &str = "The tool budget for this request is spent: no more tool calls can run. \
+Answer now from the results you already have. Say plainly which parts you could not check, and do not guess them.";
+
+/// The caps in force.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolBudgetPolicy {
+    /// Budgeted tools: a prefixed name (`server__get_logs`) or an unprefixed one (`get_logs`,
+    /// any provider's tool of that name).
+    pub tools: Vec<String>,
+    /// Calls of budgeted tools per turn.
+    pub max_per_turn: Option<u32>,
+    /// Long-range calls of budgeted tools per turn.
+    pub max_long_range_per_turn: Option<u32>,
+    /// A call whose time window spans more than this is long range.
+    pub long_range_threshold_minutes: u32,
+    /// Offer one corrective round when a cap is reached.
+    pub replan_enabled: bool,
+}
+
+impl ToolBudgetPolicy {
+    /// The policy of the `engine` section; `None` when off. `tool_budget` wins over the legacy
+    /// `log_tool_budget`, which alone is on unless `enabled: false`.
+    pub fn from_config(engine: &config::Engine) -> Option<Self> {
+        let (section, legacy) = match (&engine.tool_budget, &engine.log_tool_budget) {
+            (Some(section), _) => (section, false),
+            (None, Some(section)) => (section, true),
+            (None, None) => return None,
+        };
+        if !section.enabled.unwrap_or(legacy) || section.tools.is_empty() {
+            return None;
+        }
+        Some(ToolBudgetPolicy {
+            tools: section.tools.clone(),
+            max_per_turn: section.max_per_turn,
+            max_long_range_per_turn: section.max_long_range_per_turn,
+            long_range_threshold_minutes: section.long_range_threshold_minutes.unwrap_or(60),
+            replan_enabled: section.replan_enabled,
+        })
+    }
+
+    /// Whether calls of `name` (prefixed) are budgeted.
+    pub fn covers(&self, name: &str) -> bool {
+        let unprefixed = name.split_once(crate::skills::skill::SEPARATOR).map(|(_, t)| t);
+        self.tools.iter().any(|t| t == name || Some(t.as_str()) == unprefixed)
+    }
+}
+
+/// How the turn goes on after a round.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AfterRound {
+    /// Nothing was refused: as usual.
+    Continue,
+    /// Calls were refused: one corrective round, offering only tools that can still run.
+    Replan,
+    /// Calls were refused: answer now, tools-free, from the evidence gathered.
+    Synthesize,
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    used: u32,
+    long_range: u32,
+    refused_this_round: u32,
+    replanned: bool,
+}
+
+/// One turn's budget.
+#[derive(Debug, Default)]
+pub struct TurnBudget {
+    policy: Option<ToolBudgetPolicy>,
+    counters: Mutex<Counters>,
+}
+
+impl TurnBudget {
+    /// A fresh budget (`None`: no caps).
+    pub fn new(policy: Option<ToolBudgetPolicy>) -> Self {
+        TurnBudget { policy, counters: Mutex::default() }
+    }
+
+    /// Admits one call, in call order: `Some(result)` is the refusal the model gets instead.
+    pub fn admit(&self, name: &str, input: &Value) -> Option<ToolOutcome> {
+        let policy = self.policy.as_ref().filter(|p| p.covers(name))?;
+        let mut c = self.counters.lock().unwrap_or_else(|p| p.into_inner());
+        let long_range = window_minutes(input).is_some_and(|m| m > f64::from(policy.long_range_threshold_minutes));
+        let over = policy.max_per_turn.is_some_and(|max| c.used >= max)
+            || (long_range && policy.max_long_range_per_turn.is_some_and(|max| c.long_range >= max));
+        if over {
+            c.refused_this_round += 1;
+            tracing::info!(tool = %name, metric = "mithai.tool_budget.blocked_calls", "tool budget: call not run");
+            let error = json!({"error": "this call was not run: the budget for this tool in this request is spent. \
+                Use the results you already have, or other tools."});
+            return Some(ToolOutcome::error(&error, Duration::ZERO));
+        }
+        c.used += 1;
+        c.long_range += u32::from(long_range);
+        None
+    }
+
+    /// Closes a round: how the turn goes on.
+    pub fn after_round(&self) -> AfterRound {
+        let Some(policy) = &self.policy else { return AfterRound::Continue };
+        let mut c = self.counters.lock().unwrap_or_else(|p| p.into_inner());
+        if std::mem::take(&mut c.refused_this_round) == 0 {
+            return AfterRound::Continue;
+        }
+        if policy.replan_enabled && !c.replanned {
+            c.replanned = true;
+            tracing::info!(metric = "mithai.tool_budget.recoveries", disposition = "replanned", "tool budget: one corrective round");
+            return AfterRound::Replan;
+        }
+        tracing::info!(metric = "mithai.tool_budget.recoveries", disposition = "synthesized", "tool budget: answering from the evidence");
+        AfterRound::Synthesize
+    }
+
+    /// The tools to offer: budgeted ones leave once the per-turn cap is spent.
+    pub fn offered(&self, decls: Vec<ToolDecl>) -> Vec<ToolDecl> {
+        let Some(policy) = &self.policy else { return decls };
+        let spent = policy.max_per_turn.is_some_and(|max| self.counters.lock().unwrap_or_else(|p| p.into_inner()).used >= max);
+        decls.into_iter().filter(|d| !(spent && policy.covers(&d.name))).collect()
+    }
+}
+
+/// The time window a call's arguments ask for, in minutes, when they state one: `*_minutes`,
+/// `*_hours`, `*_days` numbers; `lookback`/`window`/`range`/`since`/`duration` strings such as
+/// `90m`, `24h`, `7d`, `2w`; or numeric epoch `start`/`end` pairs (seconds or milliseconds).
+pub fn window_minutes(input: &Value) -> Option<f64> {
+    let object = input.as_object()?;
+    let mut found: Option<f64> = None;
+    let mut keep = |m: f64| found = Some(found.map_or(m, |f| f.max(m)));
+    for (key, value) in object {
+        let key = key.to_ascii_lowercase();
+        let unit = [("minutes", 1.0), ("hours", 60.0), ("days", 1440.0)].into_iter().find(|(u, _)| key == *u || key.ends_with(&format!("_{u}")));
+        if let (Some((_, per)), Some(n)) = (unit, value.as_f64()) {
+            keep(n * per);
+        }
+        let spans = ["lookback", "window", "range", "time_range", "since", "duration", "period"];
+        if spans.contains(&key.as_str())
+            && let Some(m) = value.as_str().and_then(duration_minutes)
+        {
+            keep(m);
+        }
+    }
+    let number = |keys: &[&str]| keys.iter().find_map(|k| object.get(*k).and_then(Value::as_f64));
+    if let (Some(start), Some(end)) = (number(&["start", "start_time", "from"]), number(&["end", "end_time", "to"])) {
+        let seconds = if start.abs() > 1e11 { (end - start) / 1000.0 } else { end - start };
+        keep(seconds / 60.0);
+    }
+    found
+}
+
+fn duration_minutes(text: &str) -> Option<f64> {
+    let text = text.trim();
+    let split = text.find(|c: char| !c.is_ascii_digit() && c != '.')?;
+    let (number, unit) = text.split_at(split);
+    let n: f64 = number.parse().ok()?;
+    let per = match unit.trim() {
+        "m" | "min" | "mins" | "minute" | "minutes" => 1.0,
+        "h" | "hr" | "hrs" | "hour" | "hours" => 60.0,
+        "d" | "day" | "days" => 1440.0,
+        "w" | "week" | "weeks" => 10080.0,
+        _ => return None,
+    };
+    Some(n * per)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy(max: Option<u32>, long: Option<u32>, replan: bool) -> ToolBudgetPolicy {
+        ToolBudgetPolicy { tools: vec!["get_logs".into()], max_per_turn: max, max_long_range_per_turn: long, long_range_threshold_minutes: 60, replan_enabled: replan }
+    }
+
+    #[test]
+    fn windows_from_arguments() {
+        assert_eq!(window_minutes(&json!({"lookback_minutes": 90})), Some(90.0));
+        assert_eq!(window_minutes(&json!({"hours": 2})), Some(120.0));
+        assert_eq!(window_minutes(&json!({"window": "7d"})), Some(10080.0));
+        assert_eq!(window_minutes(&json!({"start": 1_700_000_000, "end": 1_700_007_200})), Some(120.0));
+        assert_eq!(window_minutes(&json!({"start": 1_700_000_000_000i64, "end": 1_700_000_600_000i64})), Some(10.0));
+        assert_eq!(window_minutes(&json!({"service": "api"})), None);
+    }
+
+    #[test]
+    fn per_turn_cap_covers_prefixed_and_unprefixed_names() {
+        let budget = TurnBudget::new(Some(policy(Some(2), None, false)));
+        assert!(budget.admit("obs__get_logs", &json!({})).is_none());
+        assert!(budget.admit("logs__get_logs", &json!({})).is_none());
+        assert!(budget.admit("obs__other", &json!({})).is_none(), "unconfigured tools stay available");
+        let refused = budget.admit("obs__get_logs", &json!({})).expect("third call refused");
+        assert!(refused.is_error && !refused.content.contains('2'), "no counters reach the model: {}", refused.content);
+        let decls = vec![ToolDecl { name: "obs__get_logs".into(), description: String::new(), input_schema: json!({}) },
+                         ToolDecl { name: "obs__other".into(), description: String::new(), input_schema: json!({}) }];
+        assert_eq!(budget.offered(decls).iter().map(|d| d.name.as_str()).collect::<Vec<_>>(), ["obs__other"]);
+        assert_eq!(budget.after_round(), AfterRound::Synthesize);
+    }
+
+    #[test]
+    fn long_range_cap_and_one_replan() {
+        let budget = TurnBudget::new(Some(policy(None, Some(1), true)));
+        assert!(budget.admit("get_logs", &json!({"window": "24h"})).is_none());
+        assert!(budget.admit("get_logs", &json!({"window": "30m"})).is_none(), "short windows are not capped");
+        assert!(budget.admit("get_logs", &json!({"window": "2d"})).is_some());
+        assert_eq!(budget.after_round(), AfterRound::Replan);
+        assert_eq!(budget.after_round(), AfterRound::Continue, "a round without refusals");
+        assert!(budget.admit("get_logs", &json!({"hours": 5})).is_some());
+        assert_eq!(budget.after_round(), AfterRound::Synthesize, "exactly one corrective round");
+    }
+
+    #[test]
+    fn config_and_legacy_alias() {
+        let section = config::ToolBudget { tools: vec!["get_logs".into()], max_per_turn: Some(3), ..Default::default() };
+        let legacy = config::Engine { log_tool_budget: Some(section.clone()), ..Default::default() };
+        assert!(ToolBudgetPolicy::from_config(&legacy).is_some(), "the legacy key alone is on");
+        let new = config::Engine { tool_budget: Some(section.clone()), ..Default::default() };
+        assert!(ToolBudgetPolicy::from_config(&new).is_none(), "the new key is off unless enabled");
+        let on = config::ToolBudget { enabled: Some(true), ..section };
+        assert_eq!(ToolBudgetPolicy::from_config(&config::Engine { tool_budget: Some(on), ..Default::default() }).unwrap().max_per_turn, Some(3));
+    }
+}

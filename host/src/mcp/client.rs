@@ -1,0 +1,281 @@
+//! The MCP client side: one supervised connection per configured server that some loaded
+//! skill (or agent) needs. A server that fails to start or dies is logged, marked down (its
+//! tools leave the offered list) and reconnected with exponential backoff; the host goes on.
+
+use super::transport::{self, Session};
+use crate::config::{McpServer, ToolFilter};
+use crate::sandbox::capabilities::{McpBridge, McpCallError, McpFuture};
+use crate::skills::SkillSet;
+use rmcp::model::{CallToolRequestParam, CallToolResult, JsonObject, Tool};
+use rmcp::service::{Peer, RoleClient};
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// The first reconnection delay; it doubles up to [`BACKOFF_MAX`].
+pub const BACKOFF_START: Duration = Duration::from_millis(250);
+/// The longest reconnection delay.
+pub const BACKOFF_MAX: Duration = Duration::from_secs(30);
+/// How long connecting and listing tools may take.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Where a server's connection stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Status {
+    /// Not needed by any loaded skill or agent: never started.
+    Idle,
+    /// Connecting (first time or again).
+    Starting,
+    /// Connected; its tools are offered.
+    Ready,
+    /// Failed to start or died; retried with backoff. The last error.
+    Down(String),
+}
+
+struct State {
+    status: Status,
+    peer: Option<Peer<RoleClient>>,
+    tools: Arc<Vec<Tool>>,
+    /// Connection attempts finished (successful or not), for waiting on the first one.
+    attempts: u64,
+}
+
+/// One configured server and its connection.
+struct Server {
+    name: String,
+    config: McpServer,
+    state: RwLock<State>,
+    changed: watch::Sender<u64>,
+}
+
+impl Server {
+    fn update(&self, f: impl FnOnce(&mut State)) {
+        let mut state = self.state.write().unwrap_or_else(|p| p.into_inner());
+        f(&mut state);
+        let attempts = state.attempts;
+        drop(state);
+        self.changed.send_replace(attempts);
+    }
+
+    fn read<T>(&self, f: impl FnOnce(&State) -> T) -> T {
+        f(&self.state.read().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    fn filter(&self) -> &ToolFilter {
+        match &self.config {
+            McpServer::Stdio { tools, .. } | McpServer::Sse { tools, .. } | McpServer::Streamablehttp { tools, .. } => tools,
+        }
+    }
+}
+
+/// Every configured MCP server; the ones in use connected and supervised.
+pub struct McpManager {
+    servers: BTreeMap<String, Arc<Server>>,
+    /// Which servers each skill declared (`mcp-tools` or `mcp-servers`): the `mcp` import
+    /// reaches only those.
+    declared: RwLock<BTreeMap<String, BTreeSet<String>>>,
+    tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+}
+
+impl Drop for McpManager {
+    fn drop(&mut self) {
+        for task in self.tasks.get_mut().unwrap_or_else(|p| p.into_inner()).drain(..) {
+            task.abort();
+        }
+    }
+}
+
+impl McpManager {
+    /// A manager of the `mcp_servers` section; nothing starts yet.
+    pub fn new(config: &BTreeMap<String, McpServer>) -> Arc<Self> {
+        let servers = config.iter().map(|(name, config)| {
+            let state = State { status: Status::Idle, peer: None, tools: Arc::default(), attempts: 0 };
+            let server = Server { name: name.clone(), config: config.clone(), state: RwLock::new(state), changed: watch::channel(0).0 };
+            (name.clone(), Arc::new(server))
+        });
+        Arc::new(McpManager { servers: servers.collect(), declared: RwLock::default(), tasks: Mutex::default() })
+    }
+
+    /// Whether any server is configured.
+    pub fn is_configured(&self) -> bool {
+        !self.servers.is_empty()
+    }
+
+    /// Whether `server` is configured.
+    pub fn has_server(&self, server: &str) -> bool {
+        self.servers.contains_key(server)
+    }
+
+    /// Records which servers each loaded skill declared, for the `mcp` import.
+    pub fn declare(&self, skills: &SkillSet) {
+        let declared = skills.skills.values().map(|skill| (skill.name.clone(), declared_servers(skill).collect()));
+        *self.declared.write().unwrap_or_else(|p| p.into_inner()) = declared.collect();
+    }
+
+    /// Starts supervising `names` (configured ones not started yet); unknown names are ignored.
+    pub fn start<'a>(&self, names: impl IntoIterator<Item = &'a str>) {
+        for name in names {
+            let Some(server) = self.servers.get(name) else { continue };
+            if server.read(|s| s.status != Status::Idle) {
+                continue;
+            }
+            server.update(|s| s.status = Status::Starting);
+            let task = tokio::spawn(supervise(server.clone()));
+            self.tasks.lock().unwrap_or_else(|p| p.into_inner()).push(task);
+        }
+    }
+
+    /// Waits until every started server has finished its first connection attempt, at most
+    /// `timeout`.
+    pub async fn wait_started(&self, timeout: Duration) {
+        let waits = self.servers.values().filter(|s| s.read(|s| s.status != Status::Idle)).map(|server| {
+            let mut rx = server.changed.subscribe();
+            async move {
+                let _ = rx.wait_for(|attempts| *attempts > 0).await;
+            }
+        });
+        let _ = tokio::time::timeout(timeout, futures::future::join_all(waits)).await;
+    }
+
+    /// Waits until `server` is ready (for tests and restarts), at most `timeout`.
+    pub async fn wait_ready(&self, server: &str, timeout: Duration) -> bool {
+        let Some(s) = self.servers.get(server) else { return false };
+        let mut rx = s.changed.subscribe();
+        let ready = async {
+            loop {
+                if s.read(|st| st.status == Status::Ready) {
+                    return;
+                }
+                if rx.changed().await.is_err() {
+                    return;
+                }
+            }
+        };
+        tokio::time::timeout(timeout, ready).await.is_ok() && s.read(|st| st.status == Status::Ready)
+    }
+
+    /// The server's connection status (`None` when not configured).
+    pub fn status(&self, server: &str) -> Option<Status> {
+        Some(self.servers.get(server)?.read(|s| s.status.clone()))
+    }
+
+    /// The tools a ready server offers, after its `tools` filter; empty when it is not ready.
+    pub fn tools(&self, server: &str) -> Vec<Tool> {
+        let Some(s) = self.servers.get(server) else { return Vec::new() };
+        let tools = s.read(|st| if st.status == Status::Ready { st.tools.clone() } else { Arc::default() });
+        tools.iter().filter(|t| allows(s.filter(), &t.name)).cloned().collect()
+    }
+
+    /// One offered tool of a ready server.
+    pub fn tool(&self, server: &str, tool: &str) -> Option<Tool> {
+        self.tools(server).into_iter().find(|t| t.name == tool)
+    }
+
+    /// Calls an offered tool. The server's `isError` results are `Ok` (the model reads them);
+    /// `Err` means the call did not complete (not offered, server down, transport error).
+    pub async fn call(&self, server: &str, tool: &str, arguments: JsonObject) -> Result<CallToolResult, String> {
+        let s = self.servers.get(server).ok_or_else(|| format!("no MCP server `{server}` is configured"))?;
+        if !allows(s.filter(), tool) {
+            return Err(format!("tool `{tool}` of MCP server `{server}` is not offered (mcp_servers.{server}.tools)"));
+        }
+        let peer = s.read(|st| match (&st.status, &st.peer) {
+            (Status::Ready, Some(peer)) => Ok(peer.clone()),
+            (Status::Down(why), _) => Err(format!("MCP server `{server}` is not available ({why}); it is being restarted")),
+            _ => Err(format!("MCP server `{server}` is not available; it is starting")),
+        })?;
+        let request = CallToolRequestParam { name: tool.to_owned().into(), arguments: Some(arguments) };
+        peer.call_tool(request).await.map_err(|e| format!("MCP server `{server}`: {e}"))
+    }
+}
+
+/// The servers a skill declares: used (`mcp-tools`) or owned (`mcp-servers`).
+pub fn declared_servers(skill: &crate::skills::Skill) -> impl Iterator<Item = String> + '_ {
+    skill.facts.mcp_tools.iter().map(|(server, _)| server.clone()).chain(skill.facts.mcp_servers.iter().cloned())
+}
+
+fn allows(filter: &ToolFilter, tool: &str) -> bool {
+    match filter {
+        ToolFilter::All => true,
+        ToolFilter::Only(names) => names.iter().any(|n| n == tool),
+    }
+}
+
+/// Connects, lists tools, waits for the connection to end; again, with backoff, forever
+/// (the task is aborted when the manager goes).
+async fn supervise(server: Arc<Server>) {
+    let mut delay = BACKOFF_START;
+    loop {
+        match tokio::time::timeout(CONNECT_TIMEOUT, open(&server.config)).await {
+            Ok(Ok((session, tools))) => {
+                tracing::info!(server = %server.name, tools = tools.len(), "MCP server ready");
+                let peer = session.peer().clone();
+                server.update(|s| {
+                    (s.status, s.peer, s.tools) = (Status::Ready, Some(peer), Arc::new(tools));
+                    s.attempts += 1;
+                });
+                let reason = session.waiting().await;
+                let why = format!("the connection ended ({reason:?})");
+                tracing::warn!(server = %server.name, "MCP server stopped: {why}; restarting in {delay:?}");
+                server.update(|s| (s.status, s.peer, s.tools) = (Status::Down(why), None, Arc::default()));
+                delay = BACKOFF_START;
+            }
+            outcome => {
+                let why = match outcome {
+                    Ok(Err(e)) => format!("{e:#}"),
+                    _ => format!("no answer within {} s", CONNECT_TIMEOUT.as_secs()),
+                };
+                tracing::warn!(server = %server.name, "MCP server failed to start: {why}; retrying in {delay:?}");
+                server.update(|s| {
+                    (s.status, s.peer, s.tools) = (Status::Down(why), None, Arc::default());
+                    s.attempts += 1;
+                });
+            }
+        }
+        tokio::time::sleep(delay).await;
+        delay = (delay * 2).min(BACKOFF_MAX);
+        server.update(|s| s.status = Status::Starting);
+    }
+}
+
+async fn open(config: &McpServer) -> anyhow::Result<(Session, Vec<Tool>)> {
+    let session = transport::connect(config).await?;
+    let tools = session.list_all_tools().await?;
+    Ok((session, tools))
+}
+
+/// The text the model reads of a result: its text blocks joined by newlines; other blocks as
+/// JSON; the structured content when there is nothing else.
+pub fn result_text(result: &CallToolResult) -> String {
+    let parts: Vec<String> = result
+        .content
+        .iter()
+        .map(|c| match c.raw.as_text() {
+            Some(text) => text.text.clone(),
+            None => serde_json::to_string(&c.raw).unwrap_or_default(),
+        })
+        .collect();
+    match (&result.structured_content, parts.is_empty()) {
+        (Some(structured), true) => structured.to_string(),
+        _ => parts.join("\n"),
+    }
+}
+
+impl McpBridge for McpManager {
+    fn call_tool<'a>(&'a self, skill: &'a str, server: &'a str, tool: &'a str, arguments: &'a str) -> McpFuture<'a> {
+        Box::pin(async move {
+            let declared = self.declared.read().unwrap_or_else(|p| p.into_inner()).get(skill).is_some_and(|s| s.contains(server));
+            if !declared || !self.has_server(server) {
+                return Err(McpCallError::UnknownServer(server.to_owned()));
+            }
+            let arguments = match serde_json::from_str::<Value>(arguments) {
+                Ok(Value::Object(map)) => map,
+                _ => return Err(McpCallError::Other("arguments must be a JSON object".into())),
+            };
+            let result = self.call(server, tool, arguments).await.map_err(McpCallError::Other)?;
+            let text = result_text(&result);
+            if result.is_error == Some(true) { Err(McpCallError::ToolFailed(text)) } else { Ok(text) }
+        })
+    }
+}

@@ -1,0 +1,88 @@
+//! The owning skill's policy before an MCP call (`before-mcp-call`), and its prerequisite
+//! reads: checked against the skill's `mcp-prerequisites` and the server's offered tools, run
+//! once per batch.
+
+use super::client::result_text;
+use super::route::{McpCall, McpTools};
+use crate::sandbox::CallContext;
+use crate::sandbox::bindings::types::PreflightKind;
+use serde_json::{Map, Value};
+
+/// What the policy decided, parsed.
+pub(super) enum Decision {
+    /// Send the call with these arguments.
+    Proceed { arguments: Map<String, Value>, context: Option<Value> },
+    /// Refuse it; the model reads `correction`.
+    Deny { correction: String, context: Option<Value> },
+    /// Read `tool` first; on success retry with `retry`.
+    Prerequisite { tool: String, arguments: Map<String, Value>, retry: Map<String, Value>, correction: String, context: Option<Value> },
+}
+
+impl McpTools {
+    /// The owner's decision on a call: proceed when the server has no owner or the owner no
+    /// hook; deny when the hook fails (a policy that cannot answer fails closed).
+    pub(super) async fn preflight(&self, call: &McpCall, arguments: &Map<String, Value>, ctx: &CallContext) -> Decision {
+        let proceed = Decision::Proceed { arguments: arguments.clone(), context: None };
+        let Some(skill) = self.owner(&call.server) else { return proceed };
+        let Some((component, env)) = &skill.runtime else { return proceed };
+        let ctx = CallContext { config: skill.config.clone(), ..ctx.clone() };
+        let args = Value::Object(arguments.clone()).to_string();
+        let decision = match component.before_mcp_call(env, &call.server, &call.tool, &args, &ctx).await {
+            None => return proceed,
+            Some(Ok(outcome)) => outcome.value,
+            Some(Err(e)) => {
+                tracing::warn!(server = %call.server, tool = %call.tool, "before-mcp-call failed: {e}");
+                let correction = format!("the policy of skill `{}` could not check this call", skill.name);
+                return Decision::Deny { correction, context: None };
+            }
+        };
+        let context = decision.context.as_deref().and_then(|c| serde_json::from_str::<Value>(c).ok()).filter(Value::is_object);
+        let corrected = match decision.corrected_arguments.as_deref().map(serde_json::from_str::<Value>) {
+            None => None,
+            Some(Ok(Value::Object(map))) => Some(map),
+            Some(_) => {
+                let correction = format!("the policy of skill `{}` returned corrected arguments that are not a JSON object", skill.name);
+                return Decision::Deny { correction, context };
+            }
+        };
+        let correction = decision.correction.unwrap_or_else(|| format!("the policy of skill `{}` refused this call", skill.name));
+        match decision.kind {
+            PreflightKind::Proceed => Decision::Proceed { arguments: corrected.unwrap_or_else(|| arguments.clone()), context },
+            PreflightKind::Deny => Decision::Deny { correction, context },
+            PreflightKind::Prerequisite(p) => match serde_json::from_str::<Value>(&p.arguments) {
+                Ok(Value::Object(pre)) => {
+                    let retry = corrected.unwrap_or_else(|| arguments.clone());
+                    Decision::Prerequisite { tool: p.tool, arguments: pre, retry, correction, context }
+                }
+                _ => Decision::Deny { correction, context },
+            },
+        }
+    }
+
+    /// A prerequisite must be listed in the owner's `mcp-prerequisites` and offered by the
+    /// same server.
+    pub(super) fn check_prerequisite(&self, call: &McpCall, tool: &str) -> Result<(), String> {
+        let owner = self.owner(&call.server).ok_or("the server has no owning skill")?;
+        if !owner.facts.mcp_prerequisites.iter().any(|p| p == tool) {
+            return Err(format!("`{tool}` is not in the mcp-prerequisites of skill `{}`", owner.name));
+        }
+        self.manager.tool(&call.server, tool).map(|_| ()).ok_or_else(|| format!("`{tool}` is not offered by server `{}`", call.server))
+    }
+
+    /// Runs a prerequisite read once per batch for the same server, tool and arguments.
+    pub(super) async fn prerequisite(&self, channel: &str, server: &str, tool: &str, arguments: Map<String, Value>) -> Result<String, String> {
+        let key = format!("{server}\u{0}{tool}\u{0}{}", Value::Object(arguments.clone()));
+        let cell = {
+            let mut batches = self.batches.lock().unwrap_or_else(|p| p.into_inner());
+            batches.entry(channel.to_owned()).or_default().entry(key).or_default().clone()
+        };
+        cell.get_or_init(|| async {
+            let result = self.manager.call(server, tool, arguments).await?;
+            let text = result_text(&result);
+            if result.is_error == Some(true) { Err(text) } else { Ok(text) }
+        })
+        .await
+        .clone()
+    }
+
+}

@@ -1,0 +1,61 @@
+"""A real MCP client (the official `mcp` Python SDK) driving `skillhost mcp` in the tests.
+
+usage: client.py <elicit> <calls-json> stdio <command> [args...]
+       client.py <elicit> <calls-json> http <url> [bearer-token]
+
+<elicit>: `approve` (accept: approve=true, confirmation=CONFIRM), `deny` (decline), or `none`
+(the client declares no elicitation support). <calls-json>: [[tool, arguments], ...].
+Prints one JSON object: tools, prompts, the first prompt's text, each call's result and the
+elicitation messages it was asked.
+"""
+
+import asyncio
+import json
+import os
+import sys
+
+import httpx2
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp_types import ElicitResult
+
+
+async def main() -> None:
+    elicit, calls, transport, target, *rest = sys.argv[1:]
+    asked = []
+
+    async def on_elicit(context, params):
+        asked.append(params.message)
+        if elicit == "approve":
+            return ElicitResult(action="accept", content={"approve": True, "confirmation": "CONFIRM"})
+        return ElicitResult(action="decline")
+
+    if transport == "stdio":
+        server = StdioServerParameters(command=target, args=rest, env=dict(os.environ))
+    else:
+        headers = {"Authorization": f"Bearer {rest[0]}"} if rest else {}
+        server = streamable_http_client(target, http_client=httpx2.AsyncClient(headers=headers, timeout=60))
+    callback = None if elicit == "none" else on_elicit
+    async with Client(server, mode="legacy", elicitation_callback=callback) as client:
+        tools = await client.list_tools()
+        prompts = await client.list_prompts()
+        first = None
+        if prompts.prompts:
+            got = await client.get_prompt(prompts.prompts[0].name)
+            first = got.messages[0].content.text
+        results = []
+        for name, arguments in json.loads(calls):
+            result = await client.call_tool(name, arguments)
+            text = "".join(c.text for c in result.content if getattr(c, "type", "") == "text")
+            results.append({"tool": name, "is_error": bool(result.is_error), "text": text})
+    print(json.dumps({
+        "tools": [t.name for t in tools.tools],
+        "prompts": [p.name for p in prompts.prompts],
+        "first_prompt": first,
+        "results": results,
+        "asked": asked,
+    }))
+
+
+asyncio.run(main())
