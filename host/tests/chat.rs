@@ -188,7 +188,23 @@ fn run_adapter_api_serves_http() {
             .await
             .unwrap();
         assert_eq!(response.status(), 200);
-        response.json::<serde_json::Value>().await.unwrap()
+        let body = response.json::<serde_json::Value>().await.unwrap();
+        // The skills as an MCP server at /mcp, behind the same token.
+        let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "0"}}});
+        let mcp = |token: Option<&str>| {
+            let request = client.post(format!("{base}/mcp")).header("accept", "application/json, text/event-stream").json(&initialize);
+            match token {
+                Some(t) => request.bearer_auth(t),
+                None => request,
+            }
+        };
+        assert_eq!(mcp(None).send().await.unwrap().status(), 401);
+        let served = mcp(Some("secret")).send().await.unwrap();
+        assert_eq!(served.status(), 200);
+        let text = served.text().await.unwrap();
+        assert!(text.contains("serverInfo") && text.contains("\"tools\""), "{text}");
+        body
     });
     let _ = child.kill();
     let _ = child.wait();

@@ -226,6 +226,38 @@ async fn approval_applies_to_mcp_tools() {
     assert_eq!(asked, ["everything__echo", "obs__get_logs"]);
 }
 
+/// Approves and counts the requests.
+#[derive(Default)]
+struct Count(std::sync::atomic::AtomicUsize);
+
+#[async_trait::async_trait]
+impl Approver for Count {
+    async fn decide(&self, _request: ApprovalRequest) -> ApprovalOutcome {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        ApprovalOutcome::Approved
+    }
+}
+
+#[tokio::test]
+async fn approvals_of_an_mcp_tool_are_promoted_like_a_native_tools() {
+    let ws = workspace(&[("mcp_user", guests::MCP_USER)]);
+    let echo = |id: &str| Answer::text(&[]).call(id, "everything__echo", json!({"message": "x"}));
+    let script = (0..4).flat_map(|i| [echo(&format!("e{i}")).into(), Answer::text(&["ok"]).into()]).collect();
+    let llm = LlmServer::start(script).await;
+    let extra = format!("{}human:\n  overrides:\n    everything__echo: approve\n", servers(OBS_TOOLS));
+    let (engine, _tools) = setup(&ws, &llm.url(), &extra).await;
+    let approver = Count::default();
+    let mut promoted = Vec::new();
+    for _ in 0..4 {
+        let (result, _) = run(&engine, &approver).await;
+        assert!(result.tool_calls[0].executed && !result.tool_calls[0].outcome.is_error, "{:?}", result.tool_calls[0].outcome);
+        promoted.push(result.tool_calls[0].promoted);
+    }
+    // learning.approval_auto_promote defaults to 3: three approvals, then it runs unasked.
+    assert_eq!(approver.0.load(std::sync::atomic::Ordering::SeqCst), 3);
+    assert_eq!(promoted, [false, false, false, true]);
+}
+
 #[tokio::test]
 async fn tool_target_and_result_empty_come_from_the_owner() {
     let ws = workspace(&[("hooks_all", guests::HOOKS_ALL)]);

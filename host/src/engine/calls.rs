@@ -109,16 +109,17 @@ impl Round<'_> {
 
     fn promoted(&self, name: &str, input: &Value) -> bool {
         let Some(key) = self.promotion_key(name, input) else { return false };
-        let Some((skill, _)) = self.router.skills().find_tool(name) else { return false };
-        self.promotion.is_promoted(skill, &key)
+        self.promotion.is_promoted(self.router.policy_skill(name).map(|s| &**s), &key)
     }
 
     /// What approvals of the call count against: the tool, narrowed by the skill's subject
-    /// (the shell's command) when it has one.
+    /// (the shell's command) when it has one. MCP tools count per tool, like native ones.
     fn promotion_key(&self, name: &str, input: &Value) -> Option<PromotionKey> {
-        let (skill, tool) = self.router.skills().find_tool(name)?;
-        let subject = skill.promotion_subject(&tool.name, input);
-        Some(PromotionKey { tool: name.to_owned(), subject })
+        if let Some((skill, tool)) = self.router.skills().find_tool(name) {
+            let subject = skill.promotion_subject(&tool.name, input);
+            return Some(PromotionKey { tool: name.to_owned(), subject });
+        }
+        self.router.mcp_tool(name).is_some().then(|| PromotionKey::tool(name))
     }
 
     /// Counts a person's decision. Approvals count only at `approve` level, the one level

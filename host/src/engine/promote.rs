@@ -79,11 +79,11 @@ impl Promotion {
 
     /// The threshold for `skill`'s tools: its `skills.config.<skill>.approval_auto_promote`
     /// when set, else the global one. 0 means never promote.
-    pub fn threshold(&self, skill: &Skill) -> u32 {
+    pub fn threshold(&self, skill: Option<&Skill>) -> u32 {
         if !self.enabled {
             return 0;
         }
-        match skill.config.get(SKILL_OVERRIDE).and_then(serde_json::Value::as_u64) {
+        match skill.and_then(|s| s.config.get(SKILL_OVERRIDE)).and_then(serde_json::Value::as_u64) {
             Some(n) => u32::try_from(n).unwrap_or(u32::MAX),
             None => self.default_threshold,
         }
@@ -103,7 +103,7 @@ impl Promotion {
 
     /// Whether an `approve`-level call on `key` of `skill` runs without asking: at least
     /// the threshold of approvals and no denial ever.
-    pub fn is_promoted(&self, skill: &Skill, key: &PromotionKey) -> bool {
+    pub fn is_promoted(&self, skill: Option<&Skill>, key: &PromotionKey) -> bool {
         let threshold = self.threshold(skill);
         let counts = self.counts(key);
         threshold > 0 && counts.denied == 0 && counts.approved >= threshold

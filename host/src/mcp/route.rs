@@ -120,6 +120,11 @@ impl McpTools {
         self.batches.lock().unwrap_or_else(|p| p.into_inner()).remove(channel);
     }
 
+    /// The skill whose policy (hooks, promotion threshold) governs calls of `name`.
+    pub fn policy_skill(&self, name: &str) -> Option<&Arc<Skill>> {
+        self.hook_skill(&self.resolve(name)?)
+    }
+
     /// The skill whose hooks see calls of `call`: the alias's skill, else the server's owner
     /// (the first skill, by name, listing it in `mcp-servers`).
     fn hook_skill(&self, call: &McpCall) -> Option<&Arc<Skill>> {
