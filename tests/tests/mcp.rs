@@ -148,7 +148,8 @@ async fn before_mcp_call_outcomes_and_prerequisite_retry() {
         .call("pre-a", "obs__get_logs", json!({"_decision": "prerequisite", "service": "a"}))
         .call("pre-b", "obs__get_logs", json!({"_decision": "prerequisite", "service": "b"}))
         .call("fail", "obs__fail", json!({}))
-        .call("alias", "mcp_user__get_logs", json!({"service": "via-alias"}));
+        .call("alias", "mcp_user__get_logs", json!({"service": "via-alias"}))
+        .call("pre-deny", "obs__get_logs", json!({"_decision": "prerequisite_then_deny"}));
     let llm = LlmServer::start(vec![first.into(), Answer::text(&["Done."]).into()]).await;
     let (engine, _tools) = setup(&ws, &llm.url(), &servers(OBS_TOOLS)).await;
     run(&engine, &NonInteractive).await;
@@ -177,6 +178,9 @@ async fn before_mcp_call_outcomes_and_prerequisite_retry() {
     assert!(r[5].2 && r[5].1.contains("Error executing tool fail") && !r[5].1.contains("observed"), "failures are never observed: {:?}", r[5]);
     let alias = parse(&r[6].1);
     assert_eq!(alias["service"], "via-alias", "aliases are not observed: {}", r[6].1);
+    // The retry passes the policy again: its refusal is the new correction.
+    let refused = parse(&r[7].1);
+    assert!(r[7].2 && refused["error"] == "hooks_all refused the retry" && refused["kind"] == "mcp_retry_refused", "{refused}");
 }
 
 #[tokio::test]

@@ -169,8 +169,8 @@ impl McpTools {
     }
 
     /// Runs a call: the owning skill's preflight, the call (or its prerequisite and one
-    /// retry, which passes the approval level and the turn's `budget` again), then its
-    /// observer. Never fails: every problem is an error result.
+    /// retry, which passes the policy, the approval level and the turn's `budget` again), then
+    /// its observer. Never fails: every problem is an error result.
     pub async fn execute(&self, name: &str, input: &Value, ctx: &CallContext, budget: Option<&TurnBudget>) -> ToolOutcome {
         let started = Instant::now();
         let Some(call) = self.resolve(name) else {
@@ -194,6 +194,14 @@ impl McpTools {
                     tracing::info!(tool = %name, "prerequisite `{tool}` failed: {why}");
                     return refused(&correction, "mcp_prerequisite_failed", context, started);
                 }
+                // The retry passes the owner's policy again; a refusal (or another prerequisite)
+                // returns its new correction, and no second prerequisite runs.
+                let retry = match self.preflight(&call, &retry, ctx).await {
+                    Decision::Proceed { arguments, .. } => arguments,
+                    Decision::Deny { correction, context } | Decision::Prerequisite { correction, context, .. } => {
+                        return refused(&correction, "mcp_retry_refused", context, started);
+                    }
+                };
                 // The retry passes the approval level again: a call that now needs a person
                 // (other than the one already approved) is refused rather than run unasked.
                 let (before, after) = (self.level(name, input, ctx).await, self.level(name, &Value::Object(retry.clone()), ctx).await);

@@ -93,9 +93,22 @@ impl BeforeMcpCall for HooksAll {
             .to_owned();
         match decision.as_str() {
             "deny" => Preflight::deny("hooks_all denied the call"),
+            // Read `list_things` first, then retry without the marker (the retry passes this
+            // policy again and proceeds).
             "prerequisite" => {
+                if let Some(object) = arguments.as_object_mut() {
+                    object.remove("_decision");
+                }
                 Preflight::prerequisite("list_things", json!({}), "hooks_all: list_things failed")
+                    .with_arguments(arguments)
             }
+            // Read `list_things` first, then refuse the retry with a new correction.
+            "prerequisite_then_deny" => {
+                arguments["_decision"] = json!("deny_retry");
+                Preflight::prerequisite("list_things", json!({}), "hooks_all: list_things failed")
+                    .with_arguments(arguments)
+            }
+            "deny_retry" => Preflight::deny("hooks_all refused the retry"),
             "correct" => {
                 if let Some(object) = arguments.as_object_mut() {
                     object.remove("_decision");
