@@ -16,7 +16,8 @@ pub enum SkillCommand {
         /// The skill folders (default: the current directory).
         dirs: Vec<PathBuf>,
         /// Never try `rustup target add`; use an installed target or the offline path.
-        #[arg(long, env = "SKILLHOST_OFFLINE")]
+        /// `SKILLHOST_OFFLINE` set to anything but empty, 0, false, no or off does the same.
+        #[arg(long, env = "SKILLHOST_OFFLINE", action = clap::ArgAction::SetTrue, value_parser = clap::builder::FalseyValueParser::new())]
         offline: bool,
     },
 }
