@@ -209,6 +209,19 @@ async fn a_client_leaving_cancels_the_run_and_its_pending_approval() {
     assert_eq!(h.llm.requests().len(), 1, "the tool never ran, so the model was never asked again");
 }
 
+/// With the default 15 s heartbeat: the server notices a closed connection by itself, not only
+/// when it next writes (`eventually` gives up after 5 s).
+#[tokio::test]
+async fn a_client_leaving_is_noticed_before_the_next_heartbeat() {
+    let replies = vec![Answer::default().call("c1", "probe__echo", json!({})).into(), Answer::text(&["never"]).into()];
+    let h = harness_with(&[PROBE], replies, "human:\n  overrides: {probe__echo: approve}\n", "", api_client::config()).await;
+    let mut sse = h.server.stream(json!({"message": "go"})).await;
+    let id = sse.until("approval_requested").await.last().unwrap().data["approval_id"].as_str().unwrap().to_owned();
+    drop(sse);
+    let path = format!("/api/approvals/{id}");
+    eventually(async || ApiServer::call(h.server.get(&path)).await.1["outcome"] == "cancelled").await;
+}
+
 #[tokio::test]
 async fn an_unanswered_approval_times_out_and_is_then_gone() {
     let replies = vec![Answer::default().call("c1", "probe__echo", json!({})).into(), Answer::text(&["Timed out."]).into()];
