@@ -478,3 +478,19 @@ async fn a_run_without_deltas_sends_one_bare_assistant_text() {
     assert_eq!(events[1].data["text"], "The whole answer.");
     assert_eq!(events[2].data["text"], "The whole answer.");
 }
+
+#[tokio::test]
+async fn a_client_leaving_a_wait_request_cancels_its_run() {
+    // A tool that spins for up to a minute; the client gives up after half a second.
+    let hostile = ("hostile", guests::HOSTILE, "[limits]\nfuel = 50_000_000_000\ntimeout_ms = 60_000\n");
+    let replies = vec![Answer::default().call("c1", "hostile__spin", json!({})).into(), Answer::text(&["never"]).into()];
+    let h = harness_with(&[hostile], replies, "", "", api_client::config()).await;
+    let request = h.server.post("/api/trigger?wait=true").json(&json!({"message": "go", "channel_id": "w"}));
+    let gave_up = tokio::time::timeout(Duration::from_millis(500), request.send()).await;
+    assert!(gave_up.is_err(), "the run was still going");
+    // The turn was dropped with the connection: its in-flight marker is gone long before the
+    // spin's minute is up, and the model is never asked again.
+    let markers = h._ws.path().join("state/inflight");
+    eventually(async || std::fs::read_dir(&markers).map(|d| d.count() == 0).unwrap_or(true)).await;
+    assert_eq!(h.llm.requests().len(), 1);
+}
