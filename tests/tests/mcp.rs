@@ -524,6 +524,25 @@ async fn clients_are_told_when_the_skills_change() {
 }
 
 #[tokio::test]
+async fn a_reload_starts_the_servers_new_skills_declare() {
+    use skillhost::mcp::serve::SkillServer;
+    let ws = workspace(&[]);
+    let mut loader = ws.loader(&yaml("http://127.0.0.1:9", &servers(OBS_TOOLS)));
+    let manager = McpManager::new(&loader.config.config.mcp_servers);
+    loader.mcp = Some(manager.clone() as Arc<dyn McpBridge>);
+    let set = Arc::new(loader.load_all(LoadMode::Serve).await.unwrap());
+    skillhost::mcp::start_for(&manager, set.clone(), &[], Default::default()).await;
+    assert_eq!(manager.status("everything"), Some(Status::Idle), "no skill declares it yet");
+    let server = SkillServer::new(set, Default::default(), Duration::from_secs(5));
+
+    ws.add_skill("skills", "mcp_user", guests::MCP_USER, "");
+    let problems = server.reload(&loader, &manager).await.unwrap();
+    assert!(problems.is_empty(), "{problems:?}");
+    assert_eq!(manager.status("everything"), Some(Status::Ready), "the new skill's server was started");
+    assert_eq!(manager.status("unused"), Some(Status::Idle));
+}
+
+#[tokio::test]
 async fn configured_headers_are_sent_with_variables_substituted() {
     let seen = Arc::new(Mutex::new(Vec::<String>::new()));
     let record = seen.clone();

@@ -25,22 +25,22 @@ pub async fn run(config: Option<&Path>) -> anyhow::Result<ExitCode> {
     // The skills' `mcp` import reaches the servers they declare.
     let _tools = skillhost::mcp::start_for(&manager, set.clone(), &[], human.overrides.clone()).await;
     let server = SkillServer::new(set, human.overrides, Duration::from_secs(human.timeout_seconds));
-    tokio::spawn(reload_on_hangup(loader, server.clone()));
+    tokio::spawn(reload_on_hangup(loader, manager, server.clone()));
     serve::stdio(server).await?;
     Ok(ExitCode::SUCCESS)
 }
 
-/// SIGHUP reloads the skills; connected clients are told their tool and prompt lists changed.
-async fn reload_on_hangup(loader: skillhost::skills::Loader, server: SkillServer) {
+/// SIGHUP reloads the skills (starting the MCP servers new skills declare); connected
+/// clients are told their tool and prompt lists changed.
+async fn reload_on_hangup(loader: skillhost::skills::Loader, manager: Arc<skillhost::mcp::McpManager>, server: SkillServer) {
     use tokio::signal::unix::{SignalKind, signal};
     let Ok(mut hangup) = signal(SignalKind::hangup()) else { return };
     while hangup.recv().await.is_some() {
-        match loader.load_all(LoadMode::Serve).await {
-            Ok(set) => {
-                for problem in &set.problems {
+        match server.reload(&loader, &manager).await {
+            Ok(problems) => {
+                for problem in &problems {
                     eprintln!("warning: {problem}");
                 }
-                server.set_skills(Arc::new(set)).await;
                 eprintln!("skills reloaded");
             }
             Err(e) => eprintln!("error: reloading the skills failed, keeping the loaded ones: {e}"),

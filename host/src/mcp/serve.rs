@@ -60,6 +60,21 @@ impl SkillServer {
         self.shared.skills.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
+    /// Reloads the skills from `loader`, starts the MCP servers newly loaded skills declare
+    /// (through `manager`, whose `mcp` import the skills use), and swaps them in. On a fatal
+    /// load error the loaded skills stay. Returns the problems of skills that did not load.
+    pub async fn reload(
+        &self,
+        loader: &crate::skills::Loader,
+        manager: &Arc<super::McpManager>,
+    ) -> Result<Vec<crate::skills::LoadProblem>, crate::skills::FatalLoadError> {
+        let set = Arc::new(loader.load_all(crate::skills::LoadMode::Serve).await?);
+        let problems = set.problems.clone();
+        super::start_for(manager, set.clone(), &[], self.shared.overrides.clone()).await;
+        self.set_skills(set).await;
+        Ok(problems)
+    }
+
     /// Replaces the skills (after a reload) and tells every connected client that the tool and
     /// prompt lists changed.
     pub async fn set_skills(&self, skills: Arc<SkillSet>) {
