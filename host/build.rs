@@ -18,7 +18,7 @@ fn main() {
     let root = host_dir.parent().unwrap().to_path_buf();
     let out_dir = PathBuf::from(std::env::var("OUT_DIR").unwrap());
     for watched in ["wit", "skill-sdk/src", "skill-sdk/Cargo.toml", "skills/Cargo.toml", "skills/memory", "skills/http_checker"] {
-        watch(&root.join(watched));
+        toolchain::rerun_if_changed_under(&root.join(watched));
     }
     println!("cargo:rerun-if-env-changed=SKILLHOST_OFFLINE");
     println!("cargo:rerun-if-env-changed=SKILLHOST_NO_EMBED");
@@ -78,18 +78,4 @@ fn build(root: &Path) -> Result<std::collections::HashMap<&'static str, PathBuf>
         found.insert(*name, wasm.clone());
     }
     Ok(found)
-}
-
-/// Asks cargo to rerun on changes under `path`, skipping build output.
-fn watch(path: &Path) {
-    if path.is_dir() {
-        let Ok(entries) = std::fs::read_dir(path) else { return };
-        for entry in entries.flatten() {
-            if entry.file_name() != "target" {
-                watch(&entry.path());
-            }
-        }
-    } else if path.exists() {
-        println!("cargo:rerun-if-changed={}", path.display());
-    }
 }

@@ -12,7 +12,7 @@ fn main() {
     // A stable target dir outside OUT_DIR keeps the (slow) std build across profiles.
     let target_dir = root.join("target").join("wasm-guests");
     for watched in ["wit", "skill-sdk/src", "skill-sdk/Cargo.toml", "tests/guests", "skills"] {
-        watch(&root.join(watched));
+        toolchain::rerun_if_changed_under(&root.join(watched));
     }
     println!("cargo:rerun-if-env-changed=SKILLHOST_OFFLINE");
 
@@ -45,19 +45,4 @@ fn manifest_value(path: &Path, key: &str) -> Option<String> {
         let (k, v) = line.split_once('=')?;
         (k.trim() == key).then(|| v.trim().trim_matches('"').to_string())
     })
-}
-
-/// Asks cargo to rerun on changes under `path`, skipping build output.
-fn watch(path: &Path) {
-    if path.is_dir() {
-        let Ok(entries) = std::fs::read_dir(path) else { return };
-        for entry in entries.flatten() {
-            let name = entry.file_name();
-            if name != "target" && name != "__pycache__" && !name.to_string_lossy().ends_with(".wasm") {
-                watch(&entry.path());
-            }
-        }
-    } else if path.exists() {
-        println!("cargo:rerun-if-changed={}", path.display());
-    }
 }

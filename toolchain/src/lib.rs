@@ -239,6 +239,23 @@ pub fn build_python(app_dir: &Path, module: &str, wit_dirs: &[&Path], world: &st
     Ok(())
 }
 
+/// For build scripts that build skill sources: prints `cargo:rerun-if-changed` for every file
+/// under `path` (or `path` itself), skipping build output (`target/`, `__pycache__/`, `.wasm`
+/// files) so that building the skills does not make cargo rerun the script.
+pub fn rerun_if_changed_under(path: &Path) {
+    if path.is_dir() {
+        let Ok(entries) = std::fs::read_dir(path) else { return };
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            if name != "target" && name != "__pycache__" && !name.to_string_lossy().ends_with(".wasm") {
+                rerun_if_changed_under(&entry.path());
+            }
+        }
+    } else if path.exists() {
+        println!("cargo:rerun-if-changed={}", path.display());
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
