@@ -73,7 +73,6 @@ impl ToolRouter {
         self
     }
 
-    /// The MCP tools, when `name` is one of them (and no skill tool).
     /// The skill whose policy governs calls of `name`: its own skill for a native tool, the
     /// owning skill (or the alias's) for an MCP tool; `None` when none does.
     pub fn policy_skill(&self, name: &str) -> Option<&Arc<crate::skills::Skill>> {
@@ -83,7 +82,7 @@ impl ToolRouter {
         }
     }
 
-    /// The MCP tools, when `name` is one of them.
+    /// The MCP tools, when `name` is one of them (and no skill tool).
     pub fn mcp_tool(&self, name: &str) -> Option<&McpTools> {
         let mcp = self.mcp.as_deref()?;
         (self.skills.find_tool(name).is_none() && mcp.resolve(name).is_some()).then_some(mcp)

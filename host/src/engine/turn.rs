@@ -231,6 +231,7 @@ impl Engine {
         result.text = loop {
             held.refresh();
             if deadline.is_spent() {
+                result.time_boxed = true;
                 break self.wrap_up(&system, &mut messages, events, &mut result, WRAPUP_INSTRUCTION).await?;
             }
             result.rounds += 1;
@@ -287,8 +288,8 @@ impl Engine {
         background.push(handle);
     }
 
-    /// The forced tools-free answer once the budget is spent (tools declared, `tool_choice:
-    /// none`), bounded by
+    /// The forced tools-free answer (tools declared, `tool_choice: none`) once the time budget
+    /// or a tool budget is spent, asked with `instruction` and bounded by
     /// `wrapup_timeout_seconds`. Its tool calls, if the model makes any anyway, are dropped:
     /// nothing would answer them.
     async fn wrap_up(
@@ -299,7 +300,6 @@ impl Engine {
         result: &mut TurnResult,
         instruction: &str,
     ) -> Result<String, EngineError> {
-        result.time_boxed = instruction == WRAPUP_INSTRUCTION;
         result.rounds += 1;
         let mut sent = messages.clone();
         match sent.last_mut() {

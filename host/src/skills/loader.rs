@@ -149,7 +149,7 @@ impl Loader {
         // unless the operator says otherwise in `skills.grants.memory`. No built-in gets
         // network access the operator did not grant.
         let default_grant = Grant { memory: which == Builtin::Memory, http_hosts: Vec::new() };
-        self.instantiate(skill, &manifest, embedded.wasm, mode, default_grant).await
+        self.instantiate(skill, &manifest, embedded.wasm, mode, Some(default_grant)).await
     }
 
     /// Loads and checks one skill folder without running its hooks (`skill build`).
@@ -191,7 +191,7 @@ impl Loader {
             return Ok(Some(Candidate::Loaded(Box::new(skill))));
         }
         let wasm = std::fs::read(&wasm_path).map_err(|e| problem(WASM_FILE, e.to_string()))?;
-        self.instantiate(skill, &manifest, &wasm, mode, Grant::default()).await
+        self.instantiate(skill, &manifest, &wasm, mode, None).await
     }
 
     /// A skill with no tools yet, with its `skills.config` block.
@@ -206,8 +206,9 @@ impl Loader {
     }
 
     /// Compiles `wasm`, asks `is-available` (when serving) and `list-tools`, and checks the
-    /// tools. `default_grant` applies when the operator wrote no grant for the skill.
-    async fn instantiate(&self, mut skill: Skill, manifest: &Manifest, wasm: &[u8], mode: LoadMode, default_grant: Grant) -> Result<Option<Candidate>, Failure> {
+    /// tools. `default_grant` (a built-in's) applies when the operator wrote no grant for the
+    /// skill.
+    async fn instantiate(&self, mut skill: Skill, manifest: &Manifest, wasm: &[u8], mode: LoadMode, default_grant: Option<Grant>) -> Result<Option<Candidate>, Failure> {
         let name = skill.name.clone();
         let problem = |message: String| Failure::Problem(LoadProblem { skill: name.clone(), file: skill.dir.join(WASM_FILE), message });
         let component = self.sandbox.load(wasm).map_err(|e| problem(e.to_string()))?;
@@ -260,12 +261,14 @@ impl Loader {
 
     /// The capabilities and limits of a skill: what its manifest asks for and the operator
     /// grants, both.
-    fn call_env(&self, name: &str, manifest: &Manifest, default_grant: Grant) -> CallEnv {
+    fn call_env(&self, name: &str, manifest: &Manifest, default_grant: Option<Grant>) -> CallEnv {
         let config = &self.config.config;
-        let grant = config.skills.grants.get(name).cloned().unwrap_or(default_grant);
+        let written = config.skills.grants.get(name).cloned();
+        // A built-in left at its default grant is the default, not a mistake worth a warning
+        // on every start.
+        let quiet = written.is_none() && default_grant.is_some();
+        let grant = written.or(default_grant).unwrap_or_default();
         let asked = &manifest.capabilities;
-        // An ungranted built-in is the default, not a mistake worth a warning on every start.
-        let quiet = config.skills.builtins.iter().any(|b| b.name() == name) && !config.skills.grants.contains_key(name);
         if asked.memory && !grant.memory && !quiet {
             tracing::warn!(skill = name, "asks for memory; not granted (skills.grants.{name}.memory)");
         }
