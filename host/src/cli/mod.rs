@@ -38,7 +38,8 @@ enum Command {
     Call(call::CallArgs),
     /// Chat with the agent in the terminal (channel `cli`).
     Chat(chat::ChatArgs),
-    /// Serve an adapter: `cli` is the same as `chat`; `api` serves the HTTP API.
+    /// Serve an adapter: `cli` is the same as `chat`; `api` serves the HTTP API, and the skills
+    /// over MCP at `/mcp`.
     Run(chat::RunArgs),
     /// Serve every skill tool as an MCP tool on stdin/stdout (no LLM needed).
     Mcp,
