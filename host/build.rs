@@ -17,7 +17,9 @@ fn main() {
     let host_dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap());
     let root = host_dir.parent().unwrap().to_path_buf();
     let out_dir = PathBuf::from(std::env::var("OUT_DIR").unwrap());
-    for watched in ["wit", "skill-sdk/src", "skill-sdk/Cargo.toml", "skills/Cargo.toml", "skills/memory", "skills/http_checker"] {
+    for watched in
+        ["wit", "skill-sdk/src", "skill-sdk/Cargo.toml", "skills/Cargo.toml", "skills/memory", "skills/http_checker"]
+    {
         toolchain::rerun_if_changed_under(&root.join(watched));
     }
     println!("cargo:rerun-if-env-changed=SKILLHOST_OFFLINE");
@@ -64,7 +66,8 @@ fn main() {
 /// skills is a build failure.
 fn build(root: &Path) -> Result<std::collections::HashMap<&'static str, PathBuf>, String> {
     let offline = std::env::var_os("SKILLHOST_OFFLINE").is_some();
-    let tc = toolchain::find_rust_toolchain(offline, &mut |m| println!("cargo:warning={m}")).map_err(|e| e.to_string())?;
+    let tc =
+        toolchain::find_rust_toolchain(offline, &mut |m| println!("cargo:warning={m}")).map_err(|e| e.to_string())?;
     // The same target dir as the tests package's guests: one (slow) std build serves both.
     let target_dir = root.join("target").join("wasm-guests");
     let artifacts = toolchain::build_rust(&root.join("skills"), Some(&target_dir), &tc)

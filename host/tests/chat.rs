@@ -48,7 +48,11 @@ fn chat(ws: &Workspace, args: &[&str], stdin: &str) -> (i32, String, String) {
         .unwrap();
     child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
     let out = child.wait_with_output().unwrap();
-    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
 }
 
 /// Runs `skillhost chat` on a pseudo-terminal (util-linux `script`), typing `typed`; returns
@@ -85,7 +89,8 @@ fn two_messages_stream_and_carry_history() {
 
 #[test]
 fn tool_calls_are_shown_with_their_outcome() {
-    let first = Answer::text(&["Checking."]).call("t1", "probe__echo", json!({"x": 1})).call("t2", "probe__nope", json!({}));
+    let first =
+        Answer::text(&["Checking."]).call("t1", "probe__echo", json!({"x": 1})).call("t2", "probe__nope", json!({}));
     let server = server(vec![first.into(), Answer::text(&["Done."]).into()]);
     let ws = workspace(&server, "");
     let (code, stdout, stderr) = chat(&ws, &["chat"], "check\n/exit\nnever sent\n");
@@ -102,7 +107,12 @@ fn tool_calls_are_shown_with_their_outcome() {
 #[test]
 fn approvals_are_asked_on_the_terminal() {
     let approve = |id: &str| Answer::default().call(id, "probe__echo", json!({"n": 1}));
-    let replies = vec![approve("a1").into(), Answer::text(&["Ran it."]).into(), approve("a2").into(), Answer::text(&["Did not."]).into()];
+    let replies = vec![
+        approve("a1").into(),
+        Answer::text(&["Ran it."]).into(),
+        approve("a2").into(),
+        Answer::text(&["Did not."]).into(),
+    ];
     let server = server(replies);
     let ws = workspace(&server, "human:\n  overrides: {probe__echo: approve}\n");
     let (code, out) = chat_on_terminal(&ws, "first\ny\nsecond\nn\n");
@@ -119,7 +129,8 @@ fn approvals_are_asked_on_the_terminal() {
 #[test]
 fn confirm_needs_the_challenge() {
     let confirm = |id: &str| Answer::default().call(id, "probe__echo", json!({}));
-    let replies = vec![confirm("c1").into(), Answer::text(&["Ok."]).into(), confirm("c2").into(), Answer::text(&["No."]).into()];
+    let replies =
+        vec![confirm("c1").into(), Answer::text(&["Ok."]).into(), confirm("c2").into(), Answer::text(&["No."]).into()];
     let server = server(replies);
     let ws = workspace(&server, "human:\n  overrides: {probe__echo: confirm}\n");
     let (code, out) = chat_on_terminal(&ws, "one\nCONFIRM\ntwo\ny\n");
@@ -178,7 +189,8 @@ fn run_adapter_api_serves_http() {
             }
             tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         }
-        let unauthorized = client.post(format!("{base}/api/trigger")).json(&json!({"message": "hi"})).send().await.unwrap();
+        let unauthorized =
+            client.post(format!("{base}/api/trigger")).json(&json!({"message": "hi"})).send().await.unwrap();
         assert_eq!(unauthorized.status(), 401);
         let response = client
             .post(format!("{base}/api/trigger?wait=true"))
@@ -193,7 +205,10 @@ fn run_adapter_api_serves_http() {
         let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
             "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "0"}}});
         let mcp = |token: Option<&str>| {
-            let request = client.post(format!("{base}/mcp")).header("accept", "application/json, text/event-stream").json(&initialize);
+            let request = client
+                .post(format!("{base}/mcp"))
+                .header("accept", "application/json, text/event-stream")
+                .json(&initialize);
             match token {
                 Some(t) => request.bearer_auth(t),
                 None => request,

@@ -17,12 +17,17 @@ fn skillhost(ws: &Workspace, args: &[&str], stdin: &str) -> (i32, String, String
         .unwrap();
     child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
     let out = child.wait_with_output().unwrap();
-    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
 }
 
 fn cli_workspace() -> Workspace {
     let ws = Workspace::new();
-    let manifest = std::fs::read_to_string(format!("{}/../skills/http_checker/skill.toml", env!("CARGO_MANIFEST_DIR"))).unwrap();
+    let manifest =
+        std::fs::read_to_string(format!("{}/../skills/http_checker/skill.toml", env!("CARGO_MANIFEST_DIR"))).unwrap();
     ws.add_skill("skills", "http_checker", guests::HTTP_CHECKER, &manifest);
     ws.add_skill("skills", "hooks_all", guests::HOOKS_ALL, "");
     std::fs::write(
@@ -80,11 +85,18 @@ fn skill_list_and_validate() {
     let ws = cli_workspace();
     let (code, stdout, stderr) = skillhost(&ws, &["skill", "list"], "");
     assert_eq!(code, 0, "{stderr}");
-    assert!(stdout.contains("http_checker__check_url") && stdout.contains("hooks_all__dyn_tool  [approval: dynamic]"), "{stdout}");
+    assert!(
+        stdout.contains("http_checker__check_url") && stdout.contains("hooks_all__dyn_tool  [approval: dynamic]"),
+        "{stdout}"
+    );
     assert!(stdout.contains("hooks: resolve-human"), "{stdout}");
     // The built-ins: shell (native) and memory (embedded); the folder's http_checker replaces
     // the built-in one.
-    assert!(stdout.contains("shell  (native, (built in: shell))") && stdout.contains("shell__run_command  [approval: dynamic]"), "{stdout}");
+    assert!(
+        stdout.contains("shell  (native, (built in: shell))")
+            && stdout.contains("shell__run_command  [approval: dynamic]"),
+        "{stdout}"
+    );
     assert!(stdout.contains("memory  (component, (built in: memory))"), "{stdout}");
     assert!(stdout.contains("http_checker  (component, ") && !stdout.contains("(built in: http_checker)"), "{stdout}");
     let (code, stdout, _) = skillhost(&ws, &["skill", "validate"], "");
@@ -160,7 +172,11 @@ fn skill_build_rust_shows_compiler_errors_then_builds() {
             .env("SKILLHOST_OFFLINE", "1")
             .output()
             .unwrap();
-        (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
     };
 
     std::fs::write(dir.join("src/lib.rs"), "fn broken() -> u32 { \"not a number\" }\n").unwrap();

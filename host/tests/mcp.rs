@@ -32,7 +32,15 @@ fn client(ws: &Workspace, elicit: &str, calls: Value) -> Value {
     let config = ws.path().join("config.yaml");
     let out = Command::new("python3")
         .arg(dir.join("client.py"))
-        .args([elicit, &calls.to_string(), "stdio", env!("CARGO_BIN_EXE_skillhost"), "--config", config.to_str().unwrap(), "mcp"])
+        .args([
+            elicit,
+            &calls.to_string(),
+            "stdio",
+            env!("CARGO_BIN_EXE_skillhost"),
+            "--config",
+            config.to_str().unwrap(),
+            "mcp",
+        ])
         .env("PYTHONPATH", dir.join("pylib"))
         .current_dir(ws.path())
         .output()
@@ -62,8 +70,14 @@ fn skills_are_served_with_prompts_and_gated_calls_elicit_approval() {
     assert!(report["prompts"].as_array().unwrap().contains(&json!("hooks_all")), "{report}");
     assert!(report["first_prompt"].as_str().is_some_and(|p| !p.is_empty()), "{report}");
     assert!(!result(&report, 0).0, "{report}");
-    assert!(!result(&report, 1).0 && result(&report, 1).1.contains("dyn_tool"), "approved through elicitation: {report}");
-    assert!(!result(&report, 2).0 && result(&report, 2).1.contains("\"x\":1"), "confirmed through elicitation: {report}");
+    assert!(
+        !result(&report, 1).0 && result(&report, 1).1.contains("dyn_tool"),
+        "approved through elicitation: {report}"
+    );
+    assert!(
+        !result(&report, 2).0 && result(&report, 2).1.contains("\"x\":1"),
+        "confirmed through elicitation: {report}"
+    );
     assert!(result(&report, 3).0 && result(&report, 3).1.contains("unknown_tool"), "{report}");
     let asked = report["asked"].as_array().unwrap();
     assert_eq!(asked.len(), 2, "only the gated calls ask: {report}");

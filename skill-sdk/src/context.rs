@@ -21,12 +21,7 @@ pub struct Context {
 impl Context {
     /// A context built by hand, for unit tests of handlers. `config` is a JSON object.
     pub fn new(config: &Value, channel_id: impl Into<String>, user_id: Option<String>) -> Self {
-        Context {
-            config: config.to_string(),
-            channel_id: channel_id.into(),
-            user_id,
-            route: Vec::new(),
-        }
+        Context { config: config.to_string(), channel_id: channel_id.into(), user_id, route: Vec::new() }
     }
 
     /// Adds a route attribute (for unit tests, like [`Context::new`]).
@@ -60,10 +55,7 @@ impl Context {
 
     /// The value of the current turn's route attribute `key`, if set.
     pub fn route(&self, key: &str) -> Option<&str> {
-        self.route
-            .iter()
-            .find(|(k, _)| k == key)
-            .map(|(_, v)| v.as_str())
+        self.route.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
     }
 
     /// Every route attribute of the current turn, in the order the host gave them.
@@ -74,12 +66,7 @@ impl Context {
 
 impl From<wit::CallContext> for Context {
     fn from(ctx: wit::CallContext) -> Self {
-        Context {
-            config: ctx.config,
-            channel_id: ctx.channel_id,
-            user_id: ctx.user_id,
-            route: ctx.route,
-        }
+        Context { config: ctx.config, channel_id: ctx.channel_id, user_id: ctx.user_id, route: ctx.route }
     }
 }
 
@@ -100,10 +87,7 @@ mod tests {
         assert_eq!(ctx.config::<Config>().unwrap().services.len(), 1);
         let bad = Context::new(&json!({ "services": 3 }), "cli", None);
         let err = bad.config::<Config>().unwrap_err().to_string();
-        assert!(
-            err.starts_with("invalid skill configuration: invalid type"),
-            "{err}"
-        );
+        assert!(err.starts_with("invalid skill configuration: invalid type"), "{err}");
     }
 
     #[test]

@@ -33,14 +33,8 @@ impl<S: Skill> b::exports::skillhost::skill::tools::Guest for Glue<S> {
     }
 }
 
-impl<S: crate::ResolveHuman> b::resolve_human::exports::skillhost::skill::resolve_human::Guest
-    for Glue<S>
-{
-    fn resolve_human(
-        name: String,
-        input: String,
-        ctx: wit::CallContext,
-    ) -> Option<wit::HumanLevel> {
+impl<S: crate::ResolveHuman> b::resolve_human::exports::skillhost::skill::resolve_human::Guest for Glue<S> {
+    fn resolve_human(name: String, input: String, ctx: wit::CallContext) -> Option<wit::HumanLevel> {
         let level = match parse(&input) {
             Ok(input) => S::resolve_human(&name, input, &Context::from(ctx)),
             Err(_) => Some(HumanLevel::Approve),
@@ -52,9 +46,7 @@ impl<S: crate::ResolveHuman> b::resolve_human::exports::skillhost::skill::resolv
     }
 }
 
-impl<S: crate::IsAvailable> b::availability::exports::skillhost::skill::availability::Guest
-    for Glue<S>
-{
+impl<S: crate::IsAvailable> b::availability::exports::skillhost::skill::availability::Guest for Glue<S> {
     fn is_available() -> bool {
         S::is_available()
     }
@@ -67,9 +59,7 @@ impl<S: crate::Startup> b::startup::exports::skillhost::skill::startup::Guest fo
     }
 }
 
-impl<S: crate::BeforeMcpCall> b::before_mcp_call::exports::skillhost::skill::before_mcp_call::Guest
-    for Glue<S>
-{
+impl<S: crate::BeforeMcpCall> b::before_mcp_call::exports::skillhost::skill::before_mcp_call::Guest for Glue<S> {
     fn before_mcp_call(
         server: String,
         tool: String,
@@ -103,8 +93,8 @@ impl From<Preflight> for wit::PreflightDecision {
     }
 }
 
-impl<S: crate::ObserveMcpResult>
-    b::observe_mcp_result::exports::skillhost::skill::observe_mcp_result::Guest for Glue<S>
+impl<S: crate::ObserveMcpResult> b::observe_mcp_result::exports::skillhost::skill::observe_mcp_result::Guest
+    for Glue<S>
 {
     fn observe_mcp_result(
         server: String,
@@ -118,23 +108,16 @@ impl<S: crate::ObserveMcpResult>
     }
 }
 
-impl<S: crate::ToolResultEmpty>
-    b::tool_result_empty::exports::skillhost::skill::tool_result_empty::Guest for Glue<S>
-{
+impl<S: crate::ToolResultEmpty> b::tool_result_empty::exports::skillhost::skill::tool_result_empty::Guest for Glue<S> {
     fn tool_result_empty(tool_name: String, raw_result: String) -> Option<bool> {
         S::tool_result_empty(&tool_name, &raw_result)
     }
 }
 
-impl<S: crate::ToolTarget> b::tool_target::exports::skillhost::skill::tool_target::Guest
-    for Glue<S>
-{
+impl<S: crate::ToolTarget> b::tool_target::exports::skillhost::skill::tool_target::Guest for Glue<S> {
     fn tool_target(tool_name: String, tool_input: String) -> Option<wit::Target> {
         let target = S::tool_target(&tool_name, parse(&tool_input).ok()?)?;
-        Some(wit::Target {
-            target: target.target,
-            query_kind: target.query_kind,
-        })
+        Some(wit::Target { target: target.target, query_kind: target.query_kind })
     }
 }
 

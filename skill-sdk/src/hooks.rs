@@ -59,13 +59,7 @@ pub trait BeforeMcpCall {
 /// Augments successful results of owned MCP servers.
 pub trait ObserveMcpResult {
     /// `Some(text)` replaces what the model reads; `None` keeps `output`. Bounded at 30 s.
-    fn observe_mcp_result(
-        server: &str,
-        tool: &str,
-        arguments: Value,
-        output: &str,
-        ctx: &Context,
-    ) -> Option<String>;
+    fn observe_mcp_result(server: &str, tool: &str, arguments: Value, output: &str, ctx: &Context) -> Option<String>;
 }
 
 /// Whether a successful result is empty, for API stream consumers.
@@ -94,10 +88,7 @@ pub struct Target {
 impl Target {
     /// A target with both facts.
     pub fn new(target: impl Into<String>, query_kind: impl Into<String>) -> Self {
-        Target {
-            target: Some(target.into()),
-            query_kind: Some(query_kind.into()),
-        }
+        Target { target: Some(target.into()), query_kind: Some(query_kind.into()) }
     }
 }
 
@@ -127,12 +118,7 @@ pub(crate) enum PreflightKind {
 
 impl Preflight {
     fn of(kind: PreflightKind) -> Self {
-        Preflight {
-            kind,
-            corrected_arguments: None,
-            correction: None,
-            context: None,
-        }
+        Preflight { kind, corrected_arguments: None, correction: None, context: None }
     }
 
     /// Send the call.
@@ -149,16 +135,8 @@ impl Preflight {
     /// [`SkillInfo::mcp_prerequisites`](crate::SkillInfo::mcp_prerequisites)) with the JSON
     /// object `arguments` first; on success the host retries the call once, on failure the
     /// model receives `correction`.
-    pub fn prerequisite(
-        tool: impl Into<String>,
-        arguments: Value,
-        correction: impl Into<String>,
-    ) -> Self {
-        Self::of(PreflightKind::Prerequisite {
-            tool: tool.into(),
-            arguments,
-        })
-        .with_correction(correction)
+    pub fn prerequisite(tool: impl Into<String>, arguments: Value, correction: impl Into<String>) -> Self {
+        Self::of(PreflightKind::Prerequisite { tool: tool.into(), arguments }).with_correction(correction)
     }
 
     /// Replaces the call's arguments completely with the JSON object `arguments`.

@@ -101,13 +101,7 @@ pub struct Request {
 impl Request {
     /// A request with any method (`GET`, `POST`, `PUT`, ...).
     pub fn new(method: impl Into<String>, url: impl Into<String>) -> Self {
-        Request {
-            method: method.into(),
-            url: url.into(),
-            headers: Vec::new(),
-            body: None,
-            timeout: None,
-        }
+        Request { method: method.into(), url: url.into(), headers: Vec::new(), body: None, timeout: None }
     }
 
     /// A `GET` request.
@@ -165,10 +159,7 @@ impl Response {
 
     /// The first header called `name` (case-insensitive).
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
+        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
     }
 
     /// The body as text, with invalid UTF-8 replaced.
@@ -190,9 +181,7 @@ pub fn get(url: &str) -> Result<Response, HttpError> {
 
 /// Sends a request and waits for the whole response.
 pub fn fetch(request: Request) -> Result<Response, HttpError> {
-    let timeout_ms = request
-        .timeout
-        .map(|t| u32::try_from(t.as_millis()).unwrap_or(u32::MAX));
+    let timeout_ms = request.timeout.map(|t| u32::try_from(t.as_millis()).unwrap_or(u32::MAX));
     let request = wit::Request {
         method: request.method,
         url: request.url,
@@ -201,9 +190,5 @@ pub fn fetch(request: Request) -> Result<Response, HttpError> {
         timeout_ms,
     };
     let response = wit::fetch(&request)?;
-    Ok(Response {
-        status: response.status,
-        headers: response.headers,
-        body: response.body,
-    })
+    Ok(Response { status: response.status, headers: response.headers, body: response.body })
 }

@@ -84,8 +84,8 @@ mod tool;
 pub use context::Context;
 pub use error::Error;
 pub use hooks::{
-    BeforeMcpCall, HumanLevel, IsAvailable, ObserveMcpResult, Preflight, ResolveHuman, Startup,
-    Target, ToolResultEmpty, ToolTarget,
+    BeforeMcpCall, HumanLevel, IsAvailable, ObserveMcpResult, Preflight, ResolveHuman, Startup, Target,
+    ToolResultEmpty, ToolTarget,
 };
 pub use result::{Content, Coverage, CoverageStatus, ResultState, ToolResult};
 pub use tool::{Approval, McpUse, SkillInfo, Tool};

@@ -31,10 +31,7 @@ pub fn record(level: Level, message: &str, fields: &[(&str, &str)]) {
         Level::Warn => wit::Level::Warn,
         Level::Error => wit::Level::Error,
     };
-    let fields: Vec<(String, String)> = fields
-        .iter()
-        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-        .collect();
+    let fields: Vec<(String, String)> = fields.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
     wit::log(level, message, &fields);
 }
 

@@ -54,9 +54,7 @@ impl MemoryError {
 impl fmt::Display for MemoryError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            MemoryError::Denied => {
-                f.write_str("access denied (the skill or operator did not enable memory)")
-            }
+            MemoryError::Denied => f.write_str("access denied (the skill or operator did not enable memory)"),
             MemoryError::InvalidPath(d) => write!(f, "invalid path: {d}"),
             MemoryError::InvalidJson(d) => write!(f, "invalid JSON: {d}"),
             MemoryError::TooLarge => f.write_str("too large"),
@@ -99,9 +97,7 @@ pub fn read(path: &str) -> Result<Option<String>, MemoryError> {
 pub fn read_json<T: DeserializeOwned>(path: &str) -> Result<Option<T>, MemoryError> {
     match wit::read_json(path)? {
         None => Ok(None),
-        Some(text) => serde_json::from_str(&text)
-            .map(Some)
-            .map_err(|e| MemoryError::InvalidJson(e.to_string())),
+        Some(text) => serde_json::from_str(&text).map(Some).map_err(|e| MemoryError::InvalidJson(e.to_string())),
     }
 }
 
@@ -118,12 +114,5 @@ pub fn append(path: &str, content: &str) -> Result<(), MemoryError> {
 /// Finds lines containing `query` (case-insensitive) in every file, at most 100 hits.
 pub fn search(query: &str) -> Result<Vec<SearchHit>, MemoryError> {
     let hits = wit::search(query)?;
-    Ok(hits
-        .into_iter()
-        .map(|h| SearchHit {
-            path: h.path,
-            line: h.line,
-            text: h.text,
-        })
-        .collect())
+    Ok(hits.into_iter().map(|h| SearchHit { path: h.path, line: h.line, text: h.text }).collect())
 }

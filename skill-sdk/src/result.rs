@@ -46,12 +46,7 @@ impl ToolResult {
 
     fn new(content: impl Into<Content>, succeeded: Option<bool>) -> Self {
         let content = content.into().0;
-        ToolResult {
-            content,
-            succeeded,
-            is_empty: None,
-            coverage: None,
-        }
+        ToolResult { content, succeeded, is_empty: None, coverage: None }
     }
 
     /// Says whether the result is empty, for API stream consumers (otherwise the host asks
@@ -146,13 +141,7 @@ pub struct Coverage {
 impl Coverage {
     /// An observation with its two public facts; scopes and subject are optional.
     pub fn new(status: CoverageStatus, result_state: ResultState) -> Self {
-        Coverage {
-            subject: None,
-            attempted_scope: None,
-            covered_scope: None,
-            status,
-            result_state,
-        }
+        Coverage { subject: None, attempted_scope: None, covered_scope: None, status, result_state }
     }
 
     /// What was searched (for example `"events"`), at most 128 characters.
@@ -216,9 +205,9 @@ mod tests {
 
     #[test]
     fn coverage_scopes_travel_as_json_text() {
-        let result = ToolResult::ok("x").empty(false).with_coverage(
-            Coverage::new(CoverageStatus::Complete, ResultState::Empty).covered_scope(json!({})),
-        );
+        let result = ToolResult::ok("x")
+            .empty(false)
+            .with_coverage(Coverage::new(CoverageStatus::Complete, ResultState::Empty).covered_scope(json!({})));
         let wire = wit::ToolResult::from(result);
         assert_eq!(wire.is_empty, Some(false));
         let coverage = wire.coverage.unwrap();

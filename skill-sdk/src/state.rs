@@ -83,9 +83,7 @@ pub fn keys() -> Result<Vec<String>, StateError> {
 pub fn get_json<T: DeserializeOwned>(key: &str) -> Result<Option<T>, StateError> {
     match get(key)? {
         None => Ok(None),
-        Some(text) => serde_json::from_str(&text)
-            .map(Some)
-            .map_err(|e| StateError::Decode(e.to_string())),
+        Some(text) => serde_json::from_str(&text).map(Some).map_err(|e| StateError::Decode(e.to_string())),
     }
 }
 

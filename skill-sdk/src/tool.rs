@@ -49,29 +49,19 @@ impl Tool {
     /// a struct (or another type whose schema is a JSON object); doc comments on its fields
     /// become the schema's descriptions, which the model reads.
     pub fn new<I: JsonSchema>(name: impl Into<String>, description: impl Into<String>) -> Self {
-        let schema = schemars::generate::SchemaSettings::draft2020_12()
-            .into_generator()
-            .into_root_schema_for::<I>();
+        let schema = schemars::generate::SchemaSettings::draft2020_12().into_generator().into_root_schema_for::<I>();
         Self::with_schema(name, description, schema.to_value())
     }
 
     /// A tool with a hand-written input schema; its root must be `{"type": "object", ...}`.
-    pub fn with_schema(
-        name: impl Into<String>,
-        description: impl Into<String>,
-        schema: Value,
-    ) -> Self {
+    pub fn with_schema(name: impl Into<String>, description: impl Into<String>, schema: Value) -> Self {
         Self::with_raw_schema(name, description, schema.to_string())
     }
 
     /// A tool whose input schema is JSON text, such as `include_str!("check.schema.json")`.
     /// It is sent as it is: the host rejects the skill at load if it is not a JSON object
     /// schema.
-    pub fn with_raw_schema(
-        name: impl Into<String>,
-        description: impl Into<String>,
-        schema: impl Into<String>,
-    ) -> Self {
+    pub fn with_raw_schema(name: impl Into<String>, description: impl Into<String>, schema: impl Into<String>) -> Self {
         Tool {
             name: name.into(),
             description: description.into(),
@@ -177,16 +167,9 @@ pub struct SkillInfo {
 
 impl SkillInfo {
     /// Adds tools used from `server` (`["*"]` for all of them).
-    pub fn mcp_tools<T: Into<String>>(
-        mut self,
-        server: impl Into<String>,
-        tools: impl IntoIterator<Item = T>,
-    ) -> Self {
+    pub fn mcp_tools<T: Into<String>>(mut self, server: impl Into<String>, tools: impl IntoIterator<Item = T>) -> Self {
         let tools = tools.into_iter().map(Into::into).collect();
-        self.mcp_tools.push(McpUse {
-            server: server.into(),
-            tools,
-        });
+        self.mcp_tools.push(McpUse { server: server.into(), tools });
         self
     }
 
@@ -212,14 +195,7 @@ impl SkillInfo {
 impl From<SkillInfo> for wit::SkillInfo {
     fn from(info: SkillInfo) -> Self {
         wit::SkillInfo {
-            mcp_tools: info
-                .mcp_tools
-                .into_iter()
-                .map(|u| wit::McpUse {
-                    server: u.server,
-                    tools: u.tools,
-                })
-                .collect(),
+            mcp_tools: info.mcp_tools.into_iter().map(|u| wit::McpUse { server: u.server, tools: u.tools }).collect(),
             mcp_servers: info.mcp_servers,
             mcp_prerequisites: info.mcp_prerequisites,
             verify: info.verify,
@@ -248,19 +224,12 @@ mod tests {
         let schema: Value = serde_json::from_str(tool.schema()).unwrap();
         assert_eq!(schema["type"], "object");
         assert_eq!(schema["required"], json!(["url"]));
-        assert_eq!(
-            schema["properties"]["url"]["description"],
-            "The URL to check."
-        );
+        assert_eq!(schema["properties"]["url"]["description"], "The URL to check.");
     }
 
     #[test]
     fn tool_def_carries_the_builder_flags() {
-        let def = wit::ToolDef::from(
-            Tool::without_input("list", "List.")
-                .approval(Approval::Dynamic)
-                .expose_result(),
-        );
+        let def = wit::ToolDef::from(Tool::without_input("list", "List.").approval(Approval::Dynamic).expose_result());
         assert!(matches!(def.approval, wit::Approval::Dynamic));
         assert!(def.expose_result && !def.declares_coverage);
         let schema: Value = serde_json::from_str(&def.input_schema).unwrap();

@@ -28,7 +28,8 @@ fn respond(body: &Value) -> Reply {
 /// One run: open the stream, approve, read to the end; returns the decision latency.
 async fn run(server: &ApiServer, i: usize) -> Result<Duration, String> {
     let body = json!({"message": "go", "channel_id": format!("load-{i}")});
-    let response = server.post("/api/trigger?wait=1&stream=approval-v1").json(&body).send().await.map_err(|e| e.to_string())?;
+    let response =
+        server.post("/api/trigger?wait=1&stream=approval-v1").json(&body).send().await.map_err(|e| e.to_string())?;
     if response.status() != 200 {
         return Err(format!("trigger: {}", response.status()));
     }

@@ -77,13 +77,28 @@ async fn run(cores: usize) {
         n as f64 / start.elapsed().as_secs_f64()
     };
 
-    let (s50, s99, n50, n99) = (percentile(&sandboxed, 0.5), percentile(&sandboxed, 0.99), percentile(&native, 0.5), percentile(&native, 0.99));
+    let (s50, s99, n50, n99) = (
+        percentile(&sandboxed, 0.5),
+        percentile(&sandboxed, 0.99),
+        percentile(&native, 0.5),
+        percentile(&native, 0.99),
+    );
     println!("skillhost call benchmark: trivial tool `probe__echo`, {SAMPLES} sequential calls, {cores} cores");
     println!("{:<44} {:>10} {:>10}", "", "p50 (us)", "p99 (us)");
     println!("{:<44} {:>10.1} {:>10.1}", "sandboxed call (fresh instance + handle)", micros(s50), micros(s99));
     println!("{:<44} {:>10.2} {:>10.2}", "native call (same logic)", micros(n50), micros(n99));
-    println!("{:<44} {:>10.0}x {:>9.0}x", "ratio sandboxed / native", micros(s50) / micros(n50).max(0.001), micros(s99) / micros(n99).max(0.001));
-    println!("throughput, {} concurrent callers on {cores} cores: {:.0} calls/s sandboxed, {:.0} calls/s native on one core", cores * 2, throughput, native_throughput);
+    println!(
+        "{:<44} {:>10.0}x {:>9.0}x",
+        "ratio sandboxed / native",
+        micros(s50) / micros(n50).max(0.001),
+        micros(s99) / micros(n99).max(0.001)
+    );
+    println!(
+        "throughput, {} concurrent callers on {cores} cores: {:.0} calls/s sandboxed, {:.0} calls/s native on one core",
+        cores * 2,
+        throughput,
+        native_throughput
+    );
 }
 
 /// Calls per second with `tasks` callers running at once for [`THROUGHPUT_FOR`].

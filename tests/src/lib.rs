@@ -110,9 +110,7 @@ pub fn run_on_terminal(dir: &Path, command: &str, typed: &str) -> (i32, String) 
 /// One sandbox for the whole test binary (each engine reserves a large pool of memory).
 pub fn sandbox() -> Arc<Sandbox> {
     static SANDBOX: OnceLock<Arc<Sandbox>> = OnceLock::new();
-    SANDBOX
-        .get_or_init(|| Arc::new(Sandbox::new(&SandboxOptions::default()).expect("sandbox")))
-        .clone()
+    SANDBOX.get_or_init(|| Arc::new(Sandbox::new(&SandboxOptions::default()).expect("sandbox"))).clone()
 }
 
 /// A context for a call on channel `test`.

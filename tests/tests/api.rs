@@ -20,7 +20,13 @@ struct Harness {
 
 /// `skills` as `(name, wasm, skill.toml)`; `extra` is appended to the config (top-level keys);
 /// `skills_extra` goes inside `skills:`.
-async fn harness_with(skills: &[(&str, &str, &str)], replies: Vec<Reply>, extra: &str, skills_extra: &str, config: ApiConfig) -> Harness {
+async fn harness_with(
+    skills: &[(&str, &str, &str)],
+    replies: Vec<Reply>,
+    extra: &str,
+    skills_extra: &str,
+    config: ApiConfig,
+) -> Harness {
     let ws = Workspace::new();
     std::fs::create_dir_all(ws.path().join("skills")).unwrap();
     for (name, wasm, manifest) in skills {
@@ -71,7 +77,8 @@ async fn eventually(mut f: impl AsyncFnMut() -> bool) {
 
 #[tokio::test]
 async fn approval_v1_streams_text_blocks_and_tool_events_in_order() {
-    let first = Answer::text(&["\n", "Checking ", "logs."]).call("c1", "probe__echo", json!({"query": "select 1", "a": 1}));
+    let first =
+        Answer::text(&["\n", "Checking ", "logs."]).call("c1", "probe__echo", json!({"query": "select 1", "a": 1}));
     let h = harness(vec![first.into(), Answer::text(&["Do", "ne."]).into()], "").await;
     let mut sse = h.server.stream(json!({"message": "check", "channel_id": "hook"})).await;
     let headers = sse.response.headers().clone();
@@ -81,15 +88,27 @@ async fn approval_v1_streams_text_blocks_and_tool_events_in_order() {
     assert_eq!(
         kinds(&events),
         [
-            "run_started", "assistant_text_start", "assistant_text", "assistant_text", "assistant_text_end",
-            "tool_started", "tool_completed",
-            "assistant_text_start", "assistant_text", "assistant_text", "assistant_text_end", "run_completed"
+            "run_started",
+            "assistant_text_start",
+            "assistant_text",
+            "assistant_text",
+            "assistant_text_end",
+            "tool_started",
+            "tool_completed",
+            "assistant_text_start",
+            "assistant_text",
+            "assistant_text",
+            "assistant_text_end",
+            "run_completed"
         ]
     );
     let run_id = events[0].data["run_id"].clone();
     for (i, event) in events.iter().enumerate() {
         assert_eq!(event.data["sequence"], i as u64 + 1);
-        assert_eq!((event.data["protocol_version"].clone(), event.data["run_id"].clone()), (json!("v2"), run_id.clone()));
+        assert_eq!(
+            (event.data["protocol_version"].clone(), event.data["run_id"].clone()),
+            (json!("v2"), run_id.clone())
+        );
         assert_eq!((event.data["channel_id"].clone(), event.data["type"].clone()), (json!("hook"), json!(event.kind)));
     }
     assert_eq!(events[2].data["text"], "\nChecking ", "leading whitespace flushed with the first text");
@@ -135,10 +154,16 @@ async fn approve_and_confirm_through_the_decision_route() {
 
     let events = sse.until("approval_requested").await;
     assert_eq!(kinds(&events), ["approval_resolved", "tool_started", "tool_completed", "approval_requested"]);
-    assert_eq!((events[0].data["outcome"].clone(), events[0].data["approval_id"].clone()), (json!("approved"), json!(id)));
+    assert_eq!(
+        (events[0].data["outcome"].clone(), events[0].data["approval_id"].clone()),
+        (json!("approved"), json!(id))
+    );
     assert_eq!(events[1].data["approval_id"], json!(id));
     let confirm = &events[3].data;
-    assert_eq!((confirm["level"].clone(), confirm["confirmation_challenge"].clone()), (json!("confirm"), json!("CONFIRM")));
+    assert_eq!(
+        (confirm["level"].clone(), confirm["confirmation_challenge"].clone()),
+        (json!("confirm"), json!("CONFIRM"))
+    );
     let id = confirm["approval_id"].as_str().unwrap().to_owned();
     for wrong in [json!({"approved": true}), json!({"approved": true, "confirmation": "confirm"})] {
         let (status, body) = h.server.decide(&id, wrong).await;
@@ -150,7 +175,18 @@ async fn approve_and_confirm_through_the_decision_route() {
     let (status, _) = h.server.decide(&id, json!({"approved": true, "confirmation": "CONFIRM"})).await;
     assert_eq!(status, 200);
     let events = sse.rest().await;
-    assert_eq!(kinds(&events), ["approval_resolved", "tool_started", "tool_completed", "assistant_text_start", "assistant_text", "assistant_text_end", "run_completed"]);
+    assert_eq!(
+        kinds(&events),
+        [
+            "approval_resolved",
+            "tool_started",
+            "tool_completed",
+            "assistant_text_start",
+            "assistant_text",
+            "assistant_text_end",
+            "run_completed"
+        ]
+    );
     assert_eq!(tool_results(&h.llm, 2)[0].1, json!({"calls": 1}));
 }
 
@@ -160,11 +196,18 @@ async fn a_denied_call_emits_no_tool_events() {
     let h = harness(replies, "human:\n  overrides: {probe__echo: approve}\n").await;
     let mut sse = h.server.stream(json!({"message": "go"})).await;
     let id = sse.until("approval_requested").await.last().unwrap().data["approval_id"].as_str().unwrap().to_owned();
-    assert_eq!(h.server.decide(&id, json!({"approved": false, "confirmation": 7})).await.0, 400, "a non-string confirmation");
+    assert_eq!(
+        h.server.decide(&id, json!({"approved": false, "confirmation": 7})).await.0,
+        400,
+        "a non-string confirmation"
+    );
     let (status, body) = h.server.decide(&id, json!({"approved": false})).await;
     assert_eq!((status, body["outcome"].clone()), (200, json!("denied")));
     let events = sse.rest().await;
-    assert_eq!(kinds(&events), ["approval_resolved", "assistant_text_start", "assistant_text", "assistant_text_end", "run_completed"]);
+    assert_eq!(
+        kinds(&events),
+        ["approval_resolved", "assistant_text_start", "assistant_text", "assistant_text_end", "run_completed"]
+    );
     assert_eq!(events[0].data["outcome"], "denied");
     assert_eq!(tool_results(&h.llm, 1)[0].1["kind"], "denied");
 }
@@ -214,7 +257,8 @@ async fn a_client_leaving_cancels_the_run_and_its_pending_approval() {
 #[tokio::test]
 async fn a_client_leaving_is_noticed_before_the_next_heartbeat() {
     let replies = vec![Answer::default().call("c1", "probe__echo", json!({})).into(), Answer::text(&["never"]).into()];
-    let h = harness_with(&[PROBE], replies, "human:\n  overrides: {probe__echo: approve}\n", "", api_client::config()).await;
+    let h = harness_with(&[PROBE], replies, "human:\n  overrides: {probe__echo: approve}\n", "", api_client::config())
+        .await;
     let mut sse = h.server.stream(json!({"message": "go"})).await;
     let id = sse.until("approval_requested").await.last().unwrap().data["approval_id"].as_str().unwrap().to_owned();
     drop(sse);
@@ -224,7 +268,8 @@ async fn a_client_leaving_is_noticed_before_the_next_heartbeat() {
 
 #[tokio::test]
 async fn an_unanswered_approval_times_out_and_is_then_gone() {
-    let replies = vec![Answer::default().call("c1", "probe__echo", json!({})).into(), Answer::text(&["Timed out."]).into()];
+    let replies =
+        vec![Answer::default().call("c1", "probe__echo", json!({})).into(), Answer::text(&["Timed out."]).into()];
     let h = harness(replies, "human:\n  timeout_seconds: 1\n  overrides: {probe__echo: approve}\n").await;
     let mut sse = h.server.stream(json!({"message": "go"})).await;
     let id = sse.until("approval_requested").await.last().unwrap().data["approval_id"].as_str().unwrap().to_owned();
@@ -240,12 +285,16 @@ async fn an_unanswered_approval_times_out_and_is_then_gone() {
 #[tokio::test]
 async fn questions_are_asked_and_answered_through_their_route() {
     let ask = json!({"question": "Which environment?", "choices": ["staging", "prod"]});
-    let replies = vec![Answer::default().call("q1", "human__ask", ask).into(), Answer::text(&["Staging it is."]).into()];
+    let replies =
+        vec![Answer::default().call("q1", "human__ask", ask).into(), Answer::text(&["Staging it is."]).into()];
     let h = harness(replies, "").await;
     let mut sse = h.server.stream(json!({"message": "deploy"})).await;
     let events = sse.until("question_requested").await;
     let question = &events.last().unwrap().data;
-    assert_eq!((question["prompt"].clone(), question["choices"].clone()), (json!("Which environment?"), json!(["staging", "prod"])));
+    assert_eq!(
+        (question["prompt"].clone(), question["choices"].clone()),
+        (json!("Which environment?"), json!(["staging", "prod"]))
+    );
     let id = question["question_id"].as_str().unwrap().to_owned();
     let path = format!("/api/questions/{id}");
     let (status, pending) = ApiServer::call(h.server.get(&path)).await;
@@ -255,7 +304,10 @@ async fn questions_are_asked_and_answered_through_their_route() {
         assert_eq!(answer(bad).await.0, 400);
     }
     let (status, answered) = answer(json!({"answer": "staging"})).await;
-    assert_eq!((status, answered["outcome"].clone(), answered["answer"].clone()), (200, json!("answered"), json!("staging")));
+    assert_eq!(
+        (status, answered["outcome"].clone(), answered["answer"].clone()),
+        (200, json!("answered"), json!("staging"))
+    );
     assert_eq!(answered["prompt"], "Which environment?");
     assert_eq!(answer(json!({"answer": "staging"})).await.0, 200);
     assert_eq!(answer(json!({"answer": "prod"})).await.0, 409);
@@ -263,8 +315,14 @@ async fn questions_are_asked_and_answered_through_their_route() {
     assert_eq!(unknown.0, 410);
     assert_eq!(ApiServer::call(h.server.get("/api/questions/nope")).await.0, 410);
     let events = sse.rest().await;
-    assert_eq!(kinds(&events), ["question_resolved", "assistant_text_start", "assistant_text", "assistant_text_end", "run_completed"]);
-    assert_eq!((events[0].data["outcome"].clone(), events[0].data["answer"].clone()), (json!("answered"), json!("staging")));
+    assert_eq!(
+        kinds(&events),
+        ["question_resolved", "assistant_text_start", "assistant_text", "assistant_text_end", "run_completed"]
+    );
+    assert_eq!(
+        (events[0].data["outcome"].clone(), events[0].data["answer"].clone()),
+        (json!("answered"), json!("staging"))
+    );
     assert_eq!(tool_results(&h.llm, 1)[0].1, json!({"answer": "staging"}));
 }
 
@@ -303,7 +361,10 @@ async fn a_run_failing_mid_block_closes_it_before_run_failed() {
 #[tokio::test]
 async fn hooks_give_the_target_and_emptiness() {
     let replies = vec![
-        Answer::default().call("c1", "hooks_all__plain", json!({"service": "payments-api"})).call("c2", "probe__echo", json!({})).into(),
+        Answer::default()
+            .call("c1", "hooks_all__plain", json!({"service": "payments-api"}))
+            .call("c2", "probe__echo", json!({}))
+            .into(),
         Answer::text(&["Ok."]).into(),
     ];
     let skills = [PROBE, ("hooks_all", guests::HOOKS_ALL, "")];
@@ -311,22 +372,32 @@ async fn hooks_give_the_target_and_emptiness() {
     let events = h.server.stream(json!({"message": "go"})).await.rest().await;
     let started: Vec<&Event> = events.iter().filter(|e| e.kind == "tool_started").collect();
     let plain = started.iter().find(|e| e.data["tool_call_id"] == "c1").unwrap();
-    assert_eq!((plain.data["target"].clone(), plain.data["query_kind"].clone()), (json!("payments-api"), json!("logs")));
+    assert_eq!(
+        (plain.data["target"].clone(), plain.data["query_kind"].clone()),
+        (json!("payments-api"), json!("logs"))
+    );
     let echo = started.iter().find(|e| e.data["tool_call_id"] == "c2").unwrap();
     assert!(echo.data.get("target").is_none());
-    let empty = |id: &str| events.iter().find(|e| e.kind == "tool_completed" && e.data["tool_call_id"] == id).unwrap().data["is_empty"].clone();
+    let empty = |id: &str| {
+        events.iter().find(|e| e.kind == "tool_completed" && e.data["tool_call_id"] == id).unwrap().data["is_empty"]
+            .clone()
+    };
     assert_eq!((empty("c1"), empty("c2")), (json!(false), json!(true)), "`{{}}` is generically empty");
 }
 
 #[tokio::test]
 async fn fire_and_forget_answers_202_and_cancels_gated_calls() {
-    let replies = vec![Answer::default().call("c1", "probe__echo", json!({})).into(), Answer::text(&["Could not."]).into()];
+    let replies =
+        vec![Answer::default().call("c1", "probe__echo", json!({})).into(), Answer::text(&["Could not."]).into()];
     let h = harness(replies, "human:\n  overrides: {probe__echo: approve}\n").await;
     let (status, body) = ApiServer::call(h.server.post("/api/trigger").json(&json!({"message": "go"}))).await;
     assert_eq!((status, body), (202, json!({"status": "accepted", "channel_id": "trigger"})));
     eventually(async || h.llm.requests().len() == 2).await;
     assert_eq!(tool_results(&h.llm, 1)[0].1["kind"], "cancelled");
-    assert!(!h.llm.body(0)["tools"].as_array().unwrap().iter().any(|t| t["name"] == "human__ask"), "no questions without a stream");
+    assert!(
+        !h.llm.body(0)["tools"].as_array().unwrap().iter().any(|t| t["name"] == "human__ask"),
+        "no questions without a stream"
+    );
 }
 
 #[tokio::test]
@@ -340,23 +411,39 @@ async fn wait_returns_the_answer_with_only_exposed_explicit_successes() {
         .call("c4", "nope__missing", json!({}));
     let skills = [PROBE, ("http_checker", guests::HTTP_CHECKER, "[capabilities]\nhttp_hosts = [\"127.0.0.1\"]\n")];
     let grants = "  grants:\n    http_checker: {http_hosts: ['127.0.0.1']}\n";
-    let h = harness_with(&skills, vec![first.into(), Answer::text(&["All checked."]).into()], "", grants, api_client::config()).await;
-    let (status, body) = ApiServer::call(h.server.post("/api/trigger?wait=true").json(&json!({"message": "go", "user_id": "u7"}))).await;
+    let h = harness_with(
+        &skills,
+        vec![first.into(), Answer::text(&["All checked."]).into()],
+        "",
+        grants,
+        api_client::config(),
+    )
+    .await;
+    let (status, body) =
+        ApiServer::call(h.server.post("/api/trigger?wait=true").json(&json!({"message": "go", "user_id": "u7"}))).await;
     assert_eq!(status, 200, "{body}");
-    assert_eq!((body["text"].clone(), body["time_boxed"].clone(), body["channel_id"].clone()), (json!("All checked."), json!(false), json!("trigger")));
+    assert_eq!(
+        (body["text"].clone(), body["time_boxed"].clone(), body["channel_id"].clone()),
+        (json!("All checked."), json!(false), json!("trigger"))
+    );
     let results = body["tool_results"].as_array().unwrap();
     assert_eq!(results.len(), 1, "{results:?}");
     assert_eq!(results[0]["tool"], "http_checker__check_url");
-    assert_eq!((results[0]["result"]["status"].clone(), results[0]["result"]["healthy"].clone()), (json!(200), json!(true)));
+    assert_eq!(
+        (results[0]["result"]["status"].clone(), results[0]["result"]["healthy"].clone()),
+        (json!(200), json!(true))
+    );
     assert!(results[0].get("input").is_none());
     assert_eq!(body["coverage"], json!({"status": "not_applicable", "observations": []}));
 }
 
 #[tokio::test]
 async fn ndjson_ends_with_a_done_event_carrying_the_summary() {
-    let replies = vec![Answer::text(&["One "]).call("c1", "probe__echo", json!({"a": 1})).into(), Answer::text(&["two."]).into()];
+    let replies =
+        vec![Answer::text(&["One "]).call("c1", "probe__echo", json!({"a": 1})).into(), Answer::text(&["two."]).into()];
     let h = harness(replies, "").await;
-    let response = h.server.post("/api/trigger?wait=true&stream=true").json(&json!({"message": "go"})).send().await.unwrap();
+    let response =
+        h.server.post("/api/trigger?wait=true&stream=true").json(&json!({"message": "go"})).send().await.unwrap();
     assert_eq!(response.headers()["content-type"], "application/x-ndjson");
     let text = response.text().await.unwrap();
     let lines: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
@@ -364,7 +451,10 @@ async fn ndjson_ends_with_a_done_event_carrying_the_summary() {
     assert_eq!(types, ["text", "tool_started", "tool_completed", "text", "done"]);
     let done = lines.last().unwrap();
     assert_eq!((done["text"].clone(), done["time_boxed"].clone()), (json!("two."), json!(false)));
-    assert_eq!((done["tool_results"].clone(), done["coverage"]["status"].clone()), (json!([]), json!("not_applicable")));
+    assert_eq!(
+        (done["tool_results"].clone(), done["coverage"]["status"].clone()),
+        (json!([]), json!("not_applicable"))
+    );
 }
 
 #[tokio::test]
@@ -392,8 +482,14 @@ async fn interactive_routes_need_a_token_and_the_api_adapter() {
     let stream = h.server.post("/api/trigger?wait=1&stream=approval-v1").json(&json!({"message": "hi"}));
     assert_eq!(ApiServer::call(stream).await, (503, required.clone()));
     assert_eq!(ApiServer::call(h.server.get("/api/approvals/x")).await, (503, required.clone()));
-    assert_eq!(ApiServer::call(h.server.post("/api/questions/x/answer").json(&json!({"answer": "a"}))).await, (503, required));
-    let (status, body) = ApiServer::call(h.server.client.post(format!("{}/api/trigger?wait=1", h.server.base)).json(&json!({"message": "hi"}))).await;
+    assert_eq!(
+        ApiServer::call(h.server.post("/api/questions/x/answer").json(&json!({"answer": "a"}))).await,
+        (503, required)
+    );
+    let (status, body) = ApiServer::call(
+        h.server.client.post(format!("{}/api/trigger?wait=1", h.server.base)).json(&json!({"message": "hi"})),
+    )
+    .await;
     assert_eq!((status, body["text"].clone()), (200, json!("Open.")), "without a token the plain trigger is open");
 
     let mut other_adapter = api_client::config();
@@ -402,7 +498,10 @@ async fn interactive_routes_need_a_token_and_the_api_adapter() {
     let adapter = json!({"error": "interactive API adapter required"});
     let stream = h.server.post("/api/trigger?wait=1&stream=approval-v1").json(&json!({"message": "hi"}));
     assert_eq!(ApiServer::call(stream).await, (409, adapter.clone()));
-    assert_eq!(ApiServer::call(h.server.post("/api/approvals/x/decision").json(&json!({"approved": true}))).await, (409, adapter.clone()));
+    assert_eq!(
+        ApiServer::call(h.server.post("/api/approvals/x/decision").json(&json!({"approved": true}))).await,
+        (409, adapter.clone())
+    );
     assert_eq!(ApiServer::call(h.server.get("/api/questions/x")).await, (409, adapter));
 }
 
@@ -410,7 +509,8 @@ async fn interactive_routes_need_a_token_and_the_api_adapter() {
 async fn malformed_requests_get_json_errors() {
     let h = harness(vec![], "").await;
     let trigger = |query: &str, body: String| {
-        let request = h.server.post(&format!("/api/trigger{query}")).header("content-type", "application/json").body(body);
+        let request =
+            h.server.post(&format!("/api/trigger{query}")).header("content-type", "application/json").body(body);
         ApiServer::call(request)
     };
     let bad = [
@@ -471,7 +571,12 @@ async fn a_run_without_deltas_sends_one_bare_assistant_text() {
     let yaml = "skills:\n  paths: [skills]\nstate:\n  filesystem: {path: state}\nlearning:\n  memory:\n    filesystem: {path: memory}\n";
     let loader = ws.loader(yaml);
     let set = loader.load_all(skillhost::skills::LoadMode::Serve).await.unwrap();
-    let engine = skillhost::engine::Engine::new(std::sync::Arc::new(set), Box::new(Silent), &loader.config, loader.state.clone());
+    let engine = skillhost::engine::Engine::new(
+        std::sync::Arc::new(set),
+        Box::new(Silent),
+        &loader.config,
+        loader.state.clone(),
+    );
     let server = ApiServer::start(engine, api_client::config()).await;
     let events = server.stream(json!({"message": "hi"})).await.rest().await;
     assert_eq!(kinds(&events), ["run_started", "assistant_text", "run_completed"]);
@@ -483,7 +588,8 @@ async fn a_run_without_deltas_sends_one_bare_assistant_text() {
 async fn a_client_leaving_a_wait_request_cancels_its_run() {
     // A tool that spins for up to a minute; the client gives up after half a second.
     let hostile = ("hostile", guests::HOSTILE, "[limits]\nfuel = 50_000_000_000\ntimeout_ms = 60_000\n");
-    let replies = vec![Answer::default().call("c1", "hostile__spin", json!({})).into(), Answer::text(&["never"]).into()];
+    let replies =
+        vec![Answer::default().call("c1", "hostile__spin", json!({})).into(), Answer::text(&["never"]).into()];
     let h = harness_with(&[hostile], replies, "", "", api_client::config()).await;
     let request = h.server.post("/api/trigger?wait=true").json(&json!({"message": "go", "channel_id": "w"}));
     let gave_up = tokio::time::timeout(Duration::from_millis(500), request.send()).await;

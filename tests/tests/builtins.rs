@@ -29,7 +29,8 @@ async fn builtins_load_with_no_skills_folder() {
     assert_eq!(names, ["http_checker", "memory", "shell"]);
 
     // memory: the operator's memory root, with no grant written.
-    let (written, ok) = call(&set, "memory__memory_write", json!({"path": "notes/a.md", "content": "remember me"})).await;
+    let (written, ok) =
+        call(&set, "memory__memory_write", json!({"path": "notes/a.md", "content": "remember me"})).await;
     assert_eq!(ok, Some(true), "{written}");
     assert_eq!(std::fs::read_to_string(ws.path().join("memory/notes/a.md")).unwrap(), "remember me");
     let (read, _) = call(&set, "memory__memory_read", json!({"path": "notes/a.md"})).await;
@@ -95,7 +96,11 @@ async fn commands_run_plain_or_through_a_shell() {
     let ws = Workspace::new();
     let set = shell(&ws, &format!("{{cwd: '{}'}}", ws.path().display())).await;
     let (out, ok) = run(&set, "echo 'two  spaces'").await;
-    assert_eq!((out["stdout"].as_str(), out["exit_code"].as_i64(), ok), (Some("two  spaces\n"), Some(0), Some(true)), "{out}");
+    assert_eq!(
+        (out["stdout"].as_str(), out["exit_code"].as_i64(), ok),
+        (Some("two  spaces\n"), Some(0), Some(true)),
+        "{out}"
+    );
     let (out, _) = run(&set, "echo abc | tr a-c x-z && echo done > made.txt; cat made.txt").await;
     assert_eq!(out["stdout"], "xyz\ndone\n", "{out}");
     assert!(ws.path().join("made.txt").is_file(), "ran in the configured cwd");
@@ -214,7 +219,8 @@ fn results_of(server: &LlmServer, n: usize) -> String {
 #[tokio::test]
 async fn a_denied_command_is_not_promoted_and_overrides_have_the_last_word() {
     let ws = Workspace::new();
-    let script = (0..6).flat_map(|i| [shell_call(&format!("c{i}"), "echo x").into(), Answer::text(&["ok"]).into()]).collect();
+    let script =
+        (0..6).flat_map(|i| [shell_call(&format!("c{i}"), "echo x").into(), Answer::text(&["ok"]).into()]).collect();
     let server = LlmServer::start(script).await;
     let yaml = |extra: &str| {
         format!(

@@ -119,7 +119,12 @@ async fn state_persists_and_is_scoped_to_the_skill() {
 async fn context_carries_config_channel_user_and_route() {
     let (_ws, set) = probe(ALL_GRANTED).await;
     let turn = RouteAttributes::default();
-    let caller = CallContext { channel_id: "C42".into(), user_id: Some("U7".into()), route: turn.clone(), config: json!({"ignored": true}) };
+    let caller = CallContext {
+        channel_id: "C42".into(),
+        user_id: Some("U7".into()),
+        route: turn.clone(),
+        config: json!({"ignored": true}),
+    };
     call_with(&set, "probe__route_set", json!({"key": "route", "value": "search"}), &caller).await;
     let (_, ctx_seen) = call_with(&set, "probe__ctx", json!({}), &caller).await;
     assert_eq!(ctx_seen["config"], json!({"answer": 42}), "the skill's own config block, not the caller's");

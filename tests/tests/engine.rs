@@ -44,7 +44,15 @@ fn results(server: &LlmServer, n: usize) -> Vec<(String, Value, bool)> {
     let body = server.body(n);
     let last = body["messages"].as_array().unwrap().last().unwrap().clone();
     let blocks = last["content"].as_array().unwrap().iter().filter(|b| b["type"] == "tool_result");
-    blocks.map(|b| (b["tool_use_id"].as_str().unwrap().to_owned(), parse(b["content"].as_str().unwrap()), b["is_error"] == true)).collect()
+    blocks
+        .map(|b| {
+            (
+                b["tool_use_id"].as_str().unwrap().to_owned(),
+                parse(b["content"].as_str().unwrap()),
+                b["is_error"] == true,
+            )
+        })
+        .collect()
 }
 
 struct Deny;
@@ -68,23 +76,27 @@ impl Approver for Never {
 #[tokio::test]
 async fn parallel_tool_calls_go_back_paired_in_order() {
     let ws = workspace(&[("probe", guests::PROBE)]);
-    let first = Answer::text(&["Checking."]).call("t1", "probe__echo", json!({"a": 1})).call("t2", "probe__ctx", json!({}));
+    let first =
+        Answer::text(&["Checking."]).call("t1", "probe__echo", json!({"a": 1})).call("t2", "probe__ctx", json!({}));
     let server = LlmServer::start(vec![first.into(), Answer::text(&["Do", "ne."]).into()]).await;
     let engine = engine(&ws, &server, "").await;
     let (result, events) = run(&engine, "hi", &NonInteractive).await;
     assert_eq!((result.text.as_str(), result.rounds, result.time_boxed), ("Done.", 2, false));
     let body = server.body(1);
     assert_eq!(body["messages"][0], json!({"role": "user", "content": [{"type": "text", "text": "hi"}]}));
-    let calls: Vec<&str> = body["messages"][1]["content"].as_array().unwrap().iter().filter_map(|b| b["id"].as_str()).collect();
+    let calls: Vec<&str> =
+        body["messages"][1]["content"].as_array().unwrap().iter().filter_map(|b| b["id"].as_str()).collect();
     assert_eq!(calls, ["t1", "t2"]);
     let results = results(&server, 1);
     assert_eq!(results.iter().map(|r| r.0.as_str()).collect::<Vec<_>>(), ["t1", "t2"]);
     assert_eq!(results[0].1, json!({"a": 1}));
     assert_eq!((results[1].1["channel_id"].clone(), results[1].1["user_id"].clone()), (json!("chan-1"), json!("u1")));
     assert!(server.body(0)["tools"].as_array().unwrap().iter().any(|t| t["name"] == "probe__echo"));
-    let completed = events.iter().filter(|e| matches!(e, EngineEvent::ToolCompleted { approved: true, is_error: false, .. }));
+    let completed =
+        events.iter().filter(|e| matches!(e, EngineEvent::ToolCompleted { approved: true, is_error: false, .. }));
     assert_eq!(completed.count(), 2);
-    let text: String = events.iter().filter_map(|e| if let EngineEvent::TextDelta(t) = e { Some(t.as_str()) } else { None }).collect();
+    let text: String =
+        events.iter().filter_map(|e| if let EngineEvent::TextDelta(t) = e { Some(t.as_str()) } else { None }).collect();
     assert_eq!(text, "Checking.Done.");
 }
 
@@ -117,27 +129,41 @@ async fn failures_become_structured_results_and_the_turn_completes() {
     assert_eq!(result.text, "Sorry.");
     let results = results(&server, 1);
     let kinds: Vec<(&str, &Value, bool)> = results.iter().map(|(id, c, e)| (id.as_str(), &c["kind"], *e)).collect();
-    let expected = [("t1", &json!("unknown_tool"), true), ("t2", &json!("invalid_input"), true), ("t3", &json!("trap"), true)];
+    let expected =
+        [("t1", &json!("unknown_tool"), true), ("t2", &json!("invalid_input"), true), ("t3", &json!("trap"), true)];
     assert_eq!(kinds[..3], expected);
-    assert_eq!((results[3].1["error"].clone(), results[3].2), (json!("io"), true), "succeeded:false keeps the guest's content");
+    assert_eq!(
+        (results[3].1["error"].clone(), results[3].2),
+        (json!("io"), true),
+        "succeeded:false keeps the guest's content"
+    );
     assert_eq!(result.tool_calls.len(), 4);
 }
 
 #[tokio::test]
 async fn a_denied_call_does_not_run_and_the_model_is_told() {
     let ws = workspace(&[("hooks_all", guests::HOOKS_ALL)]);
-    let first = Answer::default().call("t1", "hooks_all__dyn_tool", json!({"level": "approve"})).call("t2", "hooks_all__plain", json!({}));
+    let first = Answer::default().call("t1", "hooks_all__dyn_tool", json!({"level": "approve"})).call(
+        "t2",
+        "hooks_all__plain",
+        json!({}),
+    );
     let server = LlmServer::start(vec![first.into(), Answer::text(&["OK."]).into()]).await;
     let engine = engine(&ws, &server, "").await;
     let (result, events) = run(&engine, "go", &Deny).await;
     let results = results(&server, 1);
-    assert_eq!((results[0].1["kind"].clone(), results[0].1["reason"].clone(), results[0].2), (json!("denied"), json!("not today"), true));
+    assert_eq!(
+        (results[0].1["kind"].clone(), results[0].1["reason"].clone(), results[0].2),
+        (json!("denied"), json!("not today"), true)
+    );
     assert_eq!((results[1].1["tool"].clone(), results[1].2), (json!("plain"), false));
     assert_eq!(result.tool_calls[0].level, Level::Approve);
     assert!(!result.tool_calls[0].executed && result.tool_calls[1].executed);
     let started: Vec<&str> = events
         .iter()
-        .filter_map(|e| if let EngineEvent::ToolStarted { tool_call_id, .. } = e { Some(tool_call_id.as_str()) } else { None })
+        .filter_map(|e| {
+            if let EngineEvent::ToolStarted { tool_call_id, .. } = e { Some(tool_call_id.as_str()) } else { None }
+        })
         .collect();
     assert_eq!(started, ["t2"]);
     let denied = ApprovalOutcome::Denied(Some("not today".into()));
@@ -147,7 +173,11 @@ async fn a_denied_call_does_not_run_and_the_model_is_told() {
 #[tokio::test]
 async fn non_interactive_cancels_gated_calls_and_overrides_gate_too() {
     let ws = workspace(&[("hooks_all", guests::HOOKS_ALL)]);
-    let first = Answer::default().call("t1", "hooks_all__dyn_tool", json!({"level": "confirm"})).call("t2", "hooks_all__plain", json!({}));
+    let first = Answer::default().call("t1", "hooks_all__dyn_tool", json!({"level": "confirm"})).call(
+        "t2",
+        "hooks_all__plain",
+        json!({}),
+    );
     let server = LlmServer::start(vec![first.into(), Answer::text(&["OK."]).into()]).await;
     let engine = engine(&ws, &server, "human:\n  overrides: {hooks_all__plain: approve}\n").await;
     let (result, events) = run(&engine, "go", &NonInteractive).await;
@@ -203,7 +233,8 @@ async fn history_survives_a_new_engine_and_channels_are_separate() {
     let server = LlmServer::start(replies).await;
     let second = engine(&ws, &server, "").await;
     run(&second, "what number?", &NonInteractive).await;
-    let texts: Vec<Value> = server.body(0)["messages"].as_array().unwrap().iter().map(|m| m["content"][0]["text"].clone()).collect();
+    let texts: Vec<Value> =
+        server.body(0)["messages"].as_array().unwrap().iter().map(|m| m["content"][0]["text"].clone()).collect();
     assert_eq!(texts, [json!("remember 42"), json!("Noted."), json!("what number?")]);
     second.run_turn(turn("other", "hi"), &NoEvents, &NonInteractive).await.unwrap();
     assert_eq!(server.body(1)["messages"].as_array().unwrap().len(), 1);
@@ -215,7 +246,8 @@ async fn same_channel_turns_are_serialized() {
     let server = LlmServer::start(vec![Answer::text(&["One."]).into(), Answer::text(&["Two."]).into()]).await;
     let engine = engine(&ws, &server, "").await;
     let (a, b) = (turn("c", "first"), turn("c", "second"));
-    let (ra, rb) = tokio::join!(engine.run_turn(a, &NoEvents, &NonInteractive), engine.run_turn(b, &NoEvents, &NonInteractive));
+    let (ra, rb) =
+        tokio::join!(engine.run_turn(a, &NoEvents, &NonInteractive), engine.run_turn(b, &NoEvents, &NonInteractive));
     ra.unwrap();
     rb.unwrap();
     let lengths: Vec<usize> = (0..2).map(|n| server.body(n)["messages"].as_array().unwrap().len()).collect();
@@ -276,7 +308,10 @@ async fn one_turn_per_channel_across_engines_sharing_a_state_directory() {
     let gated = Answer::text(&["Asking."]).call("t1", "probe__echo", json!({}));
     let server = LlmServer::start(vec![gated.into(), Answer::text(&["Second."]).into()]).await;
     let extra = "human:\n  overrides: {probe__echo: approve}\n";
-    let (a, b) = (std::sync::Arc::new(engine(&ws, &server, extra).await), std::sync::Arc::new(engine(&ws, &server, extra).await));
+    let (a, b) = (
+        std::sync::Arc::new(engine(&ws, &server, extra).await),
+        std::sync::Arc::new(engine(&ws, &server, extra).await),
+    );
     let first = tokio::spawn({
         let a = a.clone();
         async move { a.run_turn(turn("shared", "first"), &NoEvents, &Never).await }
@@ -306,7 +341,11 @@ async fn every_provider_drives_a_multi_step_turn_with_parallel_calls() {
     ];
     for llm in providers {
         let ws = workspace(&[("probe", guests::PROBE)]);
-        let first = Answer::text(&["Looking."]).call("c1", "probe__echo", json!({"n": 1})).call("c2", "probe__echo", json!({"n": 2}));
+        let first = Answer::text(&["Looking."]).call("c1", "probe__echo", json!({"n": 1})).call(
+            "c2",
+            "probe__echo",
+            json!({"n": 2}),
+        );
         let second = Answer::text(&[]).call("c3", "probe__counter", json!({}));
         let server = LlmServer::start(vec![first.into(), second.into(), Answer::text(&["All ", "done."]).into()]).await;
         let yaml = format!(
@@ -315,7 +354,8 @@ async fn every_provider_drives_a_multi_step_turn_with_parallel_calls() {
         );
         let engine = skillhost_tests::engine_from(&ws, &yaml).await;
         let (result, _) = run(&engine, "go", &NonInteractive).await;
-        let calls: Vec<(&str, bool)> = result.tool_calls.iter().map(|c| (c.tool_call_id.as_str(), c.outcome.is_error)).collect();
+        let calls: Vec<(&str, bool)> =
+            result.tool_calls.iter().map(|c| (c.tool_call_id.as_str(), c.outcome.is_error)).collect();
         assert_eq!(calls, [("c1", false), ("c2", false), ("c3", false)], "{llm}");
         assert_eq!((result.text.as_str(), result.rounds), ("All done.", 3), "{llm}");
         assert_eq!(parse(&result.tool_calls[1].outcome.content)["n"], 2, "{llm}");

@@ -42,7 +42,8 @@ async fn http_checker_reports_status_time_and_health() {
     let down = http_server(503, "down");
     let grants = "  grants:\n    http_checker:\n      http_hosts: [\"127.0.0.1\"]";
     let (_ws, set) = examples(grants).await;
-    let (ok, out) = call(&set, "http_checker__check_url", json!({"url": format!("http://127.0.0.1:{up}/health")})).await;
+    let (ok, out) =
+        call(&set, "http_checker__check_url", json!({"url": format!("http://127.0.0.1:{up}/health")})).await;
     assert_eq!(ok, Some(true), "{out}");
     assert_eq!((out["status"].as_u64(), out["healthy"].as_bool()), (Some(200), Some(true)));
     assert!(out["response_time_ms"].is_u64());
@@ -63,10 +64,19 @@ async fn http_checker_reports_status_time_and_health() {
 async fn memory_skill_reads_writes_searches() {
     let grants = "  grants:\n    memory:\n      memory: true";
     let (ws, set) = examples(grants).await;
-    let (ok, _) = call(&set, "memory__memory_write", json!({"path": "MEMORY.md", "content": "db-1 is the primary\n"})).await;
+    let (ok, _) =
+        call(&set, "memory__memory_write", json!({"path": "MEMORY.md", "content": "db-1 is the primary\n"})).await;
     assert_eq!(ok, Some(true));
-    call(&set, "memory__memory_write", json!({"path": "MEMORY.md", "content": "db-2 is the replica\n", "mode": "append"})).await;
-    assert_eq!(std::fs::read_to_string(ws.path().join("mem/MEMORY.md")).unwrap(), "db-1 is the primary\ndb-2 is the replica\n");
+    call(
+        &set,
+        "memory__memory_write",
+        json!({"path": "MEMORY.md", "content": "db-2 is the replica\n", "mode": "append"}),
+    )
+    .await;
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("mem/MEMORY.md")).unwrap(),
+        "db-1 is the primary\ndb-2 is the replica\n"
+    );
     let (_, read) = call(&set, "memory__memory_read", json!({"path": "MEMORY.md"})).await;
     assert!(read.to_string().contains("db-2 is the replica"), "{read}");
     let (_, found) = call(&set, "memory__memory_search", json!({"query": "REPLICA"})).await;

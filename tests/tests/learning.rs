@@ -73,7 +73,12 @@ impl Approver for Scripted {
 
 /// Runs one turn calling `dyn_tool` at `level` and returns its only call. The script: the
 /// call, the answer, and the verifier's `OK` when the call will run.
-async fn dyn_call(engine: &Engine, server: &LlmServer, level: &str, approver: &Scripted) -> (ToolCallRecord, Vec<EngineEvent>) {
+async fn dyn_call(
+    engine: &Engine,
+    server: &LlmServer,
+    level: &str,
+    approver: &Scripted,
+) -> (ToolCallRecord, Vec<EngineEvent>) {
     server.push(Answer::default().call("t1", "hooks_all__dyn_tool", json!({ "level": level })));
     server.push(Answer::text(&["Done."]));
     if approver.next_approves() {
@@ -97,7 +102,11 @@ async fn approvals_promote_a_tool_and_the_counts_survive_a_restart() {
     let (call, events) = dyn_call(&engine, &server, "approve", &approver).await;
     assert_eq!((call.promoted, call.executed, call.approval), (true, true, Some(ApprovalOutcome::Approved)));
     assert_eq!(approver.asked(), 2);
-    assert!(!events.iter().any(|e| matches!(e, EngineEvent::ApprovalRequested { .. } | EngineEvent::ApprovalResolved { .. })));
+    assert!(
+        !events
+            .iter()
+            .any(|e| matches!(e, EngineEvent::ApprovalRequested { .. } | EngineEvent::ApprovalResolved { .. }))
+    );
     assert!(events.iter().any(|e| matches!(e, EngineEvent::ToolCompleted { approved: true, .. })));
     let counts = engine.promotion().counts(&PromotionKey::tool("hooks_all__dyn_tool"));
     assert_eq!((counts.approved, counts.denied), (2, 0), "a promoted call is no decision");
@@ -114,7 +123,8 @@ async fn one_denial_blocks_promotion_and_cancellations_do_not_count() {
     let ws = workspace(&[("hooks_all", guests::HOOKS_ALL)]);
     let server = LlmServer::start(vec![]).await;
     let engine = engine(&ws, &server, "", "  approval_auto_promote: 2\n", "").await;
-    let approver = Scripted::new(&[ApprovalOutcome::Approved, ApprovalOutcome::Cancelled, ApprovalOutcome::Denied(None)]);
+    let approver =
+        Scripted::new(&[ApprovalOutcome::Approved, ApprovalOutcome::Cancelled, ApprovalOutcome::Denied(None)]);
     for _ in 0..3 {
         dyn_call(&engine, &server, "approve", &approver).await;
     }
@@ -154,7 +164,10 @@ async fn confirm_level_calls_are_never_promoted_nor_count() {
     let engine = engine(&ws, &server, "", "  approval_auto_promote: 1\n", "").await;
     let approver = Scripted::default();
     assert!(!dyn_call(&engine, &server, "confirm", &approver).await.0.promoted);
-    assert!(!dyn_call(&engine, &server, "approve", &approver).await.0.promoted, "a confirmation is no approve-level approval");
+    assert!(
+        !dyn_call(&engine, &server, "approve", &approver).await.0.promoted,
+        "a confirmation is no approve-level approval"
+    );
     assert!(!dyn_call(&engine, &server, "confirm", &approver).await.0.promoted);
     assert!(dyn_call(&engine, &server, "approve", &approver).await.0.promoted);
     assert_eq!(approver.asked(), 3);
@@ -172,7 +185,11 @@ async fn a_contradiction_is_flagged_in_the_answer_and_the_history() {
     let ws = workspace(&[("hooks_all", guests::HOOKS_ALL)]);
     let server = LlmServer::start(vec![]).await;
     let engine = engine(&ws, &server, "", "", "verifier:\n  model: check-model\n").await;
-    verified_turn(&server, "There are 5 things.", Answer::text(&["CONTRADICTION: the tool returned a count of 3"]).into());
+    verified_turn(
+        &server,
+        "There are 5 things.",
+        Answer::text(&["CONTRADICTION: the tool returned a count of 3"]).into(),
+    );
     let (result, events) = run(&engine, "how many?", &NonInteractive).await;
     let expected = "⚠️ the tool returned a count of 3\n\nThere are 5 things.";
     assert_eq!(result.text, expected);
@@ -181,7 +198,12 @@ async fn a_contradiction_is_flagged_in_the_answer_and_the_history() {
     assert_eq!(check["model"], "check-model");
     assert!(check["system"].as_str().unwrap().contains("CONTRADICTION: "));
     let prompt = check["messages"][0]["content"][0]["text"].as_str().unwrap();
-    assert!(prompt.contains("hooks_all__plain") && prompt.contains(r#""service":"three pods""#) && prompt.contains("There are 5 things."), "{prompt}");
+    assert!(
+        prompt.contains("hooks_all__plain")
+            && prompt.contains(r#""service":"three pods""#)
+            && prompt.contains("There are 5 things."),
+        "{prompt}"
+    );
     let history = engine.history().load("chan-1").unwrap();
     let last = &history.last().unwrap().content;
     assert!(matches!(last.as_slice(), [skillhost::llm::Block::Text(t)] if t == expected), "{last:?}");
@@ -192,7 +214,11 @@ async fn ok_errors_and_unreadable_verdicts_leave_the_answer_alone() {
     let ws = workspace(&[("hooks_all", guests::HOOKS_ALL)]);
     let server = LlmServer::start(vec![]).await;
     let engine = engine(&ws, &server, "", "", "").await;
-    let verdicts = [Answer::text(&["OK"]).into(), Reply::error(400, "checker broke"), Answer::text(&["Looks right to me."]).into()];
+    let verdicts = [
+        Answer::text(&["OK"]).into(),
+        Reply::error(400, "checker broke"),
+        Answer::text(&["Looks right to me."]).into(),
+    ];
     for (n, verdict) in verdicts.into_iter().enumerate() {
         verified_turn(&server, "There are 3 things.", verdict);
         let (result, _) = run(&engine, "how many?", &NonInteractive).await;
@@ -243,7 +269,10 @@ async fn reflections_append_to_the_daily_file_in_the_background() {
     let summary = server.body(2);
     assert!(summary["system"].as_str().unwrap().contains("diary"));
     let prompt = summary["messages"][0]["content"][0]["text"].as_str().unwrap();
-    assert!(prompt.contains("echo this") && prompt.contains("probe__echo") && prompt.contains("Echoed it."), "{prompt}");
+    assert!(
+        prompt.contains("echo this") && prompt.contains("probe__echo") && prompt.contains("Echoed it."),
+        "{prompt}"
+    );
 }
 
 #[tokio::test]

@@ -96,7 +96,11 @@ async fn log_flood_is_capped_not_fatal() {
     let started = Instant::now();
     let outcome = skill.call(&spec.name, &json!({"count": 100_000}), &ctx()).await.unwrap();
     assert_eq!(outcome.value.content, "done");
-    let kept: usize = outcome.logs.iter().map(|r| r.message.len() + r.fields.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>()).sum();
+    let kept: usize = outcome
+        .logs
+        .iter()
+        .map(|r| r.message.len() + r.fields.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>())
+        .sum();
     assert!(kept <= 65_536, "kept {kept} bytes");
     assert!(!outcome.logs.is_empty());
     assert!(outcome.logs_dropped > 90_000, "dropped {}", outcome.logs_dropped);

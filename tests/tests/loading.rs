@@ -13,7 +13,10 @@ use std::collections::BTreeMap;
 const PATHS: &str = "skills:\n  paths: [skills]\n  builtins: []\n";
 
 fn problem_for<'a>(set: &'a skillhost::skills::SkillSet, skill: &str) -> &'a skillhost::skills::LoadProblem {
-    set.problems.iter().find(|p| p.skill == skill).unwrap_or_else(|| panic!("no problem for {skill}: {:?}", set.problems))
+    set.problems
+        .iter()
+        .find(|p| p.skill == skill)
+        .unwrap_or_else(|| panic!("no problem for {skill}: {:?}", set.problems))
 }
 
 #[tokio::test]
@@ -107,7 +110,11 @@ async fn prompt_only_skill_md_skill() {
     let ws = Workspace::new();
     let dir = ws.path().join("skills/anything");
     std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("SKILL.md"), "---\nname: git-discipline\ndescription: Commit rules.\n---\n\nUse Conventional Commits.\n").unwrap();
+    std::fs::write(
+        dir.join("SKILL.md"),
+        "---\nname: git-discipline\ndescription: Commit rules.\n---\n\nUse Conventional Commits.\n",
+    )
+    .unwrap();
     let set = ws.load(PATHS).await;
     let skill = &set.skills["git_discipline"];
     assert!(skill.runtime.is_none() && skill.tools.is_empty());
@@ -159,13 +166,29 @@ async fn every_hook_answers_when_present() {
     let (c, env) = skill.runtime.as_ref().unwrap();
     assert!(c.is_available(env).await.unwrap().unwrap().value);
     assert_eq!(c.startup(env, &json!({})).await.unwrap().unwrap().value, Ok(()));
-    let deny = c.before_mcp_call(env, "obs", "get_logs", r#"{"_decision":"deny"}"#, &ctx()).await.unwrap().unwrap().value;
-    assert!(matches!(deny.kind, PreflightKind::Deny) && deny.correction.as_deref() == Some("hooks_all denied the call"));
-    let pre = c.before_mcp_call(env, "obs", "get_logs", r#"{"_decision":"prerequisite"}"#, &ctx()).await.unwrap().unwrap().value;
+    let deny =
+        c.before_mcp_call(env, "obs", "get_logs", r#"{"_decision":"deny"}"#, &ctx()).await.unwrap().unwrap().value;
+    assert!(
+        matches!(deny.kind, PreflightKind::Deny) && deny.correction.as_deref() == Some("hooks_all denied the call")
+    );
+    let pre = c
+        .before_mcp_call(env, "obs", "get_logs", r#"{"_decision":"prerequisite"}"#, &ctx())
+        .await
+        .unwrap()
+        .unwrap()
+        .value;
     assert!(matches!(&pre.kind, PreflightKind::Prerequisite(p) if p.tool == "list_things"));
-    let fix = c.before_mcp_call(env, "obs", "get_logs", r#"{"_decision":"correct","q":1}"#, &ctx()).await.unwrap().unwrap().value;
+    let fix = c
+        .before_mcp_call(env, "obs", "get_logs", r#"{"_decision":"correct","q":1}"#, &ctx())
+        .await
+        .unwrap()
+        .unwrap()
+        .value;
     assert!(matches!(fix.kind, PreflightKind::Proceed));
-    assert_eq!(serde_json::from_str::<serde_json::Value>(fix.corrected_arguments.as_deref().unwrap()).unwrap(), json!({"q": 1, "corrected": true}));
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(fix.corrected_arguments.as_deref().unwrap()).unwrap(),
+        json!({"q": 1, "corrected": true})
+    );
     let seen = c.observe_mcp_result(env, "obs", "get_logs", "{}", "rows", &ctx()).await.unwrap().unwrap().value;
     assert_eq!(seen.as_deref(), Some("rows\n\nobserved"));
     assert_eq!(c.tool_result_empty(env, "get_logs", "[]").await.unwrap().unwrap().value, Some(true));
@@ -196,7 +219,9 @@ async fn absent_hooks_are_none_and_trapping_hooks_are_errors() {
     assert!(c.tool_result_empty(env, "t", "").await.unwrap().is_err());
     assert!(c.tool_target(env, "t", "{}").await.unwrap().is_err());
     // A dynamic tool whose resolve-human traps fails closed: it needs approval.
-    if let Some(tool) = trap.tools.iter().find(|t| matches!(t.approval, skillhost::sandbox::bindings::types::Approval::Dynamic)) {
+    if let Some(tool) =
+        trap.tools.iter().find(|t| matches!(t.approval, skillhost::sandbox::bindings::types::Approval::Dynamic))
+    {
         assert_eq!(approval::resolve(&trap, tool, &json!({}), &ctx(), &BTreeMap::new()).await, Level::Approve);
     }
 }

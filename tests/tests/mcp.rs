@@ -96,7 +96,15 @@ fn results(server: &LlmServer, n: usize) -> Vec<(String, String, bool)> {
     let body = server.body(n);
     let last = body["messages"].as_array().unwrap().last().unwrap().clone();
     let blocks = last["content"].as_array().unwrap().iter().filter(|b| b["type"] == "tool_result");
-    blocks.map(|b| (b["tool_use_id"].as_str().unwrap().to_owned(), b["content"].as_str().unwrap().to_owned(), b["is_error"] == true)).collect()
+    blocks
+        .map(|b| {
+            (
+                b["tool_use_id"].as_str().unwrap().to_owned(),
+                b["content"].as_str().unwrap().to_owned(),
+                b["is_error"] == true,
+            )
+        })
+        .collect()
 }
 
 fn offered(server: &LlmServer, n: usize) -> Vec<String> {
@@ -126,7 +134,15 @@ async fn declared_servers_start_and_their_filtered_tools_are_offered_and_routed(
     assert_eq!(result.text, "Done.");
 
     let names = offered(&llm, 0);
-    for expected in ["everything__echo", "everything__get-sum", "obs__get_logs", "obs__list_things", "mcp_user__echo", "mcp_user__get_logs", "hooks_all__plain"] {
+    for expected in [
+        "everything__echo",
+        "everything__get-sum",
+        "obs__get_logs",
+        "obs__list_things",
+        "mcp_user__echo",
+        "mcp_user__get_logs",
+        "hooks_all__plain",
+    ] {
         assert!(names.iter().any(|n| n == expected), "{expected} not offered: {names:?}");
     }
     assert!(!names.iter().any(|n| n == "obs__hidden"), "the tools filter leaves it out");
@@ -134,7 +150,13 @@ async fn declared_servers_start_and_their_filtered_tools_are_offered_and_routed(
     assert_eq!(results[0], ("t1".into(), "Echo: hi".into(), false));
     assert_eq!(results[1], ("t2".into(), "Echo: alias".into(), false));
     assert!(results[2].2 && results[2].1.contains("unknown_tool"), "{:?}", results[2]);
-    let started: Vec<&str> = events.iter().filter_map(|e| match e { EngineEvent::ToolStarted { tool_name, .. } => Some(tool_name.as_str()), _ => None }).collect();
+    let started: Vec<&str> = events
+        .iter()
+        .filter_map(|e| match e {
+            EngineEvent::ToolStarted { tool_name, .. } => Some(tool_name.as_str()),
+            _ => None,
+        })
+        .collect();
     assert_eq!(started[..2], ["everything__echo", "mcp_user__echo"], "MCP calls emit tool events like native ones");
 }
 
@@ -164,7 +186,11 @@ async fn before_mcp_call_outcomes_and_prerequisite_retry() {
     assert_eq!(observed, "");
 
     let with_context = parse(&r[2].1);
-    assert_eq!(with_context["_mithai_preflight_context"], json!({"policy": "hooks_all"}), "decision context is model-visible");
+    assert_eq!(
+        with_context["_mithai_preflight_context"],
+        json!({"policy": "hooks_all"}),
+        "decision context is model-visible"
+    );
 
     for (i, service) in [(3, "a"), (4, "b")] {
         let retried = parse(&r[i].1);
@@ -172,15 +198,26 @@ async fn before_mcp_call_outcomes_and_prerequisite_retry() {
         assert!(retried["_mithai_prerequisite_retry"].as_str().unwrap().contains("list_things"), "{retried}");
         let inner = retried["result"].as_str().unwrap();
         let logs = parse(inner.split_once("\n\nobserved").unwrap().0);
-        assert_eq!((logs["service"].as_str(), logs["list_things_calls"].as_i64()), (Some(service), Some(1)), "one prerequisite read for the batch");
+        assert_eq!(
+            (logs["service"].as_str(), logs["list_things_calls"].as_i64()),
+            (Some(service), Some(1)),
+            "one prerequisite read for the batch"
+        );
     }
 
-    assert!(r[5].2 && r[5].1.contains("Error executing tool fail") && !r[5].1.contains("observed"), "failures are never observed: {:?}", r[5]);
+    assert!(
+        r[5].2 && r[5].1.contains("Error executing tool fail") && !r[5].1.contains("observed"),
+        "failures are never observed: {:?}",
+        r[5]
+    );
     let alias = parse(&r[6].1);
     assert_eq!(alias["service"], "via-alias", "aliases are not observed: {}", r[6].1);
     // The retry passes the policy again: its refusal is the new correction.
     let refused = parse(&r[7].1);
-    assert!(r[7].2 && refused["error"] == "hooks_all refused the retry" && refused["kind"] == "mcp_retry_refused", "{refused}");
+    assert!(
+        r[7].2 && refused["error"] == "hooks_all refused the retry" && refused["kind"] == "mcp_retry_refused",
+        "{refused}"
+    );
 }
 
 #[tokio::test]
@@ -226,7 +263,13 @@ async fn approval_applies_to_mcp_tools() {
     assert!(r[0].2 && r[0].1.contains("denied"), "human.overrides gate MCP tools: {:?}", r[0]);
     assert!(r[1].2 && r[1].1.contains("denied"), "the owning skill's resolve-human gates them: {:?}", r[1]);
     assert!(!r[2].2, "{:?}", r[2]);
-    let asked: Vec<&str> = events.iter().filter_map(|e| match e { EngineEvent::ApprovalRequested { tool_name, .. } => Some(tool_name.as_str()), _ => None }).collect();
+    let asked: Vec<&str> = events
+        .iter()
+        .filter_map(|e| match e {
+            EngineEvent::ApprovalRequested { tool_name, .. } => Some(tool_name.as_str()),
+            _ => None,
+        })
+        .collect();
     assert_eq!(asked, ["everything__echo", "obs__get_logs"]);
 }
 
@@ -254,7 +297,11 @@ async fn approvals_of_an_mcp_tool_are_promoted_like_a_native_tools() {
     let mut promoted = Vec::new();
     for _ in 0..4 {
         let (result, _) = run(&engine, &approver).await;
-        assert!(result.tool_calls[0].executed && !result.tool_calls[0].outcome.is_error, "{:?}", result.tool_calls[0].outcome);
+        assert!(
+            result.tool_calls[0].executed && !result.tool_calls[0].outcome.is_error,
+            "{:?}",
+            result.tool_calls[0].outcome
+        );
         promoted.push(result.tool_calls[0].promoted);
     }
     // learning.approval_auto_promote defaults to 3: three approvals, then it runs unasked.
@@ -265,13 +312,26 @@ async fn approvals_of_an_mcp_tool_are_promoted_like_a_native_tools() {
 #[tokio::test]
 async fn tool_target_and_result_empty_come_from_the_owner() {
     let ws = workspace(&[("hooks_all", guests::HOOKS_ALL)]);
-    let first = Answer::text(&["Calling."]).call("t1", "obs__empty", json!({"service": "db"})).call("t2", "obs__get_logs", json!({}));
+    let first = Answer::text(&["Calling."]).call("t1", "obs__empty", json!({"service": "db"})).call(
+        "t2",
+        "obs__get_logs",
+        json!({}),
+    );
     let llm = LlmServer::start(vec![first.into(), Answer::text(&["Done."]).into()]).await;
     let (engine, _tools) = setup(&ws, &llm.url(), &servers(OBS_TOOLS)).await;
     let (_, events) = run(&engine, &NonInteractive).await;
-    let target = events.iter().find_map(|e| match e { EngineEvent::ToolStarted { tool_call_id, target, .. } if tool_call_id == "t1" => Some(target.clone()), _ => None });
+    let target = events.iter().find_map(|e| match e {
+        EngineEvent::ToolStarted { tool_call_id, target, .. } if tool_call_id == "t1" => Some(target.clone()),
+        _ => None,
+    });
     assert_eq!(target.flatten(), ToolTarget::checked(Some("db".into()), Some("logs".into())));
-    let empty: Vec<(String, bool)> = events.iter().filter_map(|e| match e { EngineEvent::ToolCompleted { tool_call_id, is_empty, .. } => Some((tool_call_id.clone(), *is_empty)), _ => None }).collect();
+    let empty: Vec<(String, bool)> = events
+        .iter()
+        .filter_map(|e| match e {
+            EngineEvent::ToolCompleted { tool_call_id, is_empty, .. } => Some((tool_call_id.clone(), *is_empty)),
+            _ => None,
+        })
+        .collect();
     assert!(empty.contains(&("t1".into(), true)) && empty.contains(&("t2".into(), false)), "{empty:?}");
 }
 
@@ -309,13 +369,15 @@ async fn the_mcp_import_calls_declared_servers_only() {
         let tool = tool.to_owned();
         async move { parse(&skill.call(&tool, &input, &ctx()).await.unwrap().value.content) }
     };
-    let echo = call("mcp_user", "call", json!({"server": "everything", "tool": "echo", "arguments": {"message": "m"}})).await;
+    let echo =
+        call("mcp_user", "call", json!({"server": "everything", "tool": "echo", "arguments": {"message": "m"}})).await;
     assert_eq!(echo["result"], "Echo: m");
     let failed = call("mcp_user", "call", json!({"server": "obs", "tool": "fail"})).await;
     assert_eq!(failed["error"], "tool-failed", "{failed}");
     let filtered = call("mcp_user", "call", json!({"server": "obs", "tool": "hidden"})).await;
     assert_eq!(filtered["error"], "other", "the tools filter holds here too: {filtered}");
-    let undeclared = call("probe", "mcp_call", json!({"server": "everything", "tool": "echo", "arguments": {"message": "m"}})).await;
+    let undeclared =
+        call("probe", "mcp_call", json!({"server": "everything", "tool": "echo", "arguments": {"message": "m"}})).await;
     assert_eq!(undeclared["error"], "unknown-server", "{undeclared}");
     let unknown = call("mcp_user", "call", json!({"server": "nope", "tool": "x"})).await;
     assert_eq!(unknown["error"], "unknown-server");
@@ -345,7 +407,10 @@ async fn a_crashed_server_is_restarted_and_its_tools_come_back() {
     for _ in 0..100 {
         if manager.status("obs") != Some(Status::Ready) {
             saw_down = true;
-            assert!(!tools.decls().iter().any(|d| d.name.starts_with("obs__")), "a down server's tools are not offered");
+            assert!(
+                !tools.decls().iter().any(|d| d.name.starts_with("obs__")),
+                "a down server's tools are not offered"
+            );
             break;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -391,7 +456,8 @@ fn everything_over_http(transport: &str) -> (u16, tokio::process::Child) {
 #[tokio::test]
 async fn legacy_sse_server_everything() {
     let (port, mut child) = everything_over_http("sse");
-    let yaml = format!("mcp_servers:\n  ev:\n    transport: sse\n    url: http://127.0.0.1:{port}/sse\n    tools: [echo]\n");
+    let yaml =
+        format!("mcp_servers:\n  ev:\n    transport: sse\n    url: http://127.0.0.1:{port}/sse\n    tools: [echo]\n");
     let config = Workspace::new().config(&yaml);
     let manager = McpManager::new(&config.config.mcp_servers);
     manager.start(["ev"]);
@@ -404,7 +470,9 @@ async fn legacy_sse_server_everything() {
 #[tokio::test]
 async fn streamable_http_server_everything() {
     let (port, mut child) = everything_over_http("streamableHttp");
-    let yaml = format!("mcp_servers:\n  ev:\n    transport: streamablehttp\n    url: http://127.0.0.1:{port}/mcp\n    headers: {{X-Test: yes}}\n    tools: [echo, get-sum]\n");
+    let yaml = format!(
+        "mcp_servers:\n  ev:\n    transport: streamablehttp\n    url: http://127.0.0.1:{port}/mcp\n    headers: {{X-Test: yes}}\n    tools: [echo, get-sum]\n"
+    );
     let ws = Workspace::new();
     let config = ws.config(&yaml);
     let manager = McpManager::new(&config.config.mcp_servers);
@@ -423,7 +491,8 @@ async fn streamable_http_server_everything() {
 async fn skills_are_served_over_streamable_http_behind_the_token() {
     use skillhost::mcp::serve::{SkillServer, http_app};
     let ws = workspace(&[("hooks_all", guests::HOOKS_ALL), ("probe", guests::PROBE)]);
-    let set = Arc::new(ws.load("skills:\n  paths: [skills]\n  builtins: []\nstate:\n  filesystem: {path: state}\n").await);
+    let set =
+        Arc::new(ws.load("skills:\n  paths: [skills]\n  builtins: []\nstate:\n  filesystem: {path: state}\n").await);
     let server = SkillServer::new(set, Default::default(), Duration::from_secs(30));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/mcp", listener.local_addr().unwrap());
@@ -460,15 +529,25 @@ fn last_user_text(server: &LlmServer, n: usize) -> String {
 #[tokio::test]
 async fn the_tool_budget_caps_calls_and_ends_with_an_honest_partial_answer() {
     let ws = workspace(&[("hooks_all", guests::HOOKS_ALL)]);
-    let first = Answer::text(&["Reading."]).call("a", "obs__get_logs", json!({"service": "a"})).call("b", "obs__get_logs", json!({"service": "b"}));
+    let first = Answer::text(&["Reading."]).call("a", "obs__get_logs", json!({"service": "a"})).call(
+        "b",
+        "obs__get_logs",
+        json!({"service": "b"}),
+    );
     let llm = LlmServer::start(vec![first.into(), Answer::text(&["Partial: only a."]).into()]).await;
-    let extra = format!("{}engine:\n  tool_budget:\n    enabled: true\n    tools: [get_logs]\n    max_per_turn: 1\n", servers(OBS_TOOLS));
+    let extra = format!(
+        "{}engine:\n  tool_budget:\n    enabled: true\n    tools: [get_logs]\n    max_per_turn: 1\n",
+        servers(OBS_TOOLS)
+    );
     let (engine, _tools) = setup(&ws, &llm.url(), &extra).await;
     let (result, events) = run(&engine, &NonInteractive).await;
     assert_eq!((result.text.as_str(), result.time_boxed), ("Partial: only a.", false));
     let r = results(&llm, 1);
     assert!(!r[0].2 && r[1].2 && r[1].1.contains("budget"), "{r:?}");
-    assert!(last_user_text(&llm, 1).contains("tool budget for this request is spent"), "the answer is requested tools-free");
+    assert!(
+        last_user_text(&llm, 1).contains("tool budget for this request is spent"),
+        "the answer is requested tools-free"
+    );
     assert_eq!(llm.body(1)["tool_choice"]["type"], "none");
     let started = events.iter().filter(|e| matches!(e, EngineEvent::ToolStarted { .. })).count();
     assert_eq!(started, 1, "the refused call never ran");
@@ -477,14 +556,21 @@ async fn the_tool_budget_caps_calls_and_ends_with_an_honest_partial_answer() {
 #[tokio::test]
 async fn replan_offers_one_corrective_round_without_the_spent_tools() {
     let ws = workspace(&[("hooks_all", guests::HOOKS_ALL)]);
-    let first = Answer::text(&["Reading."]).call("a", "obs__get_logs", json!({"window": "24h"})).call("b", "obs__get_logs", json!({"window": "7d"}));
+    let first = Answer::text(&["Reading."]).call("a", "obs__get_logs", json!({"window": "24h"})).call(
+        "b",
+        "obs__get_logs",
+        json!({"window": "7d"}),
+    );
     let second = Answer::text(&["Retrying."]).call("c", "obs__get_logs", json!({"window": "2d"}));
     let llm = LlmServer::start(vec![first.into(), second.into(), Answer::text(&["Partial."]).into()]).await;
     let budget = "engine:\n  log_tool_budget:\n    tools: [get_logs]\n    max_long_range_per_turn: 1\n    long_range_threshold_minutes: 60\n    replan_enabled: true\n";
     let (engine, _tools) = setup(&ws, &llm.url(), &format!("{}{budget}", servers(OBS_TOOLS))).await;
     let (result, _) = run(&engine, &NonInteractive).await;
     assert_eq!(result.text, "Partial.");
-    assert!(offered(&llm, 1).contains(&"obs__get_logs".to_owned()), "short windows can still run: the tool stays offered");
+    assert!(
+        offered(&llm, 1).contains(&"obs__get_logs".to_owned()),
+        "short windows can still run: the tool stays offered"
+    );
     assert_ne!(llm.body(1)["tool_choice"]["type"], "none", "the corrective round may call tools");
     let r = results(&llm, 2);
     assert!(r[0].2 && r[0].1.contains("budget"), "the corrective round is admitted again: {r:?}");
@@ -496,7 +582,10 @@ async fn replan_offers_one_corrective_round_without_the_spent_tools() {
 struct Watcher(Arc<tokio::sync::Notify>);
 
 impl skillhost::mcp::rmcp::ClientHandler for Watcher {
-    async fn on_tool_list_changed(&self, _: skillhost::mcp::rmcp::service::NotificationContext<skillhost::mcp::rmcp::RoleClient>) {
+    async fn on_tool_list_changed(
+        &self,
+        _: skillhost::mcp::rmcp::service::NotificationContext<skillhost::mcp::rmcp::RoleClient>,
+    ) {
         self.0.notify_one();
     }
 }
@@ -559,7 +648,9 @@ async fn configured_headers_are_sent_with_variables_substituted() {
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
     // SAFETY: a variable no other test reads or writes.
     unsafe { std::env::set_var("SKILLHOST_MCP_TEST_TOKEN", "t0ken") };
-    let yaml = format!("mcp_servers:\n  remote:\n    transport: streamablehttp\n    url: http://127.0.0.1:{port}/mcp\n    headers:\n      Authorization: Bearer ${{SKILLHOST_MCP_TEST_TOKEN}}\n");
+    let yaml = format!(
+        "mcp_servers:\n  remote:\n    transport: streamablehttp\n    url: http://127.0.0.1:{port}/mcp\n    headers:\n      Authorization: Bearer ${{SKILLHOST_MCP_TEST_TOKEN}}\n"
+    );
     let config = Workspace::new().config(&yaml);
     let manager = McpManager::new(&config.config.mcp_servers);
     manager.start(["remote"]);
@@ -573,7 +664,10 @@ async fn a_prerequisite_retry_passes_the_tool_budget_again() {
     let ws = workspace(&[("hooks_all", guests::HOOKS_ALL)]);
     let first = Answer::text(&["Reading."]).call("a", "obs__get_logs", json!({"_decision": "prerequisite"}));
     let llm = LlmServer::start(vec![first.into(), Answer::text(&["Partial."]).into()]).await;
-    let extra = format!("{}engine:\n  tool_budget:\n    enabled: true\n    tools: [get_logs]\n    max_per_turn: 1\n", servers(OBS_TOOLS));
+    let extra = format!(
+        "{}engine:\n  tool_budget:\n    enabled: true\n    tools: [get_logs]\n    max_per_turn: 1\n",
+        servers(OBS_TOOLS)
+    );
     let (engine, _tools) = setup(&ws, &llm.url(), &extra).await;
     run(&engine, &NonInteractive).await;
     let r = results(&llm, 1);
@@ -601,6 +695,7 @@ async fn an_agent_listing_a_server_starts_it() {
     let manager = McpManager::new(&loader.config.config.mcp_servers);
     loader.mcp = Some(manager.clone() as Arc<dyn McpBridge>);
     let set = Arc::new(loader.load_all(LoadMode::Serve).await.unwrap());
-    let tools = skillhost::mcp::start_for(&manager, set, &["everything".into(), "hooks_all".into()], Default::default()).await;
+    let tools =
+        skillhost::mcp::start_for(&manager, set, &["everything".into(), "hooks_all".into()], Default::default()).await;
     assert!(tools.decls().iter().any(|d| d.name == "everything__echo"), "an agent's skills.allowed may name a server");
 }

@@ -77,7 +77,8 @@ pub fn find_rust_toolchain(offline: bool, progress: &mut dyn FnMut(&str)) -> Res
 /// A failed `rustup target add` is remembered for an hour, so that every build on a machine
 /// without network does not wait out the timeout again.
 fn failure_marker() -> Option<PathBuf> {
-    let cache = std::env::var_os("XDG_CACHE_HOME").map(PathBuf::from)
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
     Some(cache.join("skillhost").join("rustup-target-add-failed"))
 }
@@ -149,9 +150,23 @@ fn which(program: &str) -> Option<PathBuf> {
 /// Environment variables a parent cargo (or build script) sets that must not leak into a
 /// nested build for another target with another toolchain.
 const LEAKY_ENV: &[&str] = &[
-    "RUSTC", "RUSTC_WRAPPER", "RUSTC_WORKSPACE_WRAPPER", "RUSTDOC", "RUSTFLAGS", "CARGO_ENCODED_RUSTFLAGS",
-    "CARGO_BUILD_TARGET", "CARGO_TARGET_DIR", "CARGO_BUILD_TARGET_DIR", "CARGO_MAKEFLAGS", "MAKEFLAGS", "MFLAGS",
-    "RUSTUP_TOOLCHAIN", "CARGO", "CARGO_BUILD_RUSTFLAGS", "RUSTC_BOOTSTRAP", "CARGO_PRIMARY_PACKAGE",
+    "RUSTC",
+    "RUSTC_WRAPPER",
+    "RUSTC_WORKSPACE_WRAPPER",
+    "RUSTDOC",
+    "RUSTFLAGS",
+    "CARGO_ENCODED_RUSTFLAGS",
+    "CARGO_BUILD_TARGET",
+    "CARGO_TARGET_DIR",
+    "CARGO_BUILD_TARGET_DIR",
+    "CARGO_MAKEFLAGS",
+    "MAKEFLAGS",
+    "MFLAGS",
+    "RUSTUP_TOOLCHAIN",
+    "CARGO",
+    "CARGO_BUILD_RUSTFLAGS",
+    "RUSTC_BOOTSTRAP",
+    "CARGO_PRIMARY_PACKAGE",
 ];
 
 /// Builds the cargo project (crate or workspace) at `manifest_dir` in release mode for
@@ -217,9 +232,17 @@ fn wasm_artifacts(reader: impl BufRead) -> Vec<PathBuf> {
 /// Builds a Python skill with componentize-py: `module` in `app_dir` against `world` of the
 /// WIT in `wit_dirs` (the contract first, then the skill's own `wit/` if it has one, for a
 /// world that adds hooks), written to `output`.
-pub fn build_python(app_dir: &Path, module: &str, wit_dirs: &[&Path], world: &str, output: &Path) -> Result<(), BuildError> {
+pub fn build_python(
+    app_dir: &Path,
+    module: &str,
+    wit_dirs: &[&Path],
+    world: &str,
+    output: &Path,
+) -> Result<(), BuildError> {
     let Some(componentize) = which("componentize-py") else {
-        return Err(BuildError::NoToolchain("componentize-py is not installed. Fix it with:\n  pip install componentize-py".into()));
+        return Err(BuildError::NoToolchain(
+            "componentize-py is not installed. Fix it with:\n  pip install componentize-py".into(),
+        ));
     };
     let mut cmd = Command::new(componentize);
     cmd.current_dir(app_dir);
@@ -229,7 +252,8 @@ pub fn build_python(app_dir: &Path, module: &str, wit_dirs: &[&Path], world: &st
     let status = cmd
         .args(["-w", world, "componentize", "-p", "."])
         .arg(module)
-        .arg("-o").arg(output)
+        .arg("-o")
+        .arg(output)
         .stdin(Stdio::null())
         .status()
         .map_err(|e| BuildError::Failed(format!("cannot run componentize-py: {e}")))?;

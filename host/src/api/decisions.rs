@@ -111,10 +111,17 @@ pub async fn answer_question(
     let body = object(body)?;
     let answer = match body.get("answer") {
         Some(Value::String(a)) if !a.trim().is_empty() && a.chars().count() <= MAX_ANSWER => a.clone(),
-        _ => return Err(ApiError::bad_request(format!("`answer` is required: a string of 1 to {MAX_ANSWER} characters"))),
+        _ => {
+            return Err(ApiError::bad_request(format!(
+                "`answer` is required: a string of 1 to {MAX_ANSWER} characters"
+            )));
+        }
     };
-    let snapshot =
-        api.interactions.questions.decide(&id, Resolution::Answered(answer), |_| Ok(())).map_err(|e| refused(e, "question"))?;
+    let snapshot = api
+        .interactions
+        .questions
+        .decide(&id, Resolution::Answered(answer), |_| Ok(()))
+        .map_err(|e| refused(e, "question"))?;
     Ok(Json(question_json(&snapshot)))
 }
 

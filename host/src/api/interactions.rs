@@ -151,7 +151,11 @@ impl<I: Clone> Table<I> {
                 let delivered = SystemTime::now() < entry.owner.expires_at
                     && tx.take().is_some_and(|tx| tx.send(decision.clone()).is_ok());
                 if !delivered {
-                    let ended = if SystemTime::now() < entry.owner.expires_at { Resolution::Cancelled } else { Resolution::TimedOut };
+                    let ended = if SystemTime::now() < entry.owner.expires_at {
+                        Resolution::Cancelled
+                    } else {
+                        Resolution::TimedOut
+                    };
                     entry.state = State::Done(ended, Instant::now());
                     return Err(DecideError::Gone);
                 }

@@ -126,7 +126,9 @@ pub fn app(api: Arc<Api>) -> Router {
         .route("/readyz", get(|| async { axum::Json(serde_json::json!({"status": "ready"})) }))
         .merge(protected)
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no such route") })
-        .method_not_allowed_fallback(|| async { ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "method not allowed on this route") })
+        .method_not_allowed_fallback(|| async {
+            ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "method not allowed on this route")
+        })
         .layer(DefaultBodyLimit::max(api.config.body_limit))
         .with_state(api)
 }

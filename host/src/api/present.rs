@@ -12,8 +12,19 @@ pub const REDACTED: &str = "[redacted]";
 /// Key words whose values never leave the host: the spec's query/sql/script inputs, plus
 /// credentials.
 const REDACTED_WORDS: &[&str] = &[
-    "query", "queries", "sql", "script", "scripts", "password", "passwd", "secret", "token", "apikey", "credential",
-    "credentials", "authorization",
+    "query",
+    "queries",
+    "sql",
+    "script",
+    "scripts",
+    "password",
+    "passwd",
+    "secret",
+    "token",
+    "apikey",
+    "credential",
+    "credentials",
+    "authorization",
 ];
 /// Longest string value shown, in characters.
 const MAX_STRING: usize = 256;
@@ -112,7 +123,8 @@ pub fn tool_results(skills: &SkillSet, calls: &[ToolCallRecord]) -> Vec<Value> {
         .filter(|c| c.outcome.succeeded == Some(true) && !c.outcome.is_error)
         .filter(|c| skills.find_tool(&c.tool_name).is_some_and(|(_, tool)| tool.expose_result))
         .map(|c| {
-            let result = serde_json::from_str(&c.outcome.content).unwrap_or_else(|_| Value::String(c.outcome.content.clone()));
+            let result =
+                serde_json::from_str(&c.outcome.content).unwrap_or_else(|_| Value::String(c.outcome.content.clone()));
             json!({ "tool": c.tool_name, "result": result })
         })
         .collect()
@@ -141,7 +153,19 @@ mod tests {
 
     #[test]
     fn sensitive_keys() {
-        for key in ["query", "sql", "script", "search_query", "rawSQL", "SQL", "api_key", "apiKey", "Authorization", "db-password", "promScript"] {
+        for key in [
+            "query",
+            "sql",
+            "script",
+            "search_query",
+            "rawSQL",
+            "SQL",
+            "api_key",
+            "apiKey",
+            "Authorization",
+            "db-password",
+            "promScript",
+        ] {
             assert!(sensitive(key), "{key}");
         }
         for key in ["description", "service", "command", "querystring_len", "subscript", "transcript"] {

@@ -35,7 +35,13 @@ pub struct ApiRun {
 
 impl ApiRun {
     /// A run whose wire events go to `out`.
-    pub fn new(run_id: String, channel_id: String, translator: Translator, out: mpsc::UnboundedSender<Bytes>, interactions: Arc<Interactions>) -> Self {
+    pub fn new(
+        run_id: String,
+        channel_id: String,
+        translator: Translator,
+        out: mpsc::UnboundedSender<Bytes>,
+        interactions: Arc<Interactions>,
+    ) -> Self {
         let translator = Mutex::new(translator);
         ApiRun { run_id, channel_id, translator, out, interactions, waiters: Mutex::default() }
     }
@@ -61,7 +67,8 @@ impl EventSink for ApiRun {
             // Registered before the event is queued: a client never sees an id it cannot decide.
             EngineEvent::ApprovalRequested { approval_id, level, expires_at, .. } => {
                 let challenge = (*level == Level::Confirm).then_some(CONFIRMATION_CHALLENGE);
-                let rx = self.interactions.approvals.open(approval_id, self.owner(*expires_at), ApprovalInfo { challenge });
+                let rx =
+                    self.interactions.approvals.open(approval_id, self.owner(*expires_at), ApprovalInfo { challenge });
                 self.waiters.lock().unwrap_or_else(|p| p.into_inner()).insert(approval_id.clone(), rx);
             }
             EngineEvent::ApprovalResolved { tool_call_id, outcome } => {
@@ -146,7 +153,9 @@ Use it only when you cannot proceed without their input.";
         let started = Instant::now();
         let (prompt, choices) = match question(&call.input) {
             Ok(q) => q,
-            Err(problem) => return ToolOutcome::error(&json!({"error": problem, "kind": "invalid_input"}), started.elapsed()),
+            Err(problem) => {
+                return ToolOutcome::error(&json!({"error": problem, "kind": "invalid_input"}), started.elapsed());
+            }
         };
         let id = new_id();
         let expires_at = SystemTime::now() + call.timeout;
@@ -169,9 +178,10 @@ Use it only when you cannot proceed without their input.";
         let (duration, secs) = (started.elapsed(), call.timeout.as_secs());
         match resolution {
             Resolution::Answered(answer) => ToolOutcome::text(json!({ "answer": answer }).to_string(), duration),
-            Resolution::TimedOut => {
-                ToolOutcome::error(&json!({"error": format!("nobody answered within {secs} s"), "kind": "question_timeout"}), duration)
-            }
+            Resolution::TimedOut => ToolOutcome::error(
+                &json!({"error": format!("nobody answered within {secs} s"), "kind": "question_timeout"}),
+                duration,
+            ),
             _ => ToolOutcome::error(&json!({"error": "the question was cancelled", "kind": "cancelled"}), duration),
         }
     }

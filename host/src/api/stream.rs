@@ -182,10 +182,17 @@ impl Translator {
     }
 
     /// `question_requested`.
-    pub fn question_requested(&mut self, id: &str, prompt: &str, choices: &[String], expires_at: SystemTime) -> Vec<WireEvent> {
+    pub fn question_requested(
+        &mut self,
+        id: &str,
+        prompt: &str,
+        choices: &[String],
+        expires_at: SystemTime,
+    ) -> Vec<WireEvent> {
         let mut out = Vec::new();
         self.close(&mut out);
-        let fields = json!({ "question_id": id, "prompt": prompt, "choices": choices, "expires_at": unix_seconds(expires_at) });
+        let fields =
+            json!({ "question_id": id, "prompt": prompt, "choices": choices, "expires_at": unix_seconds(expires_at) });
         out.push(self.event("question_requested", fields));
         out
     }
@@ -253,12 +260,24 @@ mod tests {
     }
 
     fn started(id: &str) -> EngineEvent {
-        EngineEvent::ToolStarted { tool_call_id: id.into(), tool_name: "s__t".into(), input: json!({"sql": "x"}), target: None }
+        EngineEvent::ToolStarted {
+            tool_call_id: id.into(),
+            tool_name: "s__t".into(),
+            input: json!({"sql": "x"}),
+            target: None,
+        }
     }
 
     fn completed(id: &str) -> EngineEvent {
         let duration = Duration::from_millis(1500);
-        EngineEvent::ToolCompleted { tool_call_id: id.into(), tool_name: "s__t".into(), duration, approved: true, is_error: false, is_empty: true }
+        EngineEvent::ToolCompleted {
+            tool_call_id: id.into(),
+            tool_name: "s__t".into(),
+            duration,
+            approved: true,
+            is_error: false,
+            is_empty: true,
+        }
     }
 
     #[test]
@@ -277,15 +296,25 @@ mod tests {
     #[test]
     fn one_block_per_round_closed_before_tools() {
         let mut t = translator();
-        let mut out = feed(&mut t, vec![EngineEvent::RoundStarted, delta("Checking "), delta("logs."), started("c1"), completed("c1")]);
+        let mut out = feed(
+            &mut t,
+            vec![EngineEvent::RoundStarted, delta("Checking "), delta("logs."), started("c1"), completed("c1")],
+        );
         out.extend(feed(&mut t, vec![EngineEvent::RoundStarted, delta("Done.")]));
         out.extend(t.completed("Done.", false));
         assert_eq!(
             kinds(&out),
             [
-                "assistant_text_start", "assistant_text", "assistant_text", "assistant_text_end",
-                "tool_started", "tool_completed",
-                "assistant_text_start", "assistant_text", "assistant_text_end", "run_completed"
+                "assistant_text_start",
+                "assistant_text",
+                "assistant_text",
+                "assistant_text_end",
+                "tool_started",
+                "tool_completed",
+                "assistant_text_start",
+                "assistant_text",
+                "assistant_text_end",
+                "run_completed"
             ]
         );
         assert_eq!(out[4].data["tool_input"], json!({"sql": "[redacted]"}));
@@ -343,7 +372,8 @@ mod tests {
         };
         let resolved = EngineEvent::ApprovalResolved { tool_call_id: "c1".into(), outcome: ApprovalOutcome::Approved };
         let target = Some(ToolTarget { target: Some("payments".into()), query_kind: Some("logs".into()) });
-        let start = EngineEvent::ToolStarted { tool_call_id: "c1".into(), tool_name: "s__t".into(), input: json!({}), target };
+        let start =
+            EngineEvent::ToolStarted { tool_call_id: "c1".into(), tool_name: "s__t".into(), input: json!({}), target };
         let out = feed(&mut t, vec![requested, resolved, start, completed("c1")]);
         let a = &out[0].data;
         assert_eq!((a["level"].clone(), a["confirmation_challenge"].clone()), (json!("confirm"), json!("CONFIRM")));
@@ -352,7 +382,10 @@ mod tests {
         assert_eq!(a["safe_description"], "Tool: s__t");
         assert_eq!(out[1].data["outcome"], "approved");
         assert_eq!(out[1].data["approval_id"], "a1");
-        assert_eq!((out[2].data["target"].clone(), out[2].data["query_kind"].clone()), (json!("payments"), json!("logs")));
+        assert_eq!(
+            (out[2].data["target"].clone(), out[2].data["query_kind"].clone()),
+            (json!("payments"), json!("logs"))
+        );
         assert_eq!(out[2].data["approval_id"], "a1");
         assert_eq!(out[3].data["approval_id"], "a1");
     }

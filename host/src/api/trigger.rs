@@ -97,7 +97,11 @@ fn request(body: Result<Bytes, BytesRejection>) -> ApiResult<TurnRequest> {
 }
 
 /// `POST /api/trigger`.
-pub async fn trigger(State(api): State<Arc<Api>>, RawQuery(query): RawQuery, body: Result<Bytes, BytesRejection>) -> Response {
+pub async fn trigger(
+    State(api): State<Arc<Api>>,
+    RawQuery(query): RawQuery,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
     match handle(api, query, body).await {
         Ok(response) => response,
         Err(e) => e.into_response(),
@@ -178,10 +182,12 @@ impl EventSink for Ndjson {
                 "type": "tool_started", "tool_name": tool_name, "tool_call_id": tool_call_id,
                 "tool_input": present::tool_input(&input),
             })),
-            EngineEvent::ToolCompleted { tool_call_id, tool_name, duration, approved, is_empty, .. } => self.line(json!({
-                "type": "tool_completed", "tool_name": tool_name, "tool_call_id": tool_call_id,
-                "duration": duration.as_secs_f64(), "approved": approved, "is_empty": is_empty,
-            })),
+            EngineEvent::ToolCompleted { tool_call_id, tool_name, duration, approved, is_empty, .. } => {
+                self.line(json!({
+                    "type": "tool_completed", "tool_name": tool_name, "tool_call_id": tool_call_id,
+                    "duration": duration.as_secs_f64(), "approved": approved, "is_empty": is_empty,
+                }))
+            }
             _ => {}
         }
     }
@@ -217,7 +223,8 @@ fn approval_v1(api: Arc<Api>, request: TurnRequest) -> Response {
     let run_id = new_id();
     let (out, queued) = mpsc::unbounded_channel();
     let translator = Translator::new(&run_id, &request.channel_id, api.descriptions.clone());
-    let run = Arc::new(ApiRun::new(run_id.clone(), request.channel_id.clone(), translator, out, api.interactions.clone()));
+    let run =
+        Arc::new(ApiRun::new(run_id.clone(), request.channel_id.clone(), translator, out, api.interactions.clone()));
     run.send(|t| vec![t.started()]);
     let turn: TurnFuture = {
         let (engine, run) = (api.engine.clone(), run.clone());

@@ -20,7 +20,9 @@ pub async fn run(agent: Option<&str>, config: Option<&Path>) -> anyhow::Result<E
     let engine = Arc::new(engine);
     let host = if settings.auth_token.is_some() { Ipv4Addr::UNSPECIFIED } else { Ipv4Addr::LOCALHOST };
     if settings.auth_token.is_none() {
-        eprintln!("warning: no ui.auth_token (SKILLHOST_UI_TOKEN): listening on 127.0.0.1 only, interactive routes disabled");
+        eprintln!(
+            "warning: no ui.auth_token (SKILLHOST_UI_TOKEN): listening on 127.0.0.1 only, interactive routes disabled"
+        );
     }
     let listener = tokio::net::TcpListener::bind(SocketAddr::from((host, port)))
         .await

@@ -28,8 +28,8 @@ pub struct CallArgs {
 }
 
 pub async fn run(args: CallArgs, config: Option<&Path>) -> anyhow::Result<ExitCode> {
-    let input: serde_json::Value = serde_json::from_str(&args.input)
-        .map_err(|e| anyhow::anyhow!("the input is not valid JSON: {e}"))?;
+    let input: serde_json::Value =
+        serde_json::from_str(&args.input).map_err(|e| anyhow::anyhow!("the input is not valid JSON: {e}"))?;
     let config = super::load_config(config)?;
     let overrides = config.config.human.overrides.clone();
     let set = super::loader(config)?.load_all(LoadMode::Serve).await?;
@@ -38,7 +38,11 @@ pub async fn run(args: CallArgs, config: Option<&Path>) -> anyhow::Result<ExitCo
         for problem in &set.problems {
             eprintln!("{problem}");
         }
-        anyhow::bail!("no tool `{}`; loaded tools: {}", args.tool, if known.is_empty() { "none".into() } else { known.join(", ") });
+        anyhow::bail!(
+            "no tool `{}`; loaded tools: {}",
+            args.tool,
+            if known.is_empty() { "none".into() } else { known.join(", ") }
+        );
     };
     let caller = CallContext { user_id: args.user.clone(), ..CallContext::standalone(&args.channel) };
     let level = approval::resolve(skill, tool, &input, &caller, &overrides).await;
@@ -62,7 +66,10 @@ pub async fn run(args: CallArgs, config: Option<&Path>) -> anyhow::Result<ExitCo
 /// Asks on the terminal; refuses (rather than hangs) when there is no terminal.
 fn ask(tool: &str, input: &serde_json::Value, level: Level) -> anyhow::Result<bool> {
     if !std::io::stdin().is_terminal() {
-        anyhow::bail!("{tool} needs `{}` approval and there is no terminal to ask on; pass --yes to approve", level.as_str());
+        anyhow::bail!(
+            "{tool} needs `{}` approval and there is no terminal to ask on; pass --yes to approve",
+            level.as_str()
+        );
     }
     let mut err = std::io::stderr();
     writeln!(err, "{tool} needs approval ({}).\ninput: {input}", level.as_str())?;

@@ -47,14 +47,19 @@ pub async fn run_adapter(args: RunArgs, config: Option<&Path>) -> anyhow::Result
                 (Some(kind), _) => kind,
                 (None, [kind]) => *kind,
                 (None, []) => AdapterKind::Cli,
-                (None, _) => anyhow::bail!("adapter.types: serving several adapters at once is not supported yet; pass --adapter"),
+                (None, _) => anyhow::bail!(
+                    "adapter.types: serving several adapters at once is not supported yet; pass --adapter"
+                ),
             }
         }
     };
     match adapter {
         AdapterKind::Cli => run(ChatArgs { agent: args.agent }, config).await,
         AdapterKind::Api => super::api::run(args.agent.as_deref(), config).await,
-        other => anyhow::bail!("the {} adapter is not served by skillhost; use --adapter cli", format!("{other:?}").to_lowercase()),
+        other => anyhow::bail!(
+            "the {} adapter is not served by skillhost; use --adapter cli",
+            format!("{other:?}").to_lowercase()
+        ),
     }
 }
 
@@ -79,7 +84,11 @@ pub async fn finish_background(engine: &Engine) {
 /// (a missing key is reported before skills spend time loading), then the skills (problems
 /// printed as warnings). Also returns the channel for single-conversation adapters:
 /// `default_channel`, or `<default_channel>-<agent>` so each agent keeps its own history.
-pub async fn engine(config: LoadedConfig, agent: Option<&str>, default_channel: &str) -> anyhow::Result<(Engine, String)> {
+pub async fn engine(
+    config: LoadedConfig,
+    agent: Option<&str>,
+    default_channel: &str,
+) -> anyhow::Result<(Engine, String)> {
     let agent = match agent {
         None => None,
         Some(name) if config.config.agents.is_empty() => anyhow::bail!("--agent {name}: no agents configured"),
@@ -92,7 +101,8 @@ pub async fn engine(config: LoadedConfig, agent: Option<&str>, default_channel: 
         },
     };
     let llm = agent.as_ref().and_then(|(_, a)| a.llm.clone()).unwrap_or_else(|| config.config.llm.clone());
-    let provider = skillhost::llm::from_config(&llm).map_err(|e| anyhow::anyhow!("cannot use the LLM provider: {e}"))?;
+    let provider =
+        skillhost::llm::from_config(&llm).map_err(|e| anyhow::anyhow!("cannot use the LLM provider: {e}"))?;
     let mut settings = EngineSettings::from_config(&config);
     (settings.model, settings.max_tokens) = (llm.model.clone(), llm.max_tokens);
 
@@ -153,7 +163,8 @@ async fn session(engine: &Engine, channel: &str) {
             "/exit" | "/quit" => return,
             _ => {}
         }
-        let request = TurnRequest { channel_id: channel.to_owned(), user_id: user_id.clone(), message: message.to_owned() };
+        let request =
+            TurnRequest { channel_id: channel.to_owned(), user_id: user_id.clone(), message: message.to_owned() };
         tokio::select! {
             result = engine.run_turn(request, &*terminal, &approver) => match result {
                 Ok(result) => {

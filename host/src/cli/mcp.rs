@@ -32,7 +32,11 @@ pub async fn run(config: Option<&Path>) -> anyhow::Result<ExitCode> {
 
 /// SIGHUP reloads the skills (starting the MCP servers new skills declare); connected
 /// clients are told their tool and prompt lists changed.
-async fn reload_on_hangup(loader: skillhost::skills::Loader, manager: Arc<skillhost::mcp::McpManager>, server: SkillServer) {
+async fn reload_on_hangup(
+    loader: skillhost::skills::Loader,
+    manager: Arc<skillhost::mcp::McpManager>,
+    server: SkillServer,
+) {
     use tokio::signal::unix::{SignalKind, signal};
     let Ok(mut hangup) = signal(SignalKind::hangup()) else { return };
     while hangup.recv().await.is_some() {

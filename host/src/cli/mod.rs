@@ -82,7 +82,11 @@ pub fn loader(config: LoadedConfig) -> anyhow::Result<Loader> {
     let c = &config.config;
     let policy = skillhost::sandbox::LimitPolicy::from_config(&c.sandbox.defaults, &c.sandbox.maximums);
     let cache_dir = config.resolve(c.sandbox.cache_dir.as_deref().unwrap_or(".skillhost/cache".as_ref()));
-    let options = SandboxOptions { max_memory_bytes: policy.maximums.memory_bytes, cache_dir: Some(cache_dir), ..Default::default() };
+    let options = SandboxOptions {
+        max_memory_bytes: policy.maximums.memory_bytes,
+        cache_dir: Some(cache_dir),
+        ..Default::default()
+    };
     let sandbox = Arc::new(Sandbox::new(&options)?);
     Ok(Loader::new(sandbox, config))
 }

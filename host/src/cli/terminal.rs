@@ -122,12 +122,18 @@ impl EventSink for Terminal {
             // The event carries no error text; the model gets it in the tool result.
             EngineEvent::ToolCompleted { tool_name, duration, is_error, .. } => {
                 let ms = duration.as_millis();
-                self.note(&if is_error { format!("✗ {tool_name}: error ({ms} ms)") } else { format!("✓ {tool_name} {ms} ms") })
+                self.note(&if is_error {
+                    format!("✗ {tool_name}: error ({ms} ms)")
+                } else {
+                    format!("✓ {tool_name} {ms} ms")
+                })
             }
             EngineEvent::ApprovalResolved { outcome: ApprovalOutcome::TimedOut, .. } => {
                 self.note("(no answer in time: denied)")
             }
-            EngineEvent::RoundStarted | EngineEvent::ApprovalRequested { .. } | EngineEvent::ApprovalResolved { .. } => {}
+            EngineEvent::RoundStarted
+            | EngineEvent::ApprovalRequested { .. }
+            | EngineEvent::ApprovalResolved { .. } => {}
         }
     }
 }
@@ -153,7 +159,9 @@ impl Approver for TerminalApprover {
     async fn decide(&self, request: ApprovalRequest) -> ApprovalOutcome {
         let (tool, input) = (&request.tool_name, short(&request.input));
         match request.level {
-            Level::Confirm => self.terminal.ask(&format!("{tool} {input}\nType {CONFIRMATION_CHALLENGE} to run {tool}:")),
+            Level::Confirm => {
+                self.terminal.ask(&format!("{tool} {input}\nType {CONFIRMATION_CHALLENGE} to run {tool}:"))
+            }
             _ => self.terminal.ask(&format!("Approve {tool} {input}? [y/N]")),
         }
         let Some(answer) = self.input.line().await else {

@@ -5,10 +5,7 @@
 /// An unset variable becomes an empty string and a warning (as the spec says). Lines that are
 /// comments are left alone. A value holding a line break is refused: substituted into YAML it
 /// could add keys the operator never wrote.
-pub fn interpolate(
-    text: &str,
-    lookup: impl Fn(&str) -> Option<String>,
-) -> Result<(String, Vec<String>), String> {
+pub fn interpolate(text: &str, lookup: impl Fn(&str) -> Option<String>) -> Result<(String, Vec<String>), String> {
     let mut out = String::with_capacity(text.len());
     let mut warnings = Vec::new();
     for (index, line) in text.split_inclusive('\n').enumerate() {

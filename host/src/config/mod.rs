@@ -63,8 +63,7 @@ pub fn load(path: Option<&Path>) -> Result<LoadedConfig, ConfigError> {
             return Ok(LoadedConfig { config: Config::default(), base_dir: cwd, warnings: vec![] });
         }
     };
-    let text = std::fs::read_to_string(&path)
-        .map_err(|source| ConfigError::Read { path: path.clone(), source })?;
+    let text = std::fs::read_to_string(&path).map_err(|source| ConfigError::Read { path: path.clone(), source })?;
     let base_dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
     let base_dir = if base_dir.as_os_str().is_empty() { cwd } else { base_dir };
     let (config, warnings) = parse(&text, |name| std::env::var(name).ok())
@@ -76,10 +75,7 @@ pub fn load(path: Option<&Path>) -> Result<LoadedConfig, ConfigError> {
 }
 
 /// Parses config text, looking variables up with `lookup`. Returns the config and warnings.
-pub fn parse(
-    text: &str,
-    lookup: impl Fn(&str) -> Option<String>,
-) -> Result<(Config, Vec<String>), String> {
+pub fn parse(text: &str, lookup: impl Fn(&str) -> Option<String>) -> Result<(Config, Vec<String>), String> {
     let (text, warnings) = interpolate(text, lookup)?;
     if text.trim().is_empty() {
         return Ok((Config::default(), warnings));
@@ -94,13 +90,9 @@ fn with_location(text: &str, message: String) -> String {
     if message.contains(" line ") {
         return message;
     }
-    let key = message
-        .strip_prefix("unknown field `")
-        .and_then(|rest| rest.split_once('`'))
-        .map(|(key, _)| key);
-    let line = key.and_then(|key| {
-        text.lines().position(|l| l.split_once(':').is_some_and(|(k, _)| k.trim_end() == key))
-    });
+    let key = message.strip_prefix("unknown field `").and_then(|rest| rest.split_once('`')).map(|(key, _)| key);
+    let line =
+        key.and_then(|key| text.lines().position(|l| l.split_once(':').is_some_and(|(k, _)| k.trim_end() == key)));
     match line {
         Some(index) => format!("{message} at line {}", index + 1),
         None => message,

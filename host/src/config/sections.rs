@@ -41,9 +41,7 @@ impl Config {
     pub(crate) fn check(&self) -> Result<(), String> {
         for key in self.human.overrides.keys() {
             if !key.contains("__") {
-                return Err(format!(
-                    "human.overrides: key `{key}` is not of the form skillname__toolname"
-                ));
+                return Err(format!("human.overrides: key `{key}` is not of the form skillname__toolname"));
             }
         }
         for (name, server) in &self.mcp_servers {
@@ -437,12 +435,10 @@ pub enum McpServer {
 impl McpServer {
     fn check(&self) -> Result<(), String> {
         match self {
-            McpServer::Stdio { command, .. } if command.trim().is_empty() => {
-                Err("command is empty".into())
+            McpServer::Stdio { command, .. } if command.trim().is_empty() => Err("command is empty".into()),
+            McpServer::Sse { url, .. } | McpServer::Streamablehttp { url, .. } => {
+                url::Url::parse(url).map(|_| ()).map_err(|e| format!("url `{url}` is not a valid URL: {e}"))
             }
-            McpServer::Sse { url, .. } | McpServer::Streamablehttp { url, .. } => url::Url::parse(url)
-                .map(|_| ())
-                .map_err(|e| format!("url `{url}` is not a valid URL: {e}")),
             _ => Ok(()),
         }
     }
@@ -468,9 +464,9 @@ impl<'de> Deserialize<'de> for ToolFilter {
         }
         match Raw::deserialize(d)? {
             Raw::Star(s) if s == "*" => Ok(ToolFilter::All),
-            Raw::Star(s) => Err(serde::de::Error::custom(format!(
-                "tools must be \"*\" or a list of tool names, not `{s}`"
-            ))),
+            Raw::Star(s) => {
+                Err(serde::de::Error::custom(format!("tools must be \"*\" or a list of tool names, not `{s}`")))
+            }
             Raw::List(list) => Ok(ToolFilter::Only(list)),
         }
     }

@@ -73,7 +73,9 @@ fn mcp_servers_are_tagged_by_transport() {
     let text = "mcp_servers:\n  a:\n    transport: stdio\n    command: npx\n    tools: \"*\"\n  b:\n    transport: streamablehttp\n    url: http://127.0.0.1:1/mcp\n    tools: [x, y]\n";
     let (config, _) = parse(text, env(&[])).unwrap();
     assert!(matches!(config.mcp_servers["a"], McpServer::Stdio { tools: ToolFilter::All, .. }));
-    assert!(matches!(&config.mcp_servers["b"], McpServer::Streamablehttp { tools: ToolFilter::Only(t), .. } if t.len() == 2));
+    assert!(
+        matches!(&config.mcp_servers["b"], McpServer::Streamablehttp { tools: ToolFilter::Only(t), .. } if t.len() == 2)
+    );
     let err = parse("mcp_servers:\n  a:\n    transport: carrier-pigeon\n", env(&[])).unwrap_err();
     assert!(err.contains("carrier-pigeon"), "{err}");
     let err = parse("mcp_servers:\n  a:\n    transport: sse\n    url: not a url\n", env(&[])).unwrap_err();

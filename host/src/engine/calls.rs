@@ -2,8 +2,8 @@
 //! the approved ones (at most [`MAX_PARALLEL`] at once) and answer every call, in order.
 
 use super::approval::{self, Level};
-use super::budget::Budget;
 use super::approver::{ApprovalOutcome, ApprovalRequest, Approver};
+use super::budget::Budget;
 use super::events::{EngineEvent, EventSink};
 use super::interaction::InteractionCall;
 use super::promote::{Promotion, PromotionKey};
@@ -99,7 +99,16 @@ impl Round<'_> {
             async move {
                 match refused {
                     // Not run: no approval, no tool events.
-                    Some(outcome) => ToolCallRecord { tool_call_id: id, tool_name: name, input, level, approval, promoted, executed: false, outcome },
+                    Some(outcome) => ToolCallRecord {
+                        tool_call_id: id,
+                        tool_name: name,
+                        input,
+                        level,
+                        approval,
+                        promoted,
+                        executed: false,
+                        outcome,
+                    },
                     None => self.answer(id, name, input, level, approval, promoted).await,
                 }
             }
@@ -194,20 +203,39 @@ impl Round<'_> {
     async fn execute(&self, id: &str, name: &str, input: &Value) -> ToolOutcome {
         let started = Instant::now();
         if let Some(interaction) = self.approver.interaction().filter(|i| i.handles(name)) {
-            let call = InteractionCall { tool_call_id: id.into(), tool_name: name.into(), input: input.clone(), timeout: self.approval_timeout };
+            let call = InteractionCall {
+                tool_call_id: id.into(),
+                tool_name: name.into(),
+                input: input.clone(),
+                timeout: self.approval_timeout,
+            };
             // A question waits for a person: bounded by its own timeout, not charged to the budget.
             return self.deadline.paused(interaction.call(call)).await;
         }
         let target = self.router.target(name, input).await;
-        self.events.emit(EngineEvent::ToolStarted { tool_call_id: id.into(), tool_name: name.into(), input: input.clone(), target });
+        self.events.emit(EngineEvent::ToolStarted {
+            tool_call_id: id.into(),
+            tool_name: name.into(),
+            input: input.clone(),
+            target,
+        });
         let run = self.router.execute_in_turn(name, input, self.ctx, Some(self.tool_budget));
-        let outcome = tokio::time::timeout_at(self.deadline.deadline().into(), run).await.unwrap_or_else(|_| deadline_error(started));
+        let outcome = tokio::time::timeout_at(self.deadline.deadline().into(), run)
+            .await
+            .unwrap_or_else(|_| deadline_error(started));
         let (duration, is_error) = (outcome.duration, outcome.is_error);
         let is_empty = self.router.is_empty(name, &outcome).await;
         // Only calls allowed to run get here (auto, promoted or approved by a person): the
         // approval-v1 stream reports those as `approved: true`, whatever the outcome.
         let approved = true;
-        self.events.emit(EngineEvent::ToolCompleted { tool_call_id: id.into(), tool_name: name.into(), duration, approved, is_error, is_empty });
+        self.events.emit(EngineEvent::ToolCompleted {
+            tool_call_id: id.into(),
+            tool_name: name.into(),
+            duration,
+            approved,
+            is_error,
+            is_empty,
+        });
         outcome
     }
 }

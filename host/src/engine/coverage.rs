@@ -205,6 +205,9 @@ mod tests {
         };
         assert_eq!(observe(&coverage), None);
         let ok = wit::Coverage { subject: Some("events".into()), ..coverage };
-        assert_eq!(observe(&ok), Some(Observation { status: ObservedStatus::Complete, result_state: ResultState::Data }));
+        assert_eq!(
+            observe(&ok),
+            Some(Observation { status: ObservedStatus::Complete, result_state: ResultState::Data })
+        );
     }
 }

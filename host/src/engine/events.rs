@@ -115,7 +115,10 @@ mod tests {
     #[test]
     fn invalid_target_fields_are_dropped_not_truncated() {
         let t = |target: &str, kind: &str| ToolTarget::checked(Some(target.into()), Some(kind.into()));
-        assert_eq!(t("payments", "logs"), Some(ToolTarget { target: Some("payments".into()), query_kind: Some("logs".into()) }));
+        assert_eq!(
+            t("payments", "logs"),
+            Some(ToolTarget { target: Some("payments".into()), query_kind: Some("logs".into()) })
+        );
         assert_eq!(t("", "Logs"), None);
         assert_eq!(t(&"x".repeat(129), "metrics_2"), None);
         assert_eq!(t(&"x".repeat(128), &"k".repeat(33)).unwrap().query_kind, None);

@@ -150,7 +150,8 @@ fn read(path: &Path) -> std::io::Result<Marker> {
 
 /// A file name for any channel id: a readable prefix and a hash.
 fn file_name(channel: &str) -> String {
-    let readable: String = channel.chars().filter(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_')).take(40).collect();
+    let readable: String =
+        channel.chars().filter(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_')).take(40).collect();
     let hash = hex::encode(&Sha256::digest(channel.as_bytes())[..8]);
     format!("{readable}-{hash}.json")
 }
@@ -214,7 +215,13 @@ mod tests {
 
         // A dead process's marker goes at once, whatever its TTL.
         let path = dir.path().join("inflight").join(file_name("d"));
-        let dead = Marker { channel: "d".into(), host: hostname(), pid: 999_999_999, nonce: "x".into(), expires_at: unix_now() + 3600.0 };
+        let dead = Marker {
+            channel: "d".into(),
+            host: hostname(),
+            pid: 999_999_999,
+            nonce: "x".into(),
+            expires_at: unix_now() + 3600.0,
+        };
         std::fs::write(&path, serde_json::to_vec(&dead).unwrap()).unwrap();
         tokio::time::timeout(Duration::from_millis(500), b.acquire("d")).await.expect("dead owner").unwrap();
         // So does a corrupt one.

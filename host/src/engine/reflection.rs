@@ -48,7 +48,12 @@ impl Exchange {
 }
 
 /// Starts the reflection on its own task; the handle lets callers (tests, shutdown) wait.
-pub fn spawn(provider: Arc<dyn Provider>, model: String, memory: MemoryStore, exchange: Exchange) -> tokio::task::JoinHandle<()> {
+pub fn spawn(
+    provider: Arc<dyn Provider>,
+    model: String,
+    memory: MemoryStore,
+    exchange: Exchange,
+) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         match tokio::time::timeout(TIMEOUT, reflect(provider.as_ref(), &model, &memory, &exchange)).await {
             Ok(Ok(())) => {}
@@ -58,7 +63,12 @@ pub fn spawn(provider: Arc<dyn Provider>, model: String, memory: MemoryStore, ex
     })
 }
 
-async fn reflect(provider: &dyn Provider, model: &str, memory: &MemoryStore, exchange: &Exchange) -> Result<(), String> {
+async fn reflect(
+    provider: &dyn Provider,
+    model: &str,
+    memory: &MemoryStore,
+    exchange: &Exchange,
+) -> Result<(), String> {
     let request = Request {
         model: model.to_owned(),
         system: SYSTEM.to_owned(),

@@ -121,17 +121,26 @@ impl TurnBudget {
         }
         if policy.replan_enabled && !c.replanned {
             c.replanned = true;
-            tracing::info!(metric = "mithai.tool_budget.recoveries", disposition = "replanned", "tool budget: one corrective round");
+            tracing::info!(
+                metric = "mithai.tool_budget.recoveries",
+                disposition = "replanned",
+                "tool budget: one corrective round"
+            );
             return AfterRound::Replan;
         }
-        tracing::info!(metric = "mithai.tool_budget.recoveries", disposition = "synthesized", "tool budget: answering from the evidence");
+        tracing::info!(
+            metric = "mithai.tool_budget.recoveries",
+            disposition = "synthesized",
+            "tool budget: answering from the evidence"
+        );
         AfterRound::Synthesize
     }
 
     /// The tools to offer: budgeted ones leave once the per-turn cap is spent.
     pub fn offered(&self, decls: Vec<ToolDecl>) -> Vec<ToolDecl> {
         let Some(policy) = &self.policy else { return decls };
-        let spent = policy.max_per_turn.is_some_and(|max| self.counters.lock().unwrap_or_else(|p| p.into_inner()).used >= max);
+        let spent =
+            policy.max_per_turn.is_some_and(|max| self.counters.lock().unwrap_or_else(|p| p.into_inner()).used >= max);
         decls.into_iter().filter(|d| !(spent && policy.covers(&d.name))).collect()
     }
 }
@@ -145,7 +154,9 @@ pub fn window_minutes(input: &Value) -> Option<f64> {
     let mut keep = |m: f64| found = Some(found.map_or(m, |f| f.max(m)));
     for (key, value) in object {
         let key = key.to_ascii_lowercase();
-        let unit = [("minutes", 1.0), ("hours", 60.0), ("days", 1440.0)].into_iter().find(|(u, _)| key == *u || key.ends_with(&format!("_{u}")));
+        let unit = [("minutes", 1.0), ("hours", 60.0), ("days", 1440.0)]
+            .into_iter()
+            .find(|(u, _)| key == *u || key.ends_with(&format!("_{u}")));
         if let (Some((_, per)), Some(n)) = (unit, value.as_f64()) {
             keep(n * per);
         }
@@ -184,7 +195,13 @@ mod tests {
     use super::*;
 
     fn policy(max: Option<u32>, long: Option<u32>, replan: bool) -> ToolBudgetPolicy {
-        ToolBudgetPolicy { tools: vec!["get_logs".into()], max_per_turn: max, max_long_range_per_turn: long, long_range_threshold_minutes: 60, replan_enabled: replan }
+        ToolBudgetPolicy {
+            tools: vec!["get_logs".into()],
+            max_per_turn: max,
+            max_long_range_per_turn: long,
+            long_range_threshold_minutes: 60,
+            replan_enabled: replan,
+        }
     }
 
     #[test]
@@ -205,8 +222,10 @@ mod tests {
         assert!(budget.admit("obs__other", &json!({})).is_none(), "unconfigured tools stay available");
         let refused = budget.admit("obs__get_logs", &json!({})).expect("third call refused");
         assert!(refused.is_error && !refused.content.contains('2'), "no counters reach the model: {}", refused.content);
-        let decls = vec![ToolDecl { name: "obs__get_logs".into(), description: String::new(), input_schema: json!({}) },
-                         ToolDecl { name: "obs__other".into(), description: String::new(), input_schema: json!({}) }];
+        let decls = vec![
+            ToolDecl { name: "obs__get_logs".into(), description: String::new(), input_schema: json!({}) },
+            ToolDecl { name: "obs__other".into(), description: String::new(), input_schema: json!({}) },
+        ];
         assert_eq!(budget.offered(decls).iter().map(|d| d.name.as_str()).collect::<Vec<_>>(), ["obs__other"]);
         assert_eq!(budget.after_round(), AfterRound::Synthesize);
     }
@@ -225,12 +244,18 @@ mod tests {
 
     #[test]
     fn config_and_legacy_alias() {
-        let section = config::ToolBudget { tools: vec!["get_logs".into()], max_per_turn: Some(3), ..Default::default() };
+        let section =
+            config::ToolBudget { tools: vec!["get_logs".into()], max_per_turn: Some(3), ..Default::default() };
         let legacy = config::Engine { log_tool_budget: Some(section.clone()), ..Default::default() };
         assert!(ToolBudgetPolicy::from_config(&legacy).is_some(), "the legacy key alone is on");
         let new = config::Engine { tool_budget: Some(section.clone()), ..Default::default() };
         assert!(ToolBudgetPolicy::from_config(&new).is_none(), "the new key is off unless enabled");
         let on = config::ToolBudget { enabled: Some(true), ..section };
-        assert_eq!(ToolBudgetPolicy::from_config(&config::Engine { tool_budget: Some(on), ..Default::default() }).unwrap().max_per_turn, Some(3));
+        assert_eq!(
+            ToolBudgetPolicy::from_config(&config::Engine { tool_budget: Some(on), ..Default::default() })
+                .unwrap()
+                .max_per_turn,
+            Some(3)
+        );
     }
 }

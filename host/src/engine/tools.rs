@@ -49,7 +49,15 @@ impl ToolOutcome {
 
     /// A successful plain result (adapter tools).
     pub fn text(content: String, duration: Duration) -> Self {
-        ToolOutcome { content, is_error: false, duration, succeeded: None, error_kind: None, is_empty: None, coverage: None }
+        ToolOutcome {
+            content,
+            is_error: false,
+            duration,
+            succeeded: None,
+            error_kind: None,
+            is_empty: None,
+            coverage: None,
+        }
     }
 }
 
@@ -110,7 +118,11 @@ impl ToolRouter {
         let runnable = self.skills.skills.values().filter(|s| s.is_runnable());
         runnable
             .flat_map(|skill| skill.tools.iter())
-            .map(|t| ToolDecl { name: t.full_name.clone(), description: t.description.clone(), input_schema: t.schema.clone() })
+            .map(|t| ToolDecl {
+                name: t.full_name.clone(),
+                description: t.description.clone(),
+                input_schema: t.schema.clone(),
+            })
             .chain(self.mcp.iter().flat_map(|mcp| mcp.decls()))
             .collect()
     }
@@ -123,7 +135,13 @@ impl ToolRouter {
 
     /// [`Self::execute`] within a turn: an MCP call retried after its prerequisite is
     /// admitted by the turn's tool budget again.
-    pub async fn execute_in_turn(&self, name: &str, input: &Value, ctx: &CallContext, budget: Option<&TurnBudget>) -> ToolOutcome {
+    pub async fn execute_in_turn(
+        &self,
+        name: &str,
+        input: &Value,
+        ctx: &CallContext,
+        budget: Option<&TurnBudget>,
+    ) -> ToolOutcome {
         let started = Instant::now();
         if let Some(mcp) = self.mcp_tool(name) {
             return mcp.execute(name, input, ctx, budget).await;

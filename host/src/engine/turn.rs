@@ -130,11 +130,25 @@ impl Engine {
     }
 
     /// An engine with explicit settings.
-    pub fn with_settings(skills: Arc<SkillSet>, provider: Box<dyn Provider>, settings: EngineSettings, state: StateStore) -> Self {
+    pub fn with_settings(
+        skills: Arc<SkillSet>,
+        provider: Box<dyn Provider>,
+        settings: EngineSettings,
+        state: StateStore,
+    ) -> Self {
         let promotion = Promotion::new(state.clone(), &settings.learning);
         let inflight = InFlight::new(state.root(), Duration::from_secs(settings.session.inflight_ttl_seconds));
         let (router, history, provider) = (ToolRouter::new(skills), History::new(state), Arc::from(provider));
-        Engine { router, provider, settings, history, promotion, background: Mutex::default(), channels: Mutex::default(), inflight }
+        Engine {
+            router,
+            provider,
+            settings,
+            history,
+            promotion,
+            background: Mutex::default(),
+            channels: Mutex::default(),
+            inflight,
+        }
     }
 
     /// Also offers the tools of MCP servers (see [`crate::mcp::start_for`]).
@@ -175,7 +189,12 @@ impl Engine {
 
     /// Answers one message. Turns on the same channel run one after the other (the history
     /// is read at the start and written at the end); other channels run concurrently.
-    pub async fn run_turn(&self, req: TurnRequest, events: &dyn EventSink, approver: &dyn Approver) -> Result<TurnResult, EngineError> {
+    pub async fn run_turn(
+        &self,
+        req: TurnRequest,
+        events: &dyn EventSink,
+        approver: &dyn Approver,
+    ) -> Result<TurnResult, EngineError> {
         let lock = self.channel_lock(&req.channel_id);
         let result = {
             let _turn = lock.lock().await;
@@ -204,11 +223,18 @@ impl Engine {
 
     /// The turn itself, under the channel lock. The budget starts once the lock is held, so
     /// a turn queued behind another is not born late.
-    async fn turn(&self, req: &TurnRequest, events: &dyn EventSink, approver: &dyn Approver, held: &mut Held) -> Result<TurnResult, EngineError> {
+    async fn turn(
+        &self,
+        req: &TurnRequest,
+        events: &dyn EventSink,
+        approver: &dyn Approver,
+        held: &mut Held,
+    ) -> Result<TurnResult, EngineError> {
         let deadline = Budget::starting_now(Duration::from_secs(self.settings.session.deadline_seconds));
         let mut messages = self.history.load(&req.channel_id)?;
         messages.push(Message::user(req.message.clone()));
-        let system = prompt::system_prompt(&self.settings.system_prompt, self.router.skills(), &self.settings.memory_root);
+        let system =
+            prompt::system_prompt(&self.settings.system_prompt, self.router.skills(), &self.settings.memory_root);
         let ctx = CallContext {
             config: serde_json::json!({}),
             channel_id: req.channel_id.clone(),
@@ -237,17 +263,21 @@ impl Engine {
             result.rounds += 1;
             events.emit(EngineEvent::RoundStarted);
             let request = self.request(&system, &messages, tool_budget.offered(decls(&self.router, approver)));
-            let Ok(response) = tokio::time::timeout_at(deadline.deadline().into(), self.complete(&request, events)).await else {
+            let Ok(response) =
+                tokio::time::timeout_at(deadline.deadline().into(), self.complete(&request, events)).await
+            else {
                 continue; // the budget ran out mid-answer: the next pass wraps up
             };
             let response = response?;
             push_assistant(&mut messages, response.content.clone());
-            let calls: Vec<Call> = response.tool_uses().into_iter().map(|(i, n, v)| (i.into(), n.into(), v.clone())).collect();
+            let calls: Vec<Call> =
+                response.tool_uses().into_iter().map(|(i, n, v)| (i.into(), n.into(), v.clone())).collect();
             if calls.is_empty() {
                 break response.text();
             }
             let records = round.run(calls).await;
-            messages.push(Message { role: Role::User, content: records.iter().map(ToolCallRecord::to_block).collect() });
+            messages
+                .push(Message { role: Role::User, content: records.iter().map(ToolCallRecord::to_block).collect() });
             result.tool_calls.extend(records);
             // A refused call either gets one corrective round (the next request offers only
             // tools that can still run) or ends the loop with an honest partial answer.
@@ -271,7 +301,8 @@ impl Engine {
     async fn verify(&self, messages: &mut [Message], result: &mut TurnResult) {
         let model = self.settings.verifier_model.as_deref().unwrap_or(&self.settings.model);
         let timeout = Duration::from_secs(self.settings.session.wrapup_timeout_seconds);
-        let checked = verifier::check(self.provider.as_ref(), model, timeout, result.text.clone(), &result.tool_calls).await;
+        let checked =
+            verifier::check(self.provider.as_ref(), model, timeout, result.text.clone(), &result.tool_calls).await;
         if checked != result.text {
             verifier::replace_answer(messages, &checked);
             result.text = checked;
@@ -314,7 +345,8 @@ impl Engine {
             Ok(response) => response?.content.into_iter().filter(|b| !matches!(b, Block::ToolUse { .. })).collect(),
             Err(_) => Vec::new(),
         };
-        let text: String = content.iter().filter_map(|b| if let Block::Text(t) = b { Some(t.as_str()) } else { None }).collect();
+        let text: String =
+            content.iter().filter_map(|b| if let Block::Text(t) = b { Some(t.as_str()) } else { None }).collect();
         if text.is_empty() {
             events.emit(EngineEvent::TextDelta(WRAPUP_FALLBACK.into()));
             push_assistant(messages, vec![Block::Text(WRAPUP_FALLBACK.into())]);

@@ -85,7 +85,13 @@ pub fn prompt(answer: &str, records: &[ToolCallRecord]) -> String {
 
 /// Checks `answer` and returns it, annotated when the checker finds a contradiction and
 /// unchanged (with a warning logged) when the check fails.
-pub async fn check(provider: &dyn Provider, model: &str, timeout: Duration, answer: String, records: &[ToolCallRecord]) -> String {
+pub async fn check(
+    provider: &dyn Provider,
+    model: &str,
+    timeout: Duration,
+    answer: String,
+    records: &[ToolCallRecord],
+) -> String {
     let request = Request {
         model: model.to_owned(),
         system: SYSTEM.to_owned(),

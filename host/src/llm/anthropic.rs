@@ -264,7 +264,8 @@ mod tests {
         futures::executor::block_on(read(events, &mut |_| {}))
     }
 
-    const START: &str = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":3}}}\n\n";
+    const START: &str =
+        "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":3}}}\n\n";
 
     #[test]
     fn an_overloaded_error_event_is_a_retryable_529() {
@@ -277,9 +278,11 @@ mod tests {
     #[test]
     fn a_tool_call_cut_by_max_tokens_is_dropped() {
         let tool = r#"{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"t1","name":"x","input":{}}}"#;
-        let part = r#"{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{\"a\": "}}"#;
+        let part =
+            r#"{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{\"a\": "}}"#;
         let end = r#"{"type":"message_delta","delta":{"stop_reason":"max_tokens"},"usage":{"output_tokens":9}}"#;
-        let frames = format!("{START}data: {tool}\n\ndata: {part}\n\ndata: {end}\n\ndata: {{\"type\":\"message_stop\"}}\n\n");
+        let frames =
+            format!("{START}data: {tool}\n\ndata: {part}\n\ndata: {end}\n\ndata: {{\"type\":\"message_stop\"}}\n\n");
         let response = run(&frames).unwrap();
         assert_eq!((response.stop, response.content.len()), (StopReason::MaxTokens, 0));
         assert_eq!(response.usage, Usage { input_tokens: 3, output_tokens: 9 });

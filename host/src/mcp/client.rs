@@ -65,7 +65,9 @@ impl Server {
 
     fn filter(&self) -> &ToolFilter {
         match &self.config {
-            McpServer::Stdio { tools, .. } | McpServer::Sse { tools, .. } | McpServer::Streamablehttp { tools, .. } => tools,
+            McpServer::Stdio { tools, .. } | McpServer::Sse { tools, .. } | McpServer::Streamablehttp { tools, .. } => {
+                tools
+            }
         }
     }
 }
@@ -92,7 +94,12 @@ impl McpManager {
     pub fn new(config: &BTreeMap<String, McpServer>) -> Arc<Self> {
         let servers = config.iter().map(|(name, config)| {
             let state = State { status: Status::Idle, peer: None, tools: Arc::default(), attempts: 0 };
-            let server = Server { name: name.clone(), config: config.clone(), state: RwLock::new(state), changed: watch::channel(0).0 };
+            let server = Server {
+                name: name.clone(),
+                config: config.clone(),
+                state: RwLock::new(state),
+                changed: watch::channel(0).0,
+            };
             (name.clone(), Arc::new(server))
         });
         Arc::new(McpManager { servers: servers.collect(), declared: RwLock::default(), tasks: Mutex::default() })
@@ -182,7 +189,9 @@ impl McpManager {
         }
         let peer = s.read(|st| match (&st.status, &st.peer) {
             (Status::Ready, Some(peer)) => Ok(peer.clone()),
-            (Status::Down(why), _) => Err(format!("MCP server `{server}` is not available ({why}); it is being restarted")),
+            (Status::Down(why), _) => {
+                Err(format!("MCP server `{server}` is not available ({why}); it is being restarted"))
+            }
             _ => Err(format!("MCP server `{server}` is not available; it is starting")),
         })?;
         let request = CallToolRequestParam { name: tool.to_owned().into(), arguments: Some(arguments) };
@@ -265,7 +274,8 @@ pub fn result_text(result: &CallToolResult) -> String {
 impl McpBridge for McpManager {
     fn call_tool<'a>(&'a self, skill: &'a str, server: &'a str, tool: &'a str, arguments: &'a str) -> McpFuture<'a> {
         Box::pin(async move {
-            let declared = self.declared.read().unwrap_or_else(|p| p.into_inner()).get(skill).is_some_and(|s| s.contains(server));
+            let declared =
+                self.declared.read().unwrap_or_else(|p| p.into_inner()).get(skill).is_some_and(|s| s.contains(server));
             if !declared || !self.has_server(server) {
                 return Err(McpCallError::UnknownServer(server.to_owned()));
             }

@@ -15,13 +15,24 @@ pub(super) enum Decision {
     /// Refuse it; the model reads `correction`.
     Deny { correction: String, context: Option<Value> },
     /// Read `tool` first; on success retry with `retry`.
-    Prerequisite { tool: String, arguments: Map<String, Value>, retry: Map<String, Value>, correction: String, context: Option<Value> },
+    Prerequisite {
+        tool: String,
+        arguments: Map<String, Value>,
+        retry: Map<String, Value>,
+        correction: String,
+        context: Option<Value>,
+    },
 }
 
 impl McpTools {
     /// The owner's decision on a call: proceed when the server has no owner or the owner no
     /// hook; deny when the hook fails (a policy that cannot answer fails closed).
-    pub(super) async fn preflight(&self, call: &McpCall, arguments: &Map<String, Value>, ctx: &CallContext) -> Decision {
+    pub(super) async fn preflight(
+        &self,
+        call: &McpCall,
+        arguments: &Map<String, Value>,
+        ctx: &CallContext,
+    ) -> Decision {
         let proceed = Decision::Proceed { arguments: arguments.clone(), context: None };
         let Some(skill) = self.owner(&call.server) else { return proceed };
         let Some((component, env)) = &skill.runtime else { return proceed };
@@ -36,18 +47,25 @@ impl McpTools {
                 return Decision::Deny { correction, context: None };
             }
         };
-        let context = decision.context.as_deref().and_then(|c| serde_json::from_str::<Value>(c).ok()).filter(Value::is_object);
+        let context =
+            decision.context.as_deref().and_then(|c| serde_json::from_str::<Value>(c).ok()).filter(Value::is_object);
         let corrected = match decision.corrected_arguments.as_deref().map(serde_json::from_str::<Value>) {
             None => None,
             Some(Ok(Value::Object(map))) => Some(map),
             Some(_) => {
-                let correction = format!("the policy of skill `{}` returned corrected arguments that are not a JSON object", skill.name);
+                let correction = format!(
+                    "the policy of skill `{}` returned corrected arguments that are not a JSON object",
+                    skill.name
+                );
                 return Decision::Deny { correction, context };
             }
         };
-        let correction = decision.correction.unwrap_or_else(|| format!("the policy of skill `{}` refused this call", skill.name));
+        let correction =
+            decision.correction.unwrap_or_else(|| format!("the policy of skill `{}` refused this call", skill.name));
         match decision.kind {
-            PreflightKind::Proceed => Decision::Proceed { arguments: corrected.unwrap_or_else(|| arguments.clone()), context },
+            PreflightKind::Proceed => {
+                Decision::Proceed { arguments: corrected.unwrap_or_else(|| arguments.clone()), context }
+            }
             PreflightKind::Deny => Decision::Deny { correction, context },
             PreflightKind::Prerequisite(p) => match serde_json::from_str::<Value>(&p.arguments) {
                 Ok(Value::Object(pre)) => {
@@ -66,11 +84,20 @@ impl McpTools {
         if !owner.facts.mcp_prerequisites.iter().any(|p| p == tool) {
             return Err(format!("`{tool}` is not in the mcp-prerequisites of skill `{}`", owner.name));
         }
-        self.manager.tool(&call.server, tool).map(|_| ()).ok_or_else(|| format!("`{tool}` is not offered by server `{}`", call.server))
+        self.manager
+            .tool(&call.server, tool)
+            .map(|_| ())
+            .ok_or_else(|| format!("`{tool}` is not offered by server `{}`", call.server))
     }
 
     /// Runs a prerequisite read once per batch for the same server, tool and arguments.
-    pub(super) async fn prerequisite(&self, channel: &str, server: &str, tool: &str, arguments: Map<String, Value>) -> Result<String, String> {
+    pub(super) async fn prerequisite(
+        &self,
+        channel: &str,
+        server: &str,
+        tool: &str,
+        arguments: Map<String, Value>,
+    ) -> Result<String, String> {
         let key = format!("{server}\u{0}{tool}\u{0}{}", Value::Object(arguments.clone()));
         let cell = {
             let mut batches = self.batches.lock().unwrap_or_else(|p| p.into_inner());
@@ -84,5 +111,4 @@ impl McpTools {
         .await
         .clone()
     }
-
 }

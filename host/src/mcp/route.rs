@@ -5,6 +5,7 @@
 
 use super::client::{McpManager, result_text};
 use super::coverage;
+use super::preflight::Decision;
 use crate::config::OverrideLevel;
 use crate::engine::approval::Level;
 use crate::engine::coverage::CoverageEntry;
@@ -21,7 +22,6 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::OnceCell;
-use super::preflight::Decision;
 
 /// How long `observe-mcp-result` may take before the original result is kept.
 pub const OBSERVE_TIMEOUT: Duration = Duration::from_secs(30);
@@ -56,10 +56,14 @@ pub struct McpTools {
     pub(super) batches: Mutex<HashMap<String, HashMap<String, PrerequisiteResult>>>,
 }
 
-
 impl McpTools {
     /// The tools of `servers` (configured ones) for an engine over `skills`.
-    pub fn new(manager: Arc<McpManager>, skills: Arc<SkillSet>, servers: BTreeSet<String>, overrides: BTreeMap<String, Option<OverrideLevel>>) -> Self {
+    pub fn new(
+        manager: Arc<McpManager>,
+        skills: Arc<SkillSet>,
+        servers: BTreeSet<String>,
+        overrides: BTreeMap<String, Option<OverrideLevel>>,
+    ) -> Self {
         let mut aliases = BTreeMap::new();
         for skill in skills.skills.values() {
             for (server, tools) in &skill.facts.mcp_tools {
@@ -171,13 +175,22 @@ impl McpTools {
     /// Runs a call: the owning skill's preflight, the call (or its prerequisite and one
     /// retry, which passes the policy, the approval level and the turn's `budget` again), then
     /// its observer. Never fails: every problem is an error result.
-    pub async fn execute(&self, name: &str, input: &Value, ctx: &CallContext, budget: Option<&TurnBudget>) -> ToolOutcome {
+    pub async fn execute(
+        &self,
+        name: &str,
+        input: &Value,
+        ctx: &CallContext,
+        budget: Option<&TurnBudget>,
+    ) -> ToolOutcome {
         let started = Instant::now();
         let Some(call) = self.resolve(name) else {
             return error(json!({"error": format!("unknown tool `{name}`"), "kind": "unknown_tool"}), started);
         };
         let Some(arguments) = input.as_object().cloned() else {
-            return error(json!({"error": format!("invalid input for `{name}`: it must be a JSON object"), "kind": "invalid_input"}), started);
+            return error(
+                json!({"error": format!("invalid input for `{name}`: it must be a JSON object"), "kind": "invalid_input"}),
+                started,
+            );
         };
         let mut outcome = match self.preflight(&call, &arguments, ctx).await {
             Decision::Deny { correction, context } => refused(&correction, "mcp_preflight_denied", context, started),
@@ -204,7 +217,8 @@ impl McpTools {
                 };
                 // The retry passes the approval level again: a call that now needs a person
                 // (other than the one already approved) is refused rather than run unasked.
-                let (before, after) = (self.level(name, input, ctx).await, self.level(name, &Value::Object(retry.clone()), ctx).await);
+                let (before, after) =
+                    (self.level(name, input, ctx).await, self.level(name, &Value::Object(retry.clone()), ctx).await);
                 if after.is_none() || (after != Some(Level::Auto) && (after != before || retry != arguments)) {
                     let why = "the retried call needs a person's approval; call the tool again to ask for it";
                     return refused(why, "mcp_retry_refused", context, started);
@@ -225,19 +239,29 @@ impl McpTools {
     /// Sends the call and reads its result; a direct call's success goes past the observer.
     async fn dispatch(&self, call: &McpCall, arguments: Map<String, Value>, ctx: &CallContext) -> ToolOutcome {
         let started = Instant::now();
-        let advertised = self.manager.tool(&call.server, &call.tool).is_some_and(|t| coverage::advertised(t.meta.as_deref()));
+        let advertised =
+            self.manager.tool(&call.server, &call.tool).is_some_and(|t| coverage::advertised(t.meta.as_deref()));
         let args_text = Value::Object(arguments.clone()).to_string();
         let result = match self.manager.call(&call.server, &call.tool, arguments).await {
             Ok(result) => result,
             Err(e) => {
                 let entry = advertised.then_some(CoverageEntry::Unverified);
-                return ToolOutcome { coverage: entry, ..error(json!({"error": e, "kind": "mcp_unavailable"}), started) };
+                return ToolOutcome {
+                    coverage: entry,
+                    ..error(json!({"error": e, "kind": "mcp_unavailable"}), started)
+                };
             }
         };
         let mut content = result_text(&result);
         if result.is_error == Some(true) {
             let entry = advertised.then_some(CoverageEntry::Unverified);
-            return ToolOutcome { content, is_error: true, error_kind: Some("mcp_tool_error".into()), coverage: entry, ..ToolOutcome::text(String::new(), started.elapsed()) };
+            return ToolOutcome {
+                content,
+                is_error: true,
+                error_kind: Some("mcp_tool_error".into()),
+                coverage: entry,
+                ..ToolOutcome::text(String::new(), started.elapsed())
+            };
         }
         // Emptiness is judged on the server's result, before any observer augments it.
         let is_empty = Some(self.empty_hook(call, &content).await.unwrap_or_else(|| generically_empty(&content)));

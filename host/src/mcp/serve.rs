@@ -5,11 +5,15 @@
 //! elicitation (approve: a yes/no; confirm: type the challenge) when the client declared
 //! that capability, and refused with a clear message otherwise. Never silently executed.
 
+use crate::api::auth::Token;
 use crate::config::OverrideLevel;
 use crate::engine::ToolRouter;
 use crate::engine::approval::{self, CONFIRMATION_CHALLENGE, Level};
 use crate::sandbox::CallContext;
 use crate::skills::SkillSet;
+use axum::extract::{Request, State};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
 use rmcp::model::{
     CallToolRequestParam, CallToolResult, Content, CreateElicitationRequestParam, ElicitationAction, ElicitationSchema,
     GetPromptRequestParam, GetPromptResult, Implementation, ListPromptsResult, ListToolsResult, PaginatedRequestParam,
@@ -17,10 +21,6 @@ use rmcp::model::{
 };
 use rmcp::service::{NotificationContext, Peer, RequestContext, RoleServer};
 use rmcp::{ErrorData, ServerHandler};
-use crate::api::auth::Token;
-use axum::extract::{Request, State};
-use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, RwLock};
@@ -45,7 +45,11 @@ pub struct SkillServer {
 
 impl SkillServer {
     /// A server over `skills`, with the operator's `human` settings.
-    pub fn new(skills: Arc<SkillSet>, overrides: BTreeMap<String, Option<OverrideLevel>>, approval_timeout: Duration) -> Self {
+    pub fn new(
+        skills: Arc<SkillSet>,
+        overrides: BTreeMap<String, Option<OverrideLevel>>,
+        approval_timeout: Duration,
+    ) -> Self {
         let shared = Shared { skills: RwLock::new(skills), overrides, approval_timeout, peers: Mutex::default() };
         SkillServer { shared: Arc::new(shared) }
     }
@@ -53,7 +57,11 @@ impl SkillServer {
     /// A server over an engine's skills and `human` settings (for `/mcp` next to the API).
     pub fn for_engine(engine: &crate::engine::Engine) -> Self {
         let human = &engine.settings().human;
-        Self::new(Arc::new(engine.skills().clone()), human.overrides.clone(), Duration::from_secs(human.timeout_seconds))
+        Self::new(
+            Arc::new(engine.skills().clone()),
+            human.overrides.clone(),
+            Duration::from_secs(human.timeout_seconds),
+        )
     }
 
     fn skills(&self) -> Arc<SkillSet> {
@@ -109,10 +117,16 @@ impl SkillServer {
             ),
         };
         let Value::Object(schema) = schema else { unreachable!("a literal object") };
-        let requested_schema = ElicitationSchema::from_json_schema(schema).map_err(|e| format!("elicitation schema: {e}"))?;
+        let requested_schema =
+            ElicitationSchema::from_json_schema(schema).map_err(|e| format!("elicitation schema: {e}"))?;
         let request = peer.create_elicitation(CreateElicitationRequestParam { message, requested_schema });
         let answer = match tokio::time::timeout(self.shared.approval_timeout, request).await {
-            Err(_) => return Err(format!("nobody approved `{name}` within {} s; it was not executed", self.shared.approval_timeout.as_secs())),
+            Err(_) => {
+                return Err(format!(
+                    "nobody approved `{name}` within {} s; it was not executed",
+                    self.shared.approval_timeout.as_secs()
+                ));
+            }
             Ok(Err(e)) => return Err(format!("asking for approval of `{name}` failed ({e}); it was not executed")),
             Ok(Ok(answer)) => answer,
         };
@@ -128,17 +142,35 @@ impl SkillServer {
 
 impl ServerHandler for SkillServer {
     fn get_info(&self) -> ServerInfo {
-        let capabilities = ServerCapabilities::builder().enable_tools().enable_tool_list_changed().enable_prompts().enable_prompts_list_changed().build();
-        let server_info = Implementation { name: "skillhost".into(), version: env!("CARGO_PKG_VERSION").into(), ..Implementation::from_build_env() };
+        let capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .enable_prompts()
+            .enable_prompts_list_changed()
+            .build();
+        let server_info = Implementation {
+            name: "skillhost".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            ..Implementation::from_build_env()
+        };
         // Elicitation arrived in 2025-06-18: a client at 2025-03-26 (rmcp's default) refuses it.
-        ServerInfo { protocol_version: ProtocolVersion::V_2025_06_18, capabilities, server_info, instructions: Some("Tools of WebAssembly skills run by skillhost.".into()) }
+        ServerInfo {
+            protocol_version: ProtocolVersion::V_2025_06_18,
+            capabilities,
+            server_info,
+            instructions: Some("Tools of WebAssembly skills run by skillhost.".into()),
+        }
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
         self.shared.peers.lock().unwrap_or_else(|p| p.into_inner()).push(context.peer);
     }
 
-    async fn list_tools(&self, _: Option<PaginatedRequestParam>, _: RequestContext<RoleServer>) -> Result<ListToolsResult, ErrorData> {
+    async fn list_tools(
+        &self,
+        _: Option<PaginatedRequestParam>,
+        _: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
         let tools = ToolRouter::new(self.skills()).decls().into_iter().map(|d| {
             let schema = match d.input_schema {
                 Value::Object(map) => map,
@@ -149,13 +181,19 @@ impl ServerHandler for SkillServer {
         Ok(ListToolsResult { tools: tools.collect(), next_cursor: None })
     }
 
-    async fn call_tool(&self, request: CallToolRequestParam, context: RequestContext<RoleServer>) -> Result<CallToolResult, ErrorData> {
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParam,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
         let skills = self.skills();
         let name = request.name.to_string();
         let input = Value::Object(request.arguments.unwrap_or_default());
         let ctx = CallContext::standalone(CHANNEL);
         let level = match skills.find_tool(&name) {
-            Some((skill, tool)) if tool.validate(&input).is_ok() => approval::resolve(skill, tool, &input, &ctx, &self.shared.overrides).await,
+            Some((skill, tool)) if tool.validate(&input).is_ok() => {
+                approval::resolve(skill, tool, &input, &ctx, &self.shared.overrides).await
+            }
             _ => Level::Auto,
         };
         if level != Level::Auto
@@ -169,20 +207,38 @@ impl ServerHandler for SkillServer {
         Ok(if outcome.is_error { CallToolResult::error(content) } else { CallToolResult::success(content) })
     }
 
-    async fn list_prompts(&self, _: Option<PaginatedRequestParam>, _: RequestContext<RoleServer>) -> Result<ListPromptsResult, ErrorData> {
+    async fn list_prompts(
+        &self,
+        _: Option<PaginatedRequestParam>,
+        _: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
         let skills = self.skills();
         let prompts = skills.skills.values().filter(|s| !s.prompt.body.trim().is_empty()).map(|s| {
-            let description = if s.prompt.description.is_empty() { format!("The prompt of skill `{}`", s.name) } else { s.prompt.description.clone() };
+            let description = if s.prompt.description.is_empty() {
+                format!("The prompt of skill `{}`", s.name)
+            } else {
+                s.prompt.description.clone()
+            };
             Prompt::new(s.name.clone(), Some(description), None)
         });
         Ok(ListPromptsResult { prompts: prompts.collect(), next_cursor: None })
     }
 
-    async fn get_prompt(&self, request: GetPromptRequestParam, _: RequestContext<RoleServer>) -> Result<GetPromptResult, ErrorData> {
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParam,
+        _: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResult, ErrorData> {
         let skills = self.skills();
-        let skill = skills.skills.get(&request.name).ok_or_else(|| ErrorData::invalid_params(format!("no prompt `{}`", request.name), None))?;
+        let skill = skills
+            .skills
+            .get(&request.name)
+            .ok_or_else(|| ErrorData::invalid_params(format!("no prompt `{}`", request.name), None))?;
         let message = PromptMessage::new_text(PromptMessageRole::User, skill.prompt.body.clone());
-        Ok(GetPromptResult { description: Some(format!("The prompt of skill `{}`", skill.name)), messages: vec![message] })
+        Ok(GetPromptResult {
+            description: Some(format!("The prompt of skill `{}`", skill.name)),
+            messages: vec![message],
+        })
     }
 }
 
@@ -199,7 +255,11 @@ pub async fn stdio(server: SkillServer) -> anyhow::Result<()> {
 pub fn http_app(server: SkillServer, token: Option<&str>) -> axum::Router {
     use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
     use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
-    let service = StreamableHttpService::new(move || Ok(server.clone()), Arc::new(LocalSessionManager::default()), StreamableHttpServerConfig::default());
+    let service = StreamableHttpService::new(
+        move || Ok(server.clone()),
+        Arc::new(LocalSessionManager::default()),
+        StreamableHttpServerConfig::default(),
+    );
     let token = token.and_then(Token::new);
     axum::Router::new().nest_service("/mcp", service).layer(axum::middleware::from_fn_with_state(token, authenticate))
 }

@@ -3,11 +3,11 @@
 //! references were substituted when it loaded.
 
 use crate::config::McpServer;
+use rmcp::ServiceExt;
 use rmcp::service::{RoleClient, RunningService};
 use rmcp::transport::sse_client::SseClientConfig;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{SseClientTransport, StreamableHttpClientTransport, TokioChildProcess};
-use rmcp::ServiceExt;
 use std::collections::BTreeMap;
 use std::process::Stdio;
 
@@ -45,8 +45,8 @@ fn http_client(headers: &BTreeMap<String, String>) -> anyhow::Result<reqwest::Cl
     for (name, value) in headers {
         let name = reqwest::header::HeaderName::from_bytes(name.as_bytes())
             .map_err(|e| anyhow::anyhow!("header name `{name}`: {e}"))?;
-        let value = reqwest::header::HeaderValue::from_str(value)
-            .map_err(|e| anyhow::anyhow!("header `{name}`: {e}"))?;
+        let value =
+            reqwest::header::HeaderValue::from_str(value).map_err(|e| anyhow::anyhow!("header `{name}`: {e}"))?;
         map.insert(name, value);
     }
     Ok(reqwest::Client::builder().default_headers(map).no_proxy().build()?)

@@ -48,8 +48,7 @@ impl ComponentCache {
                 let _ = std::fs::remove_file(&path);
             }
         }
-        let component =
-            Component::new(&self.engine, wasm).map_err(|e| LoadError::NotAComponent(format!("{e:#}")))?;
+        let component = Component::new(&self.engine, wasm).map_err(|e| LoadError::NotAComponent(format!("{e:#}")))?;
         if let Err(e) = self.write(&path, &component) {
             tracing::warn!(path = %path.display(), "could not write the compile cache: {e:#}");
         }

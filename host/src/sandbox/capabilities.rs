@@ -62,8 +62,11 @@ fn pattern_matches(pattern: &str, host: &str, port: u16) -> bool {
         return false;
     }
     match pattern_host.strip_prefix("*.") {
-        Some(domain) => host.len() > domain.len() && host.ends_with(domain)
-            && host.as_bytes()[host.len() - domain.len() - 1] == b'.',
+        Some(domain) => {
+            host.len() > domain.len()
+                && host.ends_with(domain)
+                && host.as_bytes()[host.len() - domain.len() - 1] == b'.'
+        }
         None => pattern_host == host,
     }
 }

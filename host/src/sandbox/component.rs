@@ -3,7 +3,9 @@
 //! between calls, channels or users.
 
 use super::bindings::guest;
-use super::bindings::types::{CallContext as WitContext, HumanLevel, PreflightDecision, SkillInfo, Target, ToolDef, ToolResult};
+use super::bindings::types::{
+    CallContext as WitContext, HumanLevel, PreflightDecision, SkillInfo, Target, ToolDef, ToolResult,
+};
 use super::capabilities::Capabilities;
 use super::error::{CallError, LoadError};
 use super::host_state::{CallContext, HostState, RouteAttributes};
@@ -100,9 +102,7 @@ impl std::error::Error for DeadlineHit {}
 
 impl SkillComponent {
     pub(super) fn new(linker: &Linker<HostState>, component: &Component) -> Result<Self, LoadError> {
-        let pre = linker
-            .instantiate_pre(component)
-            .map_err(|e| LoadError::UnsupportedImport(format!("{e:#}")))?;
+        let pre = linker.instantiate_pre(component).map_err(|e| LoadError::UnsupportedImport(format!("{e:#}")))?;
         let tools = guest::tools::GuestIndices::new(&pre).map_err(|e| wrong_exports(component, pre.engine(), e))?;
         let hooks = Hooks {
             resolve_human: guest::resolve_human::GuestIndices::new(&pre).ok(),
@@ -151,12 +151,26 @@ impl SkillComponent {
                 }
             )*};
         }
-        check!(resolve_human, availability, startup, before_mcp_call, observe_mcp_result, tool_result_empty, tool_target);
+        check!(
+            resolve_human,
+            availability,
+            startup,
+            before_mcp_call,
+            observe_mcp_result,
+            tool_result_empty,
+            tool_target
+        );
         Ok(())
     }
 
     /// Runs `handle` for one tool call.
-    pub async fn handle(&self, env: &CallEnv, name: &str, input: &str, ctx: &CallContext) -> Result<Outcome<ToolResult>, CallError> {
+    pub async fn handle(
+        &self,
+        env: &CallEnv,
+        name: &str,
+        input: &str,
+        ctx: &CallContext,
+    ) -> Result<Outcome<ToolResult>, CallError> {
         let (this, name, input, wit_ctx) = (self.clone(), name.to_string(), input.to_string(), wit_context(ctx));
         let outcome = self
             .run(env, ctx.route.clone(), &format!("handle {name}"), move |store, instance| {
@@ -174,77 +188,136 @@ impl SkillComponent {
     }
 
     /// `resolve-human`, or `None` when the component does not export it.
-    pub async fn resolve_human(&self, env: &CallEnv, name: &str, input: &str, ctx: &CallContext) -> Option<Result<Outcome<Option<HumanLevel>>, CallError>> {
+    pub async fn resolve_human(
+        &self,
+        env: &CallEnv,
+        name: &str,
+        input: &str,
+        ctx: &CallContext,
+    ) -> Option<Result<Outcome<Option<HumanLevel>>, CallError>> {
         let indices = self.hooks.resolve_human.clone()?;
         let (name, input, wit_ctx) = (name.to_string(), input.to_string(), wit_context(ctx));
-        Some(self.run(env, ctx.route.clone(), "resolve-human", move |store, instance| {
-            Box::pin(async move {
-                let g = indices.load(&mut *store, &instance)?;
-                g.call_resolve_human(&mut *store, &name, &input, &wit_ctx).await
+        Some(
+            self.run(env, ctx.route.clone(), "resolve-human", move |store, instance| {
+                Box::pin(async move {
+                    let g = indices.load(&mut *store, &instance)?;
+                    g.call_resolve_human(&mut *store, &name, &input, &wit_ctx).await
+                })
             })
-        }).await)
+            .await,
+        )
     }
 
     /// `is-available`, or `None` when the component does not export it.
     pub async fn is_available(&self, env: &CallEnv) -> Option<Result<Outcome<bool>, CallError>> {
         let indices = self.hooks.availability.clone()?;
-        Some(self.run(env, RouteAttributes::default(), "is-available", move |store, instance| {
-            Box::pin(async move { indices.load(&mut *store, &instance)?.call_is_available(&mut *store).await })
-        }).await)
+        Some(
+            self.run(env, RouteAttributes::default(), "is-available", move |store, instance| {
+                Box::pin(async move { indices.load(&mut *store, &instance)?.call_is_available(&mut *store).await })
+            })
+            .await,
+        )
     }
 
     /// `startup`, or `None` when the component does not export it.
-    pub async fn startup(&self, env: &CallEnv, config: &serde_json::Value) -> Option<Result<Outcome<Result<(), String>>, CallError>> {
+    pub async fn startup(
+        &self,
+        env: &CallEnv,
+        config: &serde_json::Value,
+    ) -> Option<Result<Outcome<Result<(), String>>, CallError>> {
         let indices = self.hooks.startup.clone()?;
         let config = config.to_string();
-        Some(self.run(env, RouteAttributes::default(), "startup", move |store, instance| {
-            Box::pin(async move { indices.load(&mut *store, &instance)?.call_startup(&mut *store, &config).await })
-        }).await)
+        Some(
+            self.run(env, RouteAttributes::default(), "startup", move |store, instance| {
+                Box::pin(async move { indices.load(&mut *store, &instance)?.call_startup(&mut *store, &config).await })
+            })
+            .await,
+        )
     }
 
     /// `before-mcp-call`, or `None` when the component does not export it.
-    pub async fn before_mcp_call(&self, env: &CallEnv, server: &str, tool: &str, arguments: &str, ctx: &CallContext) -> Option<Result<Outcome<PreflightDecision>, CallError>> {
+    pub async fn before_mcp_call(
+        &self,
+        env: &CallEnv,
+        server: &str,
+        tool: &str,
+        arguments: &str,
+        ctx: &CallContext,
+    ) -> Option<Result<Outcome<PreflightDecision>, CallError>> {
         let indices = self.hooks.before_mcp_call.clone()?;
-        let (server, tool, arguments, wit_ctx) = (server.to_string(), tool.to_string(), arguments.to_string(), wit_context(ctx));
-        Some(self.run(env, ctx.route.clone(), "before-mcp-call", move |store, instance| {
-            Box::pin(async move {
-                let g = indices.load(&mut *store, &instance)?;
-                g.call_before_mcp_call(&mut *store, &server, &tool, &arguments, &wit_ctx).await
+        let (server, tool, arguments, wit_ctx) =
+            (server.to_string(), tool.to_string(), arguments.to_string(), wit_context(ctx));
+        Some(
+            self.run(env, ctx.route.clone(), "before-mcp-call", move |store, instance| {
+                Box::pin(async move {
+                    let g = indices.load(&mut *store, &instance)?;
+                    g.call_before_mcp_call(&mut *store, &server, &tool, &arguments, &wit_ctx).await
+                })
             })
-        }).await)
+            .await,
+        )
     }
 
     /// `observe-mcp-result`, or `None` when the component does not export it.
-    pub async fn observe_mcp_result(&self, env: &CallEnv, server: &str, tool: &str, arguments: &str, output: &str, ctx: &CallContext) -> Option<Result<Outcome<Option<String>>, CallError>> {
+    pub async fn observe_mcp_result(
+        &self,
+        env: &CallEnv,
+        server: &str,
+        tool: &str,
+        arguments: &str,
+        output: &str,
+        ctx: &CallContext,
+    ) -> Option<Result<Outcome<Option<String>>, CallError>> {
         let indices = self.hooks.observe_mcp_result.clone()?;
         let (server, tool, arguments, output, wit_ctx) =
             (server.to_string(), tool.to_string(), arguments.to_string(), output.to_string(), wit_context(ctx));
-        Some(self.run(env, ctx.route.clone(), "observe-mcp-result", move |store, instance| {
-            Box::pin(async move {
-                let g = indices.load(&mut *store, &instance)?;
-                g.call_observe_mcp_result(&mut *store, &server, &tool, &arguments, &output, &wit_ctx).await
+        Some(
+            self.run(env, ctx.route.clone(), "observe-mcp-result", move |store, instance| {
+                Box::pin(async move {
+                    let g = indices.load(&mut *store, &instance)?;
+                    g.call_observe_mcp_result(&mut *store, &server, &tool, &arguments, &output, &wit_ctx).await
+                })
             })
-        }).await)
+            .await,
+        )
     }
 
     /// `tool-result-empty`, or `None` when the component does not export it.
-    pub async fn tool_result_empty(&self, env: &CallEnv, tool: &str, raw_result: &str) -> Option<Result<Outcome<Option<bool>>, CallError>> {
+    pub async fn tool_result_empty(
+        &self,
+        env: &CallEnv,
+        tool: &str,
+        raw_result: &str,
+    ) -> Option<Result<Outcome<Option<bool>>, CallError>> {
         let indices = self.hooks.tool_result_empty.clone()?;
         let (tool, raw) = (tool.to_string(), raw_result.to_string());
-        Some(self.run(env, RouteAttributes::default(), "tool-result-empty", move |store, instance| {
-            Box::pin(async move {
-                indices.load(&mut *store, &instance)?.call_tool_result_empty(&mut *store, &tool, &raw).await
+        Some(
+            self.run(env, RouteAttributes::default(), "tool-result-empty", move |store, instance| {
+                Box::pin(async move {
+                    indices.load(&mut *store, &instance)?.call_tool_result_empty(&mut *store, &tool, &raw).await
+                })
             })
-        }).await)
+            .await,
+        )
     }
 
     /// `tool-target`, or `None` when the component does not export it.
-    pub async fn tool_target(&self, env: &CallEnv, tool: &str, input: &str) -> Option<Result<Outcome<Option<Target>>, CallError>> {
+    pub async fn tool_target(
+        &self,
+        env: &CallEnv,
+        tool: &str,
+        input: &str,
+    ) -> Option<Result<Outcome<Option<Target>>, CallError>> {
         let indices = self.hooks.tool_target.clone()?;
         let (tool, input) = (tool.to_string(), input.to_string());
-        Some(self.run(env, RouteAttributes::default(), "tool-target", move |store, instance| {
-            Box::pin(async move { indices.load(&mut *store, &instance)?.call_tool_target(&mut *store, &tool, &input).await })
-        }).await)
+        Some(
+            self.run(env, RouteAttributes::default(), "tool-target", move |store, instance| {
+                Box::pin(async move {
+                    indices.load(&mut *store, &instance)?.call_tool_target(&mut *store, &tool, &input).await
+                })
+            })
+            .await,
+        )
     }
 
     /// Instantiates into a fresh store, runs `call`, and turns every way it can fail into a
@@ -304,7 +377,8 @@ impl SkillComponent {
 /// Names the contract version a component was built against when it is not ours.
 fn wrong_exports(component: &Component, engine: &wasmtime::Engine, error: wasmtime::Error) -> LoadError {
     let ty = component.component_type();
-    let theirs = ty.exports(engine).find_map(|(name, _)| name.strip_prefix("skillhost:skill/tools@").map(str::to_string));
+    let theirs =
+        ty.exports(engine).find_map(|(name, _)| name.strip_prefix("skillhost:skill/tools@").map(str::to_string));
     match theirs {
         Some(version) => LoadError::WrongExports(format!(
             "it was built against skillhost:skill@{version}; this host speaks skillhost:skill@0.1.0: \
@@ -331,11 +405,7 @@ fn classify(store: &Store<HostState>, limits: &Limits, error: wasmtime::Error) -
         }
         None => {
             let message = format!("{error:#}");
-            if message.contains("maximum concurrent") {
-                CallError::Busy
-            } else {
-                CallError::Host(message)
-            }
+            if message.contains("maximum concurrent") { CallError::Busy } else { CallError::Host(message) }
         }
     }
 }

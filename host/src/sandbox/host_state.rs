@@ -76,12 +76,7 @@ pub struct HostState {
 }
 
 impl HostState {
-    pub(crate) fn new(
-        caps: Arc<Capabilities>,
-        limits: &Limits,
-        route: RouteAttributes,
-        operation: String,
-    ) -> Self {
+    pub(crate) fn new(caps: Arc<Capabilities>, limits: &Limits, route: RouteAttributes, operation: String) -> Self {
         let logs = LogBuffer::new(limits.max_log_bytes as usize);
         let wasi = deny_by_default_wasi(&logs);
         HostState {

@@ -108,12 +108,7 @@ impl MemoryLimiter {
 const MAX_TABLE_ELEMENTS: usize = 1 << 20;
 
 impl wasmtime::ResourceLimiter for MemoryLimiter {
-    fn memory_growing(
-        &mut self,
-        current: usize,
-        desired: usize,
-        _maximum: Option<usize>,
-    ) -> wasmtime::Result<bool> {
+    fn memory_growing(&mut self, current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
         let growth = desired.saturating_sub(current) as u64;
         if self.used.saturating_add(growth) > self.cap {
             self.hit = true;

@@ -89,7 +89,7 @@ fn pick_artifact(dir: &Path, artifacts: &[PathBuf]) -> Result<PathBuf, String> {
         Some(name) => artifacts.iter().find(|a| a.file_stem().is_some_and(|s| s == name.as_str())),
         None => artifacts.first(),
     };
-    chosen.cloned().ok_or_else(|| {
-        format!("the build produced no .wasm for {}: is its crate-type [\"cdylib\"]?", dir.display())
-    })
+    chosen
+        .cloned()
+        .ok_or_else(|| format!("the build produced no .wasm for {}: is its crate-type [\"cdylib\"]?", dir.display()))
 }

@@ -6,9 +6,9 @@
 //! the others still load. Only the spec's fatal cases stop loading: an `is-available` that
 //! traps, and a `startup` that fails.
 
+use super::builtin;
 use super::manifest::Manifest;
 use super::prompt::{self, Prompt};
-use super::builtin;
 use super::skill::{SEPARATOR, Skill, SkillFacts, ToolSpec};
 use crate::config::{Builtin, Grant, LoadedConfig};
 use crate::sandbox::{CallEnv, Capabilities, HostList, LimitPolicy, McpBridge, Sandbox, SkillComponent};
@@ -133,14 +133,18 @@ impl Loader {
     /// Loads a built-in skill: the native shell, or a component embedded in the binary.
     async fn load_builtin(&self, which: Builtin, mode: LoadMode) -> Result<Option<Candidate>, Failure> {
         let name = which.name();
-        let problem = |message: String| Failure::Problem(LoadProblem { skill: name.into(), file: builtin::location(name), message });
+        let problem = |message: String| {
+            Failure::Problem(LoadProblem { skill: name.into(), file: builtin::location(name), message })
+        };
         if which == Builtin::Shell {
             let skill = builtin::shell(self.skill_config(name)).map_err(problem)?;
             return Ok(Some(Candidate::Loaded(Box::new(skill))));
         }
         let Some(embedded) = builtin::embedded(name) else {
             let why = builtin::MISSING.unwrap_or("unknown reason");
-            return Err(problem(format!("this skillhost binary has no embedded `{name}` skill ({why}); use a skills folder instead")));
+            return Err(problem(format!(
+                "this skillhost binary has no embedded `{name}` skill ({why}); use a skills folder instead"
+            )));
         };
         let manifest = Manifest::parse(embedded.manifest).map_err(problem)?;
         let prompt = builtin::prompt(embedded.prompt);
@@ -154,7 +158,8 @@ impl Loader {
 
     /// Loads and checks one skill folder without running its hooks (`skill build`).
     pub async fn load_one(&self, dir: &Path) -> Result<Skill, LoadProblem> {
-        let unnamed = |message: String| LoadProblem { skill: dir.display().to_string(), file: dir.to_path_buf(), message };
+        let unnamed =
+            |message: String| LoadProblem { skill: dir.display().to_string(), file: dir.to_path_buf(), message };
         match self.load_dir(dir, LoadMode::Validate).await {
             Ok(Some(Candidate::Loaded(skill))) => Ok(*skill),
             Ok(Some(Candidate::Unavailable(name))) => Err(unnamed(format!("skill `{name}` is not available"))),
@@ -167,7 +172,9 @@ impl Loader {
     /// Loads one skill folder. `Ok(None)`: not a skill folder.
     async fn load_dir(&self, dir: &Path, mode: LoadMode) -> Result<Option<Candidate>, Failure> {
         let folder = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        let problem = |file: &str, message: String| Failure::Problem(LoadProblem { skill: folder.clone(), file: dir.join(file), message });
+        let problem = |file: &str, message: String| {
+            Failure::Problem(LoadProblem { skill: folder.clone(), file: dir.join(file), message })
+        };
         let prompt = prompt::load(dir).map_err(|e| problem("SKILL.md", e))?;
         let wasm_path = dir.join(WASM_FILE);
         let has_wasm = wasm_path.is_file();
@@ -179,7 +186,9 @@ impl Loader {
             return Ok(None);
         };
         let name = prompt.name.as_deref().map(prompt::slugify).unwrap_or_else(|| prompt::slugify(&folder));
-        let problem = |file: &str, message: String| Failure::Problem(LoadProblem { skill: name.clone(), file: dir.join(file), message });
+        let problem = |file: &str, message: String| {
+            Failure::Problem(LoadProblem { skill: name.clone(), file: dir.join(file), message })
+        };
         check_skill_name(&name).map_err(|e| problem(prompt.file, e))?;
         let manifest = Manifest::load(dir).map_err(|e| problem("skill.toml", e))?;
         let skill = self.new_skill(&name, dir.to_path_buf(), prompt);
@@ -208,9 +217,18 @@ impl Loader {
     /// Compiles `wasm`, asks `is-available` (when serving) and `list-tools`, and checks the
     /// tools. `default_grant` (a built-in's) applies when the operator wrote no grant for the
     /// skill.
-    async fn instantiate(&self, mut skill: Skill, manifest: &Manifest, wasm: &[u8], mode: LoadMode, default_grant: Option<Grant>) -> Result<Option<Candidate>, Failure> {
+    async fn instantiate(
+        &self,
+        mut skill: Skill,
+        manifest: &Manifest,
+        wasm: &[u8],
+        mode: LoadMode,
+        default_grant: Option<Grant>,
+    ) -> Result<Option<Candidate>, Failure> {
         let name = skill.name.clone();
-        let problem = |message: String| Failure::Problem(LoadProblem { skill: name.clone(), file: skill.dir.join(WASM_FILE), message });
+        let problem = |message: String| {
+            Failure::Problem(LoadProblem { skill: name.clone(), file: skill.dir.join(WASM_FILE), message })
+        };
         let component = self.sandbox.load(wasm).map_err(|e| problem(e.to_string()))?;
         let env = self.call_env(&name, manifest, default_grant);
         if mode == LoadMode::Serve && !self.check_available(&name, &component, &env).await? {
@@ -250,11 +268,9 @@ impl Loader {
         let Some((component, env)) = &skill.runtime else { return Ok(()) };
         match component.startup(env, &skill.config).await {
             None | Some(Ok(crate::sandbox::Outcome { value: Ok(()), .. })) => Ok(()),
-            Some(Ok(outcome)) => Err(FatalLoadError(format!(
-                "skill `{}`: startup failed: {}",
-                skill.name,
-                outcome.value.unwrap_err()
-            ))),
+            Some(Ok(outcome)) => {
+                Err(FatalLoadError(format!("skill `{}`: startup failed: {}", skill.name, outcome.value.unwrap_err())))
+            }
             Some(Err(e)) => Err(FatalLoadError(format!("skill `{}`: startup failed: {e}", skill.name))),
         }
     }
@@ -328,7 +344,9 @@ fn check_skill_name(name: &str) -> Result<(), String> {
         return Err(format!("skill name `{name}` must be 1 to 40 of [a-z0-9_], without `__` or a leading `_`"));
     }
     if RESERVED_NAMES.contains(&name) {
-        return Err(format!("skill name `{name}` is reserved for the host's own tools (`{name}__...`); rename the skill"));
+        return Err(format!(
+            "skill name `{name}` is reserved for the host's own tools (`{name}__...`); rename the skill"
+        ));
     }
     Ok(())
 }
@@ -338,7 +356,11 @@ fn skill_dirs(root: &Path, problems: &mut Vec<LoadProblem>) -> Vec<PathBuf> {
     let entries = match std::fs::read_dir(root) {
         Ok(entries) => entries,
         Err(e) => {
-            problems.push(LoadProblem { skill: "*".into(), file: root.to_path_buf(), message: format!("cannot read skills path: {e}") });
+            problems.push(LoadProblem {
+                skill: "*".into(),
+                file: root.to_path_buf(),
+                message: format!("cannot read skills path: {e}"),
+            });
             return vec![];
         }
     };

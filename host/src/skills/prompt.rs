@@ -20,7 +20,12 @@ pub struct Prompt {
 /// `Ok(None)` when the folder has neither.
 pub fn load(dir: &Path) -> Result<Option<Prompt>, String> {
     if let Some(text) = read(dir, "prompt.md")? {
-        return Ok(Some(Prompt { name: None, description: String::new(), body: text.trim().to_string(), file: "prompt.md" }));
+        return Ok(Some(Prompt {
+            name: None,
+            description: String::new(),
+            body: text.trim().to_string(),
+            file: "prompt.md",
+        }));
     }
     let Some(text) = read(dir, "SKILL.md")? else { return Ok(None) };
     parse_skill_md(&text).map(Some).map_err(|e| format!("{}: {e}", dir.join("SKILL.md").display()))
@@ -79,7 +84,8 @@ mod tests {
 
     #[test]
     fn skill_md_frontmatter() {
-        let p = parse_skill_md("---\nname: web-search\ndescription: Search the web.\nauthor: x\n---\n\n# Body\ntext\n").unwrap();
+        let p = parse_skill_md("---\nname: web-search\ndescription: Search the web.\nauthor: x\n---\n\n# Body\ntext\n")
+            .unwrap();
         assert_eq!(p.name.as_deref(), Some("web-search"));
         assert_eq!(p.description, "Search the web.");
         assert_eq!(p.body, "# Body\ntext");

@@ -41,8 +41,8 @@ impl std::fmt::Debug for ToolSpec {
 impl ToolSpec {
     /// Checks a guest's tool definition.
     pub fn new(skill: &str, def: wit::ToolDef) -> Result<ToolSpec, String> {
-        let valid_name = !def.name.is_empty()
-            && def.name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+        let valid_name =
+            !def.name.is_empty() && def.name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
         if !valid_name {
             return Err(format!("tool name `{}` must be 1 or more of [a-z0-9_]", def.name));
         }
@@ -192,7 +192,12 @@ impl Skill {
 
     /// Validates `input` and runs the tool: in a fresh sandboxed instance, or in the host for
     /// a native skill.
-    pub async fn call(&self, tool: &str, input: &serde_json::Value, caller: &CallContext) -> Result<Outcome<wit::ToolResult>, ToolError> {
+    pub async fn call(
+        &self,
+        tool: &str,
+        input: &serde_json::Value,
+        caller: &CallContext,
+    ) -> Result<Outcome<wit::ToolResult>, ToolError> {
         let spec = self.tool(tool).ok_or_else(|| ToolError::UnknownTool(format!("{}{SEPARATOR}{tool}", self.name)))?;
         spec.validate(input).map_err(|problems| ToolError::InvalidInput { tool: spec.full_name.clone(), problems })?;
         let ctx = CallContext { config: self.config.clone(), ..caller.clone() };

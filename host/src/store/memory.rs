@@ -110,8 +110,7 @@ impl MemoryStore {
         if existing + content.len() > MAX_FILE_BYTES {
             return Err(MemoryError::TooLarge);
         }
-        let mut file =
-            std::fs::OpenOptions::new().create(true).append(true).open(&full).map_err(io)?;
+        let mut file = std::fs::OpenOptions::new().create(true).append(true).open(&full).map_err(io)?;
         file.write_all(content.as_bytes()).map_err(io)
     }
 

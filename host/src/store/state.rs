@@ -67,11 +67,7 @@ impl StateStore {
         self.with(ns, |map| Ok(map.keys().cloned().collect()))
     }
 
-    fn with<T>(
-        &self,
-        ns: &str,
-        f: impl FnOnce(&mut Namespace) -> Result<T, StateError>,
-    ) -> Result<T, StateError> {
+    fn with<T>(&self, ns: &str, f: impl FnOnce(&mut Namespace) -> Result<T, StateError>) -> Result<T, StateError> {
         let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
         if !cache.contains_key(ns) {
             let loaded = self.load(ns)?;
@@ -109,9 +105,8 @@ impl StateStore {
     fn load(&self, ns: &str) -> Result<Namespace, StateError> {
         let path = self.path(ns)?;
         match std::fs::read(&path) {
-            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
-                StateError::Other(format!("state file {} is corrupt: {e}", path.display()))
-            }),
+            Ok(bytes) => serde_json::from_slice(&bytes)
+                .map_err(|e| StateError::Other(format!("state file {} is corrupt: {e}", path.display()))),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Namespace::new()),
             Err(e) => Err(StateError::Other(format!("reading {}: {e}", path.display()))),
         }

@@ -47,10 +47,7 @@ struct Search {
 impl Skill for Memory {
     fn tools() -> Vec<Tool> {
         vec![
-            Tool::new::<Read>(
-                "memory_read",
-                "Read a memory file. Returns its content, or `exists: false`.",
-            ),
+            Tool::new::<Read>("memory_read", "Read a memory file. Returns its content, or `exists: false`."),
             Tool::new::<Write>(
                 "memory_write",
                 "Write a memory file, replacing it (mode `overwrite`) or adding to its end (mode `append`).",
@@ -91,9 +88,7 @@ fn write(args: Write) -> Result<ToolResult, Error> {
         }
     };
     let bytes = args.content.len();
-    Ok(ToolResult::ok(
-        json!({ "path": args.path, "mode": mode, "bytes": bytes }),
-    ))
+    Ok(ToolResult::ok(json!({ "path": args.path, "mode": mode, "bytes": bytes })))
 }
 
 fn search(args: Search) -> Result<ToolResult, Error> {

@@ -16,9 +16,7 @@ use std::time::{Duration, Instant};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use skill_sdk::http::{self, Request};
-use skill_sdk::{
-    Approval, Context, Error, HumanLevel, ResolveHuman, Skill, Tool, ToolResult, Value, json, state,
-};
+use skill_sdk::{Approval, Context, Error, HumanLevel, ResolveHuman, Skill, Tool, ToolResult, Value, json, state};
 
 const CHECK_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -90,11 +88,8 @@ impl ResolveHuman for Services {
 }
 
 fn list(config: &Config) -> ToolResult {
-    let services: Vec<Value> = config
-        .services
-        .iter()
-        .map(|(name, service)| json!({ "name": name, "url": service.url }))
-        .collect();
+    let services: Vec<Value> =
+        config.services.iter().map(|(name, service)| json!({ "name": name, "url": service.url })).collect();
     let empty = services.is_empty();
     ToolResult::ok(json!({ "services": services })).empty(empty)
 }
@@ -102,9 +97,7 @@ fn list(config: &Config) -> ToolResult {
 fn lookup<'a>(config: &'a Config, name: &str) -> Result<&'a Service, Error> {
     config.services.get(name).ok_or_else(|| {
         let known: Vec<&str> = config.services.keys().map(String::as_str).collect();
-        Error::msg(format!(
-            "unknown service `{name}`; known services: {known:?}"
-        ))
+        Error::msg(format!("unknown service `{name}`; known services: {known:?}"))
     })
 }
 

@@ -144,9 +144,7 @@ impl Seq {
 }
 
 fn openai(model: &str, answer: &Answer) -> Vec<Frame> {
-    let response = |status: &str, output: &[Value]| {
-        json!({"id": "resp_1", "object": "response", "model": model, "status": status, "output": output})
-    };
+    let response = |status: &str, output: &[Value]| json!({"id": "resp_1", "object": "response", "model": model, "status": status, "output": output});
     let mut seq = Seq(0, Vec::new());
     seq.push("response.created", json!({"response": response("in_progress", &[])}), false);
     let mut output = Vec::new();

@@ -76,9 +76,13 @@ impl Default for ShellSettings {
 impl ShellSettings {
     /// Reads and checks the skill's config block.
     pub fn from_config(config: &Value) -> Result<Self, String> {
-        let settings: ShellSettings = serde_json::from_value(config.clone()).map_err(|e| format!("skills.config.shell: {e}"))?;
+        let settings: ShellSettings =
+            serde_json::from_value(config.clone()).map_err(|e| format!("skills.config.shell: {e}"))?;
         if !(settings.timeout > 0.0 && settings.timeout <= 86_400.0) {
-            return Err(format!("skills.config.shell.timeout: {} must be between 0 and 86400 seconds", settings.timeout));
+            return Err(format!(
+                "skills.config.shell.timeout: {} must be between 0 and 86400 seconds",
+                settings.timeout
+            ));
         }
         if settings.max_output_bytes == 0 {
             return Err("skills.config.shell.max_output_bytes must be at least 1".into());
@@ -118,7 +122,8 @@ pub fn normalize(command: &str) -> String {
 /// Whether `command` needs a shell to mean what it says: operators, redirections,
 /// substitutions, globs, comments, variable assignments.
 pub fn needs_shell(command: &str) -> bool {
-    const SPECIAL: &[char] = &['|', '&', ';', '<', '>', '(', ')', '$', '`', '\\', '\n', '*', '?', '[', ']', '{', '}', '~', '#', '!'];
+    const SPECIAL: &[char] =
+        &['|', '&', ';', '<', '>', '(', ')', '$', '`', '\\', '\n', '*', '?', '[', ']', '{', '}', '~', '#', '!'];
     if command.contains(SPECIAL) {
         return true;
     }
@@ -202,7 +207,12 @@ pub async fn run(settings: &ShellSettings, command: &str) -> ToolResult {
         cmd.args(&argv[1..]);
         cmd
     };
-    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true).process_group(0).env_clear();
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .process_group(0)
+        .env_clear();
     for name in BASE_ENV.iter().copied().chain(settings.pass_env.iter().map(String::as_str)) {
         if let Some(value) = std::env::var_os(name) {
             cmd.env(name, value);
@@ -260,7 +270,12 @@ pub async fn run(settings: &ShellSettings, command: &str) -> ToolResult {
     }
     let succeeded = !timed_out && status.is_some_and(|s| s.success());
     let empty = out.text.trim().is_empty() && err.text.trim().is_empty();
-    ToolResult { content: result.to_string(), succeeded: Some(succeeded), is_empty: Some(succeeded && empty), coverage: None }
+    ToolResult {
+        content: result.to_string(),
+        succeeded: Some(succeeded),
+        is_empty: Some(succeeded && empty),
+        coverage: None,
+    }
 }
 
 /// One output stream: what was kept, and how many bytes past the cap were dropped.
@@ -297,7 +312,9 @@ mod tests {
         for plain in ["df -h", "uptime", "echo 'a b'", "ls -la /tmp", "grep -c x file.txt"] {
             assert!(!needs_shell(plain), "{plain}");
         }
-        for shelled in ["ps aux | head", "a && b", "echo hi > f", "a; b", "echo $HOME", "ls *.txt", "FOO=1 env", "echo `id`"] {
+        for shelled in
+            ["ps aux | head", "a && b", "echo hi > f", "a; b", "echo $HOME", "ls *.txt", "FOO=1 env", "echo `id`"]
+        {
             assert!(needs_shell(shelled), "{shelled}");
         }
     }

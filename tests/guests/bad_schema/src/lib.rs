@@ -9,11 +9,7 @@ impl Skill for BadSchema {
     fn tools() -> Vec<Tool> {
         vec![
             Tool::without_input("fine", "A valid tool."),
-            Tool::with_raw_schema(
-                "broken",
-                "A tool whose schema is not JSON.",
-                "{\"type\": \"object\", ",
-            ),
+            Tool::with_raw_schema("broken", "A tool whose schema is not JSON.", "{\"type\": \"object\", "),
         ]
     }
 

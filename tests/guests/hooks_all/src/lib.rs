@@ -16,9 +16,8 @@
 //! Info: verify, owns MCP server `obs`, prerequisite `list_things`.
 
 use skill_sdk::{
-    Approval, BeforeMcpCall, Context, Error, HumanLevel, IsAvailable, ObserveMcpResult, Preflight,
-    ResolveHuman, Skill, SkillInfo, Startup, Target, Tool, ToolResult, ToolResultEmpty, ToolTarget,
-    Value, json,
+    Approval, BeforeMcpCall, Context, Error, HumanLevel, IsAvailable, ObserveMcpResult, Preflight, ResolveHuman, Skill,
+    SkillInfo, Startup, Target, Tool, ToolResult, ToolResultEmpty, ToolTarget, Value, json,
 };
 
 struct HooksAll;
@@ -30,12 +29,8 @@ impl Skill for HooksAll {
             "properties": { "level": { "type": "string" }, "service": { "type": "string" } },
         });
         vec![
-            Tool::with_schema(
-                "dyn_tool",
-                "A tool whose approval the hook decides.",
-                schema.clone(),
-            )
-            .approval(Approval::Dynamic),
+            Tool::with_schema("dyn_tool", "A tool whose approval the hook decides.", schema.clone())
+                .approval(Approval::Dynamic),
             Tool::with_schema("plain", "A tool that needs no approval.", schema),
         ]
     }
@@ -48,10 +43,7 @@ impl Skill for HooksAll {
     }
 
     fn info() -> SkillInfo {
-        SkillInfo::default()
-            .verify()
-            .mcp_server("obs")
-            .mcp_prerequisite("list_things")
+        SkillInfo::default().verify().mcp_server("obs").mcp_prerequisite("list_things")
     }
 }
 
@@ -81,16 +73,8 @@ impl Startup for HooksAll {
 }
 
 impl BeforeMcpCall for HooksAll {
-    fn before_mcp_call(
-        _server: &str,
-        _tool: &str,
-        mut arguments: Value,
-        _ctx: &Context,
-    ) -> Preflight {
-        let decision = arguments["_decision"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned();
+    fn before_mcp_call(_server: &str, _tool: &str, mut arguments: Value, _ctx: &Context) -> Preflight {
+        let decision = arguments["_decision"].as_str().unwrap_or_default().to_owned();
         match decision.as_str() {
             "deny" => Preflight::deny("hooks_all denied the call"),
             // Read `list_things` first, then retry without the marker (the retry passes this
@@ -123,13 +107,7 @@ impl BeforeMcpCall for HooksAll {
 }
 
 impl ObserveMcpResult for HooksAll {
-    fn observe_mcp_result(
-        _s: &str,
-        _t: &str,
-        _a: Value,
-        output: &str,
-        _ctx: &Context,
-    ) -> Option<String> {
+    fn observe_mcp_result(_s: &str, _t: &str, _a: Value, output: &str, _ctx: &Context) -> Option<String> {
         Some(format!("{output}\n\nobserved"))
     }
 }
@@ -143,10 +121,7 @@ impl ToolResultEmpty for HooksAll {
 impl ToolTarget for HooksAll {
     fn tool_target(_tool_name: &str, tool_input: Value) -> Option<Target> {
         let target = tool_input["service"].as_str().map(str::to_owned);
-        Some(Target {
-            target,
-            query_kind: Some("logs".into()),
-        })
+        Some(Target { target, query_kind: Some("logs".into()) })
     }
 }
 

@@ -6,9 +6,8 @@
 //! there, with a configuration error that names the skill.
 
 use skill_sdk::{
-    Approval, BeforeMcpCall, Context, Error, HumanLevel, IsAvailable, ObserveMcpResult, Preflight,
-    ResolveHuman, Skill, SkillInfo, Startup, Target, Tool, ToolResult, ToolResultEmpty, ToolTarget,
-    Value,
+    Approval, BeforeMcpCall, Context, Error, HumanLevel, IsAvailable, ObserveMcpResult, Preflight, ResolveHuman, Skill,
+    SkillInfo, Startup, Target, Tool, ToolResult, ToolResultEmpty, ToolTarget, Value,
 };
 
 struct HooksTrap;
@@ -17,8 +16,7 @@ impl Skill for HooksTrap {
     fn tools() -> Vec<Tool> {
         vec![
             Tool::without_input("plain", "Answer `ok`."),
-            Tool::without_input("dyn_tool", "Answer `ok` after the hook decides.")
-                .approval(Approval::Dynamic),
+            Tool::without_input("dyn_tool", "Answer `ok` after the hook decides.").approval(Approval::Dynamic),
         ]
     }
 

@@ -60,9 +60,7 @@ impl Skill for Hostile {
             "spin" => spin(),
             "hog" => hog(),
             "recurse" => Ok(ToolResult::text(recurse(black_box(0)).to_string())),
-            "huge_result" => Ok(ToolResult::text(
-                "x".repeat(number(&input, "mb", 32) as usize * MIB),
-            )),
+            "huge_result" => Ok(ToolResult::text("x".repeat(number(&input, "mb", 32) as usize * MIB))),
             "log_flood" => Ok(log_flood(number(&input, "count", 1_000_000))),
             "trap" => panic!("hostile guest panicked on purpose"),
             "stdout_flood" => Ok(stdout_flood(number(&input, "mb", 64) as usize)),

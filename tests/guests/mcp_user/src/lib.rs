@@ -10,8 +10,8 @@
 //! output contains `trap`, spins forever on `spin`, and keeps the output otherwise.
 
 use skill_sdk::{
-    Approval, BeforeMcpCall, Context, Error, ObserveMcpResult, Preflight, Skill, SkillInfo, Tool,
-    ToolResult, Value, json, mcp,
+    Approval, BeforeMcpCall, Context, Error, ObserveMcpResult, Preflight, Skill, SkillInfo, Tool, ToolResult, Value,
+    json, mcp,
 };
 
 struct McpUser;
@@ -29,8 +29,7 @@ impl Skill for McpUser {
         });
         vec![
             Tool::with_schema("call", "Call an MCP tool through the host.", schema.clone()),
-            Tool::with_schema("guarded_call", "The same, behind approval.", schema)
-                .approval(Approval::Approve),
+            Tool::with_schema("guarded_call", "The same, behind approval.", schema).approval(Approval::Approve),
         ]
     }
 
@@ -47,10 +46,7 @@ impl Skill for McpUser {
     }
 
     fn info() -> SkillInfo {
-        SkillInfo::default()
-            .mcp_tools("everything", ["echo"])
-            .mcp_tools("obs", ["get_logs"])
-            .mcp_server("everything")
+        SkillInfo::default().mcp_tools("everything", ["echo"]).mcp_tools("obs", ["get_logs"]).mcp_server("everything")
     }
 }
 

@@ -22,11 +22,8 @@ static CALLS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0
 
 /// An object schema whose properties are all strings; `required` lists the mandatory ones.
 fn strings(required: &[&str], optional: &[&str]) -> Value {
-    let properties: skill_sdk::serde_json::Map<String, Value> = required
-        .iter()
-        .chain(optional)
-        .map(|name| (name.to_string(), json!({ "type": "string" })))
-        .collect();
+    let properties: skill_sdk::serde_json::Map<String, Value> =
+        required.iter().chain(optional).map(|name| (name.to_string(), json!({ "type": "string" }))).collect();
     json!({ "type": "object", "properties": properties, "required": required })
 }
 
@@ -36,32 +33,16 @@ impl Skill for Probe {
         vec![
             Tool::without_input("env", "The environment variables the guest sees."),
             Tool::without_input("args", "The command-line arguments the guest sees."),
-            Tool::with_schema(
-                "read_file",
-                "Read a file with std::fs.",
-                strings(&["path"], &[]),
-            ),
+            Tool::with_schema("read_file", "Read a file with std::fs.", strings(&["path"], &[])),
             Tool::with_schema("memory_read", "memory.read", strings(&["path"], &[])),
-            Tool::with_schema(
-                "memory_write",
-                "memory.write",
-                strings(&["path", "content"], &["mode"]),
-            ),
+            Tool::with_schema("memory_write", "memory.write", strings(&["path", "content"], &["mode"])),
             Tool::with_schema("memory_search", "memory.search", strings(&["query"], &[])),
             Tool::with_schema("http_get", "http.fetch with GET", strings(&["url"], &[])),
             Tool::with_schema("state_set", "state.set", strings(&["key", "value"], &[])),
             Tool::with_schema("state_get", "state.get", strings(&["key"], &[])),
             Tool::without_input("state_keys", "state.keys"),
-            Tool::with_schema(
-                "route_set",
-                "route.set-attribute",
-                strings(&["key", "value"], &[]),
-            ),
-            Tool::with_schema(
-                "route_get",
-                "The call's route attributes, or one of them.",
-                strings(&[], &["key"]),
-            ),
+            Tool::with_schema("route_set", "route.set-attribute", strings(&["key", "value"], &[])),
+            Tool::with_schema("route_get", "The call's route attributes, or one of them.", strings(&[], &["key"])),
             Tool::without_input("ctx", "The whole call context."),
             Tool::with_schema("echo", "Return the input unchanged.", any_object.clone()),
             Tool::without_input("counter", "Increment a guest global and return it."),
@@ -77,7 +58,9 @@ impl Skill for Probe {
         let arg = |field: &str| input[field].as_str().unwrap_or_default().to_owned();
         Ok(match name {
             "echo" => ToolResult::text(input),
-            "counter" => ToolResult::ok(json!({ "calls": CALLS.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1 })),
+            "counter" => {
+                ToolResult::ok(json!({ "calls": CALLS.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1 }))
+            }
             "env" => ToolResult::ok(json!({ "vars": std::env::vars().collect::<Vec<_>>() })),
             "args" => ToolResult::ok(json!({ "args": std::env::args().collect::<Vec<_>>() })),
             "read_file" => match std::fs::read_to_string(arg("path")) {
@@ -86,16 +69,12 @@ impl Skill for Probe {
             },
             "memory_read" => answer(memory::read(&arg("path")).map(|c| json!({ "content": c }))),
             "memory_write" => answer(memory_write(&arg("path"), &arg("content"), &arg("mode"))),
-            "memory_search" => {
-                answer(memory::search(&arg("query")).map(|hits| json!({ "hits": hits })))
-            }
+            "memory_search" => answer(memory::search(&arg("query")).map(|hits| json!({ "hits": hits }))),
             "http_get" => answer(
                 skill_sdk::http::get(&arg("url"))
                     .map(|r| json!({ "status": r.status, "headers": r.headers, "body": r.text() })),
             ),
-            "state_set" => {
-                answer(state::set(&arg("key"), &arg("value")).map(|()| json!({ "ok": true })))
-            }
+            "state_set" => answer(state::set(&arg("key"), &arg("value")).map(|()| json!({ "ok": true }))),
             "state_get" => answer(state::get(&arg("key")).map(|v| json!({ "value": v }))),
             "state_keys" => answer(state::keys().map(|keys| json!({ "keys": keys }))),
             "route_set" => {
@@ -114,10 +93,7 @@ impl Skill for Probe {
             })),
             "mcp_call" => {
                 let arguments = input.get("arguments").cloned().unwrap_or_else(|| json!({}));
-                answer(
-                    mcp::call_tool(&arg("server"), &arg("tool"), &arguments)
-                        .map(|text| json!({ "result": text })),
-                )
+                answer(mcp::call_tool(&arg("server"), &arg("tool"), &arguments).map(|text| json!({ "result": text })))
             }
             _ => return Err(Error::unknown_tool(name)),
         })

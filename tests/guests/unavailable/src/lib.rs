@@ -6,10 +6,7 @@ struct Unavailable;
 
 impl Skill for Unavailable {
     fn tools() -> Vec<Tool> {
-        vec![Tool::without_input(
-            "x",
-            "Never offered: the skill is unavailable.",
-        )]
+        vec![Tool::without_input("x", "Never offered: the skill is unavailable.")]
     }
 
     fn handle(name: &str, _input: Value, _ctx: &Context) -> Result<ToolResult, Error> {

@@ -21,21 +21,11 @@ impl Guest for WrongVersion {
     }
 
     fn handle(_name: String, _input: String, _ctx: CallContext) -> ToolResult {
-        ToolResult {
-            content: "x".into(),
-            succeeded: None,
-            is_empty: None,
-            coverage: None,
-        }
+        ToolResult { content: "x".into(), succeeded: None, is_empty: None, coverage: None }
     }
 
     fn info() -> SkillInfo {
-        SkillInfo {
-            mcp_tools: vec![],
-            mcp_servers: vec![],
-            mcp_prerequisites: vec![],
-            verify: false,
-        }
+        SkillInfo { mcp_tools: vec![], mcp_servers: vec![], mcp_prerequisites: vec![], verify: false }
     }
 }
 
