@@ -25,8 +25,7 @@ pub use limits::{LimitPolicy, Limits};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::Duration;
 use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
@@ -60,7 +59,6 @@ pub struct Sandbox {
     /// Components compiled by this process, by content hash: loading the same bytes twice
     /// (a reload, two folders sharing a build) compiles once.
     compiled: Mutex<HashMap<[u8; 32], Component>>,
-    ticker_stop: Arc<AtomicBool>,
 }
 
 impl Sandbox {
@@ -71,9 +69,8 @@ impl Sandbox {
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
         bindings::SkillWithHooks::add_to_linker::<_, HasSelf<HostState>>(&mut linker, |s| s)?;
         let cache = options.cache_dir.clone().map(|dir| ComponentCache::new(dir, &engine));
-        let ticker_stop = Arc::new(AtomicBool::new(false));
-        spawn_ticker(engine.weak(), ticker_stop.clone());
-        Ok(Sandbox { engine, linker, cache, compiled: Mutex::default(), ticker_stop })
+        spawn_ticker(engine.weak())?;
+        Ok(Sandbox { engine, linker, cache, compiled: Mutex::default() })
     }
 
     /// The wasmtime engine.
@@ -111,12 +108,6 @@ impl Sandbox {
     }
 }
 
-impl Drop for Sandbox {
-    fn drop(&mut self) {
-        self.ticker_stop.store(true, Ordering::Relaxed);
-    }
-}
-
 /// A core module has version 1 in its header; a component has the component layer.
 fn wasmparser_is_core_module(wasm: &[u8]) -> bool {
     wasm.len() >= 8 && wasm.starts_with(b"\0asm") && wasm[4..8] == [1, 0, 0, 0]
@@ -145,12 +136,17 @@ fn engine_config(options: &SandboxOptions) -> Config {
     config
 }
 
-/// Advances the epoch every [`EPOCH_TICK`] until the sandbox is dropped.
-fn spawn_ticker(engine: wasmtime::EngineWeak, stop: Arc<AtomicBool>) {
+/// Advances the epoch every [`EPOCH_TICK`] for as long as the wasmtime engine lives.
+///
+/// Every compiled component holds the engine, so the ticker outlives the `Sandbox` value
+/// itself: a command that keeps only the loaded skills (and drops the loader that owned the
+/// sandbox) still has its deadlines enforced. The thread ends once the last component and
+/// the sandbox are gone.
+fn spawn_ticker(engine: wasmtime::EngineWeak) -> std::io::Result<()> {
     std::thread::Builder::new()
         .name("skillhost-epoch".into())
         .spawn(move || {
-            while !stop.load(Ordering::Relaxed) {
+            loop {
                 std::thread::sleep(EPOCH_TICK);
                 match engine.upgrade() {
                     Some(engine) => engine.increment_epoch(),
@@ -158,5 +154,5 @@ fn spawn_ticker(engine: wasmtime::EngineWeak, stop: Arc<AtomicBool>) {
                 }
             }
         })
-        .expect("spawning the epoch thread");
+        .map(drop)
 }
