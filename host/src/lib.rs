@@ -1,17 +1,23 @@
 //! skillhost: runs LLM-agent skills as sandboxed WebAssembly components.
 //!
 //! # Layout
-//! Data flows one way: adapters -> engine -> tools -> sandbox -> store.
-//! - [`api`]: the HTTP API adapter (trigger modes, the approval-v1 stream, decisions).
-//! - [`config`]: the typed `config.yaml`.
-//! - [`skills`]: skill folders, manifests, prompts, loading, building.
-//! - [`engine`]: the turn loop, tool routing, approvals, history.
-//! - [`mcp`]: MCP both ways: the client of `mcp_servers`, and skills served over MCP.
-//! - [`llm`]: LLM providers (Anthropic, OpenAI Responses, Chat Completions), streamed.
+//! Data flows one way, each module using only those below it (`config` is read by all):
+//! - [`app`]: the builder that turns a config into running agents, and serves them.
+//! - [`adapters`]: the front doors: the terminal, the HTTP API, MCP serving.
+//! - [`engine`]: the turn loop, the one approval path, deadlines, histories.
+//! - [`tools`]: the vocabulary every tool kind shares and the `ToolSource` trait, with the
+//!   skill and MCP sources.
+//! - [`mcp`]: the MCP client of `mcp_servers`.
+//! - [`skills`]: skill folders, manifests, prompts, loading, building; hooks as methods.
+//! - [`llm`]: LLM providers (Anthropic, OpenAI Responses, Chat Completions, Bedrock).
 //! - [`sandbox`]: wasmtime engine, limits, compiled cache, host imports.
 //! - [`store`]: the state store and memory files.
+//! - [`config`]: the typed `config.yaml`.
 
-pub mod api;
+#![warn(missing_docs)]
+
+pub mod adapters;
+pub mod app;
 pub mod config;
 pub mod engine;
 pub mod llm;
@@ -19,3 +25,4 @@ pub mod mcp;
 pub mod sandbox;
 pub mod skills;
 pub mod store;
+pub mod tools;

@@ -249,3 +249,17 @@ fn dot_env_feeds_config_variables_and_unset_ones_warn() {
     assert!(stdout.contains("\"healthy\": true"), "{stdout}");
     assert!(stderr.contains("BOT_NAME_UNSET") && stderr.contains("line 2"), "{stderr}");
 }
+
+#[test]
+fn skill_list_and_call_do_not_run_startup() {
+    let ws = cli_workspace();
+    ws.add_skill("skills", "startup_fail", guests::STARTUP_FAIL, "");
+    let (code, stdout, stderr) = skillhost(&ws, &["skill", "list"], "");
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(stdout.contains("startup_fail"), "{stdout}");
+    let (code, stdout, stderr) = skillhost(&ws, &["call", "startup_fail__x"], "");
+    assert_eq!(code, 0, "startup belongs to an engine that starts serving: {stdout}{stderr}");
+    let (code, _, stderr) = skillhost(&ws, &["mcp"], "");
+    assert_eq!(code, 2, "serving runs it, and its failure stops the start: {stderr}");
+    assert!(stderr.contains("missing api_key"), "{stderr}");
+}

@@ -95,3 +95,55 @@ fn a_denied_or_unaskable_approval_never_runs_the_tool() {
     assert!(result(&unaskable, 0).0 && result(&unaskable, 0).1.contains("elicitation"), "{unaskable}");
     assert!(unaskable["asked"].as_array().unwrap().is_empty());
 }
+
+/// A workspace whose config promotes after two approvals and budgets `probe__ctx` to one call.
+fn policy_workspace() -> Workspace {
+    let ws = Workspace::new();
+    ws.add_skill("skills", "hooks_all", guests::HOOKS_ALL, "");
+    ws.add_skill("skills", "probe", guests::PROBE, "");
+    let config = "skills:\n  paths: [skills]\n  builtins: []\nstate:\n  filesystem: {path: state}\n\
+                  learning:\n  approval_auto_promote: 2\n\
+                  engine:\n  tool_budget:\n    enabled: true\n    tools: [probe__ctx]\n    max_per_turn: 1\n";
+    std::fs::write(ws.path().join("config.yaml"), config).unwrap();
+    ws
+}
+
+#[test]
+fn a_tool_served_over_mcp_is_promoted_and_budgeted_as_in_a_chat() {
+    let ws = policy_workspace();
+    let gated = json!(["hooks_all__dyn_tool", {"level": "approve"}]);
+    let ctx = json!(["probe__ctx", {}]);
+    let report = client(&ws, "approve", json!([gated, gated, gated, ctx, ctx]));
+    assert_eq!(report["asked"].as_array().unwrap().len(), 2, "the third approve-level call is promoted: {report}");
+    for i in 0..3 {
+        assert!(!result(&report, i).0, "call {i} ran: {report}");
+    }
+    assert!(!result(&report, 3).0, "the first budgeted call runs: {report}");
+    let (refused, text) = result(&report, 4);
+    assert!(refused && text.contains("budget"), "the second is refused by the tool budget: {report}");
+    // A later session starts a fresh budget; the promotion persists in the state directory.
+    let again = client(&ws, "none", json!([gated, ctx]));
+    assert!(!result(&again, 0).0, "still promoted, nobody asked: {again}");
+    assert!(!result(&again, 1).0, "a new session, a new budget: {again}");
+}
+
+#[test]
+fn a_denial_over_mcp_is_refused_with_the_chat_refusal_kind() {
+    let ws = policy_workspace();
+    let report = client(&ws, "deny", json!([["hooks_all__dyn_tool", {"level": "approve"}]]));
+    let (refused, text) = result(&report, 0);
+    let refusal: Value = serde_json::from_str(&text).unwrap();
+    assert!(refused && refusal["kind"] == "denied", "{report}");
+}
+
+#[test]
+fn two_mcp_clients_keep_separate_channels() {
+    let ws = workspace();
+    let channel = |report: &Value| {
+        let ctx: Value = serde_json::from_str(&result(report, 0).1).unwrap();
+        ctx["channel_id"].as_str().unwrap().to_owned()
+    };
+    let (a, b) = (client(&ws, "none", json!([["probe__ctx", {}]])), client(&ws, "none", json!([["probe__ctx", {}]])));
+    let (a, b) = (channel(&a), channel(&b));
+    assert!(a.starts_with("mcp-") && b.starts_with("mcp-") && a != b, "{a} {b}");
+}

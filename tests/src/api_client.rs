@@ -2,7 +2,7 @@
 //! requests, and a small SSE reader for the approval-v1 stream.
 
 use serde_json::Value;
-use skillhost::api::{self, Api, ApiConfig};
+use skillhost::adapters::api::{self, Api, ApiConfig};
 use skillhost::engine::Engine;
 use std::sync::Arc;
 
@@ -16,6 +16,7 @@ pub fn config() -> ApiConfig {
         adapter_is_api: true,
         heartbeat: api::DEFAULT_HEARTBEAT,
         body_limit: 64 * 1024,
+        name: "skillhost".into(),
     }
 }
 

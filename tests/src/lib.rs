@@ -71,11 +71,38 @@ impl Workspace {
 /// Loads the skills of `ws` under `yaml` (which must configure `llm`) and builds an engine on
 /// them, failing the test on any load problem.
 pub async fn engine_from(ws: &Workspace, yaml: &str) -> skillhost::engine::Engine {
-    let loader = ws.loader(yaml);
-    let set = loader.load_all(LoadMode::Serve).await.unwrap_or_else(|e| panic!("load: {e}"));
-    assert!(set.problems.is_empty(), "{:?}", set.problems);
-    let provider = skillhost::llm::from_config(&loader.config.config.llm).unwrap();
-    skillhost::engine::Engine::new(Arc::new(set), provider, &loader.config, loader.state.clone())
+    let app = app_from(ws, yaml).await;
+    let agent = app.agents.into_iter().next().expect("one agent");
+    Arc::try_unwrap(agent.engine).unwrap_or_else(|_| panic!("the engine is not shared yet"))
+}
+
+/// An engine over `set` with `provider` (a test double), configured as `loader` is.
+pub fn engine_over(
+    loader: &Loader,
+    set: SkillSet,
+    provider: Box<dyn skillhost::llm::Provider>,
+) -> skillhost::engine::Engine {
+    use skillhost::tools::{SkillTools, Tools};
+    let set = Arc::new(set);
+    let tools = Tools::new(vec![Arc::new(SkillTools::new(set.clone()))]);
+    let settings = skillhost::engine::EngineSettings::from_config(&loader.config);
+    skillhost::engine::Engine::new(set, tools, Some(provider), settings, loader.state.clone())
+}
+
+/// Builds the app as `skillhost run` does (skills served, LLM providers required), failing
+/// the test on any load problem.
+pub async fn app_from(ws: &Workspace, yaml: &str) -> skillhost::app::App {
+    use skillhost::app::{Agents, Options};
+    app_with(ws, yaml, Options { mode: LoadMode::Serve, llm: true, agents: Agents::All }).await
+}
+
+/// Builds the app with `options`, failing the test on any load problem.
+pub async fn app_with(ws: &Workspace, yaml: &str, options: skillhost::app::Options) -> skillhost::app::App {
+    let app = skillhost::app::App::build(ws.config(yaml), options).await.unwrap_or_else(|e| panic!("app: {e:#}"));
+    for agent in &app.agents {
+        assert!(agent.problems.is_empty(), "{:?}", agent.problems);
+    }
+    app
 }
 
 /// Starts `command` (a shell command line) on a pseudo-terminal with util-linux `script`, in

@@ -3,7 +3,7 @@
 //! approvals and questions through their routes, auth, and malformed requests.
 
 use serde_json::{Value, json};
-use skillhost::api::ApiConfig;
+use skillhost::adapters::api::ApiConfig;
 use skillhost_tests::api_client::{self, ApiServer, Event, kinds};
 use skillhost_tests::llm_server::{Answer, LlmServer, Reply};
 use skillhost_tests::{Workspace, guests};
@@ -571,12 +571,7 @@ async fn a_run_without_deltas_sends_one_bare_assistant_text() {
     let yaml = "skills:\n  paths: [skills]\nstate:\n  filesystem: {path: state}\nlearning:\n  memory:\n    filesystem: {path: memory}\n";
     let loader = ws.loader(yaml);
     let set = loader.load_all(skillhost::skills::LoadMode::Serve).await.unwrap();
-    let engine = skillhost::engine::Engine::new(
-        std::sync::Arc::new(set),
-        Box::new(Silent),
-        &loader.config,
-        loader.state.clone(),
-    );
+    let engine = skillhost_tests::engine_over(&loader, set, Box::new(Silent));
     let server = ApiServer::start(engine, api_client::config()).await;
     let events = server.stream(json!({"message": "hi"})).await.rest().await;
     assert_eq!(kinds(&events), ["run_started", "assistant_text", "run_completed"]);

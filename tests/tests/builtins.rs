@@ -236,7 +236,7 @@ async fn a_denied_command_is_not_promoted_and_overrides_have_the_last_word() {
     for n in 0..3 {
         let turn = TurnRequest { channel_id: "c".into(), user_id: None, message: format!("m{n}") };
         let result = engine.run_turn(turn, &NoEvents, &approver).await.unwrap();
-        assert_eq!(result.tool_calls[0].level, skillhost::engine::approval::Level::Confirm);
+        assert_eq!(result.tool_calls[0].level, skillhost::tools::Level::Confirm);
     }
     assert_eq!(approver.asked.lock().unwrap().len(), 3);
     // A denial at approve level blocks the promotion the one approval would have earned.

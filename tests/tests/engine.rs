@@ -2,9 +2,9 @@
 //! guests: parallel tool calls, error results, approvals, the time budget, history, prompt.
 
 use serde_json::{Value, json};
-use skillhost::engine::approval::Level;
 use skillhost::engine::turn::WRAPUP_INSTRUCTION;
 use skillhost::engine::*;
+use skillhost::tools::Level;
 use skillhost_tests::llm_server::{Answer, LlmServer, Reply};
 use skillhost_tests::{Workspace, guests, json as parse};
 use std::sync::Mutex;

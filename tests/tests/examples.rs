@@ -2,8 +2,9 @@
 //! also the SDK's end-to-end test: every Rust skill here is written against `skill-sdk`.
 
 use serde_json::{Value, json};
-use skillhost::engine::approval::{self, Level};
+use skillhost::engine::gate;
 use skillhost::skills::SkillSet;
+use skillhost::tools::Level;
 use skillhost_tests::{Workspace, ctx, guests, http_server, json as parse};
 use std::collections::BTreeMap;
 
@@ -110,8 +111,8 @@ async fn services_resolve_human_by_environment() {
     let none = BTreeMap::new();
     let prod = json!({"service": "checkout", "environment": "production"});
     let staging = json!({"service": "checkout", "environment": "staging"});
-    assert_eq!(approval::resolve(skill, restart, &prod, &ctx(), &none).await, Level::Approve);
-    assert_eq!(approval::resolve(skill, restart, &staging, &ctx(), &none).await, Level::Auto);
+    assert_eq!(gate::resolve(skill, restart, &prod, &ctx(), &none).await, Level::Approve);
+    assert_eq!(gate::resolve(skill, restart, &staging, &ctx(), &none).await, Level::Auto);
     let (_, first) = call(&set, "services__restart_service", staging.clone()).await;
     let (_, second) = call(&set, "services__restart_service", staging).await;
     assert_ne!(first, second, "restarts are counted in state: {first} {second}");
@@ -121,7 +122,7 @@ async fn services_resolve_human_by_environment() {
 async fn python_skill_runs_through_the_same_contract() {
     let (_ws, set) = examples("").await;
     let (skill, _) = set.find_tool("word_stats__count_words").expect("the Python skill's tool");
-    let (component, _) = skill.runtime.as_ref().unwrap();
+    let (component, _) = skill.component().unwrap();
     assert_eq!(component.hooks().names(), ["tool-target"]);
     let (_, out) = call(&set, "word_stats__count_words", json!({"text": "the cat saw the dog\nthe end"})).await;
     assert_eq!(out["words"], 7, "{out}");

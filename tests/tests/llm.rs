@@ -3,8 +3,8 @@
 
 use serde_json::{Value, json};
 use skillhost::llm::anthropic::Anthropic;
-use skillhost::llm::chat::Chat;
 use skillhost::llm::openai::OpenAi;
+use skillhost::llm::openai_compatible::Chat;
 use skillhost::llm::*;
 use skillhost_tests::llm_server::{Answer, LlmServer, Reply, complete, sample_request};
 use std::time::{Duration, Instant};

@@ -3,9 +3,10 @@
 
 use serde_json::json;
 use skillhost::config::OverrideLevel;
-use skillhost::engine::approval::{self, Level};
+use skillhost::engine::gate;
 use skillhost::sandbox::bindings::types::{PreflightKind, Target};
 use skillhost::skills::{LoadMode, Skill};
+use skillhost::tools::Level;
 use skillhost_tests::{Workspace, ctx, guests};
 use std::collections::BTreeMap;
 
@@ -117,7 +118,7 @@ async fn prompt_only_skill_md_skill() {
     .unwrap();
     let set = ws.load(PATHS).await;
     let skill = &set.skills["git_discipline"];
-    assert!(skill.runtime.is_none() && skill.tools.is_empty());
+    assert!(skill.component().is_none() && skill.tools.is_empty());
     assert_eq!(skill.prompt.body, "Use Conventional Commits.");
     assert_eq!(skill.prompt.description, "Commit rules.");
 }
@@ -132,13 +133,13 @@ async fn load_one(guest: &str, name: &str) -> (Workspace, Skill) {
 #[tokio::test]
 async fn hooks_are_detected_present_or_absent() {
     let (_ws, all) = load_one(guests::HOOKS_ALL, "hooks_all").await;
-    let (component, _) = all.runtime.as_ref().unwrap();
+    let (component, _) = all.component().unwrap();
     assert_eq!(component.hooks().names().len(), 7, "{:?}", component.hooks());
     assert!(all.facts.verify);
     assert_eq!(all.facts.mcp_servers, ["obs"]);
     assert_eq!(all.facts.mcp_prerequisites, ["list_things"]);
     let (_ws, none) = load_one(guests::HOOKS_NONE, "hooks_none").await;
-    assert!(none.runtime.as_ref().unwrap().0.hooks().names().is_empty());
+    assert!(none.component().unwrap().0.hooks().names().is_empty());
 }
 
 #[tokio::test]
@@ -147,7 +148,7 @@ async fn resolve_human_then_overrides() {
     let tool = skill.tool("dyn_tool").unwrap();
     let none = BTreeMap::new();
     let level = async |input: serde_json::Value, overrides: &BTreeMap<String, Option<OverrideLevel>>| {
-        approval::resolve(&skill, tool, &input, &ctx(), overrides).await
+        gate::resolve(&skill, tool, &input, &ctx(), overrides).await
     };
     assert_eq!(level(json!({}), &none).await, Level::Auto);
     assert_eq!(level(json!({"level": "approve"}), &none).await, Level::Approve);
@@ -157,13 +158,27 @@ async fn resolve_human_then_overrides() {
     let escalate = BTreeMap::from([("hooks_all__dyn_tool".to_string(), Some(OverrideLevel::Confirm))]);
     assert_eq!(level(json!({}), &escalate).await, Level::Confirm, "override is the final word");
     let plain = skill.tool("plain").unwrap();
-    assert_eq!(approval::resolve(&skill, plain, &json!({}), &ctx(), &none).await, Level::Auto);
+    assert_eq!(gate::resolve(&skill, plain, &json!({}), &ctx(), &none).await, Level::Auto);
+    // The spec: resolve_human "takes precedence over the static human key", so a tool with no
+    // static level still asks when the hook says so.
+    let asked = gate::resolve(&skill, plain, &json!({"level": "approve"}), &ctx(), &none).await;
+    assert_eq!(asked, Level::Approve, "the hook is asked for every tool, not only dynamic ones");
+}
+
+#[tokio::test]
+async fn startup_runs_only_when_serving() {
+    let ws = Workspace::new();
+    ws.add_skill("skills", "startup_fail", guests::STARTUP_FAIL, "");
+    let loader = ws.loader("skills:\n  paths: [skills]\n  builtins: []\n");
+    let inspected = loader.load_all(LoadMode::Inspect).await.expect("inspecting runs no startup");
+    assert!(inspected.skills.contains_key("startup_fail"), "listed and callable without its startup");
+    assert!(loader.load_all(LoadMode::Serve).await.is_err(), "serving runs it");
 }
 
 #[tokio::test]
 async fn every_hook_answers_when_present() {
     let (_ws, skill) = load_one(guests::HOOKS_ALL, "hooks_all").await;
-    let (c, env) = skill.runtime.as_ref().unwrap();
+    let (c, env) = skill.component().unwrap();
     assert!(c.is_available(env).await.unwrap().unwrap().value);
     assert_eq!(c.startup(env, &json!({})).await.unwrap().unwrap().value, Ok(()));
     let deny =
@@ -200,7 +215,7 @@ async fn every_hook_answers_when_present() {
 #[tokio::test]
 async fn absent_hooks_are_none_and_trapping_hooks_are_errors() {
     let (_ws, none) = load_one(guests::HOOKS_NONE, "hooks_none").await;
-    let (c, env) = none.runtime.as_ref().unwrap();
+    let (c, env) = none.component().unwrap();
     assert!(c.is_available(env).await.is_none());
     assert!(c.startup(env, &json!({})).await.is_none());
     assert!(c.resolve_human(env, "x", "{}", &ctx()).await.is_none());
@@ -210,7 +225,7 @@ async fn absent_hooks_are_none_and_trapping_hooks_are_errors() {
     assert!(c.tool_target(env, "t", "{}").await.is_none());
 
     let (_ws, trap) = load_one(guests::HOOKS_TRAP, "hooks_trap").await;
-    let (c, env) = trap.runtime.as_ref().unwrap();
+    let (c, env) = trap.component().unwrap();
     assert!(c.is_available(env).await.unwrap().is_err());
     assert!(c.startup(env, &json!({})).await.unwrap().is_err());
     assert!(c.resolve_human(env, "x", "{}", &ctx()).await.unwrap().is_err());
@@ -219,9 +234,7 @@ async fn absent_hooks_are_none_and_trapping_hooks_are_errors() {
     assert!(c.tool_result_empty(env, "t", "").await.unwrap().is_err());
     assert!(c.tool_target(env, "t", "{}").await.unwrap().is_err());
     // A dynamic tool whose resolve-human traps fails closed: it needs approval.
-    if let Some(tool) =
-        trap.tools.iter().find(|t| matches!(t.approval, skillhost::sandbox::bindings::types::Approval::Dynamic))
-    {
-        assert_eq!(approval::resolve(&trap, tool, &json!({}), &ctx(), &BTreeMap::new()).await, Level::Approve);
+    if let Some(tool) = trap.tools.iter().find(|t| t.human == skillhost::skills::contract::Human::Dynamic) {
+        assert_eq!(gate::resolve(&trap, tool, &json!({}), &ctx(), &BTreeMap::new()).await, Level::Approve);
     }
 }

@@ -8,11 +8,10 @@
 //! `echo` and `obs`'s `get_logs` in `mcp-tools` (aliases `mcp_user__echo`, `mcp_user__get_logs`).
 
 use serde_json::{Value, json};
-use skillhost::engine::coverage::{CoverageEntry, Observation, ObservedStatus, ResultState};
 use skillhost::engine::*;
-use skillhost::mcp::{McpManager, McpTools, Status};
-use skillhost::sandbox::McpBridge;
+use skillhost::mcp::{McpManager, Status};
 use skillhost::skills::LoadMode;
+use skillhost::tools::coverage::{CoverageEntry, Observation, ObservedStatus, ResultState};
 use skillhost_tests::llm_server::{Answer, LlmServer};
 use skillhost_tests::{Workspace, ctx, guests, json as parse};
 use std::path::PathBuf;
@@ -65,23 +64,54 @@ fn yaml(llm: &str, extra: &str) -> String {
     )
 }
 
-/// Loads the skills with the MCP bridge, starts the servers they declare, and builds an
-/// engine offering their tools: what `skillhost chat` / `run` do.
-async fn setup(ws: &Workspace, llm: &str, extra: &str) -> (Engine, Arc<McpTools>) {
+/// The engine's tools as these tests drive them directly (outside a turn).
+struct McpView {
+    tools: skillhost::tools::Tools,
+    manager: Arc<McpManager>,
+}
+
+impl McpView {
+    fn manager(&self) -> &Arc<McpManager> {
+        &self.manager
+    }
+
+    fn decls(&self) -> Vec<skillhost::llm::ToolDecl> {
+        self.tools.decls()
+    }
+
+    /// One call with no turn around it (no budget, nobody to ask).
+    async fn execute(
+        &self,
+        name: &str,
+        input: &serde_json::Value,
+        ctx: &skillhost::sandbox::CallContext,
+        _: Option<()>,
+    ) -> skillhost::tools::ToolOutcome {
+        let (source, _) = self.tools.find(name).unwrap_or_else(|| panic!("no tool {name}"));
+        source.execute(skillhost::tools::ToolCall { id: "t", name, input, ctx }, &skillhost::tools::NoScope).await
+    }
+}
+
+/// Builds the app (skills loaded with the MCP bridge, the servers they declare started, an
+/// engine offering their tools): what `skillhost chat` / `run` do.
+async fn setup(ws: &Workspace, llm: &str, extra: &str) -> (Engine, McpView) {
     setup_in(ws, llm, extra, LoadMode::Serve).await
 }
 
-async fn setup_in(ws: &Workspace, llm: &str, extra: &str, mode: LoadMode) -> (Engine, Arc<McpTools>) {
-    let mut loader = ws.loader(&yaml(llm, extra));
-    let manager = McpManager::new(&loader.config.config.mcp_servers);
-    loader.mcp = Some(manager.clone() as Arc<dyn McpBridge>);
-    let set = Arc::new(loader.load_all(mode).await.unwrap());
-    assert!(set.problems.is_empty(), "{:?}", set.problems);
-    let provider = skillhost::llm::from_config(&loader.config.config.llm).unwrap();
-    let engine = Engine::new(set.clone(), provider, &loader.config, loader.state.clone());
-    let overrides = loader.config.config.human.overrides.clone();
-    let tools = skillhost::mcp::start_for(&manager, set, &[], overrides).await;
-    (engine.with_mcp(tools.clone()), tools)
+async fn setup_in(ws: &Workspace, llm: &str, extra: &str, mode: LoadMode) -> (Engine, McpView) {
+    use skillhost::app::{Agents, Options};
+    let app =
+        skillhost_tests::app_with(ws, &yaml(llm, extra), Options { mode, llm: true, agents: Agents::TopLevel }).await;
+    let manager = app.mcp.clone();
+    let engine = Arc::try_unwrap(app.agents.into_iter().next().unwrap().engine).unwrap_or_else(|_| panic!("shared"));
+    let view = McpView { tools: engine.tools().clone(), manager };
+    (engine, view)
+}
+
+/// An app of `config` (no LLM), for the MCP serving tests.
+async fn tools_app(ws: &Workspace, config: &str) -> skillhost::app::App {
+    use skillhost::app::{Agents, Options};
+    skillhost_tests::app_with(ws, config, Options { mode: LoadMode::Serve, llm: false, agents: Agents::TopLevel }).await
 }
 
 async fn run(engine: &Engine, approver: &dyn Approver) -> (TurnResult, Vec<EngineEvent>) {
@@ -489,11 +519,10 @@ async fn streamable_http_server_everything() {
 /// `/mcp` over streamable HTTP, behind the bearer token, driven by the Python SDK's client.
 #[tokio::test]
 async fn skills_are_served_over_streamable_http_behind_the_token() {
-    use skillhost::mcp::serve::{SkillServer, http_app};
+    use skillhost::adapters::mcp::{SkillServer, http_app};
     let ws = workspace(&[("hooks_all", guests::HOOKS_ALL), ("probe", guests::PROBE)]);
-    let set =
-        Arc::new(ws.load("skills:\n  paths: [skills]\n  builtins: []\nstate:\n  filesystem: {path: state}\n").await);
-    let server = SkillServer::new(set, Default::default(), Duration::from_secs(30));
+    let app = tools_app(&ws, "skills:\n  paths: [skills]\n  builtins: []\nstate:\n  filesystem: {path: state}\n").await;
+    let server = SkillServer::new(app.agent().engine.clone(), "skillhost");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/mcp", listener.local_addr().unwrap());
     tokio::spawn(async move { axum::serve(listener, http_app(server, Some("s3cret"))).await.unwrap() });
@@ -592,11 +621,11 @@ impl skillhost::mcp::rmcp::ClientHandler for Watcher {
 
 #[tokio::test]
 async fn clients_are_told_when_the_skills_change() {
+    use skillhost::adapters::mcp::SkillServer;
     use skillhost::mcp::rmcp::ServiceExt;
-    use skillhost::mcp::serve::SkillServer;
     let config = "skills:\n  paths: [skills]\n  builtins: []\nstate:\n  filesystem: {path: state}\n";
     let ws = workspace(&[("hooks_all", guests::HOOKS_ALL)]);
-    let server = SkillServer::new(Arc::new(ws.load(config).await), Default::default(), Duration::from_secs(5));
+    let server = SkillServer::new(tools_app(&ws, config).await.agent().engine.clone(), "skillhost");
     let (server_io, client_io) = tokio::io::duplex(1 << 16);
     let serving = server.clone();
     tokio::spawn(async move { serving.serve(server_io).await.unwrap().waiting().await });
@@ -606,7 +635,7 @@ async fn clients_are_told_when_the_skills_change() {
     assert!(before.contains(&"hooks_all__plain".to_owned()) && !before.iter().any(|t| t.starts_with("probe__")));
 
     ws.add_skill("skills", "probe", guests::PROBE, "");
-    server.set_skills(Arc::new(ws.load(config).await)).await;
+    server.set_engine(tools_app(&ws, config).await.agent().engine.clone()).await;
     tokio::time::timeout(Duration::from_secs(10), watcher.0.notified()).await.expect("tools/list_changed was sent");
     let after = client.list_all_tools().await.unwrap();
     assert!(after.iter().any(|t| t.name == "probe__echo"), "the new skill's tools are listed");
@@ -614,18 +643,16 @@ async fn clients_are_told_when_the_skills_change() {
 
 #[tokio::test]
 async fn a_reload_starts_the_servers_new_skills_declare() {
-    use skillhost::mcp::serve::SkillServer;
+    use skillhost::adapters::mcp::SkillServer;
     let ws = workspace(&[]);
-    let mut loader = ws.loader(&yaml("http://127.0.0.1:9", &servers(OBS_TOOLS)));
-    let manager = McpManager::new(&loader.config.config.mcp_servers);
-    loader.mcp = Some(manager.clone() as Arc<dyn McpBridge>);
-    let set = Arc::new(loader.load_all(LoadMode::Serve).await.unwrap());
-    skillhost::mcp::start_for(&manager, set.clone(), &[], Default::default()).await;
+    let app = tools_app(&ws, &yaml("http://127.0.0.1:9", &servers(OBS_TOOLS))).await;
+    let manager = app.mcp.clone();
     assert_eq!(manager.status("everything"), Some(Status::Idle), "no skill declares it yet");
-    let server = SkillServer::new(set, Default::default(), Duration::from_secs(5));
+    let server = SkillServer::new(app.agent().engine.clone(), "skillhost");
 
     ws.add_skill("skills", "mcp_user", guests::MCP_USER, "");
-    let problems = server.reload(&loader, &manager).await.unwrap();
+    let (engine, problems) = app.agent().reload().await.unwrap();
+    server.set_engine(engine).await;
     assert!(problems.is_empty(), "{problems:?}");
     assert_eq!(manager.status("everything"), Some(Status::Ready), "the new skill's server was started");
     assert_eq!(manager.status("unused"), Some(Status::Idle));
@@ -680,7 +707,7 @@ async fn a_failing_observer_keeps_the_original_result() {
     // deadline on `spin`, and answers nothing otherwise.
     let ws = workspace(&[("mcp_user", guests::MCP_USER)]);
     let (engine, tools) = setup(&ws, "http://127.0.0.1:9", &servers(OBS_TOOLS)).await;
-    let (component, _) = engine.skills().skills["mcp_user"].runtime.clone().unwrap();
+    let (component, _) = engine.skills().skills["mcp_user"].component().unwrap();
     assert!(component.hooks().names().contains(&"observe-mcp-result"));
     for message in ["trap", "spin", "plain"] {
         let outcome = tools.execute("everything__echo", &json!({"message": message}), &ctx(), None).await;
@@ -690,12 +717,12 @@ async fn a_failing_observer_keeps_the_original_result() {
 
 #[tokio::test]
 async fn an_agent_listing_a_server_starts_it() {
+    use skillhost::app::{Agents, Options};
     let ws = workspace(&[("hooks_all", guests::HOOKS_ALL)]);
-    let mut loader = ws.loader(&yaml("http://127.0.0.1:9", &servers(OBS_TOOLS)));
-    let manager = McpManager::new(&loader.config.config.mcp_servers);
-    loader.mcp = Some(manager.clone() as Arc<dyn McpBridge>);
-    let set = Arc::new(loader.load_all(LoadMode::Serve).await.unwrap());
-    let tools =
-        skillhost::mcp::start_for(&manager, set, &["everything".into(), "hooks_all".into()], Default::default()).await;
-    assert!(tools.decls().iter().any(|d| d.name == "everything__echo"), "an agent's skills.allowed may name a server");
+    let agent = "agents:\n  a:\n    skills:\n      allowed: [everything, hooks_all]\n";
+    let yaml = yaml("http://127.0.0.1:9", &format!("{}{agent}", servers(OBS_TOOLS)));
+    let options = Options { mode: LoadMode::Serve, llm: true, agents: Agents::One("a".into()) };
+    let app = skillhost_tests::app_with(&ws, &yaml, options).await;
+    let decls = app.agent().engine.tools().decls();
+    assert!(decls.iter().any(|d| d.name == "everything__echo"), "an agent's skills.allowed may name a server");
 }

@@ -1,10 +1,12 @@
-//! `skillhost call <skill__tool> '<json>'`: one tool call through the same sandbox path the
-//! engine uses, with the same approval resolution.
+//! `skillhost call <skill__tool> '<json>'`: one tool call through the engine's call path, as
+//! the model's calls go: the same approval levels, overrides, promotion and tool budget.
 
 use clap::Args;
-use skillhost::engine::approval::{self, CONFIRMATION_CHALLENGE, Level};
+use skillhost::app::{self, Agents, App, Options};
+use skillhost::engine::{ApprovalOutcome, ApprovalRequest, Approver, AutoApprove, NoEvents};
 use skillhost::sandbox::CallContext;
 use skillhost::skills::LoadMode;
+use skillhost::tools::{CONFIRMATION_CHALLENGE, Level};
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::Path;
 use std::process::ExitCode;
@@ -25,52 +27,67 @@ pub struct CallArgs {
     /// The user id the skill sees.
     #[arg(long)]
     user: Option<String>,
+    /// Call a tool of this agent of the config's `agents`.
+    #[arg(long)]
+    agent: Option<String>,
 }
+
+/// Why nobody could be asked: the call was refused before anything ran.
+const NO_TERMINAL: &str = "there is no terminal to ask on; pass --yes to approve";
 
 pub async fn run(args: CallArgs, config: Option<&Path>) -> anyhow::Result<ExitCode> {
     let input: serde_json::Value =
         serde_json::from_str(&args.input).map_err(|e| anyhow::anyhow!("the input is not valid JSON: {e}"))?;
-    let config = super::load_config(config)?;
-    let overrides = config.config.human.overrides.clone();
-    let set = super::loader(config)?.load_all(LoadMode::Serve).await?;
-    let Some((skill, tool)) = set.find_tool(&args.tool) else {
-        let known: Vec<_> = set.skills.values().flat_map(|s| s.tools.iter().map(|t| t.full_name.as_str())).collect();
-        for problem in &set.problems {
+    let config = app::load_config(config)?;
+    let agents = args.agent.clone().map_or(Agents::TopLevel, Agents::One);
+    let app = App::build(config, Options { mode: LoadMode::Inspect, llm: false, agents }).await?;
+    let agent = app.agent();
+    let engine = &agent.engine;
+    if engine.tools().find(&args.tool).is_none() {
+        for problem in &agent.problems {
             eprintln!("{problem}");
         }
-        anyhow::bail!(
-            "no tool `{}`; loaded tools: {}",
-            args.tool,
-            if known.is_empty() { "none".into() } else { known.join(", ") }
-        );
-    };
-    let caller = CallContext { user_id: args.user.clone(), ..CallContext::standalone(&args.channel) };
-    let level = approval::resolve(skill, tool, &input, &caller, &overrides).await;
-    if level != Level::Auto && !args.yes && !ask(&tool.full_name, &input, level)? {
-        eprintln!("denied: {} was not run", tool.full_name);
-        return Ok(ExitCode::from(1));
+        let known: Vec<_> = engine.tools().decls().into_iter().map(|d| d.name).collect();
+        let known = if known.is_empty() { "none".into() } else { known.join(", ") };
+        anyhow::bail!("no tool `{}`; loaded tools: {known}", args.tool);
     }
-    match skill.call(&tool.name, &input, &caller).await {
-        Ok(outcome) => {
-            println!("{}", pretty(&outcome.value.content));
-            let failed = outcome.value.succeeded == Some(false);
-            Ok(if failed { ExitCode::from(1) } else { ExitCode::SUCCESS })
+    let ctx = CallContext { user_id: args.user.clone(), ..CallContext::standalone(&args.channel) };
+    let approver: Box<dyn Approver> = if args.yes { Box::new(AutoApprove) } else { Box::new(Ask) };
+    let call = ("cli-call".to_owned(), args.tool.clone(), input);
+    let record = engine.call_tool(call, &ctx, &NoEvents, &*approver, &engine.tool_budget()).await;
+    match &record.approval {
+        Some(ApprovalOutcome::Unavailable(why)) => {
+            anyhow::bail!("{} needs `{}` approval and {why}", args.tool, record.level.as_str())
         }
-        Err(e) => {
-            println!("{}", serde_json::to_string_pretty(&e.to_model_json())?);
-            Ok(ExitCode::from(1))
+        Some(outcome) if !record.executed => {
+            eprintln!("{}: {} was not run", outcome.as_str(), args.tool);
+            return Ok(ExitCode::from(1));
+        }
+        _ => {}
+    }
+    println!("{}", pretty(&record.outcome.content));
+    Ok(if record.outcome.is_error { ExitCode::from(1) } else { ExitCode::SUCCESS })
+}
+
+/// Asks on the terminal; refuses (rather than hangs) when there is no terminal.
+struct Ask;
+
+#[async_trait::async_trait]
+impl Approver for Ask {
+    async fn decide(&self, request: ApprovalRequest) -> ApprovalOutcome {
+        if !std::io::stdin().is_terminal() {
+            return ApprovalOutcome::Unavailable(NO_TERMINAL.into());
+        }
+        let asked = tokio::task::spawn_blocking(move || ask(&request.tool_name, &request.input, request.level)).await;
+        match asked {
+            Ok(Ok(true)) => ApprovalOutcome::Approved,
+            Ok(Ok(false)) => ApprovalOutcome::Denied(None),
+            _ => ApprovalOutcome::Cancelled,
         }
     }
 }
 
-/// Asks on the terminal; refuses (rather than hangs) when there is no terminal.
-fn ask(tool: &str, input: &serde_json::Value, level: Level) -> anyhow::Result<bool> {
-    if !std::io::stdin().is_terminal() {
-        anyhow::bail!(
-            "{tool} needs `{}` approval and there is no terminal to ask on; pass --yes to approve",
-            level.as_str()
-        );
-    }
+fn ask(tool: &str, input: &serde_json::Value, level: Level) -> std::io::Result<bool> {
     let mut err = std::io::stderr();
     writeln!(err, "{tool} needs approval ({}).\ninput: {input}", level.as_str())?;
     match level {

@@ -1,15 +1,12 @@
 //! Command-line parsing and one module per command.
 
-mod api;
 mod call;
 mod chat;
 mod mcp;
 mod skill;
-mod terminal;
 
 use clap::{Parser, Subcommand};
-use skillhost::config::{self, LoadedConfig};
-use skillhost::sandbox::{Sandbox, SandboxOptions};
+use skillhost::config::LoadedConfig;
 use skillhost::skills::Loader;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -42,7 +39,7 @@ enum Command {
     /// over MCP at `/mcp`.
     Run(chat::RunArgs),
     /// Serve every skill tool as an MCP tool on stdin/stdout (no LLM needed).
-    Mcp,
+    Mcp(mcp::McpArgs),
 }
 
 /// Sets up logging to stderr: warnings by default, debug with `--verbose`.
@@ -61,7 +58,7 @@ pub async fn run(args: Args) -> ExitCode {
         Command::Call(call) => call::run(call, args.config.as_deref()).await,
         Command::Chat(chat) => chat::run(chat, args.config.as_deref()).await,
         Command::Run(run) => chat::run_adapter(run, args.config.as_deref()).await,
-        Command::Mcp => mcp::run(args.config.as_deref()).await,
+        Command::Mcp(mcp) => mcp::run(mcp, args.config.as_deref()).await,
     };
     match result {
         Ok(code) => code,
@@ -74,19 +71,12 @@ pub async fn run(args: Args) -> ExitCode {
 
 /// Loads the config, reporting problems clearly.
 pub fn load_config(path: Option<&std::path::Path>) -> anyhow::Result<LoadedConfig> {
-    Ok(config::load(path)?)
+    skillhost::app::load_config(path)
 }
 
-/// Builds the sandbox and a loader for `config`.
+/// Builds the sandbox and a loader for `config` (the skill commands, which inspect skills
+/// rather than serve them).
 pub fn loader(config: LoadedConfig) -> anyhow::Result<Loader> {
-    let c = &config.config;
-    let policy = skillhost::sandbox::LimitPolicy::from_config(&c.sandbox.defaults, &c.sandbox.maximums);
-    let cache_dir = config.resolve(c.sandbox.cache_dir.as_deref().unwrap_or(".skillhost/cache".as_ref()));
-    let options = SandboxOptions {
-        max_memory_bytes: policy.maximums.memory_bytes,
-        cache_dir: Some(cache_dir),
-        ..Default::default()
-    };
-    let sandbox = Arc::new(Sandbox::new(&options)?);
+    let sandbox = Arc::new(skillhost::app::sandbox(&config)?);
     Ok(Loader::new(sandbox, config))
 }

@@ -46,20 +46,14 @@ pub async fn run(cmd: SkillCommand, config: Option<&Path>) -> anyhow::Result<Exi
 async fn list(config: Option<&Path>) -> anyhow::Result<ExitCode> {
     let config = super::load_config(config)?;
     let overrides = config.config.human.overrides.clone();
-    let set = super::loader(config)?.load_all(LoadMode::Serve).await?;
+    let set = super::loader(config)?.load_all(LoadMode::Inspect).await?;
     for skill in set.skills.values() {
-        let kind = match (&skill.runtime, &skill.native) {
-            (Some(_), _) => "component",
-            (None, Some(_)) => "native",
-            (None, None) => "prompt-only",
-        };
+        let kind = skill.kind();
         println!("{}  ({kind}, {})", skill.name, skill.dir.display());
         println!("    {}", describe_prompt(&skill.prompt));
-        if let Some((component, _)) = &skill.runtime {
-            let hooks = component.hooks().names();
-            if !hooks.is_empty() {
-                println!("    hooks: {}", hooks.join(", "));
-            }
+        let hooks = skill.hook_names();
+        if !hooks.is_empty() {
+            println!("    hooks: {}", hooks.join(", "));
         }
         for tool in &skill.tools {
             let level = match overrides.get(&tool.full_name) {

@@ -4,6 +4,7 @@
 //! then parses. Sections that later parts of the host act on (llm, engine, mcp_servers, ...)
 //! are parsed and checked here already, so a typo fails at start-up, not at first use.
 
+mod agents;
 mod env;
 mod sections;
 
@@ -80,7 +81,11 @@ pub fn parse(text: &str, lookup: impl Fn(&str) -> Option<String>) -> Result<(Con
     if text.trim().is_empty() {
         return Ok((Config::default(), warnings));
     }
-    let config: Config = serde_yaml_ng::from_str(&text).map_err(|e| with_location(&text, e.to_string()))?;
+    let mut config: Config = serde_yaml_ng::from_str(&text).map_err(|e| with_location(&text, e.to_string()))?;
+    if !config.agents.is_empty() {
+        let document: serde_json::Value = serde_yaml_ng::from_str(&text).map_err(|e| e.to_string())?;
+        agents::apply_defaults(&document, &mut config)?;
+    }
     config.check()?;
     Ok((config, warnings))
 }

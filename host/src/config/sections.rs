@@ -47,8 +47,39 @@ impl Config {
         for (name, server) in &self.mcp_servers {
             server.check().map_err(|e| format!("mcp_servers.{name}: {e}"))?;
         }
+        self.not_yet_supported()?;
         self.sandbox.defaults.check().map_err(|e| format!("sandbox.defaults: {e}"))?;
         self.sandbox.maximums.check().map_err(|e| format!("sandbox.maximums: {e}"))?;
+        Ok(())
+    }
+}
+
+impl Config {
+    /// Keys the spec defines that this host does not act on yet: refused, never accepted and
+    /// ignored.
+    fn not_yet_supported(&self) -> Result<(), String> {
+        let adapters = std::iter::once(("adapter", &self.adapter))
+            .chain(self.agents.iter().filter_map(|(name, a)| a.adapter.as_ref().map(|ad| (name.as_str(), ad))));
+        for (at, adapter) in adapters {
+            for (key, set) in [("slack", adapter.slack.is_some()), ("telegram", adapter.telegram.is_some())] {
+                if set {
+                    return Err(format!(
+                        "{at}: `{key}` settings are not supported yet (the {key} adapter is not served)"
+                    ));
+                }
+            }
+        }
+        let g = &self.engine.temporal_guardrails;
+        if !g.tools.is_empty() || !g.tool_profiles.is_empty() || !g.attribute_discovery_tools.is_empty() {
+            return Err("engine.temporal_guardrails is not supported yet; remove it".into());
+        }
+        for (key, budget) in
+            [("tool_budget", &self.engine.tool_budget), ("log_tool_budget", &self.engine.log_tool_budget)]
+        {
+            if budget.as_ref().is_some_and(|b| b.long_range_service_name_heuristic) {
+                return Err(format!("engine.{key}.long_range_service_name_heuristic is not supported yet; remove it"));
+            }
+        }
         Ok(())
     }
 }
@@ -193,6 +224,9 @@ pub struct Skills {
     /// The built-in skills to load (beyond the spec: there they always load). Default: all
     /// of them; `[]` loads none. A skill folder of the same name replaces a built-in.
     pub builtins: Vec<Builtin>,
+    /// The skills (or MCP servers) an agent may use; absent: all that load. Set per agent in
+    /// `agents.<name>.skills.allowed`, or here for the single agent.
+    pub allowed: Option<Vec<String>>,
 }
 
 impl Default for Skills {
@@ -202,6 +236,7 @@ impl Default for Skills {
             config: BTreeMap::new(),
             grants: BTreeMap::new(),
             builtins: vec![Builtin::Shell, Builtin::Memory, Builtin::HttpChecker],
+            allowed: None,
         }
     }
 }
@@ -472,30 +507,34 @@ impl<'de> Deserialize<'de> for ToolFilter {
     }
 }
 
-/// One `agents` entry.
+/// One `agents` entry. Its `adapter`, `skills`, `llm` and `ui` blocks override the top-level
+/// ones key by key (the config loader merges them, so here they are already complete); an
+/// absent block is the top-level one.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Agent {
-    /// Display name.
+    /// Display name (shown in responses and as the MCP server's name).
     pub name: Option<String>,
-    /// Its system prompt.
+    /// Its system prompt (else `bot.system_prompt`).
     pub system_prompt: Option<String>,
-    /// Which skills it may use.
-    pub skills: AgentSkills,
-    /// Its adapter settings.
+    /// Its skills settings, `allowed` above all.
+    pub skills: Option<Skills>,
+    /// Its adapters.
     pub adapter: Option<Adapter>,
-    /// Its memory root.
-    pub memory: Option<FsPath>,
+    /// Its memory root: its `MEMORY.md`, its daily reflections, what its memory skill sees.
+    pub memory: Option<AgentMemory>,
     /// Its LLM settings.
     pub llm: Option<Llm>,
+    /// Its HTTP API server (`port`, `auth_token`), when it serves the API.
+    pub ui: Option<Ui>,
 }
 
-/// `agents.<name>.skills`.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct AgentSkills {
-    /// Skill names it may use.
-    pub allowed: Vec<String>,
+/// `agents.<name>.memory`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentMemory {
+    /// The memory root.
+    pub path: PathBuf,
 }
 
 /// `engine`.

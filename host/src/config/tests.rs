@@ -87,3 +87,19 @@ fn zero_limits_are_refused() {
     let err = parse("sandbox:\n  defaults:\n    fuel: 0\n", env(&[])).unwrap_err();
     assert!(err.contains("sandbox.defaults") && err.contains("fuel"), "{err}");
 }
+
+#[test]
+fn the_readme_multi_agent_config_parses_with_its_blocks_merged() {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).unwrap();
+    let block = readme.split("<!-- multi-agent config: parsed by a test -->\n```yaml\n").nth(1).unwrap();
+    let yaml = block.split("```").next().unwrap();
+    let (config, _) = super::parse(yaml, |_| Some("token".into())).unwrap();
+    let triage = &config.agents["triage"];
+    let llm = triage.llm.as_ref().unwrap();
+    assert_eq!((llm.model.as_str(), llm.provider), ("claude-haiku-4-5", super::Provider::Anthropic));
+    assert_eq!(llm.anthropic.as_ref().unwrap().api_key.as_deref(), Some("token"), "the top-level key is kept");
+    let skills = triage.skills.as_ref().unwrap();
+    assert_eq!(skills.allowed.as_deref(), Some(&["services".to_string(), "memory".to_string()][..]));
+    assert_eq!(skills.paths, vec![std::path::PathBuf::from("./skills")], "the top-level paths are kept");
+    assert_eq!(config.agents["devops"].ui.as_ref().unwrap().port, Some(8081));
+}

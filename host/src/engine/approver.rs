@@ -1,8 +1,9 @@
-//! Who decides on gated tool calls: the adapter that received the message implements
-//! [`Approver`]; [`NonInteractive`] and [`AutoApprove`] cover runs with nobody to ask.
+//! How an adapter asks a person: the request, the decision, and the [`Approver`] each
+//! adapter implements (the terminal, the approval-v1 stream, MCP elicitation);
+//! [`NonInteractive`] and [`AutoApprove`] cover runs with nobody to ask. The policy that
+//! decides *when* to ask is the [`super::gate`].
 
-use super::approval::Level;
-use super::interaction::Interaction;
+use crate::tools::{Level, ToolSource};
 use serde_json::Value;
 use std::time::SystemTime;
 
@@ -34,6 +35,9 @@ pub enum ApprovalOutcome {
     TimedOut,
     /// Nobody can decide here (a non-interactive run), or the person cancelled the turn.
     Cancelled,
+    /// The adapter has no way to ask anybody, for the reason given (an MCP client without
+    /// elicitation); refused like a cancellation.
+    Unavailable(String),
 }
 
 impl ApprovalOutcome {
@@ -43,21 +47,21 @@ impl ApprovalOutcome {
             ApprovalOutcome::Approved => "approved",
             ApprovalOutcome::Denied(_) => "denied",
             ApprovalOutcome::TimedOut => "timed_out",
-            ApprovalOutcome::Cancelled => "cancelled",
+            ApprovalOutcome::Cancelled | ApprovalOutcome::Unavailable(_) => "cancelled",
         }
     }
 }
 
-/// Decides on gated calls. The engine bounds every decision by `human.timeout_seconds`, so an
-/// implementation may simply wait for the person.
+/// How an adapter asks a person. The engine bounds every decision by
+/// `human.timeout_seconds`, so an implementation may simply wait for the person.
 #[async_trait::async_trait]
 pub trait Approver: Send + Sync {
     /// The decision on `request`.
     async fn decide(&self, request: ApprovalRequest) -> ApprovalOutcome;
 
-    /// Extra tools this adapter answers itself for the turn (the API stream's `human__ask`);
-    /// none by default. Asked once per LLM request.
-    fn interaction(&self) -> Option<&dyn Interaction> {
+    /// Tools this adapter answers itself for the turn (the API stream's `human__ask`),
+    /// routed before every other source; none by default. Asked once per LLM request.
+    fn tools(&self) -> Option<&dyn ToolSource> {
         None
     }
 }

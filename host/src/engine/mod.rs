@@ -1,28 +1,34 @@
-//! The agent engine: approval-level resolution shared by every adapter, and the turn loop
-//! (system prompt, per-channel history, tool routing, approvals, the turn's time budget).
+//! The agent engine: the turn loop (system prompt, per-channel history, the model's tool
+//! calls, the turn's deadline), and the one approval path every adapter shares.
+//!
+//! # Layout
+//! - [`turn`]: [`Engine`], `run_turn` and `call_tool`; [`round`]: one round of calls.
+//! - [`gate`]: the one approval path (levels with overrides, promotion, asking, refusals);
+//!   [`approver`]: how an adapter asks a person; [`promote`]: the approval counts;
+//!   [`tool_budget`]: `engine.tool_budget`.
+//! - [`deadline`]: the turn's time budget; [`inflight`]: one turn per channel across
+//!   processes; [`history`]: persisted conversations; [`prompt`]: the system prompt.
+//! - [`events`]: what a turn reports; [`verifier`]: the fact check; [`reflection`]: the
+//!   daily reflection.
 
-pub mod approval;
 pub mod approver;
-pub mod budget;
-pub mod calls;
-pub mod coverage;
+pub mod deadline;
 pub mod events;
+pub mod gate;
 pub mod history;
 pub mod inflight;
-pub mod interaction;
 pub mod promote;
 pub mod prompt;
 pub mod reflection;
+pub mod round;
 pub mod tool_budget;
-pub mod tools;
 pub mod turn;
 pub mod verifier;
 
 pub use approver::{ApprovalOutcome, ApprovalRequest, Approver, AutoApprove, NonInteractive};
-pub use calls::{MAX_PARALLEL, ToolCallRecord};
 pub use events::{EngineEvent, EventSink, NoEvents, ToolTarget};
+pub use gate::Gate;
 pub use history::History;
-pub use interaction::{Interaction, InteractionCall};
 pub use promote::{Promotion, PromotionKey};
-pub use tools::{ToolOutcome, ToolRouter};
+pub use round::{MAX_PARALLEL, ToolCallRecord};
 pub use turn::{Engine, EngineError, EngineSettings, TurnRequest, TurnResult};

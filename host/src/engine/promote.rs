@@ -10,43 +10,25 @@
 //! challenge precisely because one mistaken yes is too costly, so habit must never replace it.
 
 use crate::config::Learning;
-use crate::skills::Skill;
 use crate::store::state::MAX_KEY_BYTES;
 use crate::store::{StateError, StateStore};
+pub use crate::tools::PromotionKey;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::sync::{Arc, Mutex};
 
 /// The state namespace holding the counts.
 pub const NAMESPACE: &str = "approvals";
-/// The per-skill override, a key of the skill's `skills.config` block.
-pub const SKILL_OVERRIDE: &str = "approval_auto_promote";
 
-/// What approvals are counted against: a tool, optionally narrowed to a subject.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PromotionKey {
-    /// The prefixed tool name.
-    pub tool: String,
-    /// A finer grain within the tool (e.g. a shell command), when the tool has one.
-    pub subject: Option<String>,
-}
-
-impl PromotionKey {
-    /// The key of a whole tool.
-    pub fn tool(name: &str) -> Self {
-        PromotionKey { tool: name.to_owned(), subject: None }
+/// The state key of `key`. A subject is joined with a NUL, which no tool name holds; a key
+/// too long for the store keeps the tool readable and hashes the subject.
+fn state_key(key: &PromotionKey) -> String {
+    let Some(subject) = &key.subject else { return key.tool.clone() };
+    let joined = format!("{}\0{subject}", key.tool);
+    if joined.len() <= MAX_KEY_BYTES {
+        return joined;
     }
-
-    /// The state key. A subject is joined with a NUL, which no tool name holds; a key too
-    /// long for the store keeps the tool readable and hashes the subject.
-    fn state_key(&self) -> String {
-        let Some(subject) = &self.subject else { return self.tool.clone() };
-        let key = format!("{}\0{subject}", self.tool);
-        if key.len() <= MAX_KEY_BYTES {
-            return key;
-        }
-        format!("{}\0sha256:{}", self.tool, hex::encode(Sha256::digest(subject.as_bytes())))
-    }
+    format!("{}\0sha256:{}", key.tool, hex::encode(Sha256::digest(subject.as_bytes())))
 }
 
 /// The decisions a person made on one key.
@@ -62,6 +44,8 @@ pub struct Counts {
 #[derive(Debug, Clone)]
 pub struct Promotion {
     state: StateStore,
+    /// [`NAMESPACE`], or `approvals-<agent>` for a named agent.
+    namespace: String,
     /// `learning.enabled`: off means nothing is promoted, whatever the skills say.
     enabled: bool,
     /// `learning.approval_auto_promote`; 0 disables it unless a skill overrides it.
@@ -73,25 +57,28 @@ pub struct Promotion {
 impl Promotion {
     /// Promotion as `learning` configures it.
     pub fn new(state: StateStore, learning: &Learning) -> Self {
-        let (enabled, default_threshold) = (learning.enabled, learning.approval_auto_promote);
-        Promotion { state, enabled, default_threshold, lock: Arc::default() }
+        Self::for_agent(state, learning, None)
     }
 
-    /// The threshold for `skill`'s tools: its `skills.config.<skill>.approval_auto_promote`
+    /// Promotion of one agent's tools: a named agent counts in a namespace of its own.
+    pub fn for_agent(state: StateStore, learning: &Learning, agent: Option<&str>) -> Self {
+        let (enabled, default_threshold) = (learning.enabled, learning.approval_auto_promote);
+        let namespace = agent.map_or_else(|| NAMESPACE.to_owned(), |a| format!("{NAMESPACE}-{a}"));
+        Promotion { state, namespace, enabled, default_threshold, lock: Arc::default() }
+    }
+
+    /// The threshold for a skill's tools: its own (`skills.config.<skill>.approval_auto_promote`)
     /// when set, else the global one. 0 means never promote.
-    pub fn threshold(&self, skill: Option<&Skill>) -> u32 {
+    pub fn threshold(&self, skill_threshold: Option<u32>) -> u32 {
         if !self.enabled {
             return 0;
         }
-        match skill.and_then(|s| s.config.get(SKILL_OVERRIDE)).and_then(serde_json::Value::as_u64) {
-            Some(n) => u32::try_from(n).unwrap_or(u32::MAX),
-            None => self.default_threshold,
-        }
+        skill_threshold.unwrap_or(self.default_threshold)
     }
 
     /// The counts recorded for `key`. A corrupt entry reads as empty.
     pub fn counts(&self, key: &PromotionKey) -> Counts {
-        match self.state.get(NAMESPACE, &key.state_key()) {
+        match self.state.get(&self.namespace, &state_key(key)) {
             Ok(Some(json)) => serde_json::from_str(&json).unwrap_or_default(),
             Ok(None) => Counts::default(),
             Err(e) => {
@@ -101,10 +88,10 @@ impl Promotion {
         }
     }
 
-    /// Whether an `approve`-level call on `key` of `skill` runs without asking: at least
-    /// the threshold of approvals and no denial ever.
-    pub fn is_promoted(&self, skill: Option<&Skill>, key: &PromotionKey) -> bool {
-        let threshold = self.threshold(skill);
+    /// Whether an `approve`-level call on `key` runs without asking: at least the threshold
+    /// (the skill's own, else the global one) of approvals and no denial ever.
+    pub fn is_promoted(&self, skill_threshold: Option<u32>, key: &PromotionKey) -> bool {
+        let threshold = self.threshold(skill_threshold);
         let counts = self.counts(key);
         threshold > 0 && counts.denied == 0 && counts.approved >= threshold
     }
@@ -125,7 +112,7 @@ impl Promotion {
             counts.denied = counts.denied.saturating_add(1);
         }
         let json = serde_json::to_string(&counts).map_err(|e| StateError::Other(e.to_string()))?;
-        self.state.set(NAMESPACE, &key.state_key(), &json)
+        self.state.set(&self.namespace, &state_key(key), &json)
     }
 }
 
@@ -156,7 +143,7 @@ mod tests {
     fn long_subjects_are_hashed_into_a_valid_key() {
         let (_dir, p) = promotion();
         let long = PromotionKey { tool: "shell__run".into(), subject: Some("x".repeat(1000)) };
-        let key = long.state_key();
+        let key = state_key(&long);
         assert!(key.len() <= MAX_KEY_BYTES && key.starts_with("shell__run\0sha256:"));
         p.record(&long, true);
         assert_eq!(p.counts(&long).approved, 1);

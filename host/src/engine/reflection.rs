@@ -5,7 +5,7 @@
 //! It runs on its own task so it never delays the answer; a failure is only logged, since a
 //! missing diary entry harms nobody.
 
-use super::turn::TurnResult;
+use super::round::ToolCallRecord;
 use crate::llm::{Message, Provider, Request, ToolChoice};
 use crate::store::MemoryStore;
 use std::sync::Arc;
@@ -37,12 +37,12 @@ pub struct Exchange {
 
 impl Exchange {
     /// The exchange of a finished turn.
-    pub fn new(channel_id: &str, message: &str, result: &TurnResult) -> Self {
+    pub fn new(channel_id: &str, message: &str, answer: &str, calls: &[ToolCallRecord]) -> Self {
         Exchange {
             channel_id: channel_id.to_owned(),
             message: message.to_owned(),
-            answer: result.text.clone(),
-            tools: result.tool_calls.iter().filter(|r| r.executed).map(|r| r.tool_name.clone()).collect(),
+            answer: answer.to_owned(),
+            tools: calls.iter().filter(|r| r.executed).map(|r| r.tool_name.clone()).collect(),
         }
     }
 }

@@ -6,9 +6,9 @@
 //! corrective round offering only the tools that can still run (`replan_enabled`), or goes
 //! straight to a tools-free answer built honestly from the evidence gathered so far.
 
-use super::tools::ToolOutcome;
 use crate::config;
 use crate::llm::ToolDecl;
+use crate::tools::ToolOutcome;
 use serde_json::{Value, json};
 use std::sync::Mutex;
 use std::time::Duration;

@@ -3,20 +3,21 @@
 //! persisted at the end.
 
 use super::approver::Approver;
-use super::budget::Budget;
-use super::calls::{Call, Round, ToolCallRecord};
+use super::deadline::Deadline;
 use super::events::{EngineEvent, EventSink};
+use super::gate::Gate;
 use super::history::History;
 use super::inflight::{Held, InFlight};
 use super::promote::Promotion;
+use super::round::{Call, Round, ToolCallRecord};
 use super::tool_budget::{AfterRound, PARTIAL_ANSWER_INSTRUCTION, TurnBudget};
-use super::tools::ToolRouter;
 use super::{prompt, reflection, verifier};
 use crate::config::{Human, Learning, LoadedConfig, Session};
 use crate::llm::{Block, Delta, LlmError, Message, Provider, Request, Response, Role};
 use crate::sandbox::{CallContext, RouteAttributes};
 use crate::skills::SkillSet;
 use crate::store::{MemoryStore, StateError, StateStore};
+use crate::tools::Tools;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -49,6 +50,9 @@ pub struct EngineSettings {
     pub verifier_model: Option<String>,
     /// `engine.tool_budget` (or the legacy `log_tool_budget`); `None` when off.
     pub tool_budget: Option<super::tool_budget::ToolBudgetPolicy>,
+    /// The agent's name in multi-agent mode: its histories, in-flight markers and approval
+    /// counts are its own, even on a state directory shared with other agents.
+    pub agent: Option<String>,
 }
 
 impl EngineSettings {
@@ -65,6 +69,7 @@ impl EngineSettings {
             learning: c.learning.clone(),
             verifier_model: c.verifier.model.clone(),
             tool_budget: super::tool_budget::ToolBudgetPolicy::from_config(&c.engine),
+            agent: None,
         }
     }
 }
@@ -105,16 +110,22 @@ pub enum EngineError {
     /// The channel's in-flight marker could not be written.
     #[error("{0}")]
     InFlight(StateError),
+    /// The agent has no LLM provider (an engine built only to serve tools).
+    #[error("no LLM provider is configured for this agent")]
+    NoProvider,
 }
 
-/// The agent engine: skills, a provider, the config, and the per-channel histories.
+/// The agent engine: its skills and tools, a provider, the config, and the per-channel
+/// histories.
 pub struct Engine {
-    router: ToolRouter,
-    /// Shared with background reflections, which outlive the turn.
-    provider: Arc<dyn Provider>,
+    skills: Arc<SkillSet>,
+    tools: Tools,
+    /// Shared with background reflections, which outlive the turn. `None` for an engine
+    /// that only serves tool calls (`skillhost mcp`, `skillhost call`).
+    provider: Option<Arc<dyn Provider>>,
     settings: EngineSettings,
     history: History,
-    promotion: Promotion,
+    gate: Gate,
     /// Reflections still running; see [`Engine::wait_for_background`].
     background: Mutex<Vec<tokio::task::JoinHandle<()>>>,
     /// One lock per channel with a turn running or waiting; removed when none is left.
@@ -124,42 +135,44 @@ pub struct Engine {
 }
 
 impl Engine {
-    /// An engine over `skills`, configured by `config`, keeping histories in `state`.
-    pub fn new(skills: Arc<SkillSet>, provider: Box<dyn Provider>, config: &LoadedConfig, state: StateStore) -> Self {
-        Self::with_settings(skills, provider, EngineSettings::from_config(config), state)
-    }
-
-    /// An engine with explicit settings.
-    pub fn with_settings(
+    /// An engine over `skills` and the `tools` they (and the MCP servers) offer, keeping
+    /// histories and approval counts in `state`.
+    pub fn new(
         skills: Arc<SkillSet>,
-        provider: Box<dyn Provider>,
+        tools: Tools,
+        provider: Option<Box<dyn Provider>>,
         settings: EngineSettings,
         state: StateStore,
     ) -> Self {
-        let promotion = Promotion::new(state.clone(), &settings.learning);
-        let inflight = InFlight::new(state.root(), Duration::from_secs(settings.session.inflight_ttl_seconds));
-        let (router, history, provider) = (ToolRouter::new(skills), History::new(state), Arc::from(provider));
-        Engine {
-            router,
-            provider,
-            settings,
-            history,
-            promotion,
-            background: Mutex::default(),
-            channels: Mutex::default(),
-            inflight,
-        }
+        let promotion = Promotion::for_agent(state.clone(), &settings.learning, settings.agent.as_deref());
+        let human = &settings.human;
+        let gate = Gate::new(human.overrides.clone(), Duration::from_secs(human.timeout_seconds), promotion);
+        let ttl = Duration::from_secs(settings.session.inflight_ttl_seconds);
+        let inflight = InFlight::new(state.root(), ttl);
+        let (history, provider) = (History::new(state), provider.map(Arc::from));
+        let (background, channels) = (Mutex::default(), Mutex::default());
+        Engine { skills, tools, provider, settings, history, gate, background, channels, inflight }
     }
 
-    /// Also offers the tools of MCP servers (see [`crate::mcp::start_for`]).
-    pub fn with_mcp(mut self, mcp: Arc<crate::mcp::McpTools>) -> Self {
-        self.router = self.router.with_mcp(mcp);
-        self
+    /// The same engine over reloaded `skills` and `tools`: provider, settings, histories
+    /// and approval counts carry over.
+    pub fn reloaded(&self, skills: Arc<SkillSet>, tools: Tools) -> Self {
+        Engine {
+            skills,
+            tools,
+            provider: self.provider.clone(),
+            settings: self.settings.clone(),
+            history: self.history.clone(),
+            gate: self.gate.clone(),
+            background: Mutex::default(),
+            channels: Mutex::default(),
+            inflight: self.inflight.clone(),
+        }
     }
 
     /// The approval counts behind auto-promotion.
     pub fn promotion(&self) -> &Promotion {
-        &self.promotion
+        self.gate.promotion()
     }
 
     /// Waits for the background work started by finished turns (the daily reflections).
@@ -177,14 +190,52 @@ impl Engine {
         &self.settings
     }
 
-    /// The skills it routes calls to.
-    pub fn skills(&self) -> &SkillSet {
-        self.router.skills()
+    /// The skills it serves.
+    pub fn skills(&self) -> &Arc<SkillSet> {
+        &self.skills
+    }
+
+    /// The tools it offers.
+    pub fn tools(&self) -> &Tools {
+        &self.tools
     }
 
     /// The persisted histories.
     pub fn history(&self) -> &History {
         &self.history
+    }
+
+    /// The key a channel's history and in-flight marker live under: the channel itself for
+    /// a single agent, prefixed with the agent's name in multi-agent mode.
+    pub fn conversation(&self, channel_id: &str) -> String {
+        match &self.settings.agent {
+            Some(agent) => format!("agent:{agent}/{channel_id}"),
+            None => channel_id.to_owned(),
+        }
+    }
+
+    /// A fresh tool budget, for an adapter that runs calls outside a turn (one MCP client
+    /// session counts as one turn).
+    pub fn tool_budget(&self) -> TurnBudget {
+        TurnBudget::new(self.settings.tool_budget.clone())
+    }
+
+    /// Runs one call outside a turn, through the same path as the model's calls: the tool
+    /// budget, the approval (levels, overrides, promotion, the adapter's `approver`), the
+    /// deadline, the events. For adapters that serve tools directly (MCP serving, `call`).
+    pub async fn call_tool(
+        &self,
+        call: Call,
+        ctx: &CallContext,
+        events: &dyn EventSink,
+        approver: &dyn Approver,
+        budget: &TurnBudget,
+    ) -> ToolCallRecord {
+        let deadline = Deadline::starting_now(Duration::from_secs(self.settings.session.deadline_seconds));
+        let round =
+            Round { tools: &self.tools, gate: &self.gate, deadline, ctx, events, approver, tool_budget: budget };
+        let mut records = round.run(vec![call]).await;
+        records.pop().expect("one record per call")
     }
 
     /// Answers one message. Turns on the same channel run one after the other (the history
@@ -195,15 +246,17 @@ impl Engine {
         events: &dyn EventSink,
         approver: &dyn Approver,
     ) -> Result<TurnResult, EngineError> {
-        let lock = self.channel_lock(&req.channel_id);
+        let Some(provider) = self.provider.clone() else { return Err(EngineError::NoProvider) };
+        let conversation = self.conversation(&req.channel_id);
+        let lock = self.channel_lock(&conversation);
         let result = {
             let _turn = lock.lock().await;
-            match self.inflight.acquire(&req.channel_id).await {
-                Ok(mut held) => self.turn(&req, events, approver, &mut held).await,
+            match self.inflight.acquire(&conversation).await {
+                Ok(mut held) => self.turn(&req, &conversation, &provider, events, approver, &mut held).await,
                 Err(e) => Err(EngineError::InFlight(e)),
             }
         };
-        self.release(&req.channel_id, lock);
+        self.release(&conversation, lock);
         result
     }
 
@@ -226,15 +279,16 @@ impl Engine {
     async fn turn(
         &self,
         req: &TurnRequest,
+        conversation: &str,
+        provider: &Arc<dyn Provider>,
         events: &dyn EventSink,
         approver: &dyn Approver,
         held: &mut Held,
     ) -> Result<TurnResult, EngineError> {
-        let deadline = Budget::starting_now(Duration::from_secs(self.settings.session.deadline_seconds));
-        let mut messages = self.history.load(&req.channel_id)?;
+        let deadline = Deadline::starting_now(Duration::from_secs(self.settings.session.deadline_seconds));
+        let mut messages = self.history.load(conversation)?;
         messages.push(Message::user(req.message.clone()));
-        let system =
-            prompt::system_prompt(&self.settings.system_prompt, self.router.skills(), &self.settings.memory_root);
+        let system = prompt::system_prompt(&self.settings.system_prompt, &self.skills, &self.settings.memory_root);
         let ctx = CallContext {
             config: serde_json::json!({}),
             channel_id: req.channel_id.clone(),
@@ -243,14 +297,12 @@ impl Engine {
         };
         let tool_budget = TurnBudget::new(self.settings.tool_budget.clone());
         let round = Round {
-            router: &self.router,
-            overrides: &self.settings.human.overrides,
-            approval_timeout: Duration::from_secs(self.settings.human.timeout_seconds),
+            tools: &self.tools,
+            gate: &self.gate,
             deadline: deadline.clone(),
             ctx: &ctx,
             events,
             approver,
-            promotion: &self.promotion,
             tool_budget: &tool_budget,
         };
         let mut result = TurnResult { text: String::new(), rounds: 0, tool_calls: Vec::new(), time_boxed: false };
@@ -258,13 +310,15 @@ impl Engine {
             held.refresh();
             if deadline.is_spent() {
                 result.time_boxed = true;
-                break self.wrap_up(&system, &mut messages, events, &mut result, WRAPUP_INSTRUCTION).await?;
+                break self
+                    .wrap_up(provider, &system, &mut messages, round.decls(), events, &mut result, WRAPUP_INSTRUCTION)
+                    .await?;
             }
             result.rounds += 1;
             events.emit(EngineEvent::RoundStarted);
-            let request = self.request(&system, &messages, tool_budget.offered(decls(&self.router, approver)));
+            let request = self.request(&system, &messages, tool_budget.offered(round.decls()));
             let Ok(response) =
-                tokio::time::timeout_at(deadline.deadline().into(), self.complete(&request, events)).await
+                tokio::time::timeout_at(deadline.deadline().into(), self.complete(provider, &request, events)).await
             else {
                 continue; // the budget ran out mid-answer: the next pass wraps up
             };
@@ -282,15 +336,25 @@ impl Engine {
             // A refused call either gets one corrective round (the next request offers only
             // tools that can still run) or ends the loop with an honest partial answer.
             if tool_budget.after_round() == AfterRound::Synthesize {
-                break self.wrap_up(&system, &mut messages, events, &mut result, PARTIAL_ANSWER_INSTRUCTION).await?;
+                break self
+                    .wrap_up(
+                        provider,
+                        &system,
+                        &mut messages,
+                        round.decls(),
+                        events,
+                        &mut result,
+                        PARTIAL_ANSWER_INSTRUCTION,
+                    )
+                    .await?;
             }
         };
-        if verifier::needed(self.router.skills(), &result.tool_calls) {
-            self.verify(&mut messages, &mut result).await;
+        if verifier::needed(&result.tool_calls) {
+            self.verify(provider, &mut messages, &mut result).await;
         }
-        self.history.save(&req.channel_id, &messages)?;
+        self.history.save(conversation, &messages)?;
         if self.settings.learning.enabled && self.settings.learning.reflection {
-            self.reflect(req, &result);
+            self.reflect(provider, req, &result);
         }
         Ok(result)
     }
@@ -298,11 +362,10 @@ impl Engine {
     /// Fact-checks the answer; an annotation replaces the text of the persisted answer too,
     /// so later turns see the warning the person saw. The annotation is not streamed: the
     /// answer has already gone out by the time it is checked.
-    async fn verify(&self, messages: &mut [Message], result: &mut TurnResult) {
+    async fn verify(&self, provider: &Arc<dyn Provider>, messages: &mut [Message], result: &mut TurnResult) {
         let model = self.settings.verifier_model.as_deref().unwrap_or(&self.settings.model);
         let timeout = Duration::from_secs(self.settings.session.wrapup_timeout_seconds);
-        let checked =
-            verifier::check(self.provider.as_ref(), model, timeout, result.text.clone(), &result.tool_calls).await;
+        let checked = verifier::check(provider.as_ref(), model, timeout, result.text.clone(), &result.tool_calls).await;
         if checked != result.text {
             verifier::replace_answer(messages, &checked);
             result.text = checked;
@@ -310,10 +373,10 @@ impl Engine {
     }
 
     /// Starts the daily reflection on the finished exchange, without waiting for it.
-    fn reflect(&self, req: &TurnRequest, result: &TurnResult) {
-        let exchange = reflection::Exchange::new(&req.channel_id, &req.message, result);
+    fn reflect(&self, provider: &Arc<dyn Provider>, req: &TurnRequest, result: &TurnResult) {
+        let exchange = reflection::Exchange::new(&req.channel_id, &req.message, &result.text, &result.tool_calls);
         let memory = MemoryStore::new(self.settings.memory_root.clone());
-        let handle = reflection::spawn(self.provider.clone(), self.settings.model.clone(), memory, exchange);
+        let handle = reflection::spawn(provider.clone(), self.settings.model.clone(), memory, exchange);
         let mut background = self.background.lock().unwrap_or_else(|p| p.into_inner());
         background.retain(|h| !h.is_finished());
         background.push(handle);
@@ -323,10 +386,13 @@ impl Engine {
     /// or a tool budget is spent, asked with `instruction` and bounded by
     /// `wrapup_timeout_seconds`. Its tool calls, if the model makes any anyway, are dropped:
     /// nothing would answer them.
+    #[allow(clippy::too_many_arguments)]
     async fn wrap_up(
         &self,
+        provider: &Arc<dyn Provider>,
         system: &str,
         messages: &mut Vec<Message>,
+        decls: Vec<crate::llm::ToolDecl>,
         events: &dyn EventSink,
         result: &mut TurnResult,
         instruction: &str,
@@ -338,10 +404,10 @@ impl Engine {
             _ => sent.push(Message::user(instruction)),
         }
         events.emit(EngineEvent::RoundStarted);
-        let mut request = self.request(system, &sent, self.router.decls());
+        let mut request = self.request(system, &sent, decls);
         request.tool_choice = crate::llm::ToolChoice::None;
         let limit = Duration::from_secs(self.settings.session.wrapup_timeout_seconds);
-        let content = match tokio::time::timeout(limit, self.complete(&request, events)).await {
+        let content = match tokio::time::timeout(limit, self.complete(provider, &request, events)).await {
             Ok(response) => response?.content.into_iter().filter(|b| !matches!(b, Block::ToolUse { .. })).collect(),
             Err(_) => Vec::new(),
         };
@@ -363,17 +429,15 @@ impl Engine {
     }
 
     /// One LLM request, streaming its text to `events`.
-    async fn complete(&self, request: &Request, events: &dyn EventSink) -> Result<Response, LlmError> {
+    async fn complete(
+        &self,
+        provider: &Arc<dyn Provider>,
+        request: &Request,
+        events: &dyn EventSink,
+    ) -> Result<Response, LlmError> {
         let mut sink = |Delta::Text(text)| events.emit(EngineEvent::TextDelta(text));
-        self.provider.complete(request, &mut sink).await
+        provider.complete(request, &mut sink).await
     }
-}
-
-/// The skills' tools plus the adapter's own (see [`super::Interaction`]).
-fn decls(router: &ToolRouter, approver: &dyn Approver) -> Vec<crate::llm::ToolDecl> {
-    let mut decls = router.decls();
-    decls.extend(approver.interaction().map(|i| i.tools()).unwrap_or_default());
-    decls
 }
 
 /// Appends an assistant message unless it is empty: providers refuse empty messages.

@@ -7,9 +7,8 @@
 //! (LLM error, timeout, unparseable reply) leaves the answer as it was: the check is an extra
 //! safeguard, and a broken checker must not break or delay answers more than its timeout.
 
-use super::calls::ToolCallRecord;
+use super::round::ToolCallRecord;
 use crate::llm::{Block, Message, Provider, Request, Role, ToolChoice};
-use crate::skills::SkillSet;
 use std::time::Duration;
 
 /// The checker's instructions.
@@ -36,11 +35,8 @@ pub enum Verdict {
 
 /// Whether the turn called (and ran) a tool of a skill that opted into verification. Refused
 /// calls are not counted: they returned nothing the answer could contradict.
-pub fn needed(skills: &SkillSet, records: &[ToolCallRecord]) -> bool {
-    records
-        .iter()
-        .filter(|r| r.executed)
-        .any(|r| skills.find_tool(&r.tool_name).is_some_and(|(skill, _)| skill.facts.verify))
+pub fn needed(records: &[ToolCallRecord]) -> bool {
+    records.iter().any(|r| r.executed && r.verify)
 }
 
 /// Reads the checker's reply: its first non-empty line must be `OK` or

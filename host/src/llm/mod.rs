@@ -5,16 +5,16 @@
 //! sink with [`Delta`]s as text arrives. [`from_config`] builds the configured provider,
 //! wrapped in [`Retrying`].
 //!
-//! - [`anthropic`]: Messages API. [`openai`]: Responses API. [`chat`]: Chat Completions
+//! - [`anthropic`]: Messages API. [`openai`]: Responses API. [`openai_compatible`]: Chat Completions
 //!   (any OpenAI-compatible server). [`bedrock`]: AWS Bedrock (Converse, or Responses
 //!   through the Mantle gateway). [`sse`]: the shared Server-Sent Events reader.
 
 pub mod anthropic;
 pub mod bedrock;
-pub mod chat;
 mod error;
 mod http;
 pub mod openai;
+pub mod openai_compatible;
 mod retry;
 pub mod sse;
 
@@ -221,7 +221,7 @@ pub fn from_config(llm: &config::Llm) -> Result<Box<dyn Provider>, String> {
             let base = base.ok_or("llm.openai_compatible.base_url is required (e.g. http://127.0.0.1:11434/v1)")?;
             // No fallback to OPENAI_API_KEY: that key must never be sent to a third-party or
             // local server the operator did not explicitly give it to.
-            Ok(boxed(chat::Chat::new(key(s, None), base)))
+            Ok(boxed(openai_compatible::Chat::new(key(s, None), base)))
         }
         ProviderKind::Bedrock => {
             let s = llm.bedrock.clone().unwrap_or_default();

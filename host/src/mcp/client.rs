@@ -115,10 +115,11 @@ impl McpManager {
         self.servers.contains_key(server)
     }
 
-    /// Records which servers each loaded skill declared, for the `mcp` import.
+    /// Records which servers each loaded skill declared, for the `mcp` import (agents that
+    /// load the same skill record the same servers).
     pub fn declare(&self, skills: &SkillSet) {
         let declared = skills.skills.values().map(|skill| (skill.name.clone(), declared_servers(skill).collect()));
-        *self.declared.write().unwrap_or_else(|p| p.into_inner()) = declared.collect();
+        self.declared.write().unwrap_or_else(|p| p.into_inner()).extend(declared);
     }
 
     /// Starts supervising `names` (configured ones not started yet); unknown names are ignored.

@@ -1,4 +1,6 @@
 //! The only `bindgen!`: host-side types and traits for the skill contract in `wit/`.
+//! (Generated items carry the WIT's own docs where it has them.)
+#![allow(missing_docs)]
 
 wasmtime::component::bindgen!({
     path: "../wit",

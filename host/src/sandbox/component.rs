@@ -76,6 +76,14 @@ pub struct Outcome<T> {
     pub elapsed: Duration,
 }
 
+impl<T> Outcome<T> {
+    /// The same outcome with its value converted.
+    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Outcome<U> {
+        let Outcome { value, logs, logs_dropped, fuel_used, elapsed } = self;
+        Outcome { value: f(value), logs, logs_dropped, fuel_used, elapsed }
+    }
+}
+
 /// A compiled, linked skill component.
 #[derive(Clone)]
 pub struct SkillComponent {

@@ -9,7 +9,7 @@
 use super::builtin;
 use super::manifest::Manifest;
 use super::prompt::{self, Prompt};
-use super::skill::{SEPARATOR, Skill, SkillFacts, ToolSpec};
+use super::skill::{SEPARATOR, Skill, ToolSpec};
 use crate::config::{Builtin, Grant, LoadedConfig};
 use crate::sandbox::{CallEnv, Capabilities, HostList, LimitPolicy, McpBridge, Sandbox, SkillComponent};
 use crate::store::{MemoryStore, StateStore};
@@ -47,6 +47,9 @@ pub struct FatalLoadError(pub String);
 pub enum LoadMode {
     /// Check artifacts only: call neither `is-available` nor `startup` (`skill validate`).
     Validate,
+    /// Load to inspect or call directly (`skill list`, `call`): `is-available` decides
+    /// inclusion; `startup`, which belongs to an engine starting to serve, does not run.
+    Inspect,
     /// Load to serve: `is-available` decides inclusion, `startup` runs once per skill.
     Serve,
 }
@@ -121,6 +124,10 @@ impl Loader {
                 let loaded = self.load_dir(&dir, mode).await;
                 admit(&mut set, loaded, &dir)?;
             }
+        }
+        // An agent's `skills.allowed`: the others never start.
+        if let Some(allowed) = &self.config.config.skills.allowed {
+            set.skills.retain(|name, _| allowed.iter().any(|a| a == name));
         }
         if mode == LoadMode::Serve {
             for skill in set.skills.values() {
@@ -205,8 +212,7 @@ impl Loader {
 
     /// A skill with no tools yet, with its `skills.config` block.
     fn new_skill(&self, name: &str, dir: PathBuf, prompt: Prompt) -> Skill {
-        let (facts, config) = (SkillFacts::default(), self.skill_config(name));
-        Skill { name: name.into(), dir, prompt, tools: vec![], facts, config, runtime: None, native: None }
+        Skill::new(name.into(), dir, prompt, self.skill_config(name))
     }
 
     /// The skill's `skills.config` block (`{}` when the operator configured nothing).
@@ -219,7 +225,7 @@ impl Loader {
     /// skill.
     async fn instantiate(
         &self,
-        mut skill: Skill,
+        skill: Skill,
         manifest: &Manifest,
         wasm: &[u8],
         mode: LoadMode,
@@ -231,7 +237,7 @@ impl Loader {
         };
         let component = self.sandbox.load(wasm).map_err(|e| problem(e.to_string()))?;
         let env = self.call_env(&name, manifest, default_grant);
-        if mode == LoadMode::Serve && !self.check_available(&name, &component, &env).await? {
+        if mode != LoadMode::Validate && !self.check_available(&name, &component, &env).await? {
             return Ok(Some(Candidate::Unavailable(name)));
         }
         let described = component.describe(&env).await.map_err(|e| problem(e.to_string()))?;
@@ -242,11 +248,9 @@ impl Loader {
             if !seen.insert(def.name.clone()) {
                 return Err(problem(format!("duplicate tool name `{}`", def.name)));
             }
-            tools.push(ToolSpec::new(&name, def).map_err(&problem)?);
+            tools.push(ToolSpec::new(&name, def.into()).map_err(&problem)?);
         }
-        skill.tools = tools;
-        skill.facts = info.into();
-        skill.runtime = Some((component, env));
+        let skill = skill.with_component(component, env, tools, info.into());
         Ok(Some(Candidate::Loaded(Box::new(skill))))
     }
 
@@ -265,7 +269,7 @@ impl Loader {
     }
 
     async fn run_startup(&self, skill: &Skill) -> Result<(), FatalLoadError> {
-        let Some((component, env)) = &skill.runtime else { return Ok(()) };
+        let Some((component, env)) = skill.component() else { return Ok(()) };
         match component.startup(env, &skill.config).await {
             None | Some(Ok(crate::sandbox::Outcome { value: Ok(()), .. })) => Ok(()),
             Some(Ok(outcome)) => {

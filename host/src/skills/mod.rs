@@ -3,6 +3,7 @@
 
 pub mod build;
 pub mod builtin;
+pub mod contract;
 pub mod loader;
 pub mod manifest;
 pub mod native;
@@ -12,4 +13,4 @@ pub mod skill;
 pub use loader::{FatalLoadError, LoadMode, LoadProblem, Loader, SkillSet};
 pub use manifest::Manifest;
 pub use native::NativeTools;
-pub use skill::{Skill, ToolError, ToolSpec};
+pub use skill::{HookAnswer, Skill, ToolError, ToolSpec};

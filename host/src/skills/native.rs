@@ -2,8 +2,8 @@
 //! `shell` is one: spawning processes is exactly what a sandbox exists to prevent, so it is
 //! native, gated by approvals instead.
 
+use super::contract::{Asked, ToolDef, ToolResult};
 use crate::sandbox::CallContext;
-use crate::sandbox::bindings::types::{HumanLevel, ToolDef, ToolResult};
 use serde_json::Value;
 
 /// The tools of a native skill. Input has been checked against the tool's schema before
@@ -19,7 +19,7 @@ pub trait NativeTools: Send + Sync {
 
     /// The level of a `dynamic` tool's call, like a component's `resolve-human`: `None` runs
     /// it without asking.
-    fn resolve_human(&self, tool: &str, input: &Value) -> Option<HumanLevel>;
+    fn resolve_human(&self, tool: &str, input: &Value) -> Option<Asked>;
 
     /// What approvals of this call are counted against for auto-promotion, finer than the
     /// tool (the shell counts per command); `None` counts per tool.

@@ -1,8 +1,9 @@
 //! A loaded skill: its prompt, its validated tools, its facts, and the component that runs
 //! them.
 
+use super::contract::{Asked, Human, Preflight, Target, ToolDef, ToolResult};
 use super::prompt::Prompt;
-use crate::sandbox::bindings::types::{self as wit, Approval};
+use crate::sandbox::bindings::types as wit;
 use crate::sandbox::{CallContext, CallEnv, CallError, Outcome, SkillComponent};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -25,7 +26,7 @@ pub struct ToolSpec {
     pub schema: serde_json::Value,
     validator: Arc<jsonschema::Validator>,
     /// The static approval level.
-    pub approval: Approval,
+    pub human: Human,
     /// Include explicit successes in synchronous API responses.
     pub expose_result: bool,
     /// The tool can attach coverage observations.
@@ -34,13 +35,13 @@ pub struct ToolSpec {
 
 impl std::fmt::Debug for ToolSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ToolSpec").field("full_name", &self.full_name).field("approval", &self.approval).finish()
+        f.debug_struct("ToolSpec").field("full_name", &self.full_name).field("human", &self.human).finish()
     }
 }
 
 impl ToolSpec {
     /// Checks a guest's tool definition.
-    pub fn new(skill: &str, def: wit::ToolDef) -> Result<ToolSpec, String> {
+    pub fn new(skill: &str, def: ToolDef) -> Result<ToolSpec, String> {
         let valid_name =
             !def.name.is_empty() && def.name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
         if !valid_name {
@@ -63,7 +64,7 @@ impl ToolSpec {
             description: def.description,
             schema,
             validator: Arc::new(validator),
-            approval: def.approval,
+            human: def.human,
             expose_result: def.expose_result,
             declares_coverage: def.declares_coverage,
         })
@@ -71,12 +72,7 @@ impl ToolSpec {
 
     /// The static approval level as the spec names it.
     pub fn approval_name(&self) -> &'static str {
-        match self.approval {
-            Approval::None => "none",
-            Approval::Approve => "approve",
-            Approval::Confirm => "confirm",
-            Approval::Dynamic => "dynamic",
-        }
+        self.human.as_str()
     }
 
     /// Every way `input` breaks the schema, one line each (at most 10).
@@ -133,11 +129,21 @@ pub struct Skill {
     pub facts: SkillFacts,
     /// Its `skills.config` block.
     pub config: serde_json::Value,
-    /// The component and its call environment; `None` for a prompt-only or native skill.
-    pub runtime: Option<(SkillComponent, CallEnv)>,
-    /// The host-side tools of a native skill (the built-in `shell`).
-    pub native: Option<Arc<dyn super::NativeTools>>,
+    /// What runs its tools and hooks.
+    runtime: Runtime,
 }
+
+/// What runs a skill's tools: nothing (prompt only), a sandboxed component, or host-side
+/// native tools (the built-in `shell`).
+#[derive(Clone)]
+enum Runtime {
+    Prompt,
+    Component(SkillComponent, CallEnv),
+    Native(Arc<dyn super::NativeTools>),
+}
+
+/// A hook's answer: `None` when the skill does not export the hook.
+pub type HookAnswer<T> = Option<Result<T, CallError>>;
 
 /// Why a tool call produced no tool result.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -175,6 +181,35 @@ impl ToolError {
 }
 
 impl Skill {
+    /// A prompt-only skill (tools come with [`Skill::with_component`] or [`Skill::native`]).
+    pub fn new(name: String, dir: PathBuf, prompt: Prompt, config: serde_json::Value) -> Self {
+        Skill { name, dir, prompt, tools: Vec::new(), facts: SkillFacts::default(), config, runtime: Runtime::Prompt }
+    }
+
+    /// A skill whose tools are host-side `native` tools, checked like a component's.
+    pub fn native(
+        name: &str,
+        dir: PathBuf,
+        prompt: Prompt,
+        config: serde_json::Value,
+        native: Arc<dyn super::NativeTools>,
+    ) -> Result<Self, String> {
+        let tools = native.tools().into_iter().map(|def| ToolSpec::new(name, def)).collect::<Result<Vec<_>, _>>()?;
+        Ok(Skill { tools, runtime: Runtime::Native(native), ..Skill::new(name.into(), dir, prompt, config) })
+    }
+
+    /// Gives the skill its component, checked tools and facts.
+    pub(super) fn with_component(
+        mut self,
+        component: SkillComponent,
+        env: CallEnv,
+        tools: Vec<ToolSpec>,
+        facts: SkillFacts,
+    ) -> Self {
+        (self.tools, self.facts, self.runtime) = (tools, facts, Runtime::Component(component, env));
+        self
+    }
+
     /// The tool called `name` (unprefixed).
     pub fn tool(&self, name: &str) -> Option<&ToolSpec> {
         self.tools.iter().find(|t| t.name == name)
@@ -182,12 +217,43 @@ impl Skill {
 
     /// Whether its tools can be called (a component or native tools; not prompt-only).
     pub fn is_runnable(&self) -> bool {
-        self.runtime.is_some() || self.native.is_some()
+        !matches!(self.runtime, Runtime::Prompt)
+    }
+
+    /// What kind of skill this is: `component`, `native` or `prompt-only`.
+    pub fn kind(&self) -> &'static str {
+        match self.runtime {
+            Runtime::Prompt => "prompt-only",
+            Runtime::Component(..) => "component",
+            Runtime::Native(_) => "native",
+        }
+    }
+
+    /// The component and its call environment, for a component skill (sandbox-level tests
+    /// and benchmarks call its exports directly).
+    pub fn component(&self) -> Option<(&SkillComponent, &CallEnv)> {
+        match &self.runtime {
+            Runtime::Component(component, env) => Some((component, env)),
+            _ => None,
+        }
+    }
+
+    /// The WIT names of the hooks the skill exports (none for native and prompt skills).
+    pub fn hook_names(&self) -> Vec<&'static str> {
+        self.component().map(|(c, _)| c.hooks().names()).unwrap_or_default()
     }
 
     /// What approvals of a call of `tool` are counted against, beyond the tool itself.
     pub fn promotion_subject(&self, tool: &str, input: &serde_json::Value) -> Option<String> {
-        self.native.as_ref()?.promotion_subject(tool, input)
+        match &self.runtime {
+            Runtime::Native(native) => native.promotion_subject(tool, input),
+            _ => None,
+        }
+    }
+
+    /// The context a hook or handler of this skill sees: the caller's, with the skill's config.
+    fn own(&self, caller: &CallContext) -> CallContext {
+        CallContext { config: self.config.clone(), ..caller.clone() }
     }
 
     /// Validates `input` and runs the tool: in a fresh sandboxed instance, or in the host for
@@ -197,16 +263,77 @@ impl Skill {
         tool: &str,
         input: &serde_json::Value,
         caller: &CallContext,
-    ) -> Result<Outcome<wit::ToolResult>, ToolError> {
+    ) -> Result<Outcome<ToolResult>, ToolError> {
         let spec = self.tool(tool).ok_or_else(|| ToolError::UnknownTool(format!("{}{SEPARATOR}{tool}", self.name)))?;
         spec.validate(input).map_err(|problems| ToolError::InvalidInput { tool: spec.full_name.clone(), problems })?;
-        let ctx = CallContext { config: self.config.clone(), ..caller.clone() };
-        if let Some(native) = &self.native {
-            let started = std::time::Instant::now();
-            let value = native.handle(tool, input, &ctx).await;
-            return Ok(Outcome { value, logs: Vec::new(), logs_dropped: 0, fuel_used: 0, elapsed: started.elapsed() });
+        let ctx = self.own(caller);
+        match &self.runtime {
+            Runtime::Native(native) => {
+                let started = std::time::Instant::now();
+                let value = native.handle(tool, input, &ctx).await;
+                Ok(Outcome { value, logs: Vec::new(), logs_dropped: 0, fuel_used: 0, elapsed: started.elapsed() })
+            }
+            Runtime::Component(component, env) => {
+                Ok(component.handle(env, tool, &input.to_string(), &ctx).await?.map(ToolResult::from))
+            }
+            Runtime::Prompt => Err(ToolError::UnknownTool(spec.full_name.clone())),
         }
-        let (component, env) = self.runtime.as_ref().ok_or_else(|| ToolError::UnknownTool(spec.full_name.clone()))?;
-        Ok(component.handle(env, tool, &input.to_string(), &ctx).await?)
+    }
+
+    /// `resolve-human` for a call of `tool` (unprefixed): `Some(Ok(None))` runs it unasked.
+    pub async fn resolve_human(
+        &self,
+        tool: &str,
+        input: &serde_json::Value,
+        caller: &CallContext,
+    ) -> HookAnswer<Option<Asked>> {
+        match &self.runtime {
+            Runtime::Native(native) => Some(Ok(native.resolve_human(tool, input))),
+            Runtime::Component(component, env) => {
+                let answer = component.resolve_human(env, tool, &input.to_string(), &self.own(caller)).await?;
+                Some(answer.map(|o| o.value.map(Asked::from)))
+            }
+            Runtime::Prompt => None,
+        }
+    }
+
+    /// `before-mcp-call` for a call of `server`'s `tool` with `arguments` (JSON text).
+    pub async fn before_mcp_call(
+        &self,
+        server: &str,
+        tool: &str,
+        arguments: &str,
+        caller: &CallContext,
+    ) -> HookAnswer<Preflight> {
+        let (component, env) = self.component()?;
+        let answer = component.before_mcp_call(env, server, tool, arguments, &self.own(caller)).await?;
+        Some(answer.map(|o| o.value.into()))
+    }
+
+    /// `observe-mcp-result`: `Some(Ok(Some(text)))` replaces the model-visible result.
+    pub async fn observe_mcp_result(
+        &self,
+        server: &str,
+        tool: &str,
+        arguments: &str,
+        output: &str,
+        caller: &CallContext,
+    ) -> HookAnswer<Option<String>> {
+        let (component, env) = self.component()?;
+        let answer = component.observe_mcp_result(env, server, tool, arguments, output, &self.own(caller)).await?;
+        Some(answer.map(|o| o.value))
+    }
+
+    /// `tool-target` for a call of `tool` with `input`.
+    pub async fn tool_target(&self, tool: &str, input: &serde_json::Value) -> HookAnswer<Option<Target>> {
+        let (component, env) = self.component()?;
+        let answer = component.tool_target(env, tool, &input.to_string()).await?;
+        Some(answer.map(|o| o.value.map(Target::from)))
+    }
+
+    /// `tool-result-empty` for a successful raw result of `tool`.
+    pub async fn tool_result_empty(&self, tool: &str, raw_result: &str) -> HookAnswer<Option<bool>> {
+        let (component, env) = self.component()?;
+        Some(component.tool_result_empty(env, tool, raw_result).await?.map(|o| o.value))
     }
 }

@@ -7,7 +7,7 @@
 pub mod shell;
 
 use super::prompt::Prompt;
-use super::skill::{Skill, SkillFacts, ToolSpec};
+use super::skill::Skill;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -51,19 +51,6 @@ pub fn prompt(text: &str) -> Prompt {
 /// The `shell` skill configured by its `skills.config.shell` block.
 pub fn shell(config: serde_json::Value) -> Result<Skill, String> {
     let settings = shell::ShellSettings::from_config(&config)?;
-    let native = shell::Shell::new(settings);
-    let tools = crate::skills::NativeTools::tools(&native)
-        .into_iter()
-        .map(|def| ToolSpec::new(shell::NAME, def))
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(Skill {
-        name: shell::NAME.into(),
-        dir: location(shell::NAME),
-        prompt: prompt(shell::PROMPT),
-        tools,
-        facts: SkillFacts::default(),
-        config,
-        runtime: None,
-        native: Some(Arc::new(native)),
-    })
+    let native = Arc::new(shell::Shell::new(settings));
+    Skill::native(shell::NAME, location(shell::NAME), prompt(shell::PROMPT), config, native)
 }

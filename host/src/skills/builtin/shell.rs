@@ -14,7 +14,7 @@
 //! directly. Output is capped per stream.
 
 use crate::sandbox::CallContext;
-use crate::sandbox::bindings::types::{Approval, HumanLevel, ToolDef, ToolResult};
+use crate::skills::contract::{Asked, Human, ToolDef, ToolResult};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::path::PathBuf;
@@ -148,7 +148,7 @@ impl crate::skills::NativeTools for Shell {
             name: RUN_COMMAND.into(),
             description: "Run a shell command on the host and return its exit code, stdout and stderr. Allowlisted commands run at once; others need a person's approval.".into(),
             input_schema: schema.to_string(),
-            approval: Approval::Dynamic,
+            human: Human::Dynamic,
             expose_result: false,
             declares_coverage: false,
         }]
@@ -161,8 +161,8 @@ impl crate::skills::NativeTools for Shell {
         run(&self.settings, command_of(input)).await
     }
 
-    fn resolve_human(&self, _tool: &str, input: &Value) -> Option<HumanLevel> {
-        if self.is_allowed(command_of(input)) { None } else { Some(HumanLevel::Approve) }
+    fn resolve_human(&self, _tool: &str, input: &Value) -> Option<Asked> {
+        if self.is_allowed(command_of(input)) { None } else { Some(Asked::Approve) }
     }
 
     fn promotion_subject(&self, _tool: &str, input: &Value) -> Option<String> {
@@ -335,7 +335,7 @@ mod tests {
         let shell = Shell::new(ShellSettings { allowed_commands: vec!["df  -h".into()], ..Default::default() });
         use crate::skills::NativeTools;
         assert_eq!(shell.resolve_human(RUN_COMMAND, &json!({"command": " df -h "})), None);
-        assert_eq!(shell.resolve_human(RUN_COMMAND, &json!({"command": "df -h; rm x"})), Some(HumanLevel::Approve));
+        assert_eq!(shell.resolve_human(RUN_COMMAND, &json!({"command": "df -h; rm x"})), Some(Asked::Approve));
         assert_eq!(shell.promotion_subject(RUN_COMMAND, &json!({"command": "ls   -l"})).as_deref(), Some("ls -l"));
     }
 }

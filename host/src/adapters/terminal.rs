@@ -1,10 +1,10 @@
-//! The terminal side of `skillhost chat`: one stdin reader shared by the prompt and the
-//! approval questions, an [`EventSink`] that streams the answer and shows tool calls, and an
-//! [`Approver`] that asks inline.
+//! The terminal adapter (`skillhost chat`, `run --adapter cli`): the read–answer loop, one
+//! stdin reader shared by the prompt and the approval questions, an [`EventSink`] that streams
+//! the answer and shows tool calls, and an [`Approver`] that asks inline.
 
-use skillhost::engine::approval::{CONFIRMATION_CHALLENGE, Level};
-use skillhost::engine::{ApprovalOutcome, ApprovalRequest, Approver, EngineEvent, EventSink};
-use std::io::{BufRead, Write};
+use crate::engine::{ApprovalOutcome, ApprovalRequest, Approver, Engine, EngineEvent, EventSink, TurnRequest};
+use crate::tools::{CONFIRMATION_CHALLENGE, Level};
+use std::io::{BufRead, IsTerminal, Write};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::sync::{Mutex, mpsc};
@@ -54,6 +54,7 @@ pub struct Terminal {
 }
 
 impl Terminal {
+    /// The terminal on stderr; colours only on a terminal, and never with `NO_COLOR`.
     pub fn new() -> Arc<Self> {
         let color = std::io::IsTerminal::is_terminal(&std::io::stderr()) && std::env::var_os("NO_COLOR").is_none();
         Arc::new(Terminal { color, mid_line: AtomicBool::new(false), streamed: Default::default() })
@@ -150,7 +151,9 @@ fn short(input: &serde_json::Value) -> String {
 
 /// Asks the person at the terminal, reading the answer from the shared [`Input`].
 pub struct TerminalApprover {
+    /// Where answers are read.
     pub input: Arc<Input>,
+    /// Where the question is shown.
     pub terminal: Arc<Terminal>,
 }
 
@@ -179,5 +182,67 @@ impl Approver for TerminalApprover {
             self.terminal.note(&format!("✗ {tool}: denied"));
             ApprovalOutcome::Denied(None)
         }
+    }
+}
+
+/// The read–answer loop. Ends on EOF, `/exit`, `/quit` or Ctrl-C at the prompt; Ctrl-C during
+/// a turn drops the turn's future (its history is not saved) and goes back to the prompt.
+pub async fn chat(engine: &Engine, channel: &str) {
+    let input = Input::stdin();
+    let terminal = Terminal::new();
+    let approver = TerminalApprover { input: input.clone(), terminal: terminal.clone() };
+    let interactive = std::io::stdin().is_terminal();
+    let user_id = std::env::var("USER").ok().filter(|u| !u.is_empty());
+    if interactive {
+        eprintln!("skillhost chat — /exit, Ctrl-D or Ctrl-C to leave; Ctrl-C during an answer cancels it.");
+    }
+    loop {
+        if interactive {
+            eprint!("> ");
+            let _ = std::io::stderr().flush();
+        }
+        let line = tokio::select! {
+            line = input.line() => line,
+            () = ctrl_c() => None,
+        };
+        let Some(line) = line else {
+            if interactive {
+                eprintln!();
+            }
+            return;
+        };
+        let message = line.trim();
+        match message {
+            "" => continue,
+            "/exit" | "/quit" => return,
+            _ => {}
+        }
+        let request =
+            TurnRequest { channel_id: channel.to_owned(), user_id: user_id.clone(), message: message.to_owned() };
+        tokio::select! {
+            result = engine.run_turn(request, &*terminal, &approver) => match result {
+                Ok(result) => {
+                    terminal.finish(&result.text);
+                    if result.time_boxed {
+                        terminal.note("(time budget spent: this is a wrap-up answer)");
+                    }
+                }
+                Err(e) => {
+                    terminal.discard();
+                    eprintln!("error: {e}");
+                }
+            },
+            () = ctrl_c() => {
+                terminal.discard();
+                terminal.note("(cancelled)");
+            }
+        }
+    }
+}
+
+/// Resolves on Ctrl-C; never, when the signal cannot be watched (rather than at once).
+async fn ctrl_c() {
+    if tokio::signal::ctrl_c().await.is_err() {
+        std::future::pending::<()>().await;
     }
 }

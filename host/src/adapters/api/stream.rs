@@ -4,8 +4,8 @@
 //! event, one bare `assistant_text` for a run that streamed nothing.
 
 use super::present::{self, Descriptions};
-use crate::engine::approval::{CONFIRMATION_CHALLENGE, Level};
 use crate::engine::{ApprovalOutcome, EngineEvent};
+use crate::tools::{CONFIRMATION_CHALLENGE, Level};
 use serde_json::{Map, Value, json};
 use std::collections::HashMap;
 use std::sync::Arc;

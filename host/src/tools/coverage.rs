@@ -5,7 +5,7 @@
 //! [`CoverageEntry`] list. Raw subjects and scopes are checked here (an invalid descriptor
 //! counts as unverified) and never leave this module.
 
-use crate::sandbox::bindings::types as wit;
+use crate::skills::contract::{self as wit, Coverage};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -93,7 +93,7 @@ pub fn summarize(entries: &[CoverageEntry]) -> CoverageSummary {
 }
 
 /// A guest's coverage record, if its bounded fields are valid; `None` degrades to unverified.
-pub fn observe(coverage: &wit::Coverage) -> Option<Observation> {
+pub fn observe(coverage: &Coverage) -> Option<Observation> {
     if coverage.subject.as_ref().is_some_and(|s| s.chars().count() > 128) {
         return None;
     }
@@ -196,7 +196,7 @@ mod tests {
 
     #[test]
     fn invalid_descriptor_is_unverified() {
-        let coverage = wit::Coverage {
+        let coverage = Coverage {
             subject: Some("s".repeat(129)),
             attempted_scope: None,
             covered_scope: None,

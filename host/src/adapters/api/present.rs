@@ -1,9 +1,9 @@
 //! What the API shows of tool calls: the redacted, size-capped `tool_input`, the approval's
 //! safe description, and the `wait=true` summary (`tool_results`, `coverage`).
 
-use crate::engine::coverage::{self, CoverageEntry, CoverageSummary};
 use crate::engine::{ApprovalOutcome, ToolCallRecord};
 use crate::skills::SkillSet;
+use crate::tools::coverage::{self, CoverageEntry, CoverageSummary};
 use serde_json::{Map, Value, json};
 use std::collections::HashMap;
 

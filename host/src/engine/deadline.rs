@@ -11,14 +11,14 @@ use std::time::{Duration, Instant};
 
 /// A deadline that waits for people push back. Clones share it.
 #[derive(Debug, Clone)]
-pub struct Budget {
+pub struct Deadline {
     deadline: Arc<Mutex<Instant>>,
 }
 
-impl Budget {
+impl Deadline {
     /// A budget of `length` from now.
     pub fn starting_now(length: Duration) -> Self {
-        Budget { deadline: Arc::new(Mutex::new(Instant::now() + length)) }
+        Deadline { deadline: Arc::new(Mutex::new(Instant::now() + length)) }
     }
 
     /// When the budget runs out, as of now.
@@ -51,7 +51,7 @@ mod tests {
 
     #[tokio::test]
     async fn waits_for_people_do_not_count() {
-        let budget = Budget::starting_now(Duration::from_millis(100));
+        let budget = Deadline::starting_now(Duration::from_millis(100));
         let before = budget.deadline();
         budget.paused(tokio::time::sleep(Duration::from_millis(150))).await;
         assert!(!budget.is_spent(), "the wait was given back");

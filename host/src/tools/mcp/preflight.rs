@@ -2,10 +2,10 @@
 //! reads: checked against the skill's `mcp-prerequisites` and the server's offered tools, run
 //! once per batch.
 
-use super::client::result_text;
-use super::route::{McpCall, McpTools};
+use super::{McpCall, McpTools};
+use crate::mcp::client::result_text;
 use crate::sandbox::CallContext;
-use crate::sandbox::bindings::types::PreflightKind;
+use crate::skills::contract::PreflightKind;
 use serde_json::{Map, Value};
 
 /// What the policy decided, parsed.
@@ -35,14 +35,13 @@ impl McpTools {
     ) -> Decision {
         let proceed = Decision::Proceed { arguments: arguments.clone(), context: None };
         let Some(skill) = self.owner(&call.server) else { return proceed };
-        let Some((component, env)) = &skill.runtime else { return proceed };
-        let ctx = CallContext { config: skill.config.clone(), ..ctx.clone() };
         let args = Value::Object(arguments.clone()).to_string();
-        let decision = match component.before_mcp_call(env, &call.server, &call.tool, &args, &ctx).await {
+        let decision = match skill.before_mcp_call(&call.server, &call.tool, &args, ctx).await {
             None => return proceed,
-            Some(Ok(outcome)) => outcome.value,
+            Some(Ok(decision)) => decision,
             Some(Err(e)) => {
-                tracing::warn!(server = %call.server, tool = %call.tool, "before-mcp-call failed: {e}");
+                tracing::warn!(server = %call.server, tool = %call.tool, kind = e.kind(), "before-mcp-call failed; the call is refused");
+                tracing::debug!(server = %call.server, tool = %call.tool, "before-mcp-call failed: {e}");
                 let correction = format!("the policy of skill `{}` could not check this call", skill.name);
                 return Decision::Deny { correction, context: None };
             }
@@ -67,10 +66,10 @@ impl McpTools {
                 Decision::Proceed { arguments: corrected.unwrap_or_else(|| arguments.clone()), context }
             }
             PreflightKind::Deny => Decision::Deny { correction, context },
-            PreflightKind::Prerequisite(p) => match serde_json::from_str::<Value>(&p.arguments) {
+            PreflightKind::Prerequisite { tool, arguments: pre } => match serde_json::from_str::<Value>(&pre) {
                 Ok(Value::Object(pre)) => {
                     let retry = corrected.unwrap_or_else(|| arguments.clone());
-                    Decision::Prerequisite { tool: p.tool, arguments: pre, retry, correction, context }
+                    Decision::Prerequisite { tool, arguments: pre, retry, correction, context }
                 }
                 _ => Decision::Deny { correction, context },
             },

@@ -3,12 +3,10 @@
 
 use super::interactions::{ApprovalInfo, Interactions, Owner, QuestionInfo, Resolution};
 use super::stream::{Translator, WireEvent};
-use crate::engine::approval::{CONFIRMATION_CHALLENGE, Level};
-use crate::engine::calls::new_id;
-use crate::engine::{
-    ApprovalOutcome, ApprovalRequest, Approver, EngineEvent, EventSink, Interaction, InteractionCall, ToolOutcome,
-};
+use crate::engine::gate::new_id;
+use crate::engine::{ApprovalOutcome, ApprovalRequest, Approver, EngineEvent, EventSink};
 use crate::llm::ToolDecl;
+use crate::tools::{CONFIRMATION_CHALLENGE, CallScope, Level, ToolCall, ToolInfo, ToolOutcome, ToolSource};
 use bytes::Bytes;
 use serde_json::{Value, json};
 use std::collections::HashMap;
@@ -90,7 +88,7 @@ fn resolution(outcome: &ApprovalOutcome) -> Resolution {
         ApprovalOutcome::Approved => Resolution::Approved,
         ApprovalOutcome::Denied(_) => Resolution::Denied,
         ApprovalOutcome::TimedOut => Resolution::TimedOut,
-        ApprovalOutcome::Cancelled => Resolution::Cancelled,
+        ApprovalOutcome::Cancelled | ApprovalOutcome::Unavailable(_) => Resolution::Cancelled,
     }
 }
 
@@ -108,7 +106,7 @@ impl Approver for ApiRun {
         }
     }
 
-    fn interaction(&self) -> Option<&dyn Interaction> {
+    fn tools(&self) -> Option<&dyn ToolSource> {
         Some(self)
     }
 }
@@ -129,9 +127,10 @@ impl Drop for QuestionGuard<'_> {
     }
 }
 
+/// `human__ask`: a question the person answers in the stream; no approval, no tool events.
 #[async_trait::async_trait]
-impl Interaction for ApiRun {
-    fn tools(&self) -> Vec<ToolDecl> {
+impl ToolSource for ApiRun {
+    fn decls(&self) -> Vec<ToolDecl> {
         let input_schema = json!({
             "type": "object",
             "properties": {
@@ -145,25 +144,32 @@ Use it only when you cannot proceed without their input.";
         vec![ToolDecl { name: ASK_TOOL.into(), description: description.into(), input_schema }]
     }
 
-    fn handles(&self, name: &str) -> bool {
-        name == ASK_TOOL
+    fn info(&self, name: &str) -> Option<ToolInfo> {
+        (name == ASK_TOOL).then(|| ToolInfo { answered_by_person: true, ..ToolInfo::default() })
     }
 
-    async fn call(&self, call: InteractionCall) -> ToolOutcome {
-        let started = Instant::now();
-        let (prompt, choices) = match question(&call.input) {
+    async fn level(&self, _call: ToolCall<'_>) -> Level {
+        Level::Auto
+    }
+
+    async fn execute(&self, call: ToolCall<'_>, scope: &dyn CallScope) -> ToolOutcome {
+        let (started, timeout) = (Instant::now(), scope.person_timeout());
+        let (prompt, choices) = match question(call.input) {
             Ok(q) => q,
             Err(problem) => {
                 return ToolOutcome::error(&json!({"error": problem, "kind": "invalid_input"}), started.elapsed());
             }
         };
-        let id = new_id();
-        let expires_at = SystemTime::now() + call.timeout;
+        let Ok(id) = new_id() else {
+            let error = json!({"error": "no question id: the OS random source failed", "kind": "host"});
+            return ToolOutcome::error(&error, started.elapsed());
+        };
+        let expires_at = SystemTime::now() + timeout;
         let info = QuestionInfo { prompt: prompt.clone(), choices: choices.clone() };
         let rx = self.interactions.questions.open(&id, self.owner(expires_at), info);
         self.send(|t| t.question_requested(&id, &prompt, &choices, expires_at));
         let mut guard = QuestionGuard { run: self, id: id.clone(), done: false };
-        let resolution = match tokio::time::timeout(call.timeout, rx).await {
+        let resolution = match tokio::time::timeout(timeout, rx).await {
             Ok(Ok(resolution)) => resolution,
             Ok(Err(_)) => Resolution::Cancelled,
             Err(_) => Resolution::TimedOut,
@@ -175,7 +181,7 @@ Use it only when you cannot proceed without their input.";
             _ => None,
         };
         self.send(|t| t.question_resolved(&id, resolution.name(), answer));
-        let (duration, secs) = (started.elapsed(), call.timeout.as_secs());
+        let (duration, secs) = (started.elapsed(), timeout.as_secs());
         match resolution {
             Resolution::Answered(answer) => ToolOutcome::text(json!({ "answer": answer }).to_string(), duration),
             Resolution::TimedOut => ToolOutcome::error(

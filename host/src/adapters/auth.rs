@@ -1,8 +1,12 @@
-//! Bearer authentication. The token is compared in constant time (both sides hashed first,
-//! so not even its length leaks through timing).
+//! Bearer authentication, shared by the HTTP adapters (the API and `/mcp`). The token is
+//! compared in constant time (both sides hashed first, so not even its length leaks through
+//! timing).
 
-use super::error::ApiError;
+use super::api::error::ApiError;
+use axum::extract::{Request, State};
 use axum::http::{HeaderMap, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
 use sha2::{Digest, Sha256};
 
 /// The configured token, hashed.
@@ -62,5 +66,13 @@ mod tests {
         headers.insert("authorization", "Basic c2VjcmV0".parse().unwrap());
         assert!(check(Some(&token), &headers).is_err());
         assert!(check(None, &HeaderMap::new()).is_ok());
+    }
+}
+
+/// Middleware: the request goes on only with the right bearer token (when one is set).
+pub async fn require(State(token): State<Option<Token>>, request: Request, next: Next) -> Response {
+    match check(token.as_ref(), request.headers()) {
+        Ok(()) => next.run(request).await,
+        Err(e) => e.into_response(),
     }
 }

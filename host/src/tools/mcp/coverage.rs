@@ -2,8 +2,8 @@
 //! with the same bounds as a native tool's `coverage` record. Anything invalid degrades to
 //! unverified; only the categorical status and result state ever leave the engine.
 
-use crate::engine::coverage::{self, CoverageEntry};
-use crate::sandbox::bindings::types as wit;
+use crate::skills::contract as wit;
+use crate::tools::coverage::{self, CoverageEntry};
 use serde_json::{Map, Value};
 
 /// The `_meta` key of the descriptor (and, on `tools/list`, of the capability flag).
@@ -63,7 +63,7 @@ pub fn parse(descriptor: &Value) -> Option<wit::Coverage> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::coverage::{Observation, ObservedStatus, ResultState};
+    use crate::tools::coverage::{Observation, ObservedStatus, ResultState};
     use serde_json::json;
 
     fn meta(descriptor: Value) -> Map<String, Value> {

@@ -5,7 +5,7 @@ use super::error::{ApiError, ApiResult};
 use super::run::ApiRun;
 use super::stream::Translator;
 use super::{Api, present};
-use crate::engine::calls::new_id;
+use crate::engine::gate::new_id;
 use crate::engine::{EngineError, EngineEvent, EventSink, NoEvents, NonInteractive, TurnRequest, TurnResult};
 use axum::Json;
 use axum::body::{Body, Bytes};
@@ -220,7 +220,10 @@ fn ndjson(api: Arc<Api>, request: TurnRequest) -> Response {
 }
 
 fn approval_v1(api: Arc<Api>, request: TurnRequest) -> Response {
-    let run_id = new_id();
+    let Ok(run_id) = new_id() else {
+        let error = ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "cannot make a run id: the OS random source failed");
+        return error.into_response();
+    };
     let (out, queued) = mpsc::unbounded_channel();
     let translator = Translator::new(&run_id, &request.channel_id, api.descriptions.clone());
     let run =

@@ -10,7 +10,6 @@
 //! - [`interactions`]: pending approvals and questions; [`present`]: redacted inputs,
 //!   `tool_results`, coverage; [`auth`]: bearer tokens; [`error`]: JSON errors.
 
-pub mod auth;
 pub mod decisions;
 pub mod driver;
 pub mod error;
@@ -20,14 +19,13 @@ pub mod run;
 pub mod stream;
 pub mod trigger;
 
+use crate::adapters::auth::{self, Token};
 use crate::config::Ui;
 use crate::engine::Engine;
-use auth::Token;
 use axum::Router;
-use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::extract::{DefaultBodyLimit, State};
 use axum::http::StatusCode;
-use axum::middleware::{self, Next};
-use axum::response::{IntoResponse, Response};
+use axum::middleware;
 use axum::routing::{get, post};
 use error::ApiError;
 use interactions::Interactions;
@@ -36,6 +34,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// The response header naming the agent that answered.
+pub const AGENT_HEADER: &str = "x-skillhost-agent";
 /// The default port when neither `ui.port` nor `SKILLHOST_UI_PORT` sets one.
 pub const DEFAULT_PORT: u16 = 8080;
 /// The default largest request body.
@@ -55,6 +55,8 @@ pub struct ApiConfig {
     pub heartbeat: Duration,
     /// The largest request body, in bytes (413 beyond).
     pub body_limit: usize,
+    /// The agent's name (`bot.name`), in the [`AGENT_HEADER`] of every response.
+    pub name: String,
 }
 
 impl ApiConfig {
@@ -66,13 +68,22 @@ impl ApiConfig {
             adapter_is_api,
             heartbeat: DEFAULT_HEARTBEAT,
             body_limit: DEFAULT_BODY_LIMIT,
+            name: crate::config::Bot::default().name,
         }
     }
 
-    /// The port: `SKILLHOST_UI_PORT`, else `ui.port`, else [`DEFAULT_PORT`].
-    pub fn port(ui: &Ui) -> Result<u16, String> {
+    /// The same settings for the agent called `name`.
+    pub fn named(self, name: &str) -> Self {
+        ApiConfig { name: name.to_owned(), ..self }
+    }
+
+    /// The port: `SKILLHOST_UI_PORT` (when `env` applies: a single agent), else `ui.port`,
+    /// else [`DEFAULT_PORT`].
+    pub fn port(ui: &Ui, env: bool) -> Result<u16, String> {
         match std::env::var("SKILLHOST_UI_PORT") {
-            Ok(p) if !p.is_empty() => p.parse().map_err(|_| format!("SKILLHOST_UI_PORT: `{p}` is not a port number")),
+            Ok(p) if env && !p.is_empty() => {
+                p.parse().map_err(|_| format!("SKILLHOST_UI_PORT: `{p}` is not a port number"))
+            }
             _ => Ok(ui.port.unwrap_or(DEFAULT_PORT)),
         }
     }
@@ -120,7 +131,7 @@ pub fn app(api: Arc<Api>) -> Router {
         .route("/api/approvals/{id}", get(decisions::approval))
         .route("/api/questions/{id}/answer", post(decisions::answer_question))
         .route("/api/questions/{id}", get(decisions::question))
-        .route_layer(middleware::from_fn_with_state(api.clone(), authenticate));
+        .route_layer(middleware::from_fn_with_state(api.token.clone(), auth::require));
     Router::new()
         .route("/healthz", get(|| async { axum::Json(serde_json::json!({"status": "ok"})) }))
         .route("/readyz", get(|| async { axum::Json(serde_json::json!({"status": "ready"})) }))
@@ -130,14 +141,16 @@ pub fn app(api: Arc<Api>) -> Router {
             ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "method not allowed on this route")
         })
         .layer(DefaultBodyLimit::max(api.config.body_limit))
+        .layer(middleware::map_response_with_state(api.clone(), agent_header))
         .with_state(api)
 }
 
-async fn authenticate(State(api): State<Arc<Api>>, request: Request, next: Next) -> Response {
-    match auth::check(api.token.as_ref(), request.headers()) {
-        Ok(()) => next.run(request).await,
-        Err(e) => e.into_response(),
+/// Names the agent (`bot.name`, or the agent's `name`) on every response.
+async fn agent_header(State(api): State<Arc<Api>>, mut response: axum::response::Response) -> axum::response::Response {
+    if let Ok(value) = axum::http::HeaderValue::from_str(&api.config.name) {
+        response.headers_mut().insert(AGENT_HEADER, value);
     }
+    response
 }
 
 /// Serves `app(api)` on `listener` until `shutdown` resolves.

@@ -1,0 +1,216 @@
+//! The app builder: turns a loaded config into the running parts (the sandbox, the MCP client
+//! manager, one engine per agent with its skills and tools) and owns them for as long as they
+//! run. Every command and the tests build through it; [`App::serve`] runs the adapters.
+//!
+//! The sandbox's epoch ticker (which enforces every call's wall-clock deadline) lives as long
+//! as the wasmtime engine, which every loaded component holds; the MCP supervisors live as
+//! long as the manager, which the app and every agent's tools hold.
+
+pub mod serve;
+
+pub use serve::serve;
+
+use crate::config::{self, AdapterKind, LoadedConfig, Ui};
+use crate::engine::{Engine, EngineSettings};
+
+use crate::mcp::McpManager;
+use crate::sandbox::{LimitPolicy, McpBridge, Sandbox, SandboxOptions};
+use crate::skills::{LoadMode, LoadProblem, Loader, SkillSet};
+use crate::tools::{SkillTools, ToolSource, Tools};
+use anyhow::{Context, bail};
+use std::sync::Arc;
+
+/// Which agents to build.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Agents {
+    /// The top-level config as one agent, whatever `agents` says (`call`, `mcp`, `chat`).
+    TopLevel,
+    /// One entry of `agents` (`--agent NAME`).
+    One(String),
+    /// Every entry of `agents`, or the top-level config when there is none (`run`).
+    All,
+}
+
+/// How far to build.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// How skills load: `Serve` runs `startup`, `Inspect` does not.
+    pub mode: LoadMode,
+    /// Whether the agents need their LLM provider (a missing key is then an error, reported
+    /// before any skill loads).
+    pub llm: bool,
+    /// Which agents.
+    pub agents: Agents,
+}
+
+/// One agent, ready to serve.
+pub struct Agent {
+    /// Its `agents` key; `None` for the single top-level agent.
+    pub name: Option<String>,
+    /// Its display name: `agents.<name>.name`, else `bot.name`.
+    pub display_name: String,
+    /// Its engine.
+    pub engine: Arc<Engine>,
+    /// The adapters its config names (`adapter.type` / `types`; the terminal when none).
+    pub adapters: Vec<AdapterKind>,
+    /// Its HTTP server settings.
+    pub ui: Ui,
+    /// Skills that did not load (the others still serve).
+    pub problems: Vec<LoadProblem>,
+    /// Its effective config, and the loader that reloads its skills.
+    loader: Loader,
+    mcp: Arc<McpManager>,
+}
+
+impl Agent {
+    /// Loads the agent's skills again (the MCP servers new skills declare are started) and
+    /// returns the engine to swap in; the running one is untouched on error.
+    pub async fn reload(&self) -> anyhow::Result<(Arc<Engine>, Vec<LoadProblem>)> {
+        let set = Arc::new(self.loader.load_all(LoadMode::Serve).await?);
+        let tools = tools_for(&self.mcp, &set, &self.loader.config).await;
+        Ok((Arc::new(self.engine.reloaded(set.clone(), tools)), set.problems.clone()))
+    }
+
+    /// The config the agent was built from (the top-level one with its blocks merged in).
+    pub fn config(&self) -> &LoadedConfig {
+        &self.loader.config
+    }
+}
+
+/// The running parts of one config.
+pub struct App {
+    /// The config as loaded.
+    pub config: LoadedConfig,
+    /// The sandbox every agent's skills run in.
+    pub sandbox: Arc<Sandbox>,
+    /// The MCP servers' manager, shared by the agents.
+    pub mcp: Arc<McpManager>,
+    /// The agents, by name (the top-level one alone when there are none).
+    pub agents: Vec<Agent>,
+}
+
+impl App {
+    /// Builds every part `options` asks for.
+    pub async fn build(config: LoadedConfig, options: Options) -> anyhow::Result<App> {
+        let sandbox = Arc::new(sandbox(&config)?);
+        let mcp = McpManager::new(&config.config.mcp_servers);
+        let mut agents = Vec::new();
+        for (name, agent_config) in agent_configs(&config, &options.agents)? {
+            agents.push(build_agent(&sandbox, &mcp, name, agent_config, &options).await?);
+        }
+        Ok(App { config, sandbox, mcp, agents })
+    }
+
+    /// The first (for a single-agent config, the only) agent.
+    pub fn agent(&self) -> &Agent {
+        self.agents.first().expect("an app has at least one agent")
+    }
+}
+
+/// The sandbox the config describes.
+pub fn sandbox(config: &LoadedConfig) -> anyhow::Result<Sandbox> {
+    let c = &config.config;
+    let policy = LimitPolicy::from_config(&c.sandbox.defaults, &c.sandbox.maximums);
+    let cache_dir = config.resolve(c.sandbox.cache_dir.as_deref().unwrap_or(".skillhost/cache".as_ref()));
+    let options = SandboxOptions {
+        max_memory_bytes: policy.maximums.memory_bytes,
+        cache_dir: Some(cache_dir),
+        ..Default::default()
+    };
+    Sandbox::new(&options)
+}
+
+/// The effective config of each agent to build: the top-level one with the agent's blocks
+/// (already merged key by key by the config loader) in place.
+fn agent_configs(config: &LoadedConfig, which: &Agents) -> anyhow::Result<Vec<(Option<String>, LoadedConfig)>> {
+    let agents = &config.config.agents;
+    let names: Vec<String> = match which {
+        Agents::TopLevel => return Ok(vec![(None, config.clone())]),
+        Agents::All if agents.is_empty() => return Ok(vec![(None, config.clone())]),
+        Agents::All => agents.keys().cloned().collect(),
+        Agents::One(name) if agents.is_empty() => bail!("--agent {name}: no agents configured"),
+        Agents::One(name) if !agents.contains_key(name) => {
+            let known: Vec<&str> = agents.keys().map(String::as_str).collect();
+            bail!("--agent {name}: no such agent; configured agents: {}", known.join(", "))
+        }
+        Agents::One(name) => vec![name.clone()],
+    };
+    Ok(names.into_iter().map(|name| (Some(name.clone()), for_agent(config, &name))).collect())
+}
+
+/// The config one agent runs on.
+pub fn for_agent(config: &LoadedConfig, name: &str) -> LoadedConfig {
+    let mut effective = config.clone();
+    let (c, agent) = (&mut effective.config, config.config.agents[name].clone());
+    if let Some(prompt) = agent.system_prompt {
+        c.bot.system_prompt = prompt;
+    }
+    if let Some(display) = agent.name {
+        c.bot.name = display;
+    }
+    if let Some(memory) = agent.memory {
+        c.learning.memory.filesystem.path = memory.path;
+    }
+    c.skills = agent.skills.unwrap_or_else(|| c.skills.clone());
+    c.llm = agent.llm.unwrap_or_else(|| c.llm.clone());
+    c.adapter = agent.adapter.unwrap_or_else(|| c.adapter.clone());
+    c.ui = agent.ui.unwrap_or_else(|| c.ui.clone());
+    c.agents.clear();
+    effective
+}
+
+async fn build_agent(
+    sandbox: &Arc<Sandbox>,
+    mcp: &Arc<McpManager>,
+    name: Option<String>,
+    config: LoadedConfig,
+    options: &Options,
+) -> anyhow::Result<Agent> {
+    let who = name.as_deref().map(|n| format!("agent `{n}`: ")).unwrap_or_default();
+    let provider = match options.llm {
+        true => Some(
+            crate::llm::from_config(&config.config.llm)
+                .map_err(|e| anyhow::anyhow!("{who}cannot use the LLM provider: {e}"))?,
+        ),
+        false => None,
+    };
+    let mut loader = Loader::new(sandbox.clone(), config.clone());
+    loader.mcp = mcp.is_configured().then(|| mcp.clone() as Arc<dyn McpBridge>);
+    let set = Arc::new(loader.load_all(options.mode).await.with_context(|| who.clone())?);
+    let tools = tools_for(mcp, &set, &config).await;
+    let mut settings = EngineSettings::from_config(&config);
+    settings.agent = name.clone();
+    let engine = Arc::new(Engine::new(set.clone(), tools, provider, settings, loader.state.clone()));
+    let adapter = &config.config.adapter;
+    let adapters = match (adapter.kind, adapter.types.as_slice()) {
+        (Some(kind), _) => vec![kind],
+        (None, []) => vec![AdapterKind::Cli],
+        (None, kinds) => kinds.to_vec(),
+    };
+    Ok(Agent {
+        display_name: config.config.bot.name.clone(),
+        name,
+        engine,
+        adapters,
+        ui: config.config.ui.clone(),
+        problems: set.problems.clone(),
+        loader,
+        mcp: mcp.clone(),
+    })
+}
+
+/// The tools an agent offers: its skills', then (when servers are configured) those of the
+/// MCP servers its skills declare or its `skills.allowed` names.
+async fn tools_for(mcp: &Arc<McpManager>, set: &Arc<SkillSet>, config: &LoadedConfig) -> Tools {
+    let mut sources: Vec<Arc<dyn ToolSource>> = vec![Arc::new(SkillTools::new(set.clone()))];
+    if mcp.is_configured() {
+        let extra = config.config.skills.allowed.clone().unwrap_or_default();
+        sources.push(crate::tools::mcp::start_for(mcp, set.clone(), &extra).await);
+    }
+    Tools::new(sources)
+}
+
+/// Loads `path` (or `./config.yaml`), for commands.
+pub fn load_config(path: Option<&std::path::Path>) -> anyhow::Result<LoadedConfig> {
+    Ok(config::load(path)?)
+}

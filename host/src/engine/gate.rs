@@ -1,0 +1,199 @@
+//! The gate: the one approval path every adapter uses: which level a call needs (the tool's policy,
+//! then `human.overrides` as the final word), auto-promotion, asking the adapter's
+//! [`Approver`] with an id and an expiry, the events, and what the model is told when a call
+//! is refused. Adapters differ only in how they ask: the terminal, the approval-v1 stream,
+//! MCP elicitation.
+
+use super::approver::{ApprovalOutcome, ApprovalRequest, Approver};
+use super::deadline::Deadline;
+use super::events::{EngineEvent, EventSink};
+use super::promote::Promotion;
+use crate::config::OverrideLevel;
+use crate::sandbox::CallContext;
+use crate::skills::{Skill, ToolSpec};
+use crate::tools::{Level, ToolCall, ToolInfo, ToolOutcome, ToolSource};
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::time::{Duration, SystemTime};
+
+pub use crate::tools::CONFIRMATION_CHALLENGE;
+
+/// What the gate decided for one call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decision {
+    /// The level it resolved to.
+    pub level: Level,
+    /// The decision, for gated calls; `None` when none was needed.
+    pub approval: Option<ApprovalOutcome>,
+    /// Approved by auto-promotion: nobody was asked.
+    pub promoted: bool,
+}
+
+impl Decision {
+    /// Whether the call may run.
+    pub fn allows(&self) -> bool {
+        matches!(self.approval, None | Some(ApprovalOutcome::Approved))
+    }
+}
+
+/// The approval policy of one agent.
+#[derive(Debug, Clone)]
+pub struct Gate {
+    overrides: BTreeMap<String, Option<OverrideLevel>>,
+    timeout: Duration,
+    promotion: Promotion,
+}
+
+impl Gate {
+    /// A gate with the operator's `human` settings and the agent's approval counts.
+    pub fn new(overrides: BTreeMap<String, Option<OverrideLevel>>, timeout: Duration, promotion: Promotion) -> Self {
+        Gate { overrides, timeout, promotion }
+    }
+
+    /// How long a person has to decide.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// The approval counts behind auto-promotion.
+    pub fn promotion(&self) -> &Promotion {
+        &self.promotion
+    }
+
+    /// The call's level: `human.overrides` for its name (or its alias's direct name) is the
+    /// final word; otherwise the tool's own policy (`resolve-human`, then its static level).
+    pub async fn level(&self, source: &dyn ToolSource, info: &ToolInfo, call: ToolCall<'_>) -> Level {
+        match overridden(&self.overrides, call.name, info.override_alias.as_deref()) {
+            Some(level) => level,
+            None => source.level(call).await,
+        }
+    }
+
+    /// Settles a call at `level`: auto, promoted, or asked of the `approver` (the decision
+    /// counted toward promotion).
+    #[allow(clippy::too_many_arguments)]
+    pub async fn decide(
+        &self,
+        source: &dyn ToolSource,
+        info: &ToolInfo,
+        call: ToolCall<'_>,
+        level: Level,
+        events: &dyn EventSink,
+        approver: &dyn Approver,
+        deadline: &Deadline,
+    ) -> Decision {
+        let key = source.promotion_key(call.name, call.input);
+        match level {
+            Level::Auto => Decision { level, approval: None, promoted: false },
+            Level::Approve if key.as_ref().is_some_and(|k| self.promotion.is_promoted(info.promotion_threshold, k)) => {
+                Decision { level, approval: Some(ApprovalOutcome::Approved), promoted: true }
+            }
+            _ => {
+                let outcome = match new_id() {
+                    Ok(id) => self.ask(id, call, level, events, approver, deadline).await,
+                    Err(e) => {
+                        tracing::error!(tool = %call.name, "no approval id: the OS random source failed ({e}); the call is refused");
+                        ApprovalOutcome::Cancelled
+                    }
+                };
+                if let Some(key) = &key {
+                    // Approvals count only at `approve` level, the one level that can be
+                    // promoted; a denial at any level blocks promotion. Timeouts and
+                    // cancellations say nothing about the person's trust.
+                    match &outcome {
+                        ApprovalOutcome::Approved if level == Level::Approve => self.promotion.record(key, true),
+                        ApprovalOutcome::Denied(_) => self.promotion.record(key, false),
+                        _ => {}
+                    }
+                }
+                Decision { level, approval: Some(outcome), promoted: false }
+            }
+        }
+    }
+
+    async fn ask(
+        &self,
+        approval_id: String,
+        call: ToolCall<'_>,
+        level: Level,
+        events: &dyn EventSink,
+        approver: &dyn Approver,
+        deadline: &Deadline,
+    ) -> ApprovalOutcome {
+        let request = ApprovalRequest {
+            approval_id,
+            tool_call_id: call.id.to_owned(),
+            tool_name: call.name.to_owned(),
+            input: call.input.clone(),
+            level,
+            expires_at: SystemTime::now() + self.timeout,
+        };
+        events.emit(EngineEvent::ApprovalRequested {
+            approval_id: request.approval_id.clone(),
+            tool_call_id: request.tool_call_id.clone(),
+            tool_name: request.tool_name.clone(),
+            input: request.input.clone(),
+            level,
+            expires_at: request.expires_at,
+        });
+        let decision = tokio::time::timeout(self.timeout, approver.decide(request));
+        let outcome = deadline.paused(decision).await.unwrap_or(ApprovalOutcome::TimedOut);
+        events.emit(EngineEvent::ApprovalResolved { tool_call_id: call.id.to_owned(), outcome: outcome.clone() });
+        outcome
+    }
+
+    /// What the model is told about a call that did not run. Spelled out so it neither
+    /// retries the call blindly nor claims it ran.
+    pub fn refusal(&self, outcome: &ApprovalOutcome) -> ToolOutcome {
+        let json = match outcome {
+            ApprovalOutcome::Denied(reason) => json!({
+                "error": "the user denied this tool call; it was not executed. Do not retry it without asking the user.",
+                "kind": "denied",
+                "reason": reason,
+            }),
+            ApprovalOutcome::TimedOut => json!({
+                "error": format!("nobody approved this tool call within {} s; it was not executed (treated as denied)", self.timeout.as_secs()),
+                "kind": "approval_timeout",
+            }),
+            ApprovalOutcome::Cancelled | ApprovalOutcome::Approved => json!({
+                "error": "this tool call needs a person's approval, which is not available here; it was cancelled and not executed",
+                "kind": "cancelled",
+            }),
+            ApprovalOutcome::Unavailable(why) => json!({
+                "error": format!("this tool call needs a person's approval, and {why}; it was cancelled and not executed"),
+                "kind": "cancelled",
+            }),
+        };
+        ToolOutcome::error(&json, Duration::ZERO)
+    }
+}
+
+/// The operator's `human.overrides` level for `name` (or its alias's direct name), if any.
+fn overridden(overrides: &BTreeMap<String, Option<OverrideLevel>>, name: &str, alias: Option<&str>) -> Option<Level> {
+    let level = overrides.get(name).or_else(|| alias.and_then(|a| overrides.get(a)))?;
+    Some(level.map_or(Level::Auto, Level::from))
+}
+
+/// The level of one call of `skill`'s `tool` as the gate resolves it: the operator's
+/// override, else the skill's own policy. For callers holding a skill rather than an engine.
+pub async fn resolve(
+    skill: &Skill,
+    tool: &ToolSpec,
+    input: &Value,
+    caller: &CallContext,
+    overrides: &BTreeMap<String, Option<OverrideLevel>>,
+) -> Level {
+    if let Some(level) = overridden(overrides, &tool.full_name, None) {
+        return level;
+    }
+    let call = ToolCall { id: "", name: &tool.full_name, input, ctx: caller };
+    crate::tools::skill::skill_level(skill, &tool.name, tool.human, input, &call).await
+}
+
+/// A fresh random id (128 bits, hex) for an approval or question, from the OS random source;
+/// an error when it fails: a guessable id would let anyone decide in a person's place.
+pub fn new_id() -> Result<String, getrandom::Error> {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes)?;
+    Ok(hex::encode(bytes))
+}

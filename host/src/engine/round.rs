@@ -1,0 +1,220 @@
+//! One round of tool calls: the tool budget admits calls in order, the gate settles each
+//! one's approval (asked in order, before anything runs), the allowed ones run at most
+//! [`MAX_PARALLEL`] at once, and every call is answered, in call order.
+
+use super::approver::{ApprovalOutcome, Approver};
+use super::deadline::Deadline;
+use super::events::{EngineEvent, EventSink};
+use super::gate::{Decision, Gate};
+use super::tool_budget::TurnBudget;
+use crate::llm::{Block, ToolDecl};
+use crate::sandbox::CallContext;
+use crate::tools::{CallScope, CoverageEntry, Level, ToolCall, ToolInfo, ToolOutcome, ToolSource, Tools, unknown_tool};
+use futures::StreamExt;
+use serde_json::{Value, json};
+use std::time::{Duration, Instant};
+
+/// How many tool calls of one round run at the same time.
+pub const MAX_PARALLEL: usize = 4;
+
+/// One tool call of a turn and what became of it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolCallRecord {
+    /// The model's call id.
+    pub tool_call_id: String,
+    /// The prefixed tool name.
+    pub tool_name: String,
+    /// The call's arguments.
+    pub input: Value,
+    /// The approval level it resolved to.
+    pub level: Level,
+    /// The decision, for gated calls; `None` when no approval was needed.
+    pub approval: Option<ApprovalOutcome>,
+    /// Approved by auto-promotion (`approval` is then `Approved`, and nobody was asked).
+    pub promoted: bool,
+    /// Whether the tool ran (ungated, or approved).
+    pub executed: bool,
+    /// Its skill asks for a fact check of the answer (`VERIFY`).
+    pub verify: bool,
+    /// What the model was told.
+    pub outcome: ToolOutcome,
+}
+
+impl ToolCallRecord {
+    /// The `tool_result` block answering this call.
+    pub fn to_block(&self) -> Block {
+        let (content, is_error) = (self.outcome.content.clone(), self.outcome.is_error);
+        Block::ToolResult { tool_use_id: self.tool_call_id.clone(), content, is_error }
+    }
+}
+
+/// A call the model made: `(id, prefixed name, input)`.
+pub type Call = (String, String, Value);
+
+/// Everything a round needs from its turn (or from an adapter's single call).
+pub struct Round<'a> {
+    /// The agent's tools.
+    pub tools: &'a Tools,
+    /// The agent's approval policy.
+    pub gate: &'a Gate,
+    /// The turn's deadline; waits for people are given back to it.
+    pub deadline: Deadline,
+    /// Who is calling.
+    pub ctx: &'a CallContext,
+    /// Where events go.
+    pub events: &'a dyn EventSink,
+    /// Who decides on gated calls, and the adapter's own tools.
+    pub approver: &'a dyn Approver,
+    /// `engine.tool_budget`: calls past a cap are refused, in call order, before any approval.
+    pub tool_budget: &'a TurnBudget,
+}
+
+impl Round<'_> {
+    /// The adapter's tools first, then the agent's.
+    fn find(&self, name: &str) -> Option<(&dyn ToolSource, ToolInfo)> {
+        let adapter = self.approver.tools().and_then(|s| s.info(name).map(|info| (s, info)));
+        adapter.or_else(|| self.tools.find(name))
+    }
+
+    /// What the model is offered this round: the adapter's tools, then the agent's.
+    pub fn decls(&self) -> Vec<ToolDecl> {
+        let mut decls = self.approver.tools().map(|s| s.decls()).unwrap_or_default();
+        let theirs: Vec<ToolDecl> =
+            self.tools.decls().into_iter().filter(|d| !decls.iter().any(|a| a.name == d.name)).collect();
+        decls.extend(theirs);
+        decls
+    }
+
+    /// Answers every call, in the order given. Approvals are asked one at a time, in order,
+    /// before anything runs, so a person sees the calls in the order the model made them.
+    pub async fn run(&self, calls: Vec<Call>) -> Vec<ToolCallRecord> {
+        self.tools.begin_round(&self.ctx.channel_id);
+        let mut settled = Vec::with_capacity(calls.len());
+        for (id, name, input) in calls {
+            let answer = self.settle(&id, &name, &input).await;
+            settled.push((id, name, input, answer));
+        }
+        let answers = settled.into_iter().map(|(id, name, input, answer)| async move {
+            let (decision, verify, refused) = answer;
+            let executed = refused.is_none() && decision.allows();
+            let outcome = match refused {
+                Some(outcome) => outcome,
+                None if !executed => {
+                    self.gate.refusal(decision.approval.as_ref().unwrap_or(&ApprovalOutcome::Cancelled))
+                }
+                None => self.execute(&id, &name, &input).await,
+            };
+            let Decision { level, approval, promoted } = decision;
+            ToolCallRecord {
+                tool_call_id: id,
+                tool_name: name,
+                input,
+                level,
+                approval,
+                promoted,
+                executed,
+                verify,
+                outcome,
+            }
+        });
+        futures::stream::iter(answers).buffered(MAX_PARALLEL).collect().await
+    }
+
+    /// Budget, input check and approval of one call; `Some(outcome)` answers it unrun.
+    /// Calls that cannot run (unknown tool, input breaking the schema) need no approval:
+    /// asking a person about a call that will fail anyway only wastes their time.
+    async fn settle(&self, id: &str, name: &str, input: &Value) -> (Decision, bool, Option<ToolOutcome>) {
+        let unasked = |level| Decision { level, approval: None, promoted: false };
+        let Some((source, info)) = self.find(name) else {
+            return (unasked(Level::Auto), false, Some(unknown_tool(name)));
+        };
+        if let Some(mut refusal) = self.tool_budget.admit(name, input) {
+            // A budgeted call that did not run still counts toward coverage, as unverified.
+            refusal.coverage = info.declares_coverage.then_some(CoverageEntry::Unverified);
+            return (unasked(Level::Auto), info.verify, Some(refusal));
+        }
+        if let Err(outcome) = source.check(name, input) {
+            return (unasked(Level::Auto), info.verify, Some(outcome));
+        }
+        if info.answered_by_person {
+            return (unasked(Level::Auto), false, None);
+        }
+        let call = ToolCall { id, name, input, ctx: self.ctx };
+        let level = self.gate.level(source, &info, call).await;
+        let decision = self.gate.decide(source, &info, call, level, self.events, self.approver, &self.deadline).await;
+        (decision, info.verify, None)
+    }
+
+    /// Runs the call, cut off at the turn deadline (dropping the future stops the guest).
+    /// Tools a person answers run without tool events, and their wait is not charged.
+    async fn execute(&self, id: &str, name: &str, input: &Value) -> ToolOutcome {
+        let started = Instant::now();
+        let Some((source, info)) = self.find(name) else { return unknown_tool(name) };
+        let call = ToolCall { id, name, input, ctx: self.ctx };
+        if info.answered_by_person {
+            return self.deadline.paused(source.execute(call, self)).await;
+        }
+        let target = source.target(call).await;
+        self.events.emit(EngineEvent::ToolStarted {
+            tool_call_id: id.into(),
+            tool_name: name.into(),
+            input: input.clone(),
+            target,
+        });
+        let run = source.execute(call, self);
+        let outcome = tokio::time::timeout_at(self.deadline.deadline().into(), run)
+            .await
+            .unwrap_or_else(|_| deadline_error(started));
+        let (duration, is_error) = (outcome.duration, outcome.is_error);
+        let is_empty = source.is_empty(call, &outcome).await;
+        // Only calls allowed to run get here (auto, promoted or approved by a person): the
+        // approval-v1 stream reports those as `approved: true`, whatever the outcome.
+        let approved = true;
+        self.events.emit(EngineEvent::ToolCompleted {
+            tool_call_id: id.into(),
+            tool_name: name.into(),
+            duration,
+            approved,
+            is_error,
+            is_empty,
+        });
+        outcome
+    }
+}
+
+#[async_trait::async_trait]
+impl CallScope for Round<'_> {
+    /// A retried call (the MCP prerequisite retry) passes the tool budget and the approval
+    /// again: a level that the original call's decision does not cover is asked anew.
+    async fn admit_again(&self, original: ToolCall<'_>, input: &Value) -> Result<(), String> {
+        if self.tool_budget.admit(original.name, input).is_some() {
+            return Err("the retried call was not run: the budget for this tool in this request is spent".into());
+        }
+        let Some((source, info)) = self.find(original.name) else {
+            return Err(format!("`{}` is no longer available", original.name));
+        };
+        let retry = ToolCall { input, ..original };
+        let (before, after) =
+            (self.gate.level(source, &info, original).await, self.gate.level(source, &info, retry).await);
+        if after == Level::Auto || (after == before && input == original.input) {
+            return Ok(());
+        }
+        let decision = self.gate.decide(source, &info, retry, after, self.events, self.approver, &self.deadline).await;
+        match decision.approval {
+            Some(ApprovalOutcome::Approved) => Ok(()),
+            Some(outcome) => {
+                Err(format!("the retried call needs a person's approval and was not approved ({})", outcome.as_str()))
+            }
+            None => Ok(()),
+        }
+    }
+
+    fn person_timeout(&self) -> Duration {
+        self.gate.timeout()
+    }
+}
+
+fn deadline_error(started: Instant) -> ToolOutcome {
+    let error = json!({"error": "the turn's time budget ran out before the tool finished", "kind": "turn_deadline"});
+    ToolOutcome::error(&error, started.elapsed())
+}

@@ -1,0 +1,190 @@
+//! The tools layer: the vocabulary every kind of tool shares and the one [`ToolSource`] trait
+//! they all implement, below the engine.
+//!
+//! A tool source offers declarations and answers calls by prefixed name. The engine holds a
+//! [`Tools`] list of sources and knows none of them by name: skill tools (sandboxed
+//! components and the native built-ins alike, [`SkillTools`]), MCP server tools and their
+//! skill aliases ([`McpTools`]), and the tools an adapter answers itself (the API stream's
+//! `human__ask`). A new kind of tool is a new implementation, not a branch in the engine.
+//!
+//! # Layout
+//! - [`outcome`]: [`ToolOutcome`], what a call produced, and generic emptiness.
+//! - [`level`]: the approval [`Level`] and the [`PromotionKey`] approvals count against.
+//! - [`target`]: the checked `tool-target` answer.
+//! - [`coverage`]: coverage entries and the turn's public summary.
+//! - [`skill`]: [`SkillTools`], the tools of loaded skills.
+//! - [`mcp`]: [`McpTools`], the tools of MCP servers, through their owners' hooks.
+
+pub mod coverage;
+pub mod level;
+pub mod mcp;
+pub mod outcome;
+pub mod skill;
+pub mod target;
+
+pub use coverage::CoverageEntry;
+pub use level::{CONFIRMATION_CHALLENGE, Level, PromotionKey};
+pub use mcp::McpTools;
+pub use outcome::{ToolOutcome, generically_empty};
+pub use skill::SkillTools;
+pub use target::ToolTarget;
+
+use crate::llm::ToolDecl;
+use crate::sandbox::CallContext;
+use serde_json::Value;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// One call, as a source receives it.
+#[derive(Debug, Clone, Copy)]
+pub struct ToolCall<'a> {
+    /// The model's (or client's) call id.
+    pub id: &'a str,
+    /// The prefixed name.
+    pub name: &'a str,
+    /// The arguments.
+    pub input: &'a Value,
+    /// Who is calling.
+    pub ctx: &'a CallContext,
+}
+
+/// What a source knows of one of its tools without running anything.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ToolInfo {
+    /// The tool can attach coverage observations: a call of it that does not run still
+    /// counts, as unverified.
+    pub declares_coverage: bool,
+    /// Its skill asks for a fact check of answers that used it (`VERIFY`).
+    pub verify: bool,
+    /// Another name `human.overrides` may use for it (an alias's direct `<server>__<tool>`).
+    pub override_alias: Option<String>,
+    /// The skill's own auto-promotion threshold (`skills.config.<skill>.approval_auto_promote`).
+    pub promotion_threshold: Option<u32>,
+    /// The level known without asking the skill (`None` when only a hook can tell).
+    pub static_level: Option<Level>,
+    /// A person answers it (an adapter's question tool): no approval, no tool events, and
+    /// the time it waits is not charged to the turn.
+    pub answered_by_person: bool,
+}
+
+/// What the engine offers a source while one of its calls runs: the checks a retried call
+/// must pass again (the MCP prerequisite retry), and the person's time limit.
+#[async_trait::async_trait]
+pub trait CallScope: Send + Sync {
+    /// Admits a further call of `name` with `input` made on behalf of `original` (same id):
+    /// the tool budget and, when its level now needs a person that the original call did
+    /// not already settle, the approval. `Err` is the refusal's reason.
+    async fn admit_again(&self, original: ToolCall<'_>, input: &Value) -> Result<(), String>;
+
+    /// How long a person has to answer (`human.timeout_seconds`).
+    fn person_timeout(&self) -> Duration;
+}
+
+/// A scope with no budget and nobody to ask: every retry needing a person is refused.
+pub struct NoScope;
+
+#[async_trait::async_trait]
+impl CallScope for NoScope {
+    async fn admit_again(&self, _original: ToolCall<'_>, _input: &Value) -> Result<(), String> {
+        Ok(())
+    }
+
+    fn person_timeout(&self) -> Duration {
+        Duration::ZERO
+    }
+}
+
+/// A kind of tool. Every method takes the prefixed name, as the model sees it.
+///
+/// The engine calls [`ToolSource::info`] to find the source of a call, then
+/// [`ToolSource::check`] and [`ToolSource::level`] before approvals, then
+/// [`ToolSource::target`], [`ToolSource::execute`] and [`ToolSource::is_empty`] for calls
+/// that run. Sources must be cheap to query: `decls` and `info` run on every round.
+#[async_trait::async_trait]
+pub trait ToolSource: Send + Sync {
+    /// The tools offered now (a server that went down takes its tools with it).
+    fn decls(&self) -> Vec<ToolDecl>;
+
+    /// What the source knows of `name`; `None` when `name` is not one of its tools now.
+    fn info(&self, name: &str) -> Option<ToolInfo>;
+
+    /// Whether the call can run at all (its input fits the schema). A call that cannot is
+    /// answered with the error at once, without asking anybody about it.
+    fn check(&self, _name: &str, _input: &Value) -> Result<(), ToolOutcome> {
+        Ok(())
+    }
+
+    /// The level the tool's own policy asks for this call (the skill's `resolve-human`,
+    /// else its static level), before the operator's `human.overrides`. A policy that
+    /// cannot answer must fail closed (`Approve`).
+    async fn level(&self, call: ToolCall<'_>) -> Level;
+
+    /// What approvals of the call count against for auto-promotion; `None`: never promoted.
+    fn promotion_key(&self, name: &str, _input: &Value) -> Option<PromotionKey> {
+        Some(PromotionKey::tool(name))
+    }
+
+    /// The checked `tool-target` answer for a call about to run; `None` never fails it.
+    async fn target(&self, _call: ToolCall<'_>) -> Option<ToolTarget> {
+        None
+    }
+
+    /// Runs the call. Never fails: every problem is an error outcome the model can read.
+    /// Dropping the future must stop the work (deadlines and cancellation rely on it).
+    async fn execute(&self, call: ToolCall<'_>, scope: &dyn CallScope) -> ToolOutcome;
+
+    /// Whether a successful outcome is empty; errors never are.
+    async fn is_empty(&self, _call: ToolCall<'_>, outcome: &ToolOutcome) -> bool {
+        !outcome.is_error && outcome.is_empty.unwrap_or_else(|| generically_empty(&outcome.content))
+    }
+
+    /// A new round of calls starts on `channel` (per-batch de-duplication resets).
+    fn begin_round(&self, _channel: &str) {}
+}
+
+/// The sources one agent offers, in precedence order: the first source that knows a name
+/// answers its calls.
+#[derive(Clone, Default)]
+pub struct Tools {
+    sources: Vec<Arc<dyn ToolSource>>,
+}
+
+impl Tools {
+    /// The sources, in precedence order.
+    pub fn new(sources: Vec<Arc<dyn ToolSource>>) -> Self {
+        Tools { sources }
+    }
+
+    /// The same sources with `first` in front (an adapter's per-turn tools).
+    pub fn with_first(&self, first: Arc<dyn ToolSource>) -> Self {
+        let mut sources = Vec::with_capacity(self.sources.len() + 1);
+        sources.push(first);
+        sources.extend(self.sources.iter().cloned());
+        Tools { sources }
+    }
+
+    /// Every tool offered, each name once (an earlier source hides a later one's namesake).
+    pub fn decls(&self) -> Vec<ToolDecl> {
+        let mut seen = std::collections::HashSet::new();
+        let all = self.sources.iter().flat_map(|s| s.decls());
+        all.filter(|d| seen.insert(d.name.clone())).collect()
+    }
+
+    /// The source of `name` and what it says of it.
+    pub fn find(&self, name: &str) -> Option<(&dyn ToolSource, ToolInfo)> {
+        self.sources.iter().find_map(|s| s.info(name).map(|info| (&**s, info)))
+    }
+
+    /// Tells every source a round starts on `channel`.
+    pub fn begin_round(&self, channel: &str) {
+        for source in &self.sources {
+            source.begin_round(channel);
+        }
+    }
+}
+
+/// The error outcome of a call no source knows.
+pub fn unknown_tool(name: &str) -> ToolOutcome {
+    let json = serde_json::json!({"error": format!("unknown tool `{name}`"), "kind": "unknown_tool"});
+    ToolOutcome::error(&json, Duration::ZERO)
+}
