@@ -36,6 +36,8 @@ fn call_with_a_looping_resolve_human_asks_for_approval() {
     assert_eq!(refused.code, 2, "{}{}", refused.stdout, refused.stderr);
     assert!(refused.stderr.contains("needs `approve` approval"), "{}", refused.stderr);
     assert!(refused.stdout.is_empty(), "{}", refused.stdout);
+    // The hook ended at its deadline (not after its fuel, minutes later).
+    assert!(refused.stderr.contains(r#"operation="resolve-human" kind="deadline""#), "{}", refused.stderr);
     // Approved, it runs; the hook's answer when it does not loop is "no approval".
     let approved = skillhost(&ws, &["call", "--yes", "hooks_loop__work", looping], "");
     assert_eq!(approved.code, 0, "{}", approved.stderr);
