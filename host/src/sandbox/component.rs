@@ -7,7 +7,8 @@ use super::bindings::types::{
     CallContext as WitContext, HumanLevel, PreflightDecision, SkillInfo, Target, ToolDef, ToolResult,
 };
 use super::capabilities::Capabilities;
-use super::error::{CallError, LoadError};
+use super::error::{CallError, HOST_COPY_LIMIT, LoadError};
+use super::failure::{DeadlineHit, classify};
 use super::host_state::{CallContext, HostState, RouteAttributes};
 use super::limits::Limits;
 use super::output::LogRecord;
@@ -16,7 +17,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use wasmtime::component::{Component, Instance, InstancePre, Linker};
-use wasmtime::{Store, Trap, UpdateDeadline};
+use wasmtime::{Store, UpdateDeadline};
 
 /// Which optional hooks a component exports.
 #[derive(Clone, Default)]
@@ -96,17 +97,6 @@ type CallFuture<'s, R> = Pin<Box<dyn Future<Output = wasmtime::Result<R>> + Send
 
 /// Extra wall-clock time after the deadline before a call stuck in a host import is dropped.
 const DEADLINE_GRACE: Duration = Duration::from_millis(250);
-
-#[derive(Debug)]
-struct DeadlineHit;
-
-impl std::fmt::Display for DeadlineHit {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("deadline reached")
-    }
-}
-
-impl std::error::Error for DeadlineHit {}
 
 impl SkillComponent {
     pub(super) fn new(linker: &Linker<HostState>, component: &Component) -> Result<Self, LoadError> {
@@ -190,7 +180,7 @@ impl SkillComponent {
             .await?;
         let size = outcome.value.content.len() as u64;
         if size > env.limits.max_result_bytes {
-            return Err(CallError::ResultTooLarge { size, limit: env.limits.max_result_bytes });
+            return Err(CallError::ResultTooLarge { size: Some(size), limit: env.limits.max_result_bytes });
         }
         Ok(outcome)
     }
@@ -358,7 +348,10 @@ impl SkillComponent {
         match result {
             Ok(value) => Ok(Outcome { value, logs, logs_dropped, fuel_used, elapsed: started.elapsed() }),
             Err(error) => {
-                tracing::warn!(skill = %env.caps.skill, operation, kind = error.kind(), "{error}");
+                // The cause's kind only: a crash report quotes the guest's stderr (a panic
+                // message), which may hold a secret, so the full text is debug detail.
+                tracing::warn!(skill = %env.caps.skill, operation, kind = error.kind(), "the skill's call failed");
+                tracing::debug!(skill = %env.caps.skill, operation, kind = error.kind(), "{error}");
                 Err(error)
             }
         }
@@ -370,6 +363,7 @@ impl SkillComponent {
         let mut store = Store::new(self.pre.engine(), state);
         store.limiter(|s| &mut s.limiter);
         store.set_fuel(env.limits.fuel).expect("fuel is enabled on the engine");
+        store.set_hostcall_fuel(HOST_COPY_LIMIT as usize);
         store.set_epoch_deadline(1);
         store.epoch_deadline_callback(move |_| {
             if Instant::now() >= deadline {
@@ -393,35 +387,6 @@ fn wrong_exports(component: &Component, engine: &wasmtime::Engine, error: wasmti
              rebuild it with the current SDK or WIT"
         )),
         None => LoadError::WrongExports(format!("{error:#}")),
-    }
-}
-
-fn classify(store: &Store<HostState>, limits: &Limits, error: wasmtime::Error) -> CallError {
-    if error.downcast_ref::<DeadlineHit>().is_some() {
-        return CallError::Deadline(limits.timeout);
-    }
-    let state = store.data();
-    match error.downcast_ref::<Trap>() {
-        Some(Trap::OutOfFuel) => CallError::FuelExhausted(limits.fuel),
-        Some(Trap::Interrupt) => CallError::Deadline(limits.timeout),
-        Some(Trap::StackOverflow) => CallError::StackOverflow,
-        _ if state.limiter.hit => CallError::MemoryCap(limits.memory_bytes),
-        Some(trap) => {
-            let detail = state.logs.crash_message();
-            let detail = detail.map(|l| format!(" ({})", truncate(&l, 300))).unwrap_or_default();
-            CallError::Trap(format!("{trap}{detail}"))
-        }
-        None => {
-            let message = format!("{error:#}");
-            if message.contains("maximum concurrent") { CallError::Busy } else { CallError::Host(message) }
-        }
-    }
-}
-
-fn truncate(s: &str, max: usize) -> &str {
-    match s.char_indices().nth(max) {
-        Some((i, _)) => &s[..i],
-        None => s,
     }
 }
 

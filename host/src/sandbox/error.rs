@@ -2,6 +2,19 @@
 
 use std::time::Duration;
 
+/// The most bytes the host copies out of a guest in one call (a result, or the arguments of
+/// one host import): wasmtime's hostcall fuel, set on every store. A guest handing over more
+/// fails the call rather than making the host allocate without bound.
+pub const HOST_COPY_LIMIT: u64 = 128 << 20;
+
+/// How much a guest returned, in words.
+fn returned(size: Option<u64>) -> String {
+    match size {
+        Some(size) => format!("{size} bytes"),
+        None => format!("more than the {} MiB the host copies out of a skill in one call", HOST_COPY_LIMIT >> 20),
+    }
+}
+
 /// Why a component could not be loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
@@ -36,10 +49,11 @@ pub enum CallError {
     #[error("the skill overflowed its stack (unbounded recursion?)")]
     StackOverflow,
     /// The guest returned more than the result cap.
-    #[error("the skill returned {size} bytes, more than its {limit}-byte result limit")]
+    #[error("the skill returned {}, more than its {limit}-byte result limit", returned(*.size))]
     ResultTooLarge {
-        /// What it returned.
-        size: u64,
+        /// What it returned, in bytes; `None` when it was more than the host copies out of a
+        /// guest in one call ([`HOST_COPY_LIMIT`]), so nobody counted.
+        size: Option<u64>,
         /// The cap.
         limit: u64,
     },

@@ -10,6 +10,7 @@ mod cache;
 pub mod capabilities;
 mod component;
 mod error;
+mod failure;
 mod host;
 mod host_state;
 pub mod limits;
@@ -18,7 +19,7 @@ pub mod output;
 pub use cache::ComponentCache;
 pub use capabilities::{Capabilities, HostList, McpBridge, McpCallError};
 pub use component::{CallEnv, Hooks, Outcome, SkillComponent};
-pub use error::{CallError, LoadError};
+pub use error::{CallError, HOST_COPY_LIMIT, LoadError};
 pub use host_state::{CallContext, HostState, RouteAttributes};
 pub use limits::{LimitPolicy, Limits};
 

@@ -5,7 +5,8 @@
 //! | `spin` | loops forever | fuel or the deadline |
 //! | `hog` | allocates 1 MiB blocks forever, touching each page | the memory limit |
 //! | `recurse` | recurses without bound | stack exhaustion |
-//! | `huge_result` | returns `mb` MiB of text (default 32) | the result-size limit |
+//! | `huge_result` | returns `mb` MiB of text (default 32) | the result-size limit (past 128 MiB, the host's copy limit) |
+//! | `huge_log` | logs one record of `mb` MiB (default 200) | the host's copy limit for one import call |
 //! | `log_flood` | logs `count` 1 KiB records (default 1,000,000), then returns `done` | the log cap |
 //! | `trap` | panics with a message | a crash report |
 //! | `stdout_flood` | prints `mb` MiB to stdout (default 64), ignoring write errors, then returns `done` | the output cap |
@@ -42,6 +43,11 @@ impl Skill for Hostile {
                 number_schema("mb", "MiB to return (default 32)."),
             ),
             Tool::with_schema(
+                "huge_log",
+                "Log one huge record.",
+                number_schema("mb", "MiB to log in one record (default 200)."),
+            ),
+            Tool::with_schema(
                 "log_flood",
                 "Log a flood of records.",
                 number_schema("count", "Records (default 1000000)."),
@@ -61,6 +67,10 @@ impl Skill for Hostile {
             "hog" => hog(),
             "recurse" => Ok(ToolResult::text(recurse(black_box(0)).to_string())),
             "huge_result" => Ok(ToolResult::text("x".repeat(number(&input, "mb", 32) as usize * MIB))),
+            "huge_log" => {
+                log::info(&"z".repeat(number(&input, "mb", 200) as usize * MIB), &[]);
+                Ok(ToolResult::text("logged"))
+            }
             "log_flood" => Ok(log_flood(number(&input, "count", 1_000_000))),
             "trap" => panic!("hostile guest panicked on purpose"),
             "stdout_flood" => Ok(stdout_flood(number(&input, "mb", 64) as usize)),

@@ -1,0 +1,121 @@
+//! What `deadline.rs` and `deadline_api.rs` share: the `hooks_loop` workspace, processes
+//! bounded in time, and the scripted LLM server.
+#![allow(dead_code)] // each test binary uses its own part
+
+use serde_json::Value;
+use skillhost_tests::llm_server::{LlmServer, Reply};
+use skillhost_tests::{Workspace, guests};
+use std::io::{Read, Write};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// What the panicking `resolve_human` of `hooks_loop` says (its `SECRET`).
+pub const SECRET: &str = "secret-7c1e9a";
+
+/// Longest any one process here may take: skills are compiled at start (cold cache), and a
+/// loaded 2-core machine is slow, but a loop that the deadline misses runs far longer (its
+/// fuel lasts minutes) and ends in `fuel_exhausted`, never `deadline`.
+pub const PROCESS_LIMIT: Duration = Duration::from_secs(60);
+
+/// The repository root.
+pub fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+/// `hooks_loop`'s own `skill.toml` (300 ms deadline, 50 G fuel).
+pub fn manifest() -> String {
+    std::fs::read_to_string(repo().join("tests/guests/hooks_loop/skill.toml")).unwrap()
+}
+
+/// A workspace with `hooks_loop` (and `hooks_trap`, whose every hook panics, when asked)
+/// and a config ending in `extra`.
+pub fn workspace(extra: &str, with_trap: bool) -> Workspace {
+    let ws = Workspace::new();
+    ws.add_skill("skills", "hooks_loop", guests::HOOKS_LOOP, &manifest());
+    if with_trap {
+        ws.add_skill("skills", "hooks_trap", guests::HOOKS_TRAP, "");
+    }
+    let yaml = format!("skills:\n  paths: [skills]\n  builtins: []\nstate:\n  filesystem: {{path: state}}\n{extra}");
+    std::fs::write(ws.path().join("config.yaml"), yaml).unwrap();
+    ws
+}
+
+/// The exit code, stdout and stderr of a finished process, and how long it ran.
+pub struct Finished {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+    pub elapsed: Duration,
+}
+
+/// Runs `command` with `stdin` typed in, failing the test (after killing it) if it is still
+/// running after [`PROCESS_LIMIT`].
+pub fn run_bounded(mut command: Command, stdin: &str) -> Finished {
+    let started = Instant::now();
+    let mut child = command
+        .env_remove("RUST_LOG")
+        .env_remove("ANTHROPIC_API_KEY")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+    let drain = |mut pipe: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = pipe.read_to_string(&mut text);
+            text
+        })
+    };
+    let (stdout, stderr) =
+        (drain(Box::new(child.stdout.take().unwrap())), drain(Box::new(child.stderr.take().unwrap())));
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > PROCESS_LIMIT {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("still running after {PROCESS_LIMIT:?}: {}", stderr.join().unwrap());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let elapsed = started.elapsed();
+    let (stdout, stderr) = (stdout.join().unwrap(), stderr.join().unwrap());
+    Finished { code: status.code().unwrap_or(-1), stdout, stderr, elapsed }
+}
+
+/// `skillhost <args>` in `ws`.
+pub fn skillhost(ws: &Workspace, args: &[&str], stdin: &str) -> Finished {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_skillhost"));
+    command.current_dir(ws.path()).args(args);
+    run_bounded(command, stdin)
+}
+
+/// The scripted LLM server, on its own runtime while the test thread waits on a process.
+pub struct Llm {
+    _runtime: tokio::runtime::Runtime,
+    pub server: LlmServer,
+}
+
+pub fn llm(replies: Vec<Reply>) -> Llm {
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    let server = runtime.block_on(LlmServer::start(replies));
+    Llm { _runtime: runtime, server }
+}
+
+pub fn llm_config(llm: &Llm) -> String {
+    format!(
+        "llm:\n  provider: anthropic\n  model: test-model\n  max_tokens: 500\n  anthropic: {{api_key: test, base_url: '{}'}}\n",
+        llm.server.url()
+    )
+}
+
+/// The tool results the model received in request `n`.
+pub fn tool_results(llm: &LlmServer, n: usize) -> Vec<Value> {
+    let body = llm.body(n);
+    let last = body["messages"].as_array().unwrap().last().unwrap().clone();
+    last["content"].as_array().unwrap().iter().filter(|b| b["type"] == "tool_result").cloned().collect()
+}
