@@ -568,8 +568,8 @@ pub struct TemporalGuardrails {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Ui {
-    /// The port (`SKILLHOST_UI_PORT` overrides).
+    /// The port (`SKILLHOST_UI_PORT`, else `MITHAI_UI_PORT`, overrides).
     pub port: Option<u16>,
-    /// The bearer token (`SKILLHOST_UI_TOKEN` overrides).
+    /// The bearer token (`SKILLHOST_UI_TOKEN`, else `MITHAI_UI_TOKEN`, overrides).
     pub auth_token: Option<String>,
 }
