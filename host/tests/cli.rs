@@ -112,6 +112,23 @@ fn skill_list_and_validate() {
 }
 
 #[test]
+fn validate_prints_one_line_per_problem() {
+    let ws = cli_workspace();
+    // Both break the TOML parser, whose own rendering spans four lines (excerpt and caret).
+    ws.add_skill("skills", "bad_toml", guests::PROBE, "[limits]\nfuel = \n");
+    ws.add_skill("skills", "bad_type", guests::PROBE, "[capabilities]\nmemory = \"yes\"\n");
+    let (code, stdout, stderr) = skillhost(&ws, &["skill", "validate"], "");
+    assert_eq!(code, 1, "{stdout}{stderr}");
+    assert!(stdout.contains("2 problem(s)"), "{stdout}");
+    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 2, "one line per problem and nothing else: {stderr}");
+    let bad_toml = lines.iter().find(|l| l.starts_with("skill `bad_toml`: ")).expect("bad_toml reported");
+    assert!(bad_toml.contains("skill.toml: line 2, column 8: "), "{bad_toml}");
+    let bad_type = lines.iter().find(|l| l.starts_with("skill `bad_type`: ")).expect("bad_type reported");
+    assert!(bad_type.contains("skill.toml: line 2, column 10: ") && bad_type.contains("bool"), "{bad_type}");
+}
+
+#[test]
 fn bad_config_is_named_with_key_and_line() {
     let ws = cli_workspace();
     std::fs::write(ws.path().join("bad.yaml"), "skills:\n  paths: [skills]\n  grant: {}\n").unwrap();

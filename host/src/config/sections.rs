@@ -24,7 +24,7 @@ pub struct Config {
     pub learning: Learning,
     /// The persistent key-value store.
     pub state: State,
-    /// External MCP servers, by name.
+    /// External MCP servers, by name (snake_case: it prefixes their tools).
     pub mcp_servers: BTreeMap<String, McpServer>,
     /// Independent agents in one process, by name.
     pub agents: BTreeMap<String, Agent>,
@@ -45,6 +45,8 @@ impl Config {
             }
         }
         for (name, server) in &self.mcp_servers {
+            // The name prefixes the server's tools (`<server>__<tool>`), like a skill's name.
+            super::check_name(name).map_err(|e| format!("mcp_servers: key `{name}` {e}"))?;
             server.check().map_err(|e| format!("mcp_servers.{name}: {e}"))?;
         }
         self.sandbox.defaults.check().map_err(|e| format!("sandbox.defaults: {e}"))?;

@@ -4,6 +4,13 @@ fn env(pairs: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Optio
     move |name| pairs.iter().find(|(k, _)| *k == name).map(|(_, v)| v.to_string())
 }
 
+/// `V` set to `value`, nothing else set.
+fn v(value: &str) -> impl Fn(&str) -> Option<String> + '_ {
+    move |name| (name == "V").then(|| value.to_string())
+}
+
+mod interpolation;
+
 #[test]
 fn example_config_parses() {
     let text = include_str!("../../../config.example.yaml");
@@ -51,12 +58,6 @@ fn comment_lines_are_not_interpolated() {
 }
 
 #[test]
-fn multi_line_values_are_refused() {
-    let err = parse("bot:\n  name: ${EVIL}\n", env(&[("EVIL", "x\nskills: {}")])).unwrap_err();
-    assert!(err.contains("EVIL"), "{err}");
-}
-
-#[test]
 fn overrides_accept_null_approve_confirm() {
     let text = "human:\n  overrides:\n    a__b: null\n    c__d: approve\n    e__f: confirm\n";
     let (config, _) = parse(text, env(&[])).unwrap();
@@ -86,4 +87,12 @@ fn mcp_servers_are_tagged_by_transport() {
 fn zero_limits_are_refused() {
     let err = parse("sandbox:\n  defaults:\n    fuel: 0\n", env(&[])).unwrap_err();
     assert!(err.contains("sandbox.defaults") && err.contains("fuel"), "{err}");
+}
+
+#[test]
+fn mcp_server_names_follow_the_name_rule() {
+    let err = parse("mcp_servers:\n  cx_:\n    transport: stdio\n    command: x\n", env(&[])).unwrap_err();
+    assert!(err.contains("mcp_servers: key `cx_`") && err.contains("ends with `_`"), "{err}");
+    let err = parse("mcp_servers:\n  My-Server:\n    transport: stdio\n    command: x\n", env(&[])).unwrap_err();
+    assert!(err.contains("`My-Server`") && err.contains("snake_case"), "{err}");
 }
