@@ -291,6 +291,19 @@ fn spec_ui_variables_are_accepted_and_ours_win() {
 }
 
 #[test]
+fn ui_port_from_a_variable_in_a_flow_mapping() {
+    let server = server(vec![]);
+    let ws = workspace(&server, "adapter:\n  type: api\nui: {port: ${API_PORT}, auth_token: \"${API_TOKEN}\"}\n");
+    let port = free_port();
+    let env = [("API_PORT", port.to_string()), ("API_TOKEN", "12345".to_string())];
+    let mut child = spawn_api(&ws, port, &env).expect("listens on the port from API_PORT");
+    let statuses = (approval_status(port, "12345"), approval_status(port, "other"));
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(statuses, (410, 401), "the quoted token stays the text 12345");
+}
+
+#[test]
 fn agents_bring_their_prompt_and_skills() {
     let server = server(vec![Answer::text(&["Hi."]).into(), Answer::text(&["Hi."]).into()]);
     let agents = "agents:\n  ops:\n    system_prompt: You are ops.\n    skills: {allowed: [memory]}\n  dev:\n    system_prompt: You are dev.\n    skills: {allowed: [probe]}\n";

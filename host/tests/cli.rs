@@ -251,6 +251,28 @@ fn terminal_approval_and_confirmation() {
 }
 
 #[test]
+fn a_variable_cannot_add_to_the_config() {
+    let ws = cli_workspace();
+    let port = http_server(200, "ok");
+    let config = "skills:\n  paths: [skills]\n  grants:\n    http_checker:\n      http_hosts: [${HOSTS}]\n";
+    std::fs::write(ws.path().join("config.yaml"), config).unwrap();
+    let input = format!(r#"{{"url": "http://127.0.0.1:{port}/"}}"#);
+    let call = |hosts: &str| {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_skillhost"));
+        child.current_dir(ws.path()).args(["call", "http_checker__check_url", &input]).env("HOSTS", hosts);
+        let out = child.env_remove("RUST_LOG").output().unwrap();
+        (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let (stdout, stderr) = call("127.0.0.1");
+    assert!(stdout.contains("\"healthy\": true"), "the variable grants one host: {stdout}{stderr}");
+    // Substituted into the text, this would be a list of two hosts, or a comment.
+    for hostile in ["evil.example, 127.0.0.1", "evil.example] # 127.0.0.1", "x\n        - 127.0.0.1"] {
+        let (stdout, stderr) = call(hostile);
+        assert!(!stdout.contains("\"healthy\": true"), "{hostile:?} is one host name, not 127.0.0.1: {stdout}{stderr}");
+    }
+}
+
+#[test]
 fn dot_env_feeds_config_variables_and_unset_ones_warn() {
     let ws = cli_workspace();
     let port = http_server(200, "ok");

@@ -122,7 +122,7 @@ impl<'a> Vars<'a> {
         offset == 0 || !matches!(self.marked.as_bytes()[offset - 1], b'"' | b'\'')
     }
 
-/// One warning per unset variable, naming the lines that refer to it.
+    /// One warning per unset variable, naming the lines that refer to it.
     pub(super) fn warnings(&self) -> Vec<String> {
         let unset = self.unset.borrow();
         unset.iter().map(|name| warning(self.text, name)).collect()
@@ -195,7 +195,8 @@ impl Plain {
         // Only digits or a dot start a number: Rust's own spellings YAML does not have (`inf`,
         // `NaN`) stay text, and so does a leading zero before more digits (`0123`, YAML 1.2).
         let magnitude = unsigned.strip_prefix('-').unwrap_or(unsigned);
-        let leading_zero = magnitude.len() > 1 && magnitude.starts_with('0') && magnitude.bytes().all(|b| b.is_ascii_digit());
+        let leading_zero =
+            magnitude.len() > 1 && magnitude.starts_with('0') && magnitude.bytes().all(|b| b.is_ascii_digit());
         if !magnitude.starts_with(|c: char| c.is_ascii_digit() || c == '.') || leading_zero {
             return Plain::Text;
         }

@@ -9,12 +9,13 @@
 //! a string field gets the text, and a quoted reference (`"${PORT}"`) is always text.
 
 mod access;
+mod scalar;
 
 use super::env::{OPEN, Plain, Vars, restore};
 use access::{Enum, Map, Present, Seq};
-use serde::de::{self, Deserializer, EnumAccess, IntoDeserializer, MapAccess, SeqAccess, Visitor};
+use scalar::Scalar;
+use serde::de::{self, Deserializer, EnumAccess, MapAccess, SeqAccess, Visitor};
 use std::fmt;
-use std::marker::PhantomData;
 
 /// How a wrapped visitor treats a string.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -148,10 +149,11 @@ impl<'v, V> Wrap<'v, V> {
         if self.mode == Mode::Key {
             return self.visitor.visit_string(restore(value).into_owned());
         }
-        if self.mode == Mode::Typed && plain {
-            if let Some(text) = self.vars.whole(value) {
-                return visit_plain(self.visitor, Plain::of(&text), text);
-            }
+        if self.mode == Mode::Typed
+            && plain
+            && let Some(text) = self.vars.whole(value)
+        {
+            return visit_plain(self.visitor, Plain::of(&text), text);
         }
         self.visitor.visit_string(self.vars.expand(value).into_owned())
     }
@@ -262,64 +264,4 @@ impl<'de, 'v, V: Visitor<'de>> Visitor<'de> for Optional<'v, V> {
     fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<V::Value, D::Error> {
         d.deserialize_any(Present { visitor: self.visitor, vars: self.vars })
     }
-}
-
-/// A scalar already read: its text, and its type when it may be typed (a literal the parser
-/// typed, or a plain whole reference). A string field gets the text either way.
-struct Scalar<E> {
-    text: String,
-    plain: Option<Plain>,
-    error: PhantomData<E>,
-}
-
-impl<E> Scalar<E> {
-    fn new(text: String, plain: Option<Plain>) -> Self {
-        Scalar { text, plain, error: PhantomData }
-    }
-}
-
-impl<'de, E: de::Error> Deserializer<'de> for Scalar<E> {
-    type Error = E;
-
-    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, E> {
-        match self.plain {
-            Some(plain) => visit_plain(visitor, plain, self.text),
-            None => visitor.visit_string(self.text),
-        }
-    }
-
-    fn deserialize_string<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, E> {
-        visitor.visit_string(self.text)
-    }
-
-    fn deserialize_str<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, E> {
-        visitor.visit_string(self.text)
-    }
-
-    fn deserialize_char<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, E> {
-        visitor.visit_string(self.text)
-    }
-
-    fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, E> {
-        match self.plain {
-            Some(Plain::Null) => visitor.visit_none(),
-            _ => visitor.visit_some(self),
-        }
-    }
-
-    fn deserialize_newtype_struct<V: Visitor<'de>>(self, _: &'static str, visitor: V) -> Result<V::Value, E> {
-        visitor.visit_newtype_struct(self)
-    }
-
-    fn deserialize_enum<V: Visitor<'de>>(
-        self,
-        _: &'static str,
-        _: &'static [&'static str],
-        visitor: V,
-    ) -> Result<V::Value, E> {
-        visitor.visit_enum(self.text.into_deserializer())
-    }
-
-    serde::forward_to_deserialize_any! { bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 bytes byte_buf unit
-    unit_struct seq tuple tuple_struct map struct identifier ignored_any }
 }

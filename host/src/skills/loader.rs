@@ -6,10 +6,10 @@
 //! the others still load. Only the spec's fatal cases stop loading: an `is-available` that
 //! traps, and a `startup` that fails.
 
+use super::admit::{Candidate, Failure, admit, check_skill_name};
 use super::builtin;
 use super::manifest::Manifest;
 use super::prompt::{self, Prompt};
-use super::admit::{Candidate, Failure, admit, check_skill_name};
 use super::skill::{Skill, SkillFacts, ToolSpec, split_exposed};
 use crate::config::{Builtin, Grant, LoadedConfig};
 use crate::sandbox::{CallEnv, Capabilities, HostList, LimitPolicy, McpBridge, Sandbox, SkillComponent};

@@ -40,6 +40,8 @@ mod tests {
     fn random_ids_are_32_hex_digits_and_differ() {
         let ids: std::collections::HashSet<String> = (0..100).map(|_| super::random_id().unwrap()).collect();
         assert_eq!(ids.len(), 100);
-        assert!(ids.iter().all(|id| id.len() == 32 && id.chars().all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase())));
+        assert!(
+            ids.iter().all(|id| id.len() == 32 && id.chars().all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()))
+        );
     }
 }

@@ -126,13 +126,11 @@ impl<'v, V> Present<'v, V> {
     where
         V: Visitor<'de>,
     {
-        if plain {
-            if let Some(text) = self.vars.whole(value) {
-                return match Plain::of(&text) {
-                    Plain::Null => self.visitor.visit_none(),
-                    typed => self.visitor.visit_some(Scalar::new(text, Some(typed))),
-                };
-            }
+        if plain && let Some(text) = self.vars.whole(value) {
+            return match Plain::of(&text) {
+                Plain::Null => self.visitor.visit_none(),
+                typed => self.visitor.visit_some(Scalar::new(text, Some(typed))),
+            };
         }
         self.visitor.visit_some(Scalar::new(self.vars.expand(value).into_owned(), None))
     }

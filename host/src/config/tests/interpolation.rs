@@ -91,7 +91,11 @@ fn string_fields_get_the_text_and_free_form_values_the_type() {
     let (config, _) = parse(text, v("0123")).unwrap();
     assert_eq!(config.llm.anthropic.unwrap().api_key.as_deref(), Some("0123"), "a string field keeps the text");
     let x = &config.skills.config["x"];
-    assert_eq!(*x, serde_json::json!({"port": "0123", "name": "0123", "list": ["0123", "a0123"]}), "0123 is text in YAML 1.2");
+    assert_eq!(
+        *x,
+        serde_json::json!({"port": "0123", "name": "0123", "list": ["0123", "a0123"]}),
+        "0123 is text in YAML 1.2"
+    );
     let (config, _) = parse(text, v("8080")).unwrap();
     assert_eq!(config.skills.config["x"], serde_json::json!({"port": 8080, "name": "8080", "list": [8080, "a8080"]}));
     let (config, _) = parse("llm:\n  anthropic: {base_url: \"${V}\"}\n", v("")).unwrap();
@@ -100,7 +104,8 @@ fn string_fields_get_the_text_and_free_form_values_the_type() {
 
 #[test]
 fn mcp_server_values_are_interpolated_and_quoting_keeps_text() {
-    let text = "mcp_servers:\n  a:\n    transport: stdio\n    command: ${V}\n    args: [${V}]\n    env: {TOKEN: \"${V}\"}\n";
+    let text =
+        "mcp_servers:\n  a:\n    transport: stdio\n    command: ${V}\n    args: [${V}]\n    env: {TOKEN: \"${V}\"}\n";
     let (config, _) = parse(text, v("npx -y x # y")).unwrap();
     let McpServer::Stdio { command, args, env, .. } = &config.mcp_servers["a"] else { panic!("stdio") };
     assert_eq!((command.as_str(), args.as_slice()), ("npx -y x # y", ["npx -y x # y".to_string()].as_slice()));

@@ -7,7 +7,10 @@ struct BadToolName;
 
 impl Skill for BadToolName {
     fn tools() -> Vec<Tool> {
-        vec![Tool::without_input("ok", "A well-named tool."), Tool::without_input("_y", "A tool whose name starts with `_`.")]
+        vec![
+            Tool::without_input("ok", "A well-named tool."),
+            Tool::without_input("_y", "A tool whose name starts with `_`."),
+        ]
     }
 
     fn handle(name: &str, _input: Value, _ctx: &Context) -> Result<ToolResult, Error> {
