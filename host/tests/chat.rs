@@ -227,6 +227,82 @@ fn run_adapter_api_serves_http() {
     assert_eq!(body["coverage"]["status"], "not_applicable");
 }
 
+/// Starts `skillhost run --adapter api` with `env` set (and every UI variable otherwise unset);
+/// returns the child once `/healthz` answers on `port`, or `None` if it never does.
+fn spawn_api(ws: &Workspace, port: u16, env: &[(&str, String)]) -> Option<std::process::Child> {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_skillhost"));
+    command.current_dir(ws.path()).args(["run", "--adapter", "api"]).env_remove("RUST_LOG");
+    for name in ["SKILLHOST_UI_PORT", "SKILLHOST_UI_TOKEN", "MITHAI_UI_PORT", "MITHAI_UI_TOKEN"] {
+        command.env_remove(name);
+    }
+    command.envs(env.iter().cloned()).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
+    let mut child = command.spawn().unwrap();
+    for _ in 0..200 {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return Some(child);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    None
+}
+
+/// The status of `GET /api/approvals/none` with `token` (401 when the token is wrong, 410 when
+/// it is right: there is no such approval).
+fn approval_status(port: u16, token: &str) -> u16 {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    runtime.block_on(async {
+        let url = format!("http://127.0.0.1:{port}/api/approvals/none");
+        reqwest::Client::new().get(url).bearer_auth(token).send().await.unwrap().status().as_u16()
+    })
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+#[test]
+fn spec_ui_variables_are_accepted_and_ours_win() {
+    let server = server(vec![]);
+    let ws = workspace(&server, "adapter:\n  type: api\n");
+    let port = free_port();
+    let spec_only = [("MITHAI_UI_PORT", port.to_string()), ("MITHAI_UI_TOKEN", "spec".to_string())];
+    let mut child = spawn_api(&ws, port, &spec_only).expect("listens on MITHAI_UI_PORT");
+    let (right, wrong) = (approval_status(port, "spec"), approval_status(port, "other"));
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!((right, wrong), (410, 401), "MITHAI_UI_TOKEN is the token");
+
+    let (ours, theirs) = (free_port(), free_port());
+    let both = [
+        ("SKILLHOST_UI_PORT", ours.to_string()),
+        ("MITHAI_UI_PORT", theirs.to_string()),
+        ("SKILLHOST_UI_TOKEN", "ours".to_string()),
+        ("MITHAI_UI_TOKEN", "theirs".to_string()),
+    ];
+    let mut child = spawn_api(&ws, ours, &both).expect("listens on SKILLHOST_UI_PORT");
+    let statuses = (approval_status(ours, "ours"), approval_status(ours, "theirs"));
+    let theirs_open = std::net::TcpStream::connect(("127.0.0.1", theirs)).is_ok();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(statuses, (410, 401), "SKILLHOST_UI_TOKEN wins over MITHAI_UI_TOKEN");
+    assert!(!theirs_open, "nothing listens on MITHAI_UI_PORT when SKILLHOST_UI_PORT is set");
+}
+
+#[test]
+fn ui_port_from_a_variable_in_a_flow_mapping() {
+    let server = server(vec![]);
+    let ws = workspace(&server, "adapter:\n  type: api\nui: {port: ${API_PORT}, auth_token: \"${API_TOKEN}\"}\n");
+    let port = free_port();
+    let env = [("API_PORT", port.to_string()), ("API_TOKEN", "12345".to_string())];
+    let mut child = spawn_api(&ws, port, &env).expect("listens on the port from API_PORT");
+    let statuses = (approval_status(port, "12345"), approval_status(port, "other"));
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(statuses, (410, 401), "the quoted token stays the text 12345");
+}
+
 #[test]
 fn agents_bring_their_prompt_and_skills() {
     let server = server(vec![Answer::text(&["Hi."]).into(), Answer::text(&["Hi."]).into()]);

@@ -112,6 +112,23 @@ fn skill_list_and_validate() {
 }
 
 #[test]
+fn validate_prints_one_line_per_problem() {
+    let ws = cli_workspace();
+    // Both break the TOML parser, whose own rendering spans four lines (excerpt and caret).
+    ws.add_skill("skills", "bad_toml", guests::PROBE, "[limits]\nfuel = \n");
+    ws.add_skill("skills", "bad_type", guests::PROBE, "[capabilities]\nmemory = \"yes\"\n");
+    let (code, stdout, stderr) = skillhost(&ws, &["skill", "validate"], "");
+    assert_eq!(code, 1, "{stdout}{stderr}");
+    assert!(stdout.contains("2 problem(s)"), "{stdout}");
+    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 2, "one line per problem and nothing else: {stderr}");
+    let bad_toml = lines.iter().find(|l| l.starts_with("skill `bad_toml`: ")).expect("bad_toml reported");
+    assert!(bad_toml.contains("skill.toml: line 2, column 8: "), "{bad_toml}");
+    let bad_type = lines.iter().find(|l| l.starts_with("skill `bad_type`: ")).expect("bad_type reported");
+    assert!(bad_type.contains("skill.toml: line 2, column 10: ") && bad_type.contains("bool"), "{bad_type}");
+}
+
+#[test]
 fn bad_config_is_named_with_key_and_line() {
     let ws = cli_workspace();
     std::fs::write(ws.path().join("bad.yaml"), "skills:\n  paths: [skills]\n  grant: {}\n").unwrap();
@@ -231,6 +248,28 @@ fn terminal_approval_and_confirmation() {
     let (code, out) = call_on_terminal(&ws, "hooks_all__dyn_tool", approve, "n\n");
     assert_eq!(code, 1, "{out}");
     assert!(out.contains("was not run"), "{out}");
+}
+
+#[test]
+fn a_variable_cannot_add_to_the_config() {
+    let ws = cli_workspace();
+    let port = http_server(200, "ok");
+    let config = "skills:\n  paths: [skills]\n  grants:\n    http_checker:\n      http_hosts: [${HOSTS}]\n";
+    std::fs::write(ws.path().join("config.yaml"), config).unwrap();
+    let input = format!(r#"{{"url": "http://127.0.0.1:{port}/"}}"#);
+    let call = |hosts: &str| {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_skillhost"));
+        child.current_dir(ws.path()).args(["call", "http_checker__check_url", &input]).env("HOSTS", hosts);
+        let out = child.env_remove("RUST_LOG").output().unwrap();
+        (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let (stdout, stderr) = call("127.0.0.1");
+    assert!(stdout.contains("\"healthy\": true"), "the variable grants one host: {stdout}{stderr}");
+    // Substituted into the text, this would be a list of two hosts, or a comment.
+    for hostile in ["evil.example, 127.0.0.1", "evil.example] # 127.0.0.1", "x\n        - 127.0.0.1"] {
+        let (stdout, stderr) = call(hostile);
+        assert!(!stdout.contains("\"healthy\": true"), "{hostile:?} is one host name, not 127.0.0.1: {stdout}{stderr}");
+    }
 }
 
 #[test]

@@ -60,7 +60,6 @@ fn a_failed_hook_logs_no_detail_by_default() {
 }
 
 #[test]
-#[ignore = "needs lead's fix: engine/approval.rs logs the resolve-human error text at WARN"]
 fn a_panicking_resolve_human_keeps_its_message_out_of_the_log() {
     let ws = workspace("", false);
     let out = skillhost(&ws, &["call", "--yes", "hooks_loop__work", r#"{"panic_in": "resolve_human"}"#], "");

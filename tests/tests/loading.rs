@@ -39,6 +39,14 @@ async fn each_load_error_names_skill_file_and_problem_and_others_load() {
     std::fs::write(unbuilt.join("Cargo.toml"), "[package]\nname = \"unbuilt\"\n").unwrap();
     std::fs::write(unbuilt.join("prompt.md"), "Unbuilt.").unwrap();
     ws.add_skill("skills", "human", guests::PROBE, "");
+    // Names: the issue's `cx_` + `y` / `cx` + `_y` pair (both `cx___y`), and names outside
+    // snake_case, from a folder or from SKILL.md's `name` (slugified).
+    ws.add_skill("skills", "cx_", guests::PROBE, "");
+    ws.add_skill("skills", "cx", guests::BAD_TOOL_NAME, "");
+    ws.add_skill("skills", "2fa", guests::PROBE, "");
+    let slug = ws.add_skill("skills", "slug", guests::PROBE, "");
+    std::fs::remove_file(slug.join("prompt.md")).unwrap();
+    std::fs::write(slug.join("SKILL.md"), "---\nname: Web-Search-\ndescription: d\n---\nbody\n").unwrap();
 
     let set = ws.load(PATHS).await;
     assert_eq!(set.skills.keys().collect::<Vec<_>>(), ["good"], "{:?}", set.problems);
@@ -52,6 +60,10 @@ async fn each_load_error_names_skill_file_and_problem_and_others_load() {
         ("no_prompt", "prompt.md", "missing"),
         ("unbuilt", "skill.wasm", "skillhost skill build"),
         ("human", "prompt.md", "reserved"),
+        ("cx_", "prompt.md", "skill name `cx_` ends with `_`"),
+        ("cx", "skill.wasm", "tool name `_y` does not start with a lowercase letter"),
+        ("2fa", "prompt.md", "does not start with a lowercase letter"),
+        ("web_search_", "SKILL.md", "skill name `web_search_` ends with `_`"),
     ];
     for (skill, file, text) in expect {
         let problem = problem_for(&set, skill);

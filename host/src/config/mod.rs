@@ -1,14 +1,18 @@
 //! The typed `config.yaml`: every section of the spec, unknown keys rejected.
 //!
-//! Loading reads `.env` (if present) into the environment, substitutes `${VAR}` references,
-//! then parses. Sections that later parts of the host act on (llm, engine, mcp_servers, ...)
+//! Loading reads `.env` (if present) into the environment, then parses, expanding `${VAR}`
+//! references in string values as it goes (never in keys, comments or the text itself, so
+//! a variable's value cannot change the config's structure; see `interp.rs` for how a value
+//! that is exactly one reference is typed). Sections that later parts of the host act on (llm, engine, mcp_servers, ...)
 //! are parsed and checked here already, so a typo fails at start-up, not at first use.
 
 mod agents;
 mod env;
+mod interp;
+mod names;
 mod sections;
 
-pub use env::interpolate;
+pub use names::check_name;
 pub use sections::*;
 
 use std::path::{Path, PathBuf};
@@ -75,19 +79,26 @@ pub fn load(path: Option<&Path>) -> Result<LoadedConfig, ConfigError> {
     Ok(LoadedConfig { config, base_dir, warnings })
 }
 
-/// Parses config text, looking variables up with `lookup`. Returns the config and warnings.
+/// Parses config text, looking variables up with `lookup`. Returns the config and warnings
+/// (one per variable referenced but not set, naming its lines).
 pub fn parse(text: &str, lookup: impl Fn(&str) -> Option<String>) -> Result<(Config, Vec<String>), String> {
-    let (text, warnings) = interpolate(text, lookup)?;
     if text.trim().is_empty() {
-        return Ok((Config::default(), warnings));
+        return Ok((Config::default(), Vec::new()));
     }
-    let mut config: Config = serde_yaml_ng::from_str(&text).map_err(|e| with_location(&text, e.to_string()))?;
+    let marked = env::mark(text)?;
+    let vars = env::Vars::new(text, &marked, &lookup);
+    let yaml = serde_yaml_ng::Deserializer::from_str(&marked);
+    let mut config = <Config as serde::Deserialize>::deserialize(interp::Interp::new(yaml, &vars))
+        .map_err(|e| with_location(text, env::restore(&e.to_string()).into_owned()))?;
     if !config.agents.is_empty() {
-        let document: serde_json::Value = serde_yaml_ng::from_str(&text).map_err(|e| e.to_string())?;
+        // The same interpolated document, untyped, for merging each agent's blocks.
+        let yaml = serde_yaml_ng::Deserializer::from_str(&marked);
+        let document = <serde_json::Value as serde::Deserialize>::deserialize(interp::Interp::new(yaml, &vars))
+            .map_err(|e| env::restore(&e.to_string()).into_owned())?;
         agents::apply_defaults(&document, &mut config)?;
     }
     config.check()?;
-    Ok((config, warnings))
+    Ok((config, vars.warnings()))
 }
 
 /// The YAML parser gives no location for unknown top-level keys: find the key's line.

@@ -24,7 +24,7 @@ pub struct Config {
     pub learning: Learning,
     /// The persistent key-value store.
     pub state: State,
-    /// External MCP servers, by name.
+    /// External MCP servers, by name (snake_case: it prefixes their tools).
     pub mcp_servers: BTreeMap<String, McpServer>,
     /// Independent agents in one process, by name.
     pub agents: BTreeMap<String, Agent>,
@@ -45,6 +45,8 @@ impl Config {
             }
         }
         for (name, server) in &self.mcp_servers {
+            // The name prefixes the server's tools (`<server>__<tool>`), like a skill's name.
+            super::check_name(name).map_err(|e| format!("mcp_servers: key `{name}` {e}"))?;
             server.check().map_err(|e| format!("mcp_servers.{name}: {e}"))?;
         }
         self.not_yet_supported()?;
@@ -607,8 +609,8 @@ pub struct TemporalGuardrails {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Ui {
-    /// The port (`SKILLHOST_UI_PORT` overrides).
+    /// The port (`SKILLHOST_UI_PORT`, else `MITHAI_UI_PORT`, overrides).
     pub port: Option<u16>,
-    /// The bearer token (`SKILLHOST_UI_TOKEN` overrides).
+    /// The bearer token (`SKILLHOST_UI_TOKEN`, else `MITHAI_UI_TOKEN`, overrides).
     pub auth_token: Option<String>,
 }

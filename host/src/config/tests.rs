@@ -4,6 +4,13 @@ fn env(pairs: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Optio
     move |name| pairs.iter().find(|(k, _)| *k == name).map(|(_, v)| v.to_string())
 }
 
+/// `V` set to `value`, nothing else set.
+fn v(value: &str) -> impl Fn(&str) -> Option<String> + '_ {
+    move |name| (name == "V").then(|| value.to_string())
+}
+
+mod interpolation;
+
 #[test]
 fn example_config_parses() {
     let text = include_str!("../../../config.example.yaml");
@@ -48,12 +55,6 @@ fn variables_are_substituted_and_unset_ones_warned() {
 fn comment_lines_are_not_interpolated() {
     let (_, warnings) = parse("# uses ${NOPE}\nbot:\n  name: x\n", env(&[])).unwrap();
     assert!(warnings.is_empty());
-}
-
-#[test]
-fn multi_line_values_are_refused() {
-    let err = parse("bot:\n  name: ${EVIL}\n", env(&[("EVIL", "x\nskills: {}")])).unwrap_err();
-    assert!(err.contains("EVIL"), "{err}");
 }
 
 #[test]
@@ -102,4 +103,12 @@ fn the_readme_multi_agent_config_parses_with_its_blocks_merged() {
     assert_eq!(skills.allowed.as_deref(), Some(&["services".to_string(), "memory".to_string()][..]));
     assert_eq!(skills.paths, vec![std::path::PathBuf::from("./skills")], "the top-level paths are kept");
     assert_eq!(config.agents["devops"].ui.as_ref().unwrap().port, Some(8081));
+}
+
+#[test]
+fn mcp_server_names_follow_the_name_rule() {
+    let err = parse("mcp_servers:\n  cx_:\n    transport: stdio\n    command: x\n", env(&[])).unwrap_err();
+    assert!(err.contains("mcp_servers: key `cx_`") && err.contains("ends with `_`"), "{err}");
+    let err = parse("mcp_servers:\n  My-Server:\n    transport: stdio\n    command: x\n", env(&[])).unwrap_err();
+    assert!(err.contains("`My-Server`") && err.contains("snake_case"), "{err}");
 }

@@ -193,7 +193,5 @@ pub async fn resolve(
 /// A fresh random id (128 bits, hex) for an approval or question, from the OS random source;
 /// an error when it fails: a guessable id would let anyone decide in a person's place.
 pub fn new_id() -> Result<String, getrandom::Error> {
-    let mut bytes = [0u8; 16];
-    getrandom::fill(&mut bytes)?;
-    Ok(hex::encode(bytes))
+    crate::store::random_id()
 }

@@ -41,7 +41,7 @@ fn python_module(manifest: &Manifest) -> &str {
 
 /// Builds the skill in `dir` and copies the component to `dir/skill.wasm`.
 pub fn build(dir: &Path, offline: bool, progress: &mut dyn FnMut(&str)) -> Result<PathBuf, String> {
-    let manifest = Manifest::load(dir)?;
+    let manifest = Manifest::load(dir).map_err(|e| format!("{}: {e}", dir.join("skill.toml").display()))?;
     let output = dir.join(WASM_FILE);
     match detect_kind(dir, &manifest)? {
         BuildKind::Rust => {

@@ -6,10 +6,11 @@
 //! the others still load. Only the spec's fatal cases stop loading: an `is-available` that
 //! traps, and a `startup` that fails.
 
+use super::admit::{Candidate, Failure, admit, check_skill_name};
 use super::builtin;
 use super::manifest::Manifest;
 use super::prompt::{self, Prompt};
-use super::skill::{SEPARATOR, Skill, ToolSpec};
+use super::skill::{Skill, ToolSpec, split_exposed};
 use crate::config::{Builtin, Grant, LoadedConfig};
 use crate::sandbox::{CallEnv, Capabilities, HostList, LimitPolicy, McpBridge, Sandbox, SkillComponent};
 use crate::store::{MemoryStore, StateStore};
@@ -32,8 +33,11 @@ pub struct LoadProblem {
 }
 
 impl std::fmt::Display for LoadProblem {
+    /// One line, whatever the cause's text looks like: `skill validate` prints one problem per
+    /// line, so a multi-line message (a compiler's, a parser's) is joined with `; `.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "skill `{}`: {}: {}", self.skill, self.file.display(), self.message)
+        let message: Vec<&str> = self.message.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+        write!(f, "skill `{}`: {}: {}", self.skill, self.file.display(), message.join("; "))
     }
 }
 
@@ -66,7 +70,7 @@ pub struct SkillSet {
 impl SkillSet {
     /// Finds a tool by its prefixed name.
     pub fn find_tool(&self, full_name: &str) -> Option<(&Arc<Skill>, &ToolSpec)> {
-        let (skill, tool) = full_name.split_once(SEPARATOR)?;
+        let (skill, tool) = split_exposed(full_name)?;
         let skill = self.skills.get(skill)?;
         Some((skill, skill.tool(tool)?))
     }
@@ -84,12 +88,6 @@ pub struct Loader {
     pub mcp: Option<Arc<dyn McpBridge>>,
     policy: LimitPolicy,
     http_client: reqwest::Client,
-}
-
-/// A skill folder that passed the first checks, before precedence is applied.
-enum Candidate {
-    Loaded(Box<Skill>),
-    Unavailable(String),
 }
 
 impl Loader {
@@ -196,7 +194,8 @@ impl Loader {
         let problem = |file: &str, message: String| {
             Failure::Problem(LoadProblem { skill: name.clone(), file: dir.join(file), message })
         };
-        check_skill_name(&name).map_err(|e| problem(prompt.file, e))?;
+        let source = if prompt.name.is_some() { "its `name`, slugified" } else { "the folder's name" };
+        check_skill_name(&name).map_err(|e| problem(prompt.file, format!("{e} (the name is {source})")))?;
         let manifest = Manifest::load(dir).map_err(|e| problem("skill.toml", e))?;
         let skill = self.new_skill(&name, dir.to_path_buf(), prompt);
         if !has_wasm {
@@ -308,51 +307,6 @@ impl Loader {
         };
         CallEnv { caps: Arc::new(caps), limits: self.policy.for_skill(&manifest.limits) }
     }
-}
-
-enum Failure {
-    Problem(LoadProblem),
-    Fatal(FatalLoadError),
-}
-
-/// Applies one load result to the set: a later skill of a name replaces the earlier, an
-/// unavailable one removes it, a problem is recorded, a fatal error stops everything.
-fn admit(set: &mut SkillSet, loaded: Result<Option<Candidate>, Failure>, origin: &Path) -> Result<(), FatalLoadError> {
-    match loaded {
-        Ok(Some(Candidate::Loaded(skill))) => {
-            if let Some(old) = set.skills.get(&skill.name) {
-                tracing::info!(skill = %skill.name, "{} overrides {}", origin.display(), old.dir.display());
-            }
-            set.skills.insert(skill.name.clone(), Arc::new(*skill));
-        }
-        Ok(Some(Candidate::Unavailable(name))) => {
-            tracing::info!(skill = %name, "not available here; excluded");
-            set.skills.remove(&name);
-        }
-        Ok(None) => {}
-        Err(Failure::Problem(problem)) => {
-            tracing::info!("{problem}");
-            set.problems.push(problem);
-        }
-        Err(Failure::Fatal(e)) => return Err(e),
-    }
-    Ok(())
-}
-
-/// Prefixes of tools the host itself offers (`human__ask` in the API's interactive stream).
-const RESERVED_NAMES: &[&str] = &["human"];
-
-/// Skill names become tool prefixes: `[a-z0-9_]`, no `__`, short enough to leave room.
-fn check_skill_name(name: &str) -> Result<(), String> {
-    if name.is_empty() || name.len() > 40 || name.contains(SEPARATOR) || name.starts_with('_') {
-        return Err(format!("skill name `{name}` must be 1 to 40 of [a-z0-9_], without `__` or a leading `_`"));
-    }
-    if RESERVED_NAMES.contains(&name) {
-        return Err(format!(
-            "skill name `{name}` is reserved for the host's own tools (`{name}__...`); rename the skill"
-        ));
-    }
-    Ok(())
 }
 
 /// The sub-folders of `root`, sorted by name. A missing root is a problem, not a crash.

@@ -50,23 +50,48 @@ pub enum BuildKind {
 }
 
 impl Manifest {
-    /// Reads `dir/skill.toml`; a missing file is the empty manifest.
+    /// Reads `dir/skill.toml`; a missing file is the empty manifest. The error is one line and
+    /// does not repeat the path: callers name the file.
     pub fn load(dir: &Path) -> Result<Manifest, String> {
         let path = dir.join("skill.toml");
         let text = match std::fs::read_to_string(&path) {
             Ok(text) => text,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Manifest::default()),
-            Err(e) => return Err(format!("{}: {e}", path.display())),
+            Err(e) => return Err(format!("cannot read: {e}")),
         };
-        Manifest::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
+        Manifest::parse(&text)
     }
 
-    /// Parses the text of a `skill.toml`.
+    /// Parses the text of a `skill.toml`. The error is one line: `line L, column C: what`.
     pub fn parse(text: &str) -> Result<Manifest, String> {
-        let manifest: Manifest = toml::from_str(text).map_err(|e| e.to_string().trim_end().to_owned())?;
+        let manifest: Manifest = toml::from_str(text).map_err(|e| one_line(text, &e))?;
         manifest.limits.check().map_err(|e| format!("[limits] {e}"))?;
         Ok(manifest)
     }
+}
+
+/// The parser's own rendering spans several lines (a source excerpt with a caret), which
+/// breaks `skill validate`'s one line per problem: keep the position and the message only.
+fn one_line(text: &str, error: &toml::de::Error) -> String {
+    let message = error.message().split_whitespace().collect::<Vec<_>>().join(" ");
+    match error.span() {
+        Some(span) => {
+            let (line, column) = position(text, span.start);
+            format!("line {line}, column {column}: {message}")
+        }
+        None => message,
+    }
+}
+
+/// The 1-based line and column (in characters) of byte `offset` in `text`.
+pub(crate) fn position(text: &str, offset: usize) -> (usize, usize) {
+    let mut offset = offset.min(text.len());
+    while !text.is_char_boundary(offset) {
+        offset -= 1;
+    }
+    let before = &text[..offset];
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    (before.matches('\n').count() + 1, before[line_start..].chars().count() + 1)
 }
 
 #[cfg(test)]
@@ -90,9 +115,19 @@ mod tests {
     #[test]
     fn unknown_keys_and_zero_limits_are_errors() {
         let err = parse("[capabilities]\nnetwork = true\n").unwrap_err();
-        assert!(err.contains("network") && err.contains("skill.toml"), "{err}");
+        assert!(err.contains("network") && err.starts_with("line 2, column 1: "), "{err}");
         let err = parse("[limits]\nfuel = 0\n").unwrap_err();
         assert!(err.contains("fuel"), "{err}");
+    }
+
+    #[test]
+    fn syntax_errors_are_one_line_with_their_position() {
+        let err = parse("[limits]\nfuel = 1\ntimeout_ms = \n").unwrap_err();
+        assert!(!err.contains('\n'), "{err}");
+        assert!(err.starts_with("line 3, column 14: "), "{err}");
+        let err = parse("[capabilities]\nmemory = \"yes\"\n").unwrap_err();
+        assert!(!err.contains('\n') && err.starts_with("line 2, column 10: ") && err.contains("bool"), "{err}");
+        assert_eq!(position("ab\ncé\nd", 6), (2, 3));
     }
 
     #[test]

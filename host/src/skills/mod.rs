@@ -1,6 +1,7 @@
 //! Skill folders: discovery and precedence, manifests, prompts, the loaded [`Skill`] with its
 //! checked tools, and building skill sources into components.
 
+mod admit;
 pub mod build;
 pub mod builtin;
 pub mod contract;

@@ -40,13 +40,10 @@ impl std::fmt::Debug for ToolSpec {
 }
 
 impl ToolSpec {
-    /// Checks a guest's tool definition.
+    /// Checks a guest's tool definition: its name follows [`crate::config::check_name`] (so
+    /// `skill__tool` splits back into exactly this skill and tool), its schema compiles.
     pub fn new(skill: &str, def: ToolDef) -> Result<ToolSpec, String> {
-        let valid_name =
-            !def.name.is_empty() && def.name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
-        if !valid_name {
-            return Err(format!("tool name `{}` must be 1 or more of [a-z0-9_]", def.name));
-        }
+        crate::config::check_name(&def.name).map_err(|e| format!("tool name `{}` {e}", def.name))?;
         let full_name = format!("{skill}{SEPARATOR}{}", def.name);
         if full_name.len() > MAX_TOOL_NAME {
             return Err(format!("tool name `{full_name}` is longer than {MAX_TOOL_NAME} characters"));
@@ -178,6 +175,12 @@ impl ToolError {
     pub fn to_model_json(&self) -> serde_json::Value {
         serde_json::json!({ "error": self.to_string(), "kind": self.kind() })
     }
+}
+
+/// Splits an exposed tool name into its prefix (skill or MCP server) and tool, at the first
+/// `__`: exact for names that follow [`crate::config::check_name`].
+pub fn split_exposed(full_name: &str) -> Option<(&str, &str)> {
+    full_name.split_once(SEPARATOR)
 }
 
 impl Skill {

@@ -1,7 +1,8 @@
 //! Durable storage: the key-value state store and the memory files.
 //!
 //! Both confine themselves to a root directory and write atomically (temp file + rename), so
-//! a crash mid-write never leaves a corrupt file.
+//! a crash mid-write never leaves a corrupt file. [`random_id`] makes the unguessable ids that
+//! approvals and questions are decided by.
 
 pub mod memory;
 pub mod state;
@@ -20,4 +21,27 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     tmp.as_file().sync_all()?;
     tmp.persist(path).map_err(|e| e.error)?;
     Ok(())
+}
+
+/// A fresh 128-bit id from the OS random source, as 32 lowercase hex digits.
+///
+/// Approval and question ids are capabilities: whoever knows one can decide it. There is no
+/// fallback when the OS cannot supply randomness (a counter or the clock can be guessed), so
+/// the caller must fail the request that needed the id.
+pub fn random_id() -> Result<String, getrandom::Error> {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes)?;
+    Ok(hex::encode(bytes))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn random_ids_are_32_hex_digits_and_differ() {
+        let ids: std::collections::HashSet<String> = (0..100).map(|_| super::random_id().unwrap()).collect();
+        assert_eq!(ids.len(), 100);
+        assert!(
+            ids.iter().all(|id| id.len() == 32 && id.chars().all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()))
+        );
+    }
 }

@@ -60,9 +60,10 @@ pub struct ApiConfig {
 }
 
 impl ApiConfig {
-    /// The settings of `ui`, with `SKILLHOST_UI_TOKEN` overriding the token.
+    /// The settings of `ui`, with `SKILLHOST_UI_TOKEN` (else the spec's `MITHAI_UI_TOKEN`)
+    /// overriding the token.
     pub fn from_ui(ui: &Ui, adapter_is_api: bool) -> Self {
-        let env_token = std::env::var("SKILLHOST_UI_TOKEN").ok().filter(|t| !t.is_empty());
+        let env_token = first_env(&["SKILLHOST_UI_TOKEN", "MITHAI_UI_TOKEN"]).map(|(_, t)| t);
         ApiConfig {
             auth_token: env_token.or_else(|| ui.auth_token.clone()).filter(|t| !t.is_empty()),
             adapter_is_api,
@@ -77,16 +78,20 @@ impl ApiConfig {
         ApiConfig { name: name.to_owned(), ..self }
     }
 
-    /// The port: `SKILLHOST_UI_PORT` (when `env` applies: a single agent), else `ui.port`,
-    /// else [`DEFAULT_PORT`].
+    /// The port: `SKILLHOST_UI_PORT`, else the spec's `MITHAI_UI_PORT` (when `env` applies:
+    /// a single agent), else `ui.port`, else [`DEFAULT_PORT`].
     pub fn port(ui: &Ui, env: bool) -> Result<u16, String> {
-        match std::env::var("SKILLHOST_UI_PORT") {
-            Ok(p) if env && !p.is_empty() => {
-                p.parse().map_err(|_| format!("SKILLHOST_UI_PORT: `{p}` is not a port number"))
-            }
-            _ => Ok(ui.port.unwrap_or(DEFAULT_PORT)),
+        match first_env(&["SKILLHOST_UI_PORT", "MITHAI_UI_PORT"]).filter(|_| env) {
+            Some((name, p)) => p.parse().map_err(|_| format!("{name}: `{p}` is not a port number")),
+            None => Ok(ui.port.unwrap_or(DEFAULT_PORT)),
         }
     }
+}
+
+/// The first of `names` that is set to a non-empty value, with its value: ours before the
+/// spec's, so an operator moving from mithai can keep `MITHAI_UI_*`.
+fn first_env(names: &[&'static str]) -> Option<(&'static str, String)> {
+    names.iter().find_map(|name| std::env::var(name).ok().filter(|v| !v.is_empty()).map(|v| (*name, v)))
 }
 
 /// The server's shared state.
