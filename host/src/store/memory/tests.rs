@@ -127,3 +127,37 @@ fn quotas_bound_files_and_bytes() {
     // Writes without a quota (the engine's) are not bounded.
     m.write("e", "x", false).unwrap();
 }
+
+/// While one thread keeps swapping a directory of the root for a symlink to outside it,
+/// writes, appends and reads through that directory never reach outside.
+#[test]
+fn a_symlink_swapped_in_mid_call_never_leads_outside() {
+    let (dir, m) = store();
+    let outside = dir.path().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(outside.join("x"), "secret").unwrap();
+    m.write("d/x", "inside", false).unwrap();
+    let (d, evil) = (m.root().join("d"), m.root().join("evil"));
+    symlink(&outside, &evil).unwrap();
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let mut leaked_reads = 0;
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                // `d` flips atomically between the real directory and the symlink.
+                let flags = rustix::fs::RenameFlags::EXCHANGE;
+                rustix::fs::renameat_with(rustix::fs::CWD, &d, rustix::fs::CWD, &evil, flags).unwrap();
+            }
+        });
+        for i in 0..2000 {
+            let _ = m.write("d/x", "inside", i % 2 == 0);
+            let _ = m.write(&format!("d/new{i}"), "inside", false);
+            leaked_reads += usize::from(m.read("d/x").is_ok_and(|c| c.as_deref() == Some("secret")));
+        }
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+    });
+    let outside_files: Vec<_> = std::fs::read_dir(&outside).unwrap().flatten().map(|e| e.file_name()).collect();
+    assert_eq!(outside_files, ["x"]);
+    assert_eq!(std::fs::read_to_string(outside.join("x")).unwrap(), "secret");
+    assert_eq!(leaked_reads, 0);
+}
