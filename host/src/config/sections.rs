@@ -295,6 +295,14 @@ pub struct LimitSettings {
     pub max_result_bytes: Option<u64>,
     /// Most log output (log import plus stdout/stderr) kept per call, in bytes.
     pub max_log_bytes: Option<u64>,
+    /// Most MiB the memory root may hold after a write through the skill's `memory` import.
+    pub memory_quota_mb: Option<u64>,
+    /// Most files the memory root may hold after such a write.
+    pub memory_quota_files: Option<u64>,
+    /// Most MiB (keys plus values) in the skill's state namespace.
+    pub state_quota_mb: Option<u64>,
+    /// Most keys in the skill's state namespace.
+    pub state_quota_keys: Option<u64>,
 }
 
 impl LimitSettings {
@@ -305,6 +313,10 @@ impl LimitSettings {
             ("memory_mb", self.memory_mb),
             ("max_result_bytes", self.max_result_bytes),
             ("max_log_bytes", self.max_log_bytes),
+            ("memory_quota_mb", self.memory_quota_mb),
+            ("memory_quota_files", self.memory_quota_files),
+            ("state_quota_mb", self.state_quota_mb),
+            ("state_quota_keys", self.state_quota_keys),
         ];
         match fields.iter().find(|(_, v)| *v == Some(0)) {
             Some((name, _)) => Err(format!("{name} must be greater than 0")),

@@ -15,7 +15,6 @@ use crate::store::{StateError, StateStore};
 pub use crate::tools::PromotionKey;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
-use std::sync::{Arc, Mutex};
 
 /// The state namespace holding the counts.
 pub const NAMESPACE: &str = "approvals";
@@ -40,7 +39,7 @@ pub struct Counts {
     pub denied: u32,
 }
 
-/// The counts and the thresholds. Cheap to clone; clones share the store and the lock.
+/// The counts and the thresholds. Cheap to clone; clones share the store.
 #[derive(Debug, Clone)]
 pub struct Promotion {
     state: StateStore,
@@ -50,8 +49,6 @@ pub struct Promotion {
     enabled: bool,
     /// `learning.approval_auto_promote`; 0 disables it unless a skill overrides it.
     default_threshold: u32,
-    /// Serialises read-modify-write of counts across concurrent turns.
-    lock: Arc<Mutex<()>>,
 }
 
 impl Promotion {
@@ -64,7 +61,7 @@ impl Promotion {
     pub fn for_agent(state: StateStore, learning: &Learning, agent: Option<&str>) -> Self {
         let (enabled, default_threshold) = (learning.enabled, learning.approval_auto_promote);
         let namespace = agent.map_or_else(|| NAMESPACE.to_owned(), |a| format!("{NAMESPACE}-{a}"));
-        Promotion { state, namespace, enabled, default_threshold, lock: Arc::default() }
+        Promotion { state, namespace, enabled, default_threshold }
     }
 
     /// The threshold for a skill's tools: its own (`skills.config.<skill>.approval_auto_promote`)
@@ -103,16 +100,19 @@ impl Promotion {
         }
     }
 
+    /// One atomic read-modify-write in the store, so concurrent turns, in this process or
+    /// another sharing the state directory, never lose a decision.
     fn try_record(&self, key: &PromotionKey, approved: bool) -> Result<(), StateError> {
-        let _guard = self.lock.lock().unwrap_or_else(|p| p.into_inner());
-        let mut counts = self.counts(key);
-        if approved {
-            counts.approved = counts.approved.saturating_add(1);
-        } else {
-            counts.denied = counts.denied.saturating_add(1);
-        }
-        let json = serde_json::to_string(&counts).map_err(|e| StateError::Other(e.to_string()))?;
-        self.state.set(&self.namespace, &state_key(key), &json)
+        self.state.update(&self.namespace, &state_key(key), |old| {
+            let mut counts: Counts = old.and_then(|json| serde_json::from_str(&json).ok()).unwrap_or_default();
+            if approved {
+                counts.approved = counts.approved.saturating_add(1);
+            } else {
+                counts.denied = counts.denied.saturating_add(1);
+            }
+            serde_json::to_string(&counts).map(Some).map_err(|e| StateError::Other(e.to_string()))
+        })?;
+        Ok(())
     }
 }
 
@@ -147,5 +147,21 @@ mod tests {
         assert!(key.len() <= MAX_KEY_BYTES && key.starts_with("shell__run\0sha256:"));
         p.record(&long, true);
         assert_eq!(p.counts(&long).approved, 1);
+    }
+
+    /// Two `Promotion`s on one state directory (two processes) recording at once.
+    #[test]
+    fn concurrent_records_across_stores_lose_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = Promotion::new(StateStore::new(dir.path()), &Learning::default());
+        let b = Promotion::new(StateStore::new(dir.path()), &Learning::default());
+        let key = PromotionKey::tool("shell__run");
+        std::thread::scope(|scope| {
+            for p in [&a, &b, &a, &b] {
+                let key = key.clone();
+                scope.spawn(move || (0..50).for_each(|_| p.record(&key, true)));
+            }
+        });
+        assert_eq!(a.counts(&key), Counts { approved: 200, denied: 0 });
     }
 }

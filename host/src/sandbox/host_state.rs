@@ -73,6 +73,8 @@ pub struct HostState {
     /// What is being run, for log attribution.
     pub(crate) operation: String,
     pub(crate) deadline: Instant,
+    /// The call's limits (the host imports read the skill's storage quotas from them).
+    pub(crate) limits: Limits,
 }
 
 impl HostState {
@@ -88,6 +90,7 @@ impl HostState {
             route,
             operation,
             deadline: Instant::now() + limits.timeout,
+            limits: *limits,
         }
     }
 

@@ -1,7 +1,10 @@
 //! Per-call limits: defaults, the operator's maximums, and what a manifest asks for.
 
 use crate::config::LimitSettings;
+use crate::store::{MemoryQuota, StateQuota};
 use std::time::Duration;
+
+const MIB: u64 = 1 << 20;
 
 /// The limits one call runs under.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -16,6 +19,14 @@ pub struct Limits {
     pub max_result_bytes: u64,
     /// Most log output kept, in bytes.
     pub max_log_bytes: u64,
+    /// Most bytes the memory root may hold after a write through the skill's `memory` import.
+    pub memory_quota_bytes: u64,
+    /// Most files the memory root may hold after such a write.
+    pub memory_quota_files: u64,
+    /// Most bytes (keys plus values) in the skill's state namespace.
+    pub state_quota_bytes: u64,
+    /// Most keys in the skill's state namespace.
+    pub state_quota_keys: u64,
 }
 
 impl Limits {
@@ -26,6 +37,10 @@ impl Limits {
         memory_bytes: 128 << 20,
         max_result_bytes: 1 << 20,
         max_log_bytes: 64 << 10,
+        memory_quota_bytes: 64 * MIB,
+        memory_quota_files: 1_000,
+        state_quota_bytes: 16 * MIB,
+        state_quota_keys: 10_000,
     };
 
     /// Built-in maximums, used where the config names none.
@@ -35,6 +50,10 @@ impl Limits {
         memory_bytes: 1 << 30,
         max_result_bytes: 16 << 20,
         max_log_bytes: 1 << 20,
+        memory_quota_bytes: 1 << 30,
+        memory_quota_files: 10_000,
+        state_quota_bytes: 256 * MIB,
+        state_quota_keys: 100_000,
     };
 
     /// `self` with every field that `settings` sets replaced.
@@ -45,6 +64,10 @@ impl Limits {
             memory_bytes: settings.memory_mb.map(|mb| mb << 20).unwrap_or(self.memory_bytes),
             max_result_bytes: settings.max_result_bytes.unwrap_or(self.max_result_bytes),
             max_log_bytes: settings.max_log_bytes.unwrap_or(self.max_log_bytes),
+            memory_quota_bytes: settings.memory_quota_mb.map_or(self.memory_quota_bytes, mib),
+            memory_quota_files: settings.memory_quota_files.unwrap_or(self.memory_quota_files),
+            state_quota_bytes: settings.state_quota_mb.map_or(self.state_quota_bytes, mib),
+            state_quota_keys: settings.state_quota_keys.unwrap_or(self.state_quota_keys),
         }
     }
 
@@ -56,8 +79,26 @@ impl Limits {
             memory_bytes: self.memory_bytes.min(max.memory_bytes),
             max_result_bytes: self.max_result_bytes.min(max.max_result_bytes),
             max_log_bytes: self.max_log_bytes.min(max.max_log_bytes),
+            memory_quota_bytes: self.memory_quota_bytes.min(max.memory_quota_bytes),
+            memory_quota_files: self.memory_quota_files.min(max.memory_quota_files),
+            state_quota_bytes: self.state_quota_bytes.min(max.state_quota_bytes),
+            state_quota_keys: self.state_quota_keys.min(max.state_quota_keys),
         }
     }
+
+    /// The quota on the memory root for writes through the skill's `memory` import.
+    pub fn memory_quota(&self) -> MemoryQuota {
+        MemoryQuota { max_bytes: self.memory_quota_bytes, max_files: self.memory_quota_files }
+    }
+
+    /// The quota on the skill's state namespace.
+    pub fn state_quota(&self) -> StateQuota {
+        StateQuota { max_bytes: self.state_quota_bytes, max_keys: self.state_quota_keys }
+    }
+}
+
+fn mib(mb: u64) -> u64 {
+    mb.saturating_mul(MIB)
 }
 
 /// The operator's limit policy: defaults for every skill and the maximums none may exceed.
@@ -139,6 +180,22 @@ mod tests {
         let limits = policy.for_skill(&asked);
         assert_eq!(limits.timeout, Duration::from_secs(5));
         assert_eq!(limits.fuel, 7);
+    }
+
+    #[test]
+    fn quotas_have_defaults_and_are_clamped() {
+        let policy = LimitPolicy::default();
+        let limits = policy.for_skill(&LimitSettings::default());
+        assert_eq!(limits.memory_quota(), MemoryQuota { max_bytes: 64 << 20, max_files: 1_000 });
+        assert_eq!(limits.state_quota(), StateQuota { max_bytes: 16 << 20, max_keys: 10_000 });
+        let policy = LimitPolicy::from_config(
+            &LimitSettings { state_quota_keys: Some(50), ..Default::default() },
+            &LimitSettings { memory_quota_mb: Some(8), memory_quota_files: Some(20), ..Default::default() },
+        );
+        let asked = LimitSettings { memory_quota_mb: Some(u64::MAX), state_quota_mb: Some(2), ..Default::default() };
+        let limits = policy.for_skill(&asked);
+        assert_eq!(limits.memory_quota(), MemoryQuota { max_bytes: 8 << 20, max_files: 20 });
+        assert_eq!(limits.state_quota(), StateQuota { max_bytes: 2 << 20, max_keys: 50 });
     }
 
     #[test]

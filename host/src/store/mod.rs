@@ -1,19 +1,20 @@
-//! Durable storage: the key-value state store and the memory files.
+//! Durable storage: the key-value state store (SQLite) and the memory files.
 //!
-//! Both confine themselves to a root directory and write atomically (temp file + rename), so
-//! a crash mid-write never leaves a corrupt file. [`random_id`] makes the unguessable ids that
-//! approvals and questions are decided by.
+//! Both confine themselves to a root directory and never leave a half-written value: state
+//! writes are transactions, memory overwrites go through a temp file and a rename.
+//! [`random_id`] makes the unguessable ids that approvals and questions are decided by.
 
 pub mod memory;
 pub mod state;
 
-pub use memory::{MemoryError, MemoryStore, SearchHit};
-pub use state::{StateError, StateStore};
+pub use memory::{MemoryError, MemoryQuota, MemoryStore, SearchHit};
+pub use state::{StateError, StateQuota, StateStore};
 
 use std::io::Write;
 use std::path::Path;
 
-/// Writes `bytes` to `path` atomically: a temp file in the same directory, fsync, rename.
+/// Writes `bytes` to `path` atomically: a temp file in the same directory, fsync, rename
+/// (for files under the operator's paths, such as the component cache).
 pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let mut tmp = tempfile::NamedTempFile::new_in(dir)?;

@@ -9,6 +9,7 @@ fn convert(e: MemoryError) -> Error {
         MemoryError::InvalidPath { .. } => Error::InvalidPath(e.to_string()),
         MemoryError::InvalidJson { .. } => Error::InvalidJson(e.to_string()),
         MemoryError::TooLarge => Error::TooLarge,
+        MemoryError::QuotaExceeded(_) => Error::TooLarge,
         MemoryError::Io(m) => Error::Other(m),
     }
 }
@@ -24,9 +25,16 @@ impl Host for HostState {
         self.memory()?.read(&path).map_err(convert)
     }
 
+    /// Bounded by the skill's memory quota (`memory_quota_mb`, `memory_quota_files`). The
+    /// WIT's `too-large` carries no text, so a quota refusal is also logged, naming the limit.
     async fn write(&mut self, path: String, content: String, mode: WriteMode) -> Result<(), Error> {
         let append = matches!(mode, WriteMode::Append);
-        self.memory()?.write(&path, &content, append).map_err(convert)
+        let quota = self.limits.memory_quota();
+        let result = self.memory()?.write_within(&path, &content, append, &quota);
+        if let Err(MemoryError::QuotaExceeded(why)) = &result {
+            tracing::warn!(skill = %self.caps.skill, "memory write refused: {why}");
+        }
+        result.map_err(convert)
     }
 
     async fn read_json(&mut self, path: String) -> Result<Option<String>, Error> {

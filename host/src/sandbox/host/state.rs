@@ -16,8 +16,10 @@ impl Host for HostState {
         self.caps.state.get(&self.caps.state_namespace, &key).map_err(convert)
     }
 
+    /// Bounded by the skill's state quota (`state_quota_mb`, `state_quota_keys`).
     async fn set(&mut self, key: String, value: String) -> Result<(), Error> {
-        self.caps.state.set(&self.caps.state_namespace, &key, &value).map_err(convert)
+        let quota = self.limits.state_quota();
+        self.caps.state.set_within(&self.caps.state_namespace, &key, &value, &quota).map_err(convert)
     }
 
     async fn delete(&mut self, key: String) -> Result<(), Error> {

@@ -10,11 +10,15 @@
 //! | `log_flood` | logs `count` 1 KiB records (default 1,000,000), then returns `done` | the log cap |
 //! | `trap` | panics with a message | a crash report |
 //! | `stdout_flood` | prints `mb` MiB to stdout (default 64), ignoring write errors, then returns `done` | the output cap |
+//! | `fill_memory` | writes `files` memory files (default 512) of `kb` KiB (default 1024) under `fill/`, stopping at the first error | the memory quota |
+//! | `fill_state` | sets `keys` state keys (default 20,000) of `bytes` bytes (default 1024), stopping at the first error | the state quota |
+//!
+//! The `fill_*` tools report `{"written": n, "error": kind or null, "detail": text or null}`.
 
 use std::hint::black_box;
 use std::io::Write;
 
-use skill_sdk::{Context, Error, Skill, Tool, ToolResult, Value, json, log};
+use skill_sdk::{Context, Error, Skill, Tool, ToolResult, Value, json, log, memory, state};
 
 struct Hostile;
 
@@ -25,6 +29,12 @@ fn number_schema(field: &str, description: &str) -> Value {
         "type": "object",
         "properties": { field: { "type": "integer", "minimum": 0, "description": description } },
     })
+}
+
+fn numbers_schema(fields: &[&str]) -> Value {
+    let properties: skill_sdk::serde_json::Map<String, Value> =
+        fields.iter().map(|f| (f.to_string(), json!({ "type": "integer", "minimum": 0 }))).collect();
+    json!({ "type": "object", "properties": properties })
 }
 
 fn number(input: &Value, field: &str, default: u64) -> u64 {
@@ -58,6 +68,8 @@ impl Skill for Hostile {
                 "Print a flood to stdout.",
                 number_schema("mb", "MiB to print (default 64)."),
             ),
+            Tool::with_schema("fill_memory", "Write many memory files.", numbers_schema(&["files", "kb"])),
+            Tool::with_schema("fill_state", "Set many state keys.", numbers_schema(&["keys", "bytes"])),
         ]
     }
 
@@ -74,6 +86,8 @@ impl Skill for Hostile {
             "log_flood" => Ok(log_flood(number(&input, "count", 1_000_000))),
             "trap" => panic!("hostile guest panicked on purpose"),
             "stdout_flood" => Ok(stdout_flood(number(&input, "mb", 64) as usize)),
+            "fill_memory" => Ok(fill_memory(number(&input, "files", 512), number(&input, "kb", 1024) as usize)),
+            "fill_state" => Ok(fill_state(number(&input, "keys", 20_000), number(&input, "bytes", 1024) as usize)),
             _ => Err(Error::unknown_tool(name)),
         }
     }
@@ -123,6 +137,35 @@ fn stdout_flood(mb: usize) -> ToolResult {
         let _ = writeln!(stdout, "{line}");
     }
     ToolResult::text("done")
+}
+
+fn fill_memory(files: u64, kb: usize) -> ToolResult {
+    let content = "m".repeat(kb * 1024);
+    let mut written = 0;
+    for i in 0..files {
+        if let Err(e) = memory::write(&format!("fill/{i}.txt"), &content) {
+            return filled(written, Some((e.kind(), e.to_string())));
+        }
+        written += 1;
+    }
+    filled(written, None)
+}
+
+fn fill_state(keys: u64, bytes: usize) -> ToolResult {
+    let value = "s".repeat(bytes);
+    let mut written = 0;
+    for i in 0..keys {
+        if let Err(e) = state::set(&format!("fill-{i}"), &value) {
+            return filled(written, Some((e.kind(), e.to_string())));
+        }
+        written += 1;
+    }
+    filled(written, None)
+}
+
+fn filled(written: u64, error: Option<(&str, String)>) -> ToolResult {
+    let (kind, detail) = error.unzip();
+    ToolResult::ok(json!({ "written": written, "error": kind, "detail": detail }))
 }
 
 skill_sdk::export!(Hostile);
