@@ -193,6 +193,9 @@ pub struct Skills {
     /// The built-in skills to load (beyond the spec: there they always load). Default: all
     /// of them; `[]` loads none. A skill folder of the same name replaces a built-in.
     pub builtins: Vec<Builtin>,
+    /// The largest `prompt.md` / `SKILL.md` accepted, in bytes (it goes into every system
+    /// prompt); a larger one is a load error for that skill. Default 256 KiB.
+    pub max_prompt_bytes: u64,
 }
 
 impl Default for Skills {
@@ -202,6 +205,7 @@ impl Default for Skills {
             config: BTreeMap::new(),
             grants: BTreeMap::new(),
             builtins: vec![Builtin::Shell, Builtin::Memory, Builtin::HttpChecker],
+            max_prompt_bytes: crate::skills::prompt::DEFAULT_MAX_PROMPT_BYTES,
         }
     }
 }

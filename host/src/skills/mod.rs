@@ -6,6 +6,7 @@ pub mod builtin;
 pub mod loader;
 pub mod manifest;
 pub mod native;
+pub mod new;
 pub mod prompt;
 pub mod skill;
 
