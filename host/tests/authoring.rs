@@ -114,11 +114,13 @@ fn the_js_example_skill_builds_and_answers_with_its_hook() {
     let (code, stdout, stderr) = skillhost(&ws, &["skill", "list"]);
     assert_eq!(code, 0, "{stderr}");
     assert!(stdout.contains("hooks: tool-target"), "exactly the exported hook: {stdout}");
-    let (code, stdout, stderr) = skillhost(&ws, &["call", "unit_convert__convert", r#"{"value": 100, "from": "c", "to": "f"}"#]);
+    let (code, stdout, stderr) =
+        skillhost(&ws, &["call", "unit_convert__convert", r#"{"value": 100, "from": "c", "to": "f"}"#]);
     assert_eq!(code, 0, "{stderr}");
     let out: serde_json::Value = serde_json::from_str(&stdout).unwrap();
     assert_eq!(out["result"], 212.0, "{out}");
-    let (code, stdout, _) = skillhost(&ws, &["call", "unit_convert__convert", r#"{"value": 1, "from": "kg", "to": "km"}"#]);
+    let (code, stdout, _) =
+        skillhost(&ws, &["call", "unit_convert__convert", r#"{"value": 1, "from": "kg", "to": "km"}"#]);
     assert_eq!(code, 1, "a ToolError is a failed result: {stdout}");
     assert!(stdout.contains("cannot convert kg (mass) to km (length)"), "{stdout}");
 }

@@ -41,7 +41,8 @@ pub struct JsBuild<'a> {
 /// missing unless `offline`.
 pub fn find_componentize_js(dir: &Path, offline: bool, progress: &mut dyn FnMut(&str)) -> Result<PathBuf, BuildError> {
     let package = |root: &Path| root.join("node_modules/@bytecodealliance/componentize-js");
-    let mut roots: Vec<PathBuf> = std::env::var_os("SKILLHOST_COMPONENTIZE_JS").map(PathBuf::from).into_iter().collect();
+    let mut roots: Vec<PathBuf> =
+        std::env::var_os("SKILLHOST_COMPONENTIZE_JS").map(PathBuf::from).into_iter().collect();
     roots.push(dir.to_path_buf());
     if let Some(found) = roots.iter().map(|r| package(r)).find(|p| p.join("package.json").is_file()) {
         return Ok(found);
@@ -89,7 +90,8 @@ fn node_help() -> &'static str {
 
 /// Builds a JavaScript skill with the componentize-js package at `componentize`.
 pub fn build_js(job: &JsBuild<'_>, componentize: &Path) -> Result<(), BuildError> {
-    let node = which("node").ok_or_else(|| BuildError::NoToolchain(format!("node is not installed. {}", node_help())))?;
+    let node =
+        which("node").ok_or_else(|| BuildError::NoToolchain(format!("node is not installed. {}", node_help())))?;
     if let Some(bad) = job.features.iter().find(|f| !JS_FEATURES.contains(&f.as_str())) {
         return Err(BuildError::Failed(format!(
             "[build] js_features: unknown feature {bad:?} (known: {})",

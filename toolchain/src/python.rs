@@ -50,9 +50,11 @@ pub const PYTHON_HOOKS: &[PythonHook] = &[
 
 /// Whether a module's source imports the SDK (`import skillhost` / `from skillhost...`).
 pub fn uses_python_sdk(source: &str) -> bool {
+    let module_follows = |rest: &str| rest.is_empty() || rest.starts_with([' ', '.', ',', '\t']);
     source.lines().any(|line| {
         let line = line.trim_start();
-        line.starts_with("import skillhost") || line.starts_with("from skillhost ") || line.starts_with("from skillhost.")
+        let rest = line.strip_prefix("import skillhost").or_else(|| line.strip_prefix("from skillhost"));
+        rest.is_some_and(module_follows)
     })
 }
 
@@ -230,7 +232,10 @@ mod tests {
         let stderr = "Traceback (most recent call last):\n  File \"/usr/bin/componentize-py\", line 8\nAssertionError: Traceback (most recent call last):\n  File \"/1/skillhost_entry.py\", line 1, in <module>\n  File \"/0/app.py\", line 6\n    return 1 +\nSyntaxError: invalid syntax\n\n\nCaused by:\n    SyntaxError\n\nStack backtrace:\n   0: x\n";
         let text = python_traceback(stderr, &["/work/s".into(), "<sdk>".into()]);
         assert!(text.starts_with("Traceback"), "{text}");
-        assert!(text.contains("File \"/work/s/app.py\", line 6") && text.ends_with("SyntaxError: invalid syntax"), "{text}");
+        assert!(
+            text.contains("File \"/work/s/app.py\", line 6") && text.ends_with("SyntaxError: invalid syntax"),
+            "{text}"
+        );
         assert!(!text.contains("Caused by") && !text.contains("componentize-py\""), "{text}");
     }
 

@@ -147,7 +147,10 @@ fn new_skill(name: &str, lang: build_new::Lang, dir: Option<&Path>) -> anyhow::R
     match build_new::create(name, lang, dir) {
         Ok(dir) => {
             println!("created {}", dir.display());
-            println!("next:\n  skillhost skill build {}\n  skillhost call {name}__hello '{{\"name\": \"Ada\"}}'", dir.display());
+            println!(
+                "next:\n  skillhost skill build {}\n  skillhost call {name}__hello '{{\"name\": \"Ada\"}}'",
+                dir.display()
+            );
             Ok(ExitCode::SUCCESS)
         }
         Err(e) => {

@@ -101,8 +101,7 @@ fn build_rust(dir: &Path, offline: bool, output: &Path, progress: &mut dyn FnMut
     // An explicit CARGO_TARGET_DIR is the user's choice (the toolchain drops the
     // variable itself, since inside a build script it belongs to the outer build).
     let target_dir = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from);
-    let artifacts =
-        toolchain::build_rust_with(dir, target_dir.as_deref(), &tc, offline).map_err(|e| e.to_string())?;
+    let artifacts = toolchain::build_rust_with(dir, target_dir.as_deref(), &tc, offline).map_err(|e| e.to_string())?;
     let wasm = pick_artifact(dir, &artifacts)?;
     std::fs::copy(&wasm, output).map_err(|e| format!("copying {}: {e}", wasm.display()))?;
     Ok(())

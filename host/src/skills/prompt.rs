@@ -167,7 +167,9 @@ pub fn parse_skill_md(text: &str) -> Result<Prompt, String> {
     let allowed_tools = match frontmatter.get("allowed-tools") {
         None | Some(serde_json::Value::Null) => Vec::new(),
         Some(serde_json::Value::String(s)) => s.split_whitespace().map(str::to_owned).collect(),
-        Some(serde_json::Value::Array(items)) => items.iter().map(|i| i.as_str().map(str::to_owned).unwrap_or_else(|| i.to_string())).collect(),
+        Some(serde_json::Value::Array(items)) => {
+            items.iter().map(|i| i.as_str().map(str::to_owned).unwrap_or_else(|| i.to_string())).collect()
+        }
         Some(_) => return Err("`allowed-tools` must be a list of tool names".into()),
     };
     let body = text.get(consumed..).unwrap_or("").trim().to_string();

@@ -75,7 +75,15 @@ fn reference_files_are_listed_with_their_paths() {
         std::fs::write(path, "x").unwrap();
     };
     std::fs::write(dir.path().join("SKILL.md"), "---\nname: x\ndescription: d\n---\nRead reference.md.").unwrap();
-    for file in ["reference.md", "scripts/add.py", "skill.toml", "skill.wasm", ".hidden", "target/x", "scripts/__pycache__/a.pyc"] {
+    for file in [
+        "reference.md",
+        "scripts/add.py",
+        "skill.toml",
+        "skill.wasm",
+        ".hidden",
+        "target/x",
+        "scripts/__pycache__/a.pyc",
+    ] {
         write(file);
     }
     let p = load(dir.path(), DEFAULT_MAX_PROMPT_BYTES).unwrap().unwrap();
