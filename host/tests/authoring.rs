@@ -56,7 +56,7 @@ fn new_build_call(lang: &str) -> (Workspace, PathBuf) {
     assert_eq!(code, 0, "{stdout}{stderr}");
     let out: serde_json::Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"));
     assert_eq!(out["greeting"], "Hello, Ada!");
-    let (code, stdout, stderr) = skillhost(&ws, &["call", &format!("{name}__hello"), r#"{"excited": true}"#]);
+    let (code, stdout, _) = skillhost(&ws, &["call", &format!("{name}__hello"), r#"{"excited": true}"#]);
     assert_ne!(code, 0, "the typed declaration's schema requires `name`: {stdout}");
     let out: serde_json::Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"));
     assert!(out["error"].as_str().unwrap().contains("\"name\" is a required property"), "{out}");
