@@ -11,7 +11,7 @@ fn main() {
     let out_dir = PathBuf::from(std::env::var("OUT_DIR").unwrap());
     // A stable target dir outside OUT_DIR keeps the (slow) std build across profiles.
     let target_dir = root.join("target").join("wasm-guests");
-    for watched in ["wit", "skill-sdk/src", "skill-sdk/Cargo.toml", "tests/guests", "skills"] {
+    for watched in ["wit", "skill-sdk/src", "skill-sdk/Cargo.toml", "sdk-python/skillhost", "tests/guests", "skills"] {
         toolchain::rerun_if_changed_under(&root.join(watched));
     }
     println!("cargo:rerun-if-env-changed=SKILLHOST_OFFLINE");
@@ -30,9 +30,9 @@ fn main() {
     }
     let python = out_dir.join("word_stats.wasm");
     let app = root.join("skills/word_stats");
-    let (wit, own_wit) = (root.join("wit"), app.join("wit"));
-    let world = manifest_value(&app.join("skill.toml"), "world").unwrap_or_else(|| "skill".into());
-    toolchain::build_python(&app, "app", &[&wit, &own_wit], &world, &python)
+    // As `skillhost skill build` does: the Python SDK bundled, the hooks' world generated.
+    let world = manifest_value(&app.join("skill.toml"), "world");
+    toolchain::build_python_app(&app, "app", &root.join("wit"), world.as_deref(), &python)
         .unwrap_or_else(|e| panic!("building skills/word_stats: {e}"));
     writeln!(generated, "pub const WORD_STATS: &str = {:?};", python.display().to_string()).unwrap();
     std::fs::write(out_dir.join("guests.rs"), generated).unwrap();

@@ -146,9 +146,9 @@ fn repo() -> std::path::PathBuf {
 fn skill_build_python_then_call() {
     let ws = Workspace::new();
     let dir = ws.path().join("skills/word_stats");
-    std::fs::create_dir_all(dir.join("wit")).unwrap();
+    std::fs::create_dir_all(&dir).unwrap();
     let source = repo().join("skills/word_stats");
-    for file in ["app.py", "prompt.md", "skill.toml", "wit/world.wit"] {
+    for file in ["app.py", "prompt.md", "skill.toml"] {
         std::fs::copy(source.join(file), dir.join(file)).unwrap();
     }
     let (code, stdout, stderr) = skillhost(&ws, &["skill", "build", "skills/word_stats"], "");

@@ -1,54 +1,22 @@
-"""word_stats: text statistics, a skill written in Python.
+"""word_stats: text statistics, a skill written on the skillhost Python SDK.
 
-Built with componentize-py against the world in `wit/world.wit`, which includes
-`skillhost:skill/skill@0.1.0` (the imports and the `tools` export) and adds one optional
-hook, `tool-target`, to show that hooks work from Python too:
-
-    componentize-py -d ../../wit -d wit -w skills:word-stats/word-stats componentize app -o skill.wasm
-
-componentize-py generates the `wit_world` bindings package at build time; nothing generated
-is committed.
+`skillhost skill build skills/word_stats` bundles the SDK (`sdk-python/`) and builds the
+component with componentize-py. The tool's input schema comes from the type hints below,
+its descriptions from the docstring; the `tool_target` function is the optional hook of
+that name (the build exports exactly the hooks the module defines).
 """
 
-import json
 import re
 from collections import Counter
-from typing import List, Optional
+from typing import Annotated, Optional
 
-from wit_world import exports
-from wit_world.imports import log
-from wit_world.imports.types import (
-    Approval,
-    CallContext,
-    SkillInfo,
-    Target,
-    ToolDef,
-    ToolResult,
-)
+from skillhost import Param, Target, log, tool
 
 WORD = re.compile(r"[^\W_]+(?:['’-][^\W_]+)*")
 DEFAULT_TOP = 10
 
-COUNT_WORDS_SCHEMA = {
-    "type": "object",
-    "properties": {
-        "text": {"type": "string", "description": "The text to analyse."},
-        "top": {
-            "type": "integer",
-            "minimum": 0,
-            "maximum": 100,
-            "description": f"How many of the most frequent words to list. Default: {DEFAULT_TOP}.",
-        },
-        "source": {
-            "type": "string",
-            "description": "Where the text comes from (a file name or title), if known.",
-        },
-    },
-    "required": ["text"],
-}
 
-
-def count_words(text: str, top: int) -> dict:
+def stats(text: str, top: int) -> dict:
     """Counts words (case-insensitive), lines and characters, and the `top` commonest words."""
     words = [w.lower() for w in WORD.findall(text)]
     ranked = sorted(Counter(words).items(), key=lambda item: (-item[1], item[0]))
@@ -61,36 +29,24 @@ def count_words(text: str, top: int) -> dict:
     }
 
 
-def result(content: dict, succeeded: bool) -> ToolResult:
-    return ToolResult(content=json.dumps(content), succeeded=succeeded, is_empty=None, coverage=None)
+@tool(expose_result=True)
+def count_words(
+    text: str,
+    top: Annotated[int, Param(minimum=0, maximum=100)] = DEFAULT_TOP,
+    source: Optional[str] = None,
+) -> dict:
+    """Count the words, lines and characters of a text and list its most frequent words.
+
+    Args:
+        text: The text to analyse.
+        top: How many of the most frequent words to list. Default: 10.
+        source: Where the text comes from (a file name or title), if known.
+    """
+    result = stats(text, top)
+    log.debug("counted words", words=result["words"])
+    return result
 
 
-class Tools(exports.Tools):
-    def list_tools(self) -> List[ToolDef]:
-        return [
-            ToolDef(
-                name="count_words",
-                description="Count the words, lines and characters of a text and list its most frequent words.",
-                input_schema=json.dumps(COUNT_WORDS_SCHEMA),
-                approval=Approval.NONE,
-                expose_result=True,
-                declares_coverage=False,
-            )
-        ]
-
-    def handle(self, name: str, input: str, ctx: CallContext) -> ToolResult:
-        if name != "count_words":
-            return result({"error": f"unknown tool: {name}"}, succeeded=False)
-        args = json.loads(input)
-        stats = count_words(args["text"], int(args.get("top", DEFAULT_TOP)))
-        log.log(log.Level.DEBUG, "counted words", [("words", str(stats["words"]))])
-        return result(stats, succeeded=True)
-
-    def info(self) -> SkillInfo:
-        return SkillInfo(mcp_tools=[], mcp_servers=[], mcp_prerequisites=[], verify=False)
-
-
-class ToolTarget(exports.ToolTarget):
-    def tool_target(self, tool_name: str, tool_input: str) -> Optional[Target]:
-        source = json.loads(tool_input).get("source")
-        return Target(target=source, query_kind="text_stats")
+def tool_target(tool_name: str, tool_input: dict) -> Optional[Target]:
+    """The text's source, for API stream consumers."""
+    return Target(target=tool_input.get("source"), query_kind="text_stats")

@@ -10,12 +10,19 @@
 //!    wasm32-wasip2 with `-Zbuild-std` (needs `rustc-web cargo-web rust-web-src lld wasi-libc`);
 //! 4. otherwise an error that lists the exact commands that fix it.
 //!
-//! Python skills are built with `componentize-py`.
+//! Python skills are built with `componentize-py` (`python.rs`, which also bundles the
+//! Python SDK), JavaScript skills with `componentize-js` under Node (`js.rs`).
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+mod js;
+mod python;
+
+pub use js::*;
+pub use python::*;
 
 /// The Rust target skills are built for.
 pub const TARGET: &str = "wasm32-wasip2";
@@ -142,7 +149,7 @@ fn run_bounded(mut cmd: Command, timeout: Duration) -> bool {
     }
 }
 
-fn which(program: &str) -> Option<PathBuf> {
+pub(crate) fn which(program: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path).map(|dir| dir.join(program)).find(|p| p.is_file())
 }
@@ -177,6 +184,18 @@ pub fn build_rust(
     target_dir: Option<&Path>,
     toolchain: &RustToolchain,
 ) -> Result<Vec<PathBuf>, BuildError> {
+    build_rust_with(manifest_dir, target_dir, toolchain, false)
+}
+
+/// [`build_rust`], and with `offline` cargo resolves and fetches nothing from the network
+/// (`--offline`): a new skill outside any workspace, with no lock file yet, resolves its
+/// dependencies from what earlier builds downloaded.
+pub fn build_rust_with(
+    manifest_dir: &Path,
+    target_dir: Option<&Path>,
+    toolchain: &RustToolchain,
+    offline: bool,
+) -> Result<Vec<PathBuf>, BuildError> {
     let mut cmd = match toolchain {
         RustToolchain::Rustup => Command::new(which("cargo").unwrap_or_else(|| PathBuf::from("cargo"))),
         RustToolchain::OfflineBuildStd { cargo, .. } => Command::new(cargo),
@@ -190,6 +209,9 @@ pub fn build_rust(
         .stderr(Stdio::inherit());
     if let Some(dir) = target_dir {
         cmd.arg("--target-dir").arg(dir);
+    }
+    if offline {
+        cmd.arg("--offline");
     }
     if let RustToolchain::OfflineBuildStd { libc_dir, .. } = toolchain {
         let path = std::env::var("PATH").unwrap_or_default();
@@ -227,40 +249,6 @@ fn wasm_artifacts(reader: impl BufRead) -> Vec<PathBuf> {
         }
     }
     found
-}
-
-/// Builds a Python skill with componentize-py: `module` in `app_dir` against `world` of the
-/// WIT in `wit_dirs` (the contract first, then the skill's own `wit/` if it has one, for a
-/// world that adds hooks), written to `output`.
-pub fn build_python(
-    app_dir: &Path,
-    module: &str,
-    wit_dirs: &[&Path],
-    world: &str,
-    output: &Path,
-) -> Result<(), BuildError> {
-    let Some(componentize) = which("componentize-py") else {
-        return Err(BuildError::NoToolchain(
-            "componentize-py is not installed. Fix it with:\n  pip install componentize-py".into(),
-        ));
-    };
-    let mut cmd = Command::new(componentize);
-    cmd.current_dir(app_dir);
-    for dir in wit_dirs {
-        cmd.arg("-d").arg(dir);
-    }
-    let status = cmd
-        .args(["-w", world, "componentize", "-p", "."])
-        .arg(module)
-        .arg("-o")
-        .arg(output)
-        .stdin(Stdio::null())
-        .status()
-        .map_err(|e| BuildError::Failed(format!("cannot run componentize-py: {e}")))?;
-    if !status.success() {
-        return Err(BuildError::Failed(format!("componentize-py failed in {} ({status})", app_dir.display())));
-    }
-    Ok(())
 }
 
 /// For build scripts that build skill sources: prints `cargo:rerun-if-changed` for every file

@@ -1,7 +1,7 @@
-//! `skillhost skill list | validate | build`.
+//! `skillhost skill list | validate | build | new`.
 
 use clap::Subcommand;
-use skillhost::skills::{LoadMode, Loader, SkillSet, build, loader::describe_prompt};
+use skillhost::skills::{LoadMode, Loader, SkillSet, build, loader::describe_prompt, new as build_new};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -20,12 +20,25 @@ pub enum SkillCommand {
         #[arg(long, env = "SKILLHOST_OFFLINE", action = clap::ArgAction::SetTrue, value_parser = clap::builder::FalseyValueParser::new())]
         offline: bool,
     },
+    /// Write a new skill folder (one example tool, prompt.md, a commented skill.toml) that
+    /// builds with `skill build` as it is. Never overwrites.
+    New {
+        /// The skill's name: snake_case (`[a-z][a-z0-9_]*`), no `__`, no `_` at either end.
+        name: String,
+        /// The language of its code.
+        #[arg(long, value_enum)]
+        lang: build_new::Lang,
+        /// The folder to write (default: skills/NAME).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
 }
 
 pub async fn run(cmd: SkillCommand, config: Option<&Path>) -> anyhow::Result<ExitCode> {
     match cmd {
         SkillCommand::List => list(config).await,
         SkillCommand::Validate => validate(config).await,
+        SkillCommand::New { name, lang, dir } => new_skill(&name, lang, dir.as_deref()),
         SkillCommand::Build { mut dirs, offline } => {
             if dirs.is_empty() {
                 dirs.push(PathBuf::from("."));
@@ -121,4 +134,22 @@ async fn build_dir(dir: PathBuf, offline: bool, loader: &Loader) -> anyhow::Resu
 
 fn first_line(text: &str) -> &str {
     text.lines().next().unwrap_or("")
+}
+
+/// `skill new`: writes the folder and says what to run next.
+fn new_skill(name: &str, lang: build_new::Lang, dir: Option<&Path>) -> anyhow::Result<ExitCode> {
+    match build_new::create(name, lang, dir) {
+        Ok(dir) => {
+            println!("created {}", dir.display());
+            println!(
+                "next:\n  skillhost skill build {}\n  skillhost call {name}__hello '{{\"name\": \"Ada\"}}'",
+                dir.display()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            Ok(ExitCode::from(2))
+        }
+    }
 }

@@ -229,6 +229,9 @@ pub struct Skills {
     /// The skills (or MCP servers) an agent may use; absent: all that load. Set per agent in
     /// `agents.<name>.skills.allowed`, or here for the single agent.
     pub allowed: Option<Vec<String>>,
+    /// The largest `prompt.md` / `SKILL.md` accepted, in bytes (it goes into every system
+    /// prompt); a larger one is a load error for that skill. Default 256 KiB.
+    pub max_prompt_bytes: u64,
 }
 
 impl Default for Skills {
@@ -239,6 +242,7 @@ impl Default for Skills {
             grants: BTreeMap::new(),
             builtins: vec![Builtin::Shell, Builtin::Memory, Builtin::HttpChecker],
             allowed: None,
+            max_prompt_bytes: crate::skills::prompt::DEFAULT_MAX_PROMPT_BYTES,
         }
     }
 }

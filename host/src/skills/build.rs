@@ -1,4 +1,6 @@
-//! `skillhost skill build`: turns a skill folder's source into `skill.wasm`.
+//! `skillhost skill build`: turns a skill folder's source into `skill.wasm` (Rust through
+//! cargo, Python through componentize-py with the Python SDK bundled, JavaScript through
+//! componentize-js with the JS SDK; all in `toolchain/`).
 
 use super::loader::WASM_FILE;
 use super::manifest::{BuildKind, Manifest};
@@ -21,7 +23,8 @@ pub fn write_wit(dir: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
-/// What kind of source `dir` holds.
+/// What kind of source `dir` holds: `[build] kind`, else `Cargo.toml` (Rust), the Python
+/// module (`app.py`), a JavaScript entry (`package.json` / `app.js`).
 pub fn detect_kind(dir: &Path, manifest: &Manifest) -> Result<BuildKind, String> {
     if let Some(kind) = manifest.build.kind {
         return Ok(kind);
@@ -32,11 +35,26 @@ pub fn detect_kind(dir: &Path, manifest: &Manifest) -> Result<BuildKind, String>
     if dir.join(format!("{}.py", python_module(manifest))).is_file() {
         return Ok(BuildKind::Python);
     }
-    Err(format!("{}: no Cargo.toml or app.py to build (set [build] kind in skill.toml)", dir.display()))
+    if dir.join("package.json").is_file() || dir.join(js_entry(dir, manifest)).is_file() {
+        return Ok(BuildKind::Js);
+    }
+    Err(format!("{}: no Cargo.toml, app.py or app.js to build (set [build] kind in skill.toml)", dir.display()))
 }
 
 fn python_module(manifest: &Manifest) -> &str {
     manifest.build.python_module.as_deref().unwrap_or("app")
+}
+
+/// The JS entry module: `[build] js_entry`, else `package.json`'s `main`, else `app.js`.
+fn js_entry(dir: &Path, manifest: &Manifest) -> String {
+    if let Some(entry) = &manifest.build.js_entry {
+        return entry.clone();
+    }
+    let main = std::fs::read_to_string(dir.join("package.json"))
+        .ok()
+        .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
+        .and_then(|package| package.get("main")?.as_str().map(str::to_owned));
+    main.map(|m| m.trim_start_matches("./").to_owned()).unwrap_or_else(|| "app.js".into())
 }
 
 /// Builds the skill in `dir` and copies the component to `dir/skill.wasm`.
@@ -44,31 +62,49 @@ pub fn build(dir: &Path, offline: bool, progress: &mut dyn FnMut(&str)) -> Resul
     let manifest = Manifest::load(dir).map_err(|e| format!("{}: {e}", dir.join("skill.toml").display()))?;
     let output = dir.join(WASM_FILE);
     match detect_kind(dir, &manifest)? {
-        BuildKind::Rust => {
-            let tc = toolchain::find_rust_toolchain(offline, progress).map_err(|e| e.to_string())?;
-            progress(&format!("building {} with {}", dir.display(), describe(&tc)));
-            // An explicit CARGO_TARGET_DIR is the user's choice (the toolchain drops the
-            // variable itself, since inside a build script it belongs to the outer build).
-            let target_dir = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from);
-            let artifacts = toolchain::build_rust(dir, target_dir.as_deref(), &tc).map_err(|e| e.to_string())?;
-            let wasm = pick_artifact(dir, &artifacts)?;
-            std::fs::copy(&wasm, &output).map_err(|e| format!("copying {}: {e}", wasm.display()))?;
-        }
+        BuildKind::Rust => build_rust(dir, offline, &output, progress)?,
         BuildKind::Python => {
-            let wit = tempfile::tempdir().map_err(|e| e.to_string())?;
-            write_wit(wit.path()).map_err(|e| e.to_string())?;
+            let wit = contract()?;
             progress(&format!("building {} with componentize-py", dir.display()));
-            let own_wit = dir.join("wit");
-            let mut wit_dirs = vec![wit.path()];
-            if own_wit.is_dir() {
-                wit_dirs.push(&own_wit);
-            }
-            let world = manifest.build.world.as_deref().unwrap_or("skill");
-            toolchain::build_python(dir, python_module(&manifest), &wit_dirs, world, &output)
+            let world = manifest.build.world.as_deref();
+            toolchain::build_python_app(dir, python_module(&manifest), wit.path(), world, &output)
                 .map_err(|e| e.to_string())?;
+        }
+        BuildKind::Js => {
+            let wit = contract()?;
+            let componentize = toolchain::find_componentize_js(dir, offline, progress).map_err(|e| e.to_string())?;
+            progress(&format!("building {} with componentize-js ({})", dir.display(), componentize.display()));
+            let entry = js_entry(dir, &manifest);
+            let job = toolchain::JsBuild {
+                dir,
+                entry: &entry,
+                features: &manifest.build.js_features,
+                contract: wit.path(),
+                output: &output,
+            };
+            toolchain::build_js(&job, &componentize).map_err(|e| e.to_string())?;
         }
     }
     Ok(output)
+}
+
+/// The embedded WIT in a scratch folder.
+fn contract() -> Result<tempfile::TempDir, String> {
+    let wit = tempfile::tempdir().map_err(|e| e.to_string())?;
+    write_wit(wit.path()).map_err(|e| e.to_string())?;
+    Ok(wit)
+}
+
+fn build_rust(dir: &Path, offline: bool, output: &Path, progress: &mut dyn FnMut(&str)) -> Result<(), String> {
+    let tc = toolchain::find_rust_toolchain(offline, progress).map_err(|e| e.to_string())?;
+    progress(&format!("building {} with {}", dir.display(), describe(&tc)));
+    // An explicit CARGO_TARGET_DIR is the user's choice (the toolchain drops the
+    // variable itself, since inside a build script it belongs to the outer build).
+    let target_dir = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from);
+    let artifacts = toolchain::build_rust_with(dir, target_dir.as_deref(), &tc, offline).map_err(|e| e.to_string())?;
+    let wasm = pick_artifact(dir, &artifacts)?;
+    std::fs::copy(&wasm, output).map_err(|e| format!("copying {}: {e}", wasm.display()))?;
+    Ok(())
 }
 
 fn describe(tc: &toolchain::RustToolchain) -> &'static str {

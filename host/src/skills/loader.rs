@@ -180,10 +180,11 @@ impl Loader {
         let problem = |file: &str, message: String| {
             Failure::Problem(LoadProblem { skill: folder.clone(), file: dir.join(file), message })
         };
-        let prompt = prompt::load(dir).map_err(|e| problem("SKILL.md", e))?;
+        let max_prompt = self.config.config.skills.max_prompt_bytes;
+        let prompt = prompt::load(dir, max_prompt).map_err(|e| problem(e.file, e.message))?;
         let wasm_path = dir.join(WASM_FILE);
         let has_wasm = wasm_path.is_file();
-        let has_source = dir.join("Cargo.toml").is_file() || dir.join("app.py").is_file();
+        let has_source = ["Cargo.toml", "app.py", "app.js", "package.json"].iter().any(|f| dir.join(f).is_file());
         let Some(prompt) = prompt else {
             if has_wasm || has_source {
                 return Err(problem("prompt.md", "missing: a skill needs prompt.md or SKILL.md".into()));

@@ -30,10 +30,14 @@ pub struct Capabilities {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Build {
-    /// `rust` or `python`; detected from the folder when absent.
+    /// `rust`, `python` or `js`; detected from the folder when absent.
     pub kind: Option<BuildKind>,
     /// The Python module holding the skill (default `app`).
     pub python_module: Option<String>,
+    /// The JavaScript entry module (default: `package.json`'s `main`, else `app.js`).
+    pub js_entry: Option<String>,
+    /// WASI features a JavaScript skill keeps (`random`, `clocks`); all others are off.
+    pub js_features: Vec<String>,
     /// The world to build against (default `skill`); a skill with its own `wit/` folder
     /// names its world there, e.g. one that includes `skillhost:skill/skill` and adds hooks.
     pub world: Option<String>,
@@ -47,6 +51,8 @@ pub enum BuildKind {
     Rust,
     /// A Python app built with componentize-py.
     Python,
+    /// A JavaScript module built with componentize-js.
+    Js,
 }
 
 impl Manifest {

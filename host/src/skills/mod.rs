@@ -8,6 +8,7 @@ pub mod contract;
 pub mod loader;
 pub mod manifest;
 pub mod native;
+pub mod new;
 pub mod prompt;
 pub mod skill;
 

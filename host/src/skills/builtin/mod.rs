@@ -45,7 +45,7 @@ pub fn location(name: &str) -> PathBuf {
 
 /// The prompt of an embedded skill.
 pub fn prompt(text: &str) -> Prompt {
-    Prompt { name: None, description: String::new(), body: text.trim().to_owned(), file: "prompt.md" }
+    Prompt::prompt_md(text)
 }
 
 /// The `shell` skill configured by its `skills.config.shell` block.

@@ -1,0 +1,50 @@
+"""Write skillhost skills in Python.
+
+A skill is a module (``app.py`` by default) that declares tools with :func:`tool`; the
+JSON schema of each tool's input comes from the function's type hints, and descriptions
+from its docstring::
+
+    from skillhost import tool, memory
+
+    @tool
+    def remember(note: str, tag: str = "misc") -> dict:
+        \"\"\"Save a note for later.
+
+        Args:
+            note: The text to save.
+            tag: A one-word category.
+        \"\"\"
+        memory.write(f"notes/{tag}.md", note + "\\n", append=True)
+        return {"saved": True}
+
+Hooks are plain functions of the same module, found by name when ``skillhost skill build``
+bundles the skill: ``resolve_human``, ``is_available``, ``startup``, ``before_mcp_call``,
+``observe_mcp_result``, ``tool_result_empty`` and ``tool_target``. Facts about the skill are
+module constants: ``MCP_TOOLS``, ``MCP_SERVERS``, ``MCP_PREREQUISITES``, ``VERIFY``.
+
+The host's imports are the modules :mod:`skillhost.log`, :mod:`skillhost.memory`,
+:mod:`skillhost.state`, :mod:`skillhost.http`, :mod:`skillhost.mcp` and
+:mod:`skillhost.route`; a failed import raises :class:`HostError`.
+"""
+
+from ._tool import Context, Coverage, McpDecision, Param, Target, ToolError, ToolResult, tool
+from ._errors import HostError
+from . import http, log, mcp, memory, route, state
+
+__all__ = [
+    "Context",
+    "Coverage",
+    "HostError",
+    "McpDecision",
+    "Param",
+    "Target",
+    "ToolError",
+    "ToolResult",
+    "tool",
+    "http",
+    "log",
+    "mcp",
+    "memory",
+    "route",
+    "state",
+]

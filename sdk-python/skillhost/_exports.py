@@ -1,0 +1,171 @@
+"""The component's exports, built from the skill module: its ``@tool`` functions, its hook
+functions and its constants. ``skillhost skill build`` generates the entry module that binds
+the skill module here and names the classes componentize-py looks for."""
+
+import json
+import traceback
+from typing import Any, Optional
+
+from . import log
+from ._tool import TOOLS, Context, Coverage, McpDecision, Target, ToolError, ToolResult, encode
+
+_module: Any = None
+
+
+def bind(module: Any) -> None:
+    """Makes ``module`` (the skill's own) the one whose hooks and constants are exported."""
+    global _module
+    _module = module
+
+
+def _context(ctx) -> Context:
+    return Context(json.loads(ctx.config or "{}"), ctx.channel_id, ctx.user_id, dict(ctx.route))
+
+
+def _result(value: Any):
+    from wit_world.imports import types
+
+    if not isinstance(value, ToolResult):
+        value = ToolResult(value)
+    return types.ToolResult(encode(value.content), value.succeeded, value.is_empty, _coverage(value.coverage))
+
+
+def _coverage(c: Optional[Coverage]):
+    if c is None:
+        return None
+    from wit_world.imports import types
+
+    scope = lambda s: None if s is None else json.dumps(s)  # noqa: E731
+    return types.Coverage(
+        c.subject, scope(c.attempted_scope), scope(c.covered_scope),
+        types.CoverageStatus[c.status.upper()], types.ResultState[c.result_state.upper()],
+    )
+
+
+def _where(err: BaseException) -> str:
+    frames = traceback.extract_tb(err.__traceback__)
+    return f"{frames[-1].filename}:{frames[-1].lineno}" if frames else ""
+
+
+class Tools:
+    """The required ``tools`` export."""
+
+    def list_tools(self):
+        from wit_world.imports import types
+
+        return [
+            types.ToolDef(t.name, t.description, json.dumps(t.schema), types.Approval[t.approval.upper()],
+                          t.expose_result, t.declares_coverage)
+            for t in TOOLS
+        ]
+
+    def handle(self, name: str, input: str, ctx):
+        tool = next((t for t in TOOLS if t.name == name), None)
+        if tool is None:
+            return _result(ToolResult.error(f"unknown tool: {name}"))
+        args = json.loads(input)
+        if tool.wants_ctx:
+            args["ctx"] = _context(ctx)
+        try:
+            return _result(tool.function(**args))
+        except ToolError as err:
+            return _result(ToolResult.error(str(err)))
+        except Exception as err:  # the model reads the failure; the log keeps the traceback
+            log.error(f"{name} raised {type(err).__name__}", traceback=traceback.format_exc())
+            return _result(ToolResult.error(f"{type(err).__name__}: {err}", at=_where(err)))
+
+    def info(self):
+        from wit_world.imports import types
+
+        uses = [types.McpUse(u["server"], list(u.get("tools", ["*"]))) for u in _constant("MCP_TOOLS", [])]
+        return types.SkillInfo(
+            uses, list(_constant("MCP_SERVERS", [])), list(_constant("MCP_PREREQUISITES", [])),
+            bool(_constant("VERIFY", False)),
+        )
+
+
+def _constant(name: str, default: Any) -> Any:
+    return getattr(_module, name, default)
+
+
+def _hook(name: str):
+    return getattr(_module, name)
+
+
+class ResolveHuman:
+    """``resolve_human(tool, input, ctx)`` -> ``None``, ``"approve"`` or ``"confirm"``."""
+
+    def resolve_human(self, name: str, input: str, ctx):
+        from wit_world.imports import types
+
+        level = _hook("resolve_human")(name, json.loads(input), _context(ctx))
+        if level in (None, "none"):
+            return None
+        return types.HumanLevel[str(level).upper()]
+
+
+class Availability:
+    """``is_available()`` -> bool."""
+
+    def is_available(self) -> bool:
+        return bool(_hook("is_available")())
+
+
+class Startup:
+    """``startup(config: dict)``; raising stops the host with the exception's message."""
+
+    def startup(self, config: str) -> None:
+        from componentize_py_types import Err
+
+        try:
+            _hook("startup")(json.loads(config or "{}"))
+        except Exception as err:
+            raise Err(f"{type(err).__name__}: {err}")
+
+
+class BeforeMcpCall:
+    """``before_mcp_call(server, tool, arguments, ctx)`` -> :class:`McpDecision` or ``None``."""
+
+    def before_mcp_call(self, server: str, tool: str, arguments: str, ctx):
+        from wit_world.imports import types
+
+        d = _hook("before_mcp_call")(server, tool, json.loads(arguments), _context(ctx)) or McpDecision()
+        if d.kind == "deny":
+            kind = types.PreflightKind_Deny()
+        elif d.kind == "prerequisite":
+            kind = types.PreflightKind_Prerequisite(
+                types.Prerequisite(d.prerequisite_tool, json.dumps(d.prerequisite_arguments or {})))
+        else:
+            kind = types.PreflightKind_Proceed()
+        dump = lambda v: None if v is None else json.dumps(v)  # noqa: E731
+        return types.PreflightDecision(kind, dump(d.corrected_arguments), d.correction, dump(d.context))
+
+
+class ObserveMcpResult:
+    """``observe_mcp_result(server, tool, arguments, output, ctx)`` -> replacement text or ``None``."""
+
+    def observe_mcp_result(self, server: str, tool: str, arguments: str, output: str, ctx) -> Optional[str]:
+        answer = _hook("observe_mcp_result")(server, tool, json.loads(arguments), output, _context(ctx))
+        return answer if isinstance(answer, str) else None
+
+
+class ToolResultEmpty:
+    """``tool_result_empty(tool_name, raw_result)`` -> bool or ``None``."""
+
+    def tool_result_empty(self, tool_name: str, raw_result: str) -> Optional[bool]:
+        answer = _hook("tool_result_empty")(tool_name, raw_result)
+        return answer if isinstance(answer, bool) else None
+
+
+class ToolTarget:
+    """``tool_target(tool_name, tool_input)`` -> :class:`Target`, a dict, or ``None``."""
+
+    def tool_target(self, tool_name: str, tool_input: str):
+        from wit_world.imports import types
+
+        answer = _hook("tool_target")(tool_name, json.loads(tool_input))
+        if isinstance(answer, dict):
+            answer = Target(answer.get("target"), answer.get("query_kind"))
+        if not isinstance(answer, Target):
+            return None
+        return types.Target(answer.target, answer.query_kind)

@@ -1,0 +1,155 @@
+"""``@tool``, the results a tool returns, and what a call receives."""
+
+import json
+import typing
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Optional
+
+from ._schema import Param, function_schema
+
+__all__ = ["Context", "Coverage", "McpDecision", "Param", "Target", "ToolError", "ToolResult", "tool"]
+
+APPROVALS = ("none", "approve", "confirm", "dynamic")
+
+
+@dataclass
+class Context:
+    """One call's context: the skill's config block, who asked, and the turn's route."""
+
+    config: Dict[str, Any] = field(default_factory=dict)
+    channel_id: str = ""
+    user_id: Optional[str] = None
+    route: Dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Coverage:
+    """What a search covered (for a tool declared with ``declares_coverage=True``)."""
+
+    status: str = "complete"  # or "partial"
+    result_state: str = "data"  # or "empty"
+    subject: Optional[str] = None
+    attempted_scope: Optional[Dict[str, Any]] = None
+    covered_scope: Optional[Dict[str, Any]] = None
+
+
+@dataclass
+class ToolResult:
+    """What a tool returns when a plain value is not enough.
+
+    ``content`` is sent to the model (a non-string is encoded as JSON); ``succeeded=False``
+    is an application failure the model sees; ``is_empty`` and ``coverage`` are for API
+    stream consumers.
+    """
+
+    content: Any
+    succeeded: Optional[bool] = True
+    is_empty: Optional[bool] = None
+    coverage: Optional[Coverage] = None
+
+    @staticmethod
+    def ok(content: Any, **kwargs: Any) -> "ToolResult":
+        """A successful result."""
+        return ToolResult(content, True, **kwargs)
+
+    @staticmethod
+    def error(message: str, **details: Any) -> "ToolResult":
+        """A failed result: ``{"error": message, ...details}``."""
+        return ToolResult({"error": message, **details}, False)
+
+
+class ToolError(Exception):
+    """Raise from a tool for an application failure: the model reads ``{"error": message}``."""
+
+
+@dataclass
+class Target:
+    """What ``tool_target`` returns: the entity a call queries and the kind of data."""
+
+    target: Optional[str] = None
+    query_kind: Optional[str] = None
+
+
+@dataclass
+class McpDecision:
+    """What ``before_mcp_call`` returns (returning ``None`` proceeds unchanged)."""
+
+    kind: str = "proceed"  # "deny", "prerequisite"
+    corrected_arguments: Optional[Dict[str, Any]] = None
+    correction: Optional[str] = None
+    context: Optional[Dict[str, Any]] = None
+    prerequisite_tool: Optional[str] = None
+    prerequisite_arguments: Optional[Dict[str, Any]] = None
+
+    @staticmethod
+    def proceed(corrected_arguments: Optional[Dict[str, Any]] = None, context=None) -> "McpDecision":
+        """Send the call, with replacement arguments when given."""
+        return McpDecision("proceed", corrected_arguments, None, context)
+
+    @staticmethod
+    def deny(correction: str, context=None) -> "McpDecision":
+        """Refuse the call; the model reads ``correction``."""
+        return McpDecision("deny", None, correction, context)
+
+    @staticmethod
+    def prerequisite(tool: str, arguments: Dict[str, Any], correction: Optional[str] = None) -> "McpDecision":
+        """Run the read-only ``tool`` (listed in ``MCP_PREREQUISITES``) first, then retry once."""
+        return McpDecision("prerequisite", None, correction, None, tool, arguments)
+
+
+@dataclass
+class Definition:
+    """One registered tool."""
+
+    name: str
+    description: str
+    schema: Dict[str, Any]
+    approval: str
+    expose_result: bool
+    declares_coverage: bool
+    function: Callable[..., Any]
+    wants_ctx: bool
+
+
+TOOLS: List[Definition] = []
+
+
+def tool(
+    fn: Optional[Callable[..., Any]] = None,
+    *,
+    name: Optional[str] = None,
+    description: Optional[str] = None,
+    approval: str = "none",
+    expose_result: bool = False,
+    declares_coverage: bool = False,
+    schema: Optional[Dict[str, Any]] = None,
+):
+    """Declares a tool: ``@tool`` or ``@tool(approval="approve", ...)``.
+
+    The input schema comes from the parameters' type hints (``schema=`` replaces it), the
+    description from the docstring's summary and each parameter's from its ``Args:`` entry.
+    A parameter named ``ctx`` receives the call's :class:`Context`. The return value is the
+    result: a :class:`ToolResult`, a string, or anything JSON can encode.
+    """
+
+    def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+        if approval not in APPROVALS:
+            raise ValueError(f"{fn.__qualname__}: approval must be one of {', '.join(APPROVALS)}, not {approval!r}")
+        derived, summary = function_schema(fn, skip={"ctx"})
+        text = description if description is not None else summary
+        if not text:
+            raise ValueError(f"{fn.__qualname__}: a tool needs a description (a docstring or description=)")
+        wants_ctx = "ctx" in typing.get_type_hints(fn) or "ctx" in fn.__code__.co_varnames[: fn.__code__.co_argcount]
+        TOOLS.append(
+            Definition(
+                name or fn.__name__, text, schema or derived, approval, expose_result, declares_coverage, fn, wants_ctx
+            )
+        )
+        return fn
+
+    return register(fn) if fn is not None else register
+
+
+def encode(content: Any) -> str:
+    """A result's content as the text the model reads."""
+    return content if isinstance(content, str) else json.dumps(content)
