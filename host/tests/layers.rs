@@ -57,8 +57,8 @@ fn crate_refs(line: &str) -> Vec<String> {
             refs.push(name);
         }
         // `use crate::{a, b}` names several.
-        if rest.starts_with('{') {
-            let group: String = rest[1..].chars().take_while(|c| *c != '}').collect();
+        if let Some(inner) = rest.strip_prefix('{') {
+            let group: String = inner.chars().take_while(|c| *c != '}').collect();
             refs.extend(group.split(',').filter_map(|p| p.trim().split("::").next()).map(str::to_owned));
         }
     }

@@ -48,6 +48,14 @@ pub fn check(token: Option<&Token>, headers: &HeaderMap) -> Result<(), ApiError>
     }
 }
 
+/// Middleware: the request goes on only with the right bearer token (when one is set).
+pub async fn require(State(token): State<Option<Token>>, request: Request, next: Next) -> Response {
+    match check(token.as_ref(), request.headers()) {
+        Ok(()) => next.run(request).await,
+        Err(e) => e.into_response(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -66,13 +74,5 @@ mod tests {
         headers.insert("authorization", "Basic c2VjcmV0".parse().unwrap());
         assert!(check(Some(&token), &headers).is_err());
         assert!(check(None, &HeaderMap::new()).is_ok());
-    }
-}
-
-/// Middleware: the request goes on only with the right bearer token (when one is set).
-pub async fn require(State(token): State<Option<Token>>, request: Request, next: Next) -> Response {
-    match check(token.as_ref(), request.headers()) {
-        Ok(()) => next.run(request).await,
-        Err(e) => e.into_response(),
     }
 }

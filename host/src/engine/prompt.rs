@@ -13,7 +13,7 @@ pub const MEMORY_FILE: &str = "MEMORY.md";
 /// and the next turn must see it.
 pub fn system_prompt(bot_prompt: &str, skills: &SkillSet, memory_root: &Path) -> String {
     let mut parts: Vec<String> = vec![bot_prompt.trim().to_owned()];
-    parts.extend(skills.skills.values().map(|s| s.prompt.body.trim().to_owned()));
+    parts.extend(skills.skills.values().map(|s| s.prompt.system_text(&s.dir).trim().to_owned()));
     if let Some(memory) = read_memory(memory_root) {
         parts.push(format!("# Memory ({MEMORY_FILE})\n\n{memory}"));
     }

@@ -101,8 +101,8 @@ pub(super) fn check_skill_name(name: &str) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::skills::contract::{Human, ToolDef};
     use crate::skills::ToolSpec;
+    use crate::skills::contract::{Human, ToolDef};
     use crate::skills::prompt::Prompt;
 
     /// A prompt-only skill `skill` with one tool, its names forced past `ToolSpec::new`'s
@@ -119,8 +119,10 @@ mod tests {
         let mut spec = ToolSpec::new(skill, def).unwrap();
         spec.name = tool.into();
         spec.full_name = format!("{skill}__{tool}");
-        let prompt = Prompt { name: None, description: String::new(), body: String::new(), file: "prompt.md" };
-        Skill { tools: vec![spec], ..Skill::new(skill.into(), skill.into(), prompt, serde_json::json!({})) }
+        let prompt = Prompt::default();
+        let mut skill = Skill::new(skill.into(), skill.into(), prompt, serde_json::json!({}));
+        skill.tools = vec![spec];
+        skill
     }
 
     fn admit_skill(set: &mut SkillSet, skill: Skill) {

@@ -135,7 +135,7 @@ pub struct Skill {
 #[derive(Clone)]
 enum Runtime {
     Prompt,
-    Component(SkillComponent, CallEnv),
+    Component(Box<(SkillComponent, CallEnv)>),
     Native(Arc<dyn super::NativeTools>),
 }
 
@@ -209,7 +209,7 @@ impl Skill {
         tools: Vec<ToolSpec>,
         facts: SkillFacts,
     ) -> Self {
-        (self.tools, self.facts, self.runtime) = (tools, facts, Runtime::Component(component, env));
+        (self.tools, self.facts, self.runtime) = (tools, facts, Runtime::Component(Box::new((component, env))));
         self
     }
 
@@ -227,7 +227,7 @@ impl Skill {
     pub fn kind(&self) -> &'static str {
         match self.runtime {
             Runtime::Prompt => "prompt-only",
-            Runtime::Component(..) => "component",
+            Runtime::Component(_) => "component",
             Runtime::Native(_) => "native",
         }
     }
@@ -236,7 +236,7 @@ impl Skill {
     /// and benchmarks call its exports directly).
     pub fn component(&self) -> Option<(&SkillComponent, &CallEnv)> {
         match &self.runtime {
-            Runtime::Component(component, env) => Some((component, env)),
+            Runtime::Component(runtime) => Some((&runtime.0, &runtime.1)),
             _ => None,
         }
     }
@@ -276,7 +276,8 @@ impl Skill {
                 let value = native.handle(tool, input, &ctx).await;
                 Ok(Outcome { value, logs: Vec::new(), logs_dropped: 0, fuel_used: 0, elapsed: started.elapsed() })
             }
-            Runtime::Component(component, env) => {
+            Runtime::Component(runtime) => {
+                let (component, env) = &**runtime;
                 Ok(component.handle(env, tool, &input.to_string(), &ctx).await?.map(ToolResult::from))
             }
             Runtime::Prompt => Err(ToolError::UnknownTool(spec.full_name.clone())),
@@ -292,7 +293,8 @@ impl Skill {
     ) -> HookAnswer<Option<Asked>> {
         match &self.runtime {
             Runtime::Native(native) => Some(Ok(native.resolve_human(tool, input))),
-            Runtime::Component(component, env) => {
+            Runtime::Component(runtime) => {
+                let (component, env) = &**runtime;
                 let answer = component.resolve_human(env, tool, &input.to_string(), &self.own(caller)).await?;
                 Some(answer.map(|o| o.value.map(Asked::from)))
             }

@@ -34,10 +34,8 @@ pub fn walk(root: &Root, mut visit: impl FnMut(&Entry<'_>) -> ControlFlow<()>) -
                         stack.push((sub, rel));
                     }
                 }
-                FileType::RegularFile => {
-                    if visit(&Entry { dir: dir.as_fd(), name: &name, rel }).is_break() {
-                        return Ok(());
-                    }
+                FileType::RegularFile if visit(&Entry { dir: dir.as_fd(), name: &name, rel }).is_break() => {
+                    return Ok(());
                 }
                 _ => {}
             }
