@@ -46,7 +46,7 @@ async fn each_load_error_names_skill_file_and_problem_and_others_load() {
     ws.add_skill("skills", "2fa", guests::PROBE, "");
     let slug = ws.add_skill("skills", "slug", guests::PROBE, "");
     std::fs::remove_file(slug.join("prompt.md")).unwrap();
-    std::fs::write(slug.join("SKILL.md"), "---\nname: Web-Search-\ndescription: d\n---\nbody\n").unwrap();
+    std::fs::write(slug.join("SKILL.md"), "---\nname: 2fa-tools\ndescription: d\n---\nbody\n").unwrap();
 
     let set = ws.load(PATHS).await;
     assert_eq!(set.skills.keys().collect::<Vec<_>>(), ["good"], "{:?}", set.problems);
@@ -63,7 +63,7 @@ async fn each_load_error_names_skill_file_and_problem_and_others_load() {
         ("cx_", "prompt.md", "skill name `cx_` ends with `_`"),
         ("cx", "skill.wasm", "tool name `_y` does not start with a lowercase letter"),
         ("2fa", "prompt.md", "does not start with a lowercase letter"),
-        ("web_search_", "SKILL.md", "skill name `web_search_` ends with `_`"),
+        ("2fa_tools", "SKILL.md", "does not start with a lowercase letter"),
     ];
     for (skill, file, text) in expect {
         let problem = problem_for(&set, skill);

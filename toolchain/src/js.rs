@@ -10,6 +10,9 @@ use std::process::{Command, Stdio};
 
 /// The componentize-js version `skillhost skill build` installs when it finds none.
 pub const COMPONENTIZE_JS_VERSION: &str = "0.23.0";
+/// The WASI shim componentize-js loads but npm leaves out (an optional peer dependency of
+/// its transpiler), installed beside it; `sdk-js/package.json` pins the same.
+pub const PREVIEW2_SHIM_VERSION: &str = "0.25.0";
 
 /// The JS SDK, put beside a JS skill's entry module as `./skillhost.js`.
 pub const JS_SDK: &str = include_str!("../../sdk-js/skillhost.js");
@@ -52,7 +55,8 @@ pub fn find_componentize_js(dir: &Path, offline: bool, progress: &mut dyn FnMut(
         return Ok(package(&cache));
     }
     let install = format!(
-        "npm install --prefix {} --no-audit --no-fund @bytecodealliance/componentize-js@{COMPONENTIZE_JS_VERSION}",
+        "npm install --prefix {} --no-audit --no-fund @bytecodealliance/componentize-js@{COMPONENTIZE_JS_VERSION} \
+         @bytecodealliance/preview2-shim@{PREVIEW2_SHIM_VERSION}",
         cache.display()
     );
     if offline {
@@ -68,6 +72,7 @@ pub fn find_componentize_js(dir: &Path, offline: bool, progress: &mut dyn FnMut(
         .args(["install", "--prefix"])
         .arg(&cache)
         .args(["--no-audit", "--no-fund", &format!("@bytecodealliance/componentize-js@{COMPONENTIZE_JS_VERSION}")])
+        .arg(format!("@bytecodealliance/preview2-shim@{PREVIEW2_SHIM_VERSION}"))
         .stdin(Stdio::null())
         .status()
         .map_err(|e| BuildError::Failed(format!("cannot run npm: {e}")))?;

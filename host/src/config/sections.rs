@@ -242,10 +242,13 @@ impl Default for Skills {
             grants: BTreeMap::new(),
             builtins: vec![Builtin::Shell, Builtin::Memory, Builtin::HttpChecker],
             allowed: None,
-            max_prompt_bytes: crate::skills::prompt::DEFAULT_MAX_PROMPT_BYTES,
+            max_prompt_bytes: DEFAULT_MAX_PROMPT_BYTES,
         }
     }
 }
+
+/// `skills.max_prompt_bytes` when the config names none: 256 KiB.
+pub const DEFAULT_MAX_PROMPT_BYTES: u64 = 256 * 1024;
 
 /// `skills.paths` when the config names none; unlike a path the operator wrote, it may be
 /// missing.

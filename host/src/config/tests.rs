@@ -112,3 +112,21 @@ fn mcp_server_names_follow_the_name_rule() {
     let err = parse("mcp_servers:\n  My-Server:\n    transport: stdio\n    command: x\n", env(&[])).unwrap_err();
     assert!(err.contains("`My-Server`") && err.contains("snake_case"), "{err}");
 }
+
+#[test]
+fn keys_not_acted_on_yet_are_refused_not_ignored() {
+    let cases = [
+        ("adapter:\n  slack:\n    bot_token: x\n", "`slack` settings are not supported yet"),
+        ("agents:\n  a:\n    adapter:\n      telegram: {token: x}\n", "`telegram` settings are not supported yet"),
+        ("engine:\n  temporal_guardrails:\n    tools: [get_logs]\n", "temporal_guardrails is not supported yet"),
+        (
+            "engine:\n  tool_budget:\n    tools: [x__y]\n    long_range_service_name_heuristic: true\n",
+            "long_range_service_name_heuristic is not supported yet",
+        ),
+    ];
+    for (yaml, expected) in cases {
+        let err = super::parse(yaml, |_| None).unwrap_err();
+        assert!(err.contains(expected), "{yaml}: {err}");
+    }
+    assert!(super::parse("engine:\n  temporal_guardrails:\n    tools: []\n", |_| None).is_ok(), "empty is off");
+}

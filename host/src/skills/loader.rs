@@ -191,7 +191,7 @@ impl Loader {
             }
             return Ok(None);
         };
-        let name = prompt.name.as_deref().map(prompt::slugify).unwrap_or_else(|| prompt::slugify(&folder));
+        let name = prompt.name.as_deref().map(prompt::slugify).unwrap_or_else(|| prompt::folder_name(&folder));
         let problem = |file: &str, message: String| {
             Failure::Problem(LoadProblem { skill: name.clone(), file: dir.join(file), message })
         };

@@ -8,7 +8,7 @@ use std::io::Read as _;
 use std::path::Path;
 
 /// The default of `skills.max_prompt_bytes`: a prompt file larger than this is a load error.
-pub const DEFAULT_MAX_PROMPT_BYTES: u64 = 256 * 1024;
+pub use crate::config::DEFAULT_MAX_PROMPT_BYTES;
 
 /// At most this many reference files are listed; the rest are counted.
 const MAX_REFERENCES: usize = 50;
@@ -215,6 +215,15 @@ fn scalar(map: &BTreeMap<String, serde_json::Value>, key: &str) -> Result<Option
 /// The tool-name-safe form of a skill name: lowercase; other characters than `[a-z0-9]`
 /// become `_`, with runs of `_` collapsed and none at either end (`Web Search!` ->
 /// `web_search`), so that a name the format allows is one the host accepts.
+/// A skill folder's name as a skill name: lowercased, characters outside `[a-z0-9_]` become
+/// `_`, and nothing trimmed, so a folder whose name breaks the name rule (`cx_`, `2fa`) is a
+/// load error rather than silently the same skill as another folder.
+pub fn folder_name(folder: &str) -> String {
+    folder.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' { c.to_ascii_lowercase() } else { '_' }).collect()
+}
+
+/// SKILL.md's `name` as a skill name: lowercased, characters outside `[a-z0-9]` become `_`,
+/// runs of `_` collapse and none is left at either end (`PDF Tools` -> `pdf_tools`).
 pub fn slugify(name: &str) -> String {
     let mapped: String =
         name.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '_' }).collect();
