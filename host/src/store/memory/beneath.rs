@@ -86,11 +86,25 @@ pub struct RootLock {
     _fd: OwnedFd,
 }
 
+/// How often an `openat2` that raced a rename is retried before giving up.
+const RACE_RETRIES: usize = 64;
+
 fn open_beneath(dir: BorrowedFd<'_>, rel: &str, flags: OFlags, mode: Mode) -> Result<OwnedFd, Errno> {
     if !NO_OPENAT2.load(Ordering::Relaxed) {
-        match rustix::fs::openat2(dir, rel, flags, mode, ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS) {
-            Err(Errno::NOSYS | Errno::PERM) => NO_OPENAT2.store(true, Ordering::Relaxed),
-            result => return result,
+        for _ in 0..RACE_RETRIES {
+            match rustix::fs::openat2(dir, rel, flags, mode, ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS) {
+                Err(Errno::NOSYS | Errno::PERM) => {
+                    NO_OPENAT2.store(true, Ordering::Relaxed);
+                    break;
+                }
+                // The kernel refuses a `..` lookup that raced any rename on the system
+                // (its rename seqlock) with EAGAIN and expects the caller to try again.
+                Err(Errno::AGAIN) => continue,
+                result => return result,
+            }
+        }
+        if !NO_OPENAT2.load(Ordering::Relaxed) {
+            return Err(Errno::AGAIN);
         }
     }
     open_by_components(dir, rel, flags, mode)
