@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 cargo build -p skillhost
 skillhost=target/debug/skillhost
 # The JavaScript example (skills/unit_convert) builds with componentize-js, pinned in sdk-js/.
-[ -f sdk-js/node_modules/@bytecodealliance/componentize-js/package.json ] \
+[ -f sdk-js/node_modules/@bytecodealliance/preview2-shim/package.json ] \
   || npm ci --prefix sdk-js --no-audit --no-fund --silent
 export SKILLHOST_COMPONENTIZE_JS="${SKILLHOST_COMPONENTIZE_JS:-$PWD/sdk-js}"
 
