@@ -60,8 +60,6 @@ pub struct ToolInfo {
     pub override_alias: Option<String>,
     /// The skill's own auto-promotion threshold (`skills.config.<skill>.approval_auto_promote`).
     pub promotion_threshold: Option<u32>,
-    /// The level known without asking the skill (`None` when only a hook can tell).
-    pub static_level: Option<Level>,
     /// A person answers it (an adapter's question tool): no approval, no tool events, and
     /// the time it waits is not charged to the turn.
     pub answered_by_person: bool,

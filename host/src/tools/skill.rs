@@ -85,7 +85,6 @@ impl ToolSource for SkillTools {
             declares_coverage: tool.declares_coverage,
             verify: skill.facts.verify,
             promotion_threshold: promotion_threshold(skill),
-            static_level: static_level(tool.human).filter(|_| skill.hook_names().is_empty()),
             ..ToolInfo::default()
         })
     }

@@ -228,7 +228,6 @@ impl ToolSource for McpTools {
             verify: skill.is_some_and(|s| s.facts.verify),
             override_alias,
             promotion_threshold: skill.and_then(|s| super::skill::promotion_threshold(s)),
-            static_level: skill.is_none_or(|s| s.hook_names().is_empty()).then_some(Level::Auto),
             answered_by_person: false,
         })
     }
