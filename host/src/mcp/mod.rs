@@ -7,15 +7,17 @@
 //! - Server: [`serve`] exposes every loaded skill tool as an MCP tool (`skillhost mcp` on
 //!   stdio, `/mcp` streamable HTTP), approvals through MCP elicitation.
 //!
-//! Layout: `transport.rs` (connecting by transport), `client.rs` (manager, supervision,
+//! Layout: `transport.rs` (connecting by transport), `sse.rs` (the legacy HTTP+SSE transport), `client.rs` (manager, supervision,
 //! bridge), `route.rs` (engine-side routing and hooks), `preflight.rs` (`before-mcp-call`, prerequisites), `coverage.rs` (`_meta` descriptors),
-//! `serve.rs` (the server side).
+//! `serve.rs` (the server side), `elicit.rs` (its approval questions).
 
 pub mod client;
 pub mod coverage;
+mod elicit;
 mod preflight;
 pub mod route;
 pub mod serve;
+mod sse;
 pub mod transport;
 
 pub use client::{McpManager, Status};

@@ -4,22 +4,32 @@
 //! Approval levels hold: a call that needs a person is put to the client's user through MCP
 //! elicitation (approve: a yes/no; confirm: type the challenge) when the client declared
 //! that capability, and refused with a clear message otherwise. Never silently executed.
+//! From protocol 2026-07-28 the question travels in an `input_required` result instead of a
+//! request to the client ([`super::elicit`]).
+//!
+//! Protocol revisions: every one rmcp knows (2024-11-05 to 2026-07-28). `initialize` echoes
+//! the client's revision when it has a handshake; else (an unknown one, or one without a
+//! handshake) it answers 2025-11-25. From 2026-07-28 a client uses `server/discover` and
+//! per-request metadata instead, and hears of list changes through `subscriptions/listen`.
 
+use super::elicit::{self, Round};
 use crate::api::auth::Token;
 use crate::config::OverrideLevel;
 use crate::engine::ToolRouter;
-use crate::engine::approval::{self, CONFIRMATION_CHALLENGE, Level};
+use crate::engine::approval::{self, Level};
 use crate::sandbox::CallContext;
 use crate::skills::SkillSet;
 use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use rmcp::model::{
-    CallToolRequestParam, CallToolResult, Content, CreateElicitationRequestParam, ElicitationAction, ElicitationSchema,
-    GetPromptRequestParam, GetPromptResult, Implementation, ListPromptsResult, ListToolsResult, PaginatedRequestParam,
-    Prompt, PromptMessage, PromptMessageRole, ProtocolVersion, ServerCapabilities, ServerInfo, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, GetPromptRequestParams, GetPromptResponse,
+    GetPromptResult, Implementation, ListPromptsResult, ListToolsResult, PaginatedRequestParams, Prompt, PromptMessage,
+    Role, ServerCapabilities, ServerConfig, SubscriptionFilter, Tool,
 };
-use rmcp::service::{NotificationContext, Peer, RequestContext, RoleServer};
+use rmcp::service::{
+    NotificationContext, Peer, RequestContext, RoleServer, SubscriptionContext, SubscriptionSendError, SubscriptionSink,
+};
 use rmcp::{ErrorData, ServerHandler};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -35,6 +45,10 @@ struct Shared {
     approval_timeout: Duration,
     /// Connected clients, told when the tool list changes.
     peers: Mutex<Vec<Peer<RoleServer>>>,
+    /// 2026-07-28 clients' `subscriptions/listen` streams, told the same.
+    listeners: Mutex<Vec<SubscriptionSink>>,
+    /// Approvals asked through `input_required` (2026-07-28) and not answered yet.
+    pending: elicit::Pending,
 }
 
 /// The MCP server over a skill set; cheap to clone (one per HTTP session).
@@ -50,7 +64,14 @@ impl SkillServer {
         overrides: BTreeMap<String, Option<OverrideLevel>>,
         approval_timeout: Duration,
     ) -> Self {
-        let shared = Shared { skills: RwLock::new(skills), overrides, approval_timeout, peers: Mutex::default() };
+        let shared = Shared {
+            skills: RwLock::new(skills),
+            overrides,
+            approval_timeout,
+            peers: Mutex::default(),
+            listeners: Mutex::default(),
+            pending: elicit::Pending::default(),
+        };
         SkillServer { shared: Arc::new(shared) }
     }
 
@@ -96,30 +117,31 @@ impl SkillServer {
             let _ = peer.notify_tool_list_changed().await;
             let _ = peer.notify_prompt_list_changed().await;
         }
+        let listeners = self.shared.listeners.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        for sink in listeners {
+            if let Err(SubscriptionSendError::SubscriptionClosed) = sink.notify_tool_list_changed().await {
+                self.shared.listeners.lock().unwrap_or_else(|p| p.into_inner()).retain(|s| s.id() != sink.id());
+                continue;
+            }
+            let _ = sink.notify_prompt_list_changed().await;
+        }
     }
 
     /// Puts a gated call to the client's user; `Err` is the refusal the caller receives.
-    async fn approve(&self, peer: &Peer<RoleServer>, name: &str, input: &Value, level: Level) -> Result<(), String> {
-        if !peer.supports_elicitation() {
+    async fn approve(
+        &self,
+        context: &RequestContext<RoleServer>,
+        name: &str,
+        input: &Value,
+        level: Level,
+    ) -> Result<(), String> {
+        if !elicit::can_elicit(context) {
             return Err(format!(
                 "`{name}` needs a person's approval ({}), and this MCP client cannot ask one (no elicitation support); it was not executed",
                 level.as_str()
             ));
         }
-        let (message, schema) = match level {
-            Level::Confirm => (
-                format!("Run {name} with {input}? Type {CONFIRMATION_CHALLENGE} to confirm."),
-                json!({"type": "object", "properties": {"confirmation": {"type": "string", "description": format!("Type {CONFIRMATION_CHALLENGE}")}}, "required": ["confirmation"]}),
-            ),
-            _ => (
-                format!("Approve {name} with {input}?"),
-                json!({"type": "object", "properties": {"approve": {"type": "boolean", "description": "Run the tool"}}, "required": ["approve"]}),
-            ),
-        };
-        let Value::Object(schema) = schema else { unreachable!("a literal object") };
-        let requested_schema =
-            ElicitationSchema::from_json_schema(schema).map_err(|e| format!("elicitation schema: {e}"))?;
-        let request = peer.create_elicitation(CreateElicitationRequestParam { message, requested_schema });
+        let request = context.peer.create_elicitation(elicit::question(name, input, level)?);
         let answer = match tokio::time::timeout(self.shared.approval_timeout, request).await {
             Err(_) => {
                 return Err(format!(
@@ -130,36 +152,36 @@ impl SkillServer {
             Ok(Err(e)) => return Err(format!("asking for approval of `{name}` failed ({e}); it was not executed")),
             Ok(Ok(answer)) => answer,
         };
-        let content = answer.content.unwrap_or_default();
-        let approved = answer.action == ElicitationAction::Accept
-            && match level {
-                Level::Confirm => content["confirmation"].as_str().map(str::trim) == Some(CONFIRMATION_CHALLENGE),
-                _ => content["approve"] == Value::Bool(true),
-            };
-        if approved { Ok(()) } else { Err(format!("the user denied `{name}`; it was not executed")) }
+        if elicit::approves(&answer, level) {
+            Ok(())
+        } else {
+            Err(format!("the user denied `{name}`; it was not executed"))
+        }
     }
 }
 
 impl ServerHandler for SkillServer {
-    fn get_info(&self) -> ServerInfo {
+    fn get_info(&self) -> ServerConfig {
         let capabilities = ServerCapabilities::builder()
             .enable_tools()
             .enable_tool_list_changed()
             .enable_prompts()
             .enable_prompts_list_changed()
             .build();
-        let server_info = Implementation {
-            name: "skillhost".into(),
-            version: env!("CARGO_PKG_VERSION").into(),
-            ..Implementation::from_build_env()
-        };
-        // Elicitation arrived in 2025-06-18: a client at 2025-03-26 (rmcp's default) refuses it.
-        ServerInfo {
-            protocol_version: ProtocolVersion::V_2025_06_18,
-            capabilities,
-            server_info,
-            instructions: Some("Tools of WebAssembly skills run by skillhost.".into()),
-        }
+        // The protocol version stays rmcp's latest: `initialize` negotiates it (module docs).
+        ServerConfig::new(capabilities)
+            .with_server_info(Implementation::new("skillhost", env!("CARGO_PKG_VERSION")))
+            .with_instructions("Tools of WebAssembly skills run by skillhost.")
+    }
+
+    fn accepted_subscription_filter(&self, _: &SubscriptionFilter) -> Option<SubscriptionFilter> {
+        Some(SubscriptionFilter::builder().tools_list_changed().prompts_list_changed().build())
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        self.shared.listeners.lock().unwrap_or_else(|p| p.into_inner()).push(context.sink().clone());
+        context.cancelled().await;
+        Ok(())
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
@@ -168,7 +190,7 @@ impl ServerHandler for SkillServer {
 
     async fn list_tools(
         &self,
-        _: Option<PaginatedRequestParam>,
+        _: Option<PaginatedRequestParams>,
         _: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         let tools = ToolRouter::new(self.skills()).decls().into_iter().map(|d| {
@@ -178,17 +200,17 @@ impl ServerHandler for SkillServer {
             };
             Tool::new(d.name, d.description, Arc::new(schema))
         });
-        Ok(ListToolsResult { tools: tools.collect(), next_cursor: None })
+        Ok(ListToolsResult::with_all_items(tools.collect()))
     }
 
     async fn call_tool(
         &self,
-        request: CallToolRequestParam,
+        request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
-    ) -> Result<CallToolResult, ErrorData> {
+    ) -> Result<CallToolResponse, ErrorData> {
         let skills = self.skills();
         let name = request.name.to_string();
-        let input = Value::Object(request.arguments.unwrap_or_default());
+        let input = Value::Object(request.arguments.clone().unwrap_or_default());
         let ctx = CallContext::standalone(CHANNEL);
         let level = match skills.find_tool(&name) {
             Some((skill, tool)) if tool.validate(&input).is_ok() => {
@@ -196,20 +218,28 @@ impl ServerHandler for SkillServer {
             }
             _ => Level::Auto,
         };
-        if level != Level::Auto
-            && let Err(refusal) = self.approve(&context.peer, &name, &input, level).await
-        {
-            let json = json!({"error": refusal, "kind": "not_approved"});
-            return Ok(CallToolResult::error(vec![Content::text(json.to_string())]));
+        if level != Level::Auto {
+            let approved = if elicit::inline(&context) && elicit::can_elicit(&context) {
+                match self.shared.pending.round(&request, &input, level, self.shared.approval_timeout) {
+                    Round::Ask(question) => return Ok(question.into()),
+                    Round::Decided(decided) => decided,
+                }
+            } else {
+                self.approve(&context, &name, &input, level).await
+            };
+            if let Err(refusal) = approved {
+                let json = json!({"error": refusal, "kind": "not_approved"});
+                return Ok(CallToolResult::error(vec![ContentBlock::text(json.to_string())]).into());
+            }
         }
         let outcome = ToolRouter::new(skills).execute(&name, &input, &ctx).await;
-        let content = vec![Content::text(outcome.content)];
-        Ok(if outcome.is_error { CallToolResult::error(content) } else { CallToolResult::success(content) })
+        let content = vec![ContentBlock::text(outcome.content)];
+        Ok(if outcome.is_error { CallToolResult::error(content) } else { CallToolResult::success(content) }.into())
     }
 
     async fn list_prompts(
         &self,
-        _: Option<PaginatedRequestParam>,
+        _: Option<PaginatedRequestParams>,
         _: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
         let skills = self.skills();
@@ -221,24 +251,23 @@ impl ServerHandler for SkillServer {
             };
             Prompt::new(s.name.clone(), Some(description), None)
         });
-        Ok(ListPromptsResult { prompts: prompts.collect(), next_cursor: None })
+        Ok(ListPromptsResult::with_all_items(prompts.collect()))
     }
 
     async fn get_prompt(
         &self,
-        request: GetPromptRequestParam,
+        request: GetPromptRequestParams,
         _: RequestContext<RoleServer>,
-    ) -> Result<GetPromptResult, ErrorData> {
+    ) -> Result<GetPromptResponse, ErrorData> {
         let skills = self.skills();
         let skill = skills
             .skills
             .get(&request.name)
             .ok_or_else(|| ErrorData::invalid_params(format!("no prompt `{}`", request.name), None))?;
-        let message = PromptMessage::new_text(PromptMessageRole::User, skill.prompt.body.clone());
-        Ok(GetPromptResult {
-            description: Some(format!("The prompt of skill `{}`", skill.name)),
-            messages: vec![message],
-        })
+        let message = PromptMessage::new_text(Role::User, skill.prompt.body.clone());
+        let result =
+            GetPromptResult::new(vec![message]).with_description(format!("The prompt of skill `{}`", skill.name));
+        Ok(result.into())
     }
 }
 
@@ -255,11 +284,11 @@ pub async fn stdio(server: SkillServer) -> anyhow::Result<()> {
 pub fn http_app(server: SkillServer, token: Option<&str>) -> axum::Router {
     use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
     use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
-    let service = StreamableHttpService::new(
-        move || Ok(server.clone()),
-        Arc::new(LocalSessionManager::default()),
-        StreamableHttpServerConfig::default(),
-    );
+    // No Host allowlist (rmcp's default admits loopback names only): `/mcp` is reached at
+    // whatever name the API is, and is guarded like it, by the bearer token.
+    let config = StreamableHttpServerConfig::default().disable_allowed_hosts();
+    let service =
+        StreamableHttpService::new(move || Ok(server.clone()), Arc::new(LocalSessionManager::default()), config);
     let token = token.and_then(Token::new);
     axum::Router::new().nest_service("/mcp", service).layer(axum::middleware::from_fn_with_state(token, authenticate))
 }

@@ -1,0 +1,134 @@
+//! Approval questions put to an MCP client by [`super::serve`]: the form (a yes/no, or the
+//! challenge to type), reading the answer, and the two ways of asking.
+//!
+//! - Up to 2025-11-25 the server sends `elicitation/create` and waits for the answer.
+//! - From 2026-07-28 a server may not send requests to the client: the call is answered with
+//!   an `input_required` result carrying the question and an opaque `requestState`; the
+//!   client asks its user and retries the call with the answer (multi round-trip requests,
+//!   SEP-2322). [`Pending`] keeps what each `requestState` asked about, so an answer approves
+//!   only the call it was asked for, once, within the approval timeout.
+
+use crate::engine::approval::{CONFIRMATION_CHALLENGE, Level};
+use rmcp::model::{
+    CallToolRequestParams, ElicitRequest, ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationSchema,
+    InputRequest, InputRequests, InputRequiredResult, ProtocolVersion,
+};
+use rmcp::service::{RequestContext, RoleServer};
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// The key of the approval question in `inputRequests` / `inputResponses`.
+const KEY: &str = "approval";
+/// At most this many unanswered questions are kept; beyond it new gated calls are refused.
+const MAX_PENDING: usize = 1024;
+
+/// Whether the client can be asked: it declared form elicitation (at `initialize`, or in this
+/// request's `_meta` from 2026-07-28).
+pub fn can_elicit(context: &RequestContext<RoleServer>) -> bool {
+    let elicitation = context.client_capabilities().and_then(|c| c.elicitation);
+    elicitation.is_some_and(|e| e.form.is_some() || e.url.is_none())
+}
+
+/// Whether this request is at 2026-07-28 or later, where questions travel as `input_required`.
+pub fn inline(context: &RequestContext<RoleServer>) -> bool {
+    context.protocol_version().is_some_and(|v| v >= ProtocolVersion::V_2026_07_28)
+}
+
+/// The question for a gated call of `name` with `input`.
+pub fn question(name: &str, input: &Value, level: Level) -> Result<ElicitRequestParams, String> {
+    let (message, schema) = match level {
+        Level::Confirm => (
+            format!("Run {name} with {input}? Type {CONFIRMATION_CHALLENGE} to confirm."),
+            json!({"type": "object", "properties": {"confirmation": {"type": "string", "description": format!("Type {CONFIRMATION_CHALLENGE}")}}, "required": ["confirmation"]}),
+        ),
+        _ => (
+            format!("Approve {name} with {input}?"),
+            json!({"type": "object", "properties": {"approve": {"type": "boolean", "description": "Run the tool"}}, "required": ["approve"]}),
+        ),
+    };
+    let Value::Object(schema) = schema else { unreachable!("a literal object") };
+    let requested_schema =
+        ElicitationSchema::from_json_schema(schema).map_err(|e| format!("elicitation schema: {e}"))?;
+    Ok(ElicitRequestParams::FormElicitationParams { meta: None, message, requested_schema })
+}
+
+/// Whether `answer` approves a call at `level`.
+pub fn approves(answer: &ElicitResult, level: Level) -> bool {
+    let content = answer.content.clone().unwrap_or_default();
+    answer.action == ElicitationAction::Accept
+        && match level {
+            Level::Confirm => content["confirmation"].as_str().map(str::trim) == Some(CONFIRMATION_CHALLENGE),
+            _ => content["approve"] == Value::Bool(true),
+        }
+}
+
+/// One round of an approval asked through `input_required`.
+pub enum Round {
+    /// Answer the call with this; the client retries with the user's answer.
+    Ask(InputRequiredResult),
+    /// The answer arrived: `Ok` runs the call, `Err` is the refusal the caller receives.
+    Decided(Result<(), String>),
+}
+
+struct Asked {
+    name: String,
+    input: Value,
+    level: Level,
+    at: Instant,
+}
+
+/// Questions asked through `input_required` and not answered yet, by `requestState`.
+#[derive(Default)]
+pub struct Pending(Mutex<HashMap<String, Asked>>);
+
+impl Pending {
+    /// The next round of the gated call `request` (whose arguments are `input`): ask, or read
+    /// the answer its retry carries. Questions older than `timeout` are forgotten.
+    pub fn round(&self, request: &CallToolRequestParams, input: &Value, level: Level, timeout: Duration) -> Round {
+        let name = request.name.as_ref();
+        let mut pending = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        pending.retain(|_, asked| asked.at.elapsed() <= timeout);
+        let (Some(state), Some(responses)) = (&request.request_state, &request.input_responses) else {
+            if pending.len() >= MAX_PENDING {
+                return Round::Decided(Err(format!("too many approvals are waiting; `{name}` was not executed")));
+            }
+            let params = match question(name, input, level) {
+                Ok(params) => params,
+                Err(e) => return Round::Decided(Err(e)),
+            };
+            let state = new_state();
+            let asked = Asked { name: name.to_owned(), input: input.clone(), level, at: Instant::now() };
+            pending.insert(state.clone(), asked);
+            let requests =
+                InputRequests::from([(KEY.to_owned(), InputRequest::Elicitation(ElicitRequest::new(params)))]);
+            return Round::Ask(InputRequiredResult::new(Some(requests), Some(state)));
+        };
+        let Some(asked) = pending.remove(state) else {
+            let secs = timeout.as_secs();
+            return Round::Decided(Err(format!(
+                "no approval of `{name}` is waiting (unknown, or older than {secs} s); it was not executed"
+            )));
+        };
+        if asked.name != name || asked.input != *input || asked.level != level {
+            return Round::Decided(Err(format!(
+                "the approval answered was for another call; `{name}` was not executed"
+            )));
+        }
+        let answer = responses.get(KEY).and_then(|a| serde_json::from_value::<ElicitResult>(a.clone()).ok());
+        let approved = answer.is_some_and(|a| approves(&a, level));
+        Round::Decided(if approved { Ok(()) } else { Err(format!("the user denied `{name}`; it was not executed")) })
+    }
+}
+
+/// An unguessable `requestState` (128 random bits, hex); a process counter if the OS has no
+/// randomness, which still never repeats.
+fn new_state() -> String {
+    let mut bytes = [0u8; 16];
+    if getrandom::fill(&mut bytes).is_err() {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        bytes[..8].copy_from_slice(&NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed).to_le_bytes());
+    }
+    hex::encode(bytes)
+}
