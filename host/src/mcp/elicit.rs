@@ -132,3 +132,72 @@ fn new_state() -> String {
     }
     hex::encode(bytes)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LONG: Duration = Duration::from_secs(60);
+
+    fn call(input: &Value) -> CallToolRequestParams {
+        CallToolRequestParams::new("probe__echo").with_arguments(input.as_object().cloned().unwrap_or_default())
+    }
+
+    /// Asks about `input` (a first call) and returns the `requestState` of the question.
+    fn asked(pending: &Pending, input: &Value, level: Level) -> String {
+        match pending.round(&call(input), input, level, LONG) {
+            Round::Ask(result) => result.request_state.expect("a requestState"),
+            Round::Decided(d) => panic!("asked nothing: {d:?}"),
+        }
+    }
+
+    fn retry(state: &str, input: &Value, answer: Value) -> CallToolRequestParams {
+        call(input).with_request_state(state).with_input_responses([(KEY.to_owned(), answer)].into())
+    }
+
+    fn decided(round: Round) -> Result<(), String> {
+        match round {
+            Round::Decided(d) => d,
+            Round::Ask(_) => panic!("asked again"),
+        }
+    }
+
+    #[test]
+    fn an_answer_approves_only_the_call_it_was_asked_for_once() {
+        let pending = Pending::default();
+        let (input, other) = (json!({"x": 1}), json!({"x": 2}));
+        let yes = json!({"action": "accept", "content": {"approve": true}});
+        let state = asked(&pending, &input, Level::Approve);
+        assert_eq!(decided(pending.round(&retry(&state, &input, yes.clone()), &input, Level::Approve, LONG)), Ok(()));
+        let again = decided(pending.round(&retry(&state, &input, yes.clone()), &input, Level::Approve, LONG));
+        assert!(again.unwrap_err().contains("no approval"), "an answer is used once");
+
+        let state = asked(&pending, &input, Level::Approve);
+        let swapped = decided(pending.round(&retry(&state, &other, yes.clone()), &other, Level::Approve, LONG));
+        assert!(swapped.unwrap_err().contains("another call"), "other arguments are not approved");
+        let forged = decided(pending.round(&retry("0000", &input, yes.clone()), &input, Level::Approve, LONG));
+        assert!(forged.unwrap_err().contains("no approval"));
+
+        let state = asked(&pending, &input, Level::Approve);
+        std::thread::sleep(Duration::from_millis(5));
+        let timeout = Duration::from_millis(1);
+        let late = decided(pending.round(&retry(&state, &input, yes), &input, Level::Approve, timeout));
+        assert!(late.unwrap_err().contains("older than"), "an answer after the timeout is refused");
+    }
+
+    #[test]
+    fn a_confirmation_needs_the_challenge_and_a_decline_denies() {
+        let pending = Pending::default();
+        let input = json!({});
+        for (answer, approved) in [
+            (json!({"action": "accept", "content": {"confirmation": " CONFIRM "}}), true),
+            (json!({"action": "accept", "content": {"confirmation": "yes"}}), false),
+            (json!({"action": "accept", "content": {"approve": true}}), false),
+            (json!({"action": "decline"}), false),
+        ] {
+            let state = asked(&pending, &input, Level::Confirm);
+            let verdict = decided(pending.round(&retry(&state, &input, answer.clone()), &input, Level::Confirm, LONG));
+            assert_eq!(verdict.is_ok(), approved, "{answer}: {verdict:?}");
+        }
+    }
+}

@@ -27,12 +27,11 @@ use rmcp::model::{
     GetPromptResult, Implementation, ListPromptsResult, ListToolsResult, PaginatedRequestParams, Prompt, PromptMessage,
     Role, ServerCapabilities, ServerConfig, SubscriptionFilter, Tool,
 };
-use rmcp::service::{
-    NotificationContext, Peer, RequestContext, RoleServer, SubscriptionContext, SubscriptionSendError, SubscriptionSink,
-};
+use rmcp::service::{NotificationContext, Peer, RequestContext, RoleServer, SubscriptionContext, SubscriptionSink};
 use rmcp::{ErrorData, ServerHandler};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
@@ -45,8 +44,10 @@ struct Shared {
     approval_timeout: Duration,
     /// Connected clients, told when the tool list changes.
     peers: Mutex<Vec<Peer<RoleServer>>>,
-    /// 2026-07-28 clients' `subscriptions/listen` streams, told the same.
-    listeners: Mutex<Vec<SubscriptionSink>>,
+    /// 2026-07-28 clients' open `subscriptions/listen` streams, told the same; keyed by a
+    /// counter (request ids repeat across clients).
+    listeners: Mutex<Vec<(u64, SubscriptionSink)>>,
+    next_listener: AtomicU64,
     /// Approvals asked through `input_required` (2026-07-28) and not answered yet.
     pending: elicit::Pending,
 }
@@ -70,6 +71,7 @@ impl SkillServer {
             approval_timeout,
             peers: Mutex::default(),
             listeners: Mutex::default(),
+            next_listener: AtomicU64::default(),
             pending: elicit::Pending::default(),
         };
         SkillServer { shared: Arc::new(shared) }
@@ -118,11 +120,8 @@ impl SkillServer {
             let _ = peer.notify_prompt_list_changed().await;
         }
         let listeners = self.shared.listeners.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        for sink in listeners {
-            if let Err(SubscriptionSendError::SubscriptionClosed) = sink.notify_tool_list_changed().await {
-                self.shared.listeners.lock().unwrap_or_else(|p| p.into_inner()).retain(|s| s.id() != sink.id());
-                continue;
-            }
+        for (_, sink) in listeners {
+            let _ = sink.notify_tool_list_changed().await;
             let _ = sink.notify_prompt_list_changed().await;
         }
     }
@@ -179,8 +178,11 @@ impl ServerHandler for SkillServer {
     }
 
     async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
-        self.shared.listeners.lock().unwrap_or_else(|p| p.into_inner()).push(context.sink().clone());
+        let key = self.shared.next_listener.fetch_add(1, Ordering::Relaxed);
+        self.shared.listeners.lock().unwrap_or_else(|p| p.into_inner()).push((key, context.sink().clone()));
+        // Cancelled when the client ends the subscription or goes away.
         context.cancelled().await;
+        self.shared.listeners.lock().unwrap_or_else(|p| p.into_inner()).retain(|(k, _)| *k != key);
         Ok(())
     }
 
