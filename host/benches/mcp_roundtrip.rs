@@ -5,7 +5,7 @@
 //! sequential calls, and calls per second with 4 calls in flight.
 
 use rmcp::ServiceExt;
-use rmcp::model::CallToolRequestParam;
+use rmcp::model::CallToolRequestParams;
 use rmcp::transport::TokioChildProcess;
 use skillhost_tests::{Workspace, guests};
 use std::time::{Duration, Instant};
@@ -19,9 +19,9 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
 }
 
-fn request() -> CallToolRequestParam {
-    let arguments = serde_json::json!({"a": 1, "b": "two"}).as_object().cloned();
-    CallToolRequestParam { name: "probe__echo".into(), arguments }
+fn request() -> CallToolRequestParams {
+    let arguments = serde_json::json!({"a": 1, "b": "two"}).as_object().cloned().unwrap_or_default();
+    CallToolRequestParams::new("probe__echo").with_arguments(arguments)
 }
 
 #[tokio::main]

@@ -1,11 +1,15 @@
 //! `skillhost mcp` as a process, driven by a real MCP client: the official `mcp` Python SDK
 //! (`tests/mcp/client.py`, installed under `tests/mcp/pylib` by `.ci/run`) over stdio,
-//! including approvals through elicitation.
+//! including approvals through elicitation, at the newest protocol revision and the older
+//! ones; and raw JSON-RPC for the revisions the SDK no longer asks for.
 
 use serde_json::{Value, json};
 use skillhost_tests::{Workspace, guests};
+use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
-use std::process::Command;
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
 
 fn mcp_dir() -> PathBuf {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/mcp");
@@ -25,9 +29,14 @@ fn workspace() -> Workspace {
     ws
 }
 
-/// Runs the Python client against `skillhost mcp` in `ws`, answering elicitations as
-/// `elicit` says, and returns its report.
+/// Runs the Python client against `skillhost mcp` in `ws` with the `initialize` handshake,
+/// answering elicitations as `elicit` says, and returns its report.
 fn client(ws: &Workspace, elicit: &str, calls: Value) -> Value {
+    client_in_mode(ws, "legacy", elicit, calls)
+}
+
+/// [`client`] in the SDK's connect `mode` (`legacy`, `auto`: discover first, or a revision).
+fn client_in_mode(ws: &Workspace, mode: &str, elicit: &str, calls: Value) -> Value {
     let dir = mcp_dir();
     let config = ws.path().join("config.yaml");
     let out = Command::new("python3")
@@ -42,6 +51,7 @@ fn client(ws: &Workspace, elicit: &str, calls: Value) -> Value {
             "mcp",
         ])
         .env("PYTHONPATH", dir.join("pylib"))
+        .env("MCP_MODE", mode)
         .current_dir(ws.path())
         .output()
         .unwrap();
@@ -146,4 +156,232 @@ fn two_mcp_clients_keep_separate_channels() {
     let (a, b) = (client(&ws, "none", json!([["probe__ctx", {}]])), client(&ws, "none", json!([["probe__ctx", {}]])));
     let (a, b) = (channel(&a), channel(&b));
     assert!(a.starts_with("mcp-") && b.starts_with("mcp-") && a != b, "{a} {b}");
+}
+
+/// The SDK's default connect mode discovers first: it gets the newest revision (2026-07-28,
+/// no handshake), where approvals travel as `input_required` results the client answers.
+#[test]
+fn a_client_asking_the_newest_revision_gets_it_with_approvals_and_refusals() {
+    let ws = workspace();
+    let calls = json!([
+        ["hooks_all__plain", {"service": "a"}],
+        ["hooks_all__dyn_tool", {"level": "approve"}],
+        ["probe__echo", {"x": 1}],
+    ]);
+    let report = client_in_mode(&ws, "auto", "approve", calls.clone());
+    assert_eq!(report["protocol_version"], "2026-07-28", "{report}");
+    assert!(report["prompts"].as_array().unwrap().contains(&json!("hooks_all")), "{report}");
+    assert!(!result(&report, 0).0, "{report}");
+    assert!(!result(&report, 1).0 && result(&report, 1).1.contains("dyn_tool"), "approved: {report}");
+    assert!(!result(&report, 2).0 && result(&report, 2).1.contains("\"x\":1"), "confirmed: {report}");
+    let asked = report["asked"].as_array().unwrap();
+    assert_eq!(asked.len(), 2, "only the gated calls ask: {report}");
+    assert!(asked[1].as_str().unwrap().contains("CONFIRM"), "{report}");
+
+    let denied = client_in_mode(&ws, "auto", "deny", calls.clone());
+    assert!(result(&denied, 1).0 && result(&denied, 1).1.contains("denied"), "{denied}");
+    assert!(result(&denied, 2).0 && result(&denied, 2).1.contains("denied"), "{denied}");
+    let unaskable = client_in_mode(&ws, "auto", "none", calls);
+    assert!(result(&unaskable, 1).0 && result(&unaskable, 1).1.contains("elicitation"), "{unaskable}");
+    assert!(unaskable["asked"].as_array().unwrap().is_empty(), "{unaskable}");
+}
+
+/// `skillhost mcp` driven line by line over its stdio.
+struct Raw {
+    child: std::process::Child,
+    lines: mpsc::Receiver<String>,
+    next_id: u64,
+}
+
+impl Raw {
+    fn start(ws: &Workspace) -> Raw {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_skillhost"))
+            .args(["--config", ws.path().join("config.yaml").to_str().unwrap(), "mcp"])
+            .current_dir(ws.path())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || stdout.lines().map_while(Result::ok).try_for_each(|l| tx.send(l)));
+        Raw { child, lines, next_id: 0 }
+    }
+
+    fn send(&mut self, message: Value) {
+        let stdin = self.child.stdin.as_mut().unwrap();
+        writeln!(stdin, "{message}").unwrap();
+    }
+
+    /// Sends one raw line.
+    fn send_line(&mut self, line: &str) {
+        let stdin = self.child.stdin.as_mut().unwrap();
+        writeln!(stdin, "{line}").unwrap();
+    }
+
+    /// The next message the server writes.
+    fn next(&mut self) -> Value {
+        let line = self.lines.recv_timeout(Duration::from_secs(60)).expect("a message within 60 s");
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"))
+    }
+
+    /// `initialize` at `revision` and `notifications/initialized`.
+    fn initialize(&mut self, revision: &str) -> Value {
+        let client = json!({"name": "raw", "version": "0"});
+        let init =
+            self.request("initialize", json!({"protocolVersion": revision, "capabilities": {}, "clientInfo": client}));
+        self.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        init
+    }
+
+    /// Whether the server is still alive: the child runs and answers a ping.
+    fn answers_a_ping(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_none() && self.request("ping", json!({}))["result"].is_object()
+    }
+
+    /// Sends a request and waits for its response (skipping notifications).
+    fn request(&mut self, method: &str, params: Value) -> Value {
+        self.next_id += 1;
+        let id = self.next_id;
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        loop {
+            let line = self.lines.recv_timeout(Duration::from_secs(60)).expect("an answer within 60 s");
+            let message: Value = serde_json::from_str(&line).unwrap();
+            if message["id"] == id {
+                return message;
+            }
+        }
+    }
+}
+
+impl Drop for Raw {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `initialize` echoes a revision it has; an unknown one, or 2026-07-28 (which has no
+/// handshake), is answered with the newest revision that has one. Old revisions keep the
+/// old result shape, and gated calls are refused to a client that cannot elicit.
+#[test]
+fn each_revision_a_client_asks_for_is_answered_in_kind() {
+    let ws = workspace();
+    for (asked, answered) in [
+        ("2025-03-26", "2025-03-26"),
+        ("2025-06-18", "2025-06-18"),
+        ("2025-11-25", "2025-11-25"),
+        ("2024-01-01", "2025-11-25"),
+        ("2026-07-28", "2025-11-25"),
+    ] {
+        let mut raw = Raw::start(&ws);
+        let client = json!({"name": "raw", "version": "0"});
+        let init =
+            raw.request("initialize", json!({"protocolVersion": asked, "capabilities": {}, "clientInfo": client}));
+        assert_eq!(init["result"]["protocolVersion"], answered, "asked {asked}: {init}");
+        assert_eq!(init["result"]["serverInfo"]["name"], "skillhost", "{init}");
+        raw.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        let tools = raw.request("tools/list", json!({}));
+        let names = tools["result"]["tools"].as_array().unwrap();
+        assert!(names.iter().any(|t| t["name"] == "probe__echo"), "asked {asked}: {tools}");
+        let plain = raw.request("tools/call", json!({"name": "hooks_all__plain", "arguments": {"service": "a"}}));
+        assert_eq!(plain["result"]["isError"], false, "asked {asked}: {plain}");
+        assert!(plain["result"].get("resultType").is_none(), "the old result shape: {plain}");
+        let gated = raw.request("tools/call", json!({"name": "probe__echo", "arguments": {"x": 1}}));
+        let text = gated["result"]["content"][0]["text"].as_str().unwrap_or_default();
+        assert!(gated["result"]["isError"] == true && text.contains("elicitation"), "asked {asked}: {gated}");
+    }
+}
+
+/// No input ends `skillhost mcp`: each malformed message gets the JSON-RPC error the protocol
+/// prescribes (a notification, nothing), and the server keeps serving.
+#[test]
+fn no_message_can_end_the_stdio_server() {
+    let ws = workspace();
+    let mut raw = Raw::start(&ws);
+    // Before `initialize`: a ping is answered, a notification or a stray response ignored.
+    assert!(raw.answers_a_ping());
+    raw.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    raw.send(json!({"jsonrpc": "2.0", "id": 99, "result": {}}));
+    assert!(raw.answers_a_ping(), "a pre-initialization notification ended the server");
+    assert_eq!(raw.initialize("2025-06-18")["result"]["protocolVersion"], "2025-06-18");
+    for (line, id, code) in [
+        ("not json", Value::Null, -32700),
+        (r#"{"jsonrpc":"2.0","id":50,"method":"#, Value::Null, -32700),
+        (r#"[{"jsonrpc":"2.0","id":51,"method":"ping"}]"#, Value::Null, -32600),
+        (r#"{"jsonrpc":"2.0","id":52,"method":"no/such/method"}"#, json!(52), -32601),
+        (r#"{"jsonrpc":"2.0","id":53,"method":"tools/call","params":{}}"#, json!(53), -32602),
+        (
+            r#"{"jsonrpc":"2.0","id":54,"method":"tools/call","params":{"name":"probe__ctx","arguments":[1]}}"#,
+            json!(54),
+            -32602,
+        ),
+        (r#"{"id":55,"method":"ping"}"#, json!(55), -32600),
+        (r#""a string""#, Value::Null, -32600),
+    ] {
+        raw.send_line(line);
+        let answer = raw.next();
+        assert_eq!((&answer["id"], &answer["error"]["code"]), (&id, &json!(code)), "{line}: {answer}");
+        assert!(raw.answers_a_ping(), "the server stopped after {line}");
+    }
+    for silent in ["", "   ", r#"{"jsonrpc":"2.0","method":"no/such/notification"}"#] {
+        raw.send_line(silent);
+    }
+    let ctx = raw.request("tools/call", json!({"name": "probe__ctx", "arguments": {}}));
+    assert_eq!(ctx["result"]["isError"], false, "{ctx}");
+}
+
+/// Batches belong to revision 2025-03-26 alone: there they run and are answered as one array.
+#[test]
+fn a_batch_is_answered_as_one_array_at_2025_03_26() {
+    let ws = workspace();
+    let mut raw = Raw::start(&ws);
+    assert_eq!(raw.initialize("2025-03-26")["result"]["protocolVersion"], "2025-03-26");
+    let batch = json!([
+        {"jsonrpc": "2.0", "id": "p", "method": "ping"},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": "t", "method": "tools/list"},
+        {"jsonrpc": "2.0", "id": "bad", "method": "tools/call", "params": {}},
+    ]);
+    raw.send(batch);
+    let answers = raw.next();
+    let answers = answers.as_array().unwrap_or_else(|| panic!("an array: {answers}"));
+    let ids: std::collections::BTreeSet<String> =
+        answers.iter().map(|a| a["id"].as_str().unwrap().to_owned()).collect();
+    assert_eq!(ids, ["bad", "p", "t"].map(String::from).into(), "{answers:?}");
+    assert!(answers.iter().any(|a| a["id"] == "t" && a["result"]["tools"].is_array()), "{answers:?}");
+    assert!(answers.iter().any(|a| a["id"] == "bad" && a["error"]["code"] == -32602), "{answers:?}");
+    assert!(raw.answers_a_ping());
+}
+
+/// `notifications/cancelled` stops a looping call: no result is sent for it, and the server
+/// answers the next call at once.
+#[test]
+fn a_cancelled_call_stops_and_sends_no_result() {
+    let ws = Workspace::new();
+    let limits = "[limits]\nfuel = 50_000_000_000\ntimeout_ms = 120_000\n";
+    ws.add_skill("skills", "hostile", guests::HOSTILE, limits);
+    ws.add_skill("skills", "probe", guests::PROBE, "");
+    std::fs::write(ws.path().join("config.yaml"), "skills:\n  paths: [skills]\n  builtins: []\n").unwrap();
+    let mut raw = Raw::start(&ws);
+    raw.initialize("2025-11-25");
+    raw.send(json!({"jsonrpc": "2.0", "id": "spin", "method": "tools/call", "params": {"name": "hostile__spin", "arguments": {}}}));
+    std::thread::sleep(Duration::from_millis(300));
+    let started = std::time::Instant::now();
+    raw.send(json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "spin"}}));
+    let ctx = raw.request("tools/call", json!({"name": "probe__ctx", "arguments": {}}));
+    assert_eq!(ctx["result"]["isError"], false, "{ctx}");
+    assert!(raw.answers_a_ping());
+    assert!(started.elapsed() < Duration::from_secs(30), "the server was busy for {:?}", started.elapsed());
+    // The guest stopped: the process burns no CPU (a spinning guest takes a whole core).
+    let cpu = |pid: u32| {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        let fields: Vec<&str> = stat.rsplit_once(')').unwrap().1.split_whitespace().collect();
+        fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+    };
+    let before = cpu(raw.child.id());
+    // Nothing more arrives meanwhile: no answer for the cancelled call.
+    assert!(raw.lines.recv_timeout(Duration::from_secs(1)).is_err(), "a result of the cancelled call was sent");
+    let ticks = cpu(raw.child.id()) - before;
+    assert!(ticks < 50, "the cancelled guest still runs: {ticks} clock ticks in one second");
 }

@@ -5,8 +5,12 @@ usage: client.py <elicit> <calls-json> stdio <command> [args...]
 
 <elicit>: `approve` (accept: approve=true, confirmation=CONFIRM), `deny` (decline), or `none`
 (the client declares no elicitation support). <calls-json>: [[tool, arguments], ...].
-Prints one JSON object: tools, prompts, the first prompt's text, each call's result and the
-elicitation messages it was asked.
+Prints one JSON object: the protocol version in use, tools, prompts, the first prompt's text,
+each call's result and the elicitation messages it was asked.
+
+MCP_MODE (environment) is the SDK's connect mode: `legacy` (the default: the `initialize`
+handshake), `auto` (`server/discover` at the newest revision, falling back to the handshake),
+or a revision to adopt directly.
 """
 
 import asyncio
@@ -37,7 +41,9 @@ async def main() -> None:
         headers = {"Authorization": f"Bearer {rest[0]}"} if rest else {}
         server = streamable_http_client(target, http_client=httpx2.AsyncClient(headers=headers, timeout=60))
     callback = None if elicit == "none" else on_elicit
-    async with Client(server, mode="legacy", elicitation_callback=callback) as client:
+    mode = os.environ.get("MCP_MODE", "legacy")
+    async with Client(server, mode=mode, elicitation_callback=callback) as client:
+        version = client.protocol_version
         tools = await client.list_tools()
         prompts = await client.list_prompts()
         first = None
@@ -50,6 +56,7 @@ async def main() -> None:
             text = "".join(c.text for c in result.content if getattr(c, "type", "") == "text")
             results.append({"tool": name, "is_error": bool(result.is_error), "text": text})
     print(json.dumps({
+        "protocol_version": version,
         "tools": [t.name for t in tools.tools],
         "prompts": [p.name for p in prompts.prompts],
         "first_prompt": first,

@@ -516,7 +516,8 @@ async fn streamable_http_server_everything() {
     child.kill().await.unwrap();
 }
 
-/// `/mcp` over streamable HTTP, behind the bearer token, driven by the Python SDK's client.
+/// `/mcp` over streamable HTTP, behind the bearer token, driven by the Python SDK's client
+/// with the handshake (2025-11-25) and with discovery (2026-07-28, stateless).
 #[tokio::test]
 async fn skills_are_served_over_streamable_http_behind_the_token() {
     use skillhost::adapters::mcp::{SkillServer, http_app};
@@ -525,27 +526,33 @@ async fn skills_are_served_over_streamable_http_behind_the_token() {
     let server = SkillServer::new(app.agent().engine.clone(), "skillhost");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/mcp", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, http_app(server, Some("s3cret"))).await.unwrap() });
+    tokio::spawn(
+        async move { axum::serve(listener, http_app(server, Some("s3cret"), &Default::default())).await.unwrap() },
+    );
 
     let unauthorized = reqwest::Client::new().post(&url).json(&json!({})).send().await.unwrap();
     assert_eq!(unauthorized.status(), 401);
 
     let dir = PathBuf::from(fixture("pylib")).parent().unwrap().to_owned();
     let calls = json!([["probe__echo", {"a": 1}], ["hooks_all__dyn_tool", {"level": "approve"}]]).to_string();
-    let out = tokio::process::Command::new("python3")
-        .arg(dir.join("client.py"))
-        .args(["approve", calls.as_str(), "http", url.as_str(), "s3cret"])
-        .env("PYTHONPATH", dir.join("pylib"))
-        .output()
-        .await
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{}\n{stdout}", String::from_utf8_lossy(&out.stderr));
-    let report = parse(stdout.trim());
-    assert!(report["tools"].as_array().unwrap().contains(&json!("probe__echo")), "{report}");
-    assert_eq!(report["results"][0]["is_error"], false, "{report}");
-    assert_eq!(report["results"][1]["is_error"], false, "approved through elicitation over HTTP: {report}");
-    assert_eq!(report["asked"].as_array().unwrap().len(), 1, "{report}");
+    for (mode, revision) in [("legacy", "2025-11-25"), ("auto", "2026-07-28")] {
+        let out = tokio::process::Command::new("python3")
+            .arg(dir.join("client.py"))
+            .args(["approve", calls.as_str(), "http", url.as_str(), "s3cret"])
+            .env("PYTHONPATH", dir.join("pylib"))
+            .env("MCP_MODE", mode)
+            .output()
+            .await
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{}\n{stdout}", String::from_utf8_lossy(&out.stderr));
+        let report = parse(stdout.trim());
+        assert_eq!(report["protocol_version"], revision, "{report}");
+        assert!(report["tools"].as_array().unwrap().contains(&json!("probe__echo")), "{report}");
+        assert_eq!(report["results"][0]["is_error"], false, "{report}");
+        assert_eq!(report["results"][1]["is_error"], false, "approved through elicitation over HTTP: {report}");
+        assert_eq!(report["asked"].as_array().unwrap().len(), 1, "{report}");
+    }
 }
 
 /// The last user message's text blocks of request `n`.
@@ -637,6 +644,33 @@ async fn clients_are_told_when_the_skills_change() {
     ws.add_skill("skills", "probe", guests::PROBE, "");
     server.set_engine(tools_app(&ws, config).await.agent().engine.clone()).await;
     tokio::time::timeout(Duration::from_secs(10), watcher.0.notified()).await.expect("tools/list_changed was sent");
+    let after = client.list_all_tools().await.unwrap();
+    assert!(after.iter().any(|t| t.name == "probe__echo"), "the new skill's tools are listed");
+}
+
+/// A client at 2026-07-28 (no handshake) hears of it on its `subscriptions/listen` stream.
+#[tokio::test]
+async fn clients_at_the_newest_revision_are_told_through_their_subscription() {
+    use skillhost::adapters::mcp::SkillServer;
+    use skillhost::mcp::rmcp::ServiceExt;
+    use skillhost::mcp::rmcp::model::{ProtocolVersion, ServerNotification, SubscriptionFilter};
+    use skillhost::mcp::rmcp::service::{ClientLifecycleMode, ClientServiceExt};
+    let config = "skills:\n  paths: [skills]\n  builtins: []\nstate:\n  filesystem: {path: state}\n";
+    let ws = workspace(&[("hooks_all", guests::HOOKS_ALL)]);
+    let server = SkillServer::new(tools_app(&ws, config).await.agent().engine.clone(), "skillhost");
+    let (server_io, client_io) = tokio::io::duplex(1 << 16);
+    let serving = server.clone();
+    tokio::spawn(async move { serving.serve(server_io).await.unwrap().waiting().await });
+    let modern = ClientLifecycleMode::Discover { preferred_versions: vec![ProtocolVersion::LATEST] };
+    let client = ().serve_with_lifecycle(client_io, modern).await.unwrap();
+    let filter = SubscriptionFilter::builder().tools_list_changed().prompts_list_changed().build();
+    let mut subscription = client.peer().listen(filter).await.unwrap();
+    assert_eq!(subscription.acknowledged().tools_list_changed, Some(true));
+
+    ws.add_skill("skills", "probe", guests::PROBE, "");
+    server.set_engine(tools_app(&ws, config).await.agent().engine.clone()).await;
+    let told = tokio::time::timeout(Duration::from_secs(10), subscription.next()).await.expect("told within 10 s");
+    assert!(matches!(told, Ok(Some(ServerNotification::ToolListChangedNotification(_)))), "{told:?}");
     let after = client.list_all_tools().await.unwrap();
     assert!(after.iter().any(|t| t.name == "probe__echo"), "the new skill's tools are listed");
 }

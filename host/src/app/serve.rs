@@ -106,7 +106,7 @@ fn plan(agents: &[Agent], adapter: Option<AdapterKind>) -> anyhow::Result<Plan<'
 fn http(agent: &Agent) -> axum::Router {
     let settings = ApiConfig::from_ui(&agent.ui, true).named(&agent.display_name);
     let token = settings.auth_token.clone();
-    let mcp = http_app(SkillServer::new(agent.engine.clone(), &agent.display_name), token.as_deref());
+    let mcp = http_app(SkillServer::new(agent.engine.clone(), &agent.display_name), token.as_deref(), &agent.ui);
     api::app(Api::new(agent.engine.clone(), settings)).merge(mcp)
 }
 

@@ -50,6 +50,12 @@ impl Config {
             server.check().map_err(|e| format!("mcp_servers.{name}: {e}"))?;
         }
         self.not_yet_supported()?;
+        self.ui.check().map_err(|e| format!("ui: {e}"))?;
+        for (name, agent) in &self.agents {
+            if let Some(ui) = &agent.ui {
+                ui.check().map_err(|e| format!("agents.{name}.ui: {e}"))?;
+            }
+        }
         self.sandbox.defaults.check().map_err(|e| format!("sandbox.defaults: {e}"))?;
         self.sandbox.maximums.check().map_err(|e| format!("sandbox.maximums: {e}"))?;
         Ok(())
@@ -624,6 +630,25 @@ pub struct TemporalGuardrails {
     pub attribute_discovery_lookback_minutes: Option<u32>,
 }
 
+impl Ui {
+    fn check(&self) -> Result<(), String> {
+        for host in &self.allowed_hosts {
+            if host.is_empty() || host.contains('/') || host.contains("://") {
+                return Err(format!("allowed_hosts: `{host}` is not a host name or host:port"));
+            }
+        }
+        for origin in self.allowed_origins.iter().filter(|o| *o != "*" && *o != "null") {
+            let Some((scheme, rest)) = origin.split_once("://") else {
+                return Err(format!("allowed_origins: `{origin}` needs a scheme (https://host[:port])"));
+            };
+            if scheme.is_empty() || rest.is_empty() || rest.contains('/') {
+                return Err(format!("allowed_origins: `{origin}` is not scheme://host[:port]"));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// `ui`: the embedded HTTP server.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -632,4 +657,10 @@ pub struct Ui {
     pub port: Option<u16>,
     /// The bearer token (`SKILLHOST_UI_TOKEN`, else `MITHAI_UI_TOKEN`, overrides).
     pub auth_token: Option<String>,
+    /// `Host` names (or `host:port`) `/mcp` answers besides the loopback names, which it
+    /// always answers (DNS-rebinding protection); `["*"]` turns the check off.
+    pub allowed_hosts: Vec<String>,
+    /// Browser `Origin`s (`scheme://host[:port|:*]`) `/mcp` admits besides loopback ones; a
+    /// request without an `Origin` (not from a browser) is admitted; `["*"]` admits any.
+    pub allowed_origins: Vec<String>,
 }

@@ -69,6 +69,17 @@ impl Gate {
         }
     }
 
+    /// Whether a call at `level` would be put to a person (not auto, not promoted).
+    pub fn would_ask(&self, source: &dyn ToolSource, info: &ToolInfo, call: ToolCall<'_>, level: Level) -> bool {
+        match level {
+            Level::Auto => false,
+            Level::Approve => !source
+                .promotion_key(call.name, call.input)
+                .is_some_and(|k| self.promotion.is_promoted(info.promotion_threshold, &k)),
+            _ => true,
+        }
+    }
+
     /// Settles a call at `level`: auto, promoted, or asked of the `approver` (the decision
     /// counted toward promotion).
     #[allow(clippy::too_many_arguments)]

@@ -17,7 +17,8 @@ use crate::llm::{Block, Delta, LlmError, Message, Provider, Request, Response, R
 use crate::sandbox::{CallContext, RouteAttributes};
 use crate::skills::SkillSet;
 use crate::store::{MemoryStore, StateError, StateStore};
-use crate::tools::Tools;
+use crate::tools::{Level, ToolCall, Tools};
+use serde_json::Value;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -218,6 +219,20 @@ impl Engine {
     /// session counts as one turn).
     pub fn tool_budget(&self) -> TurnBudget {
         TurnBudget::new(self.settings.tool_budget.clone())
+    }
+
+    /// The level at which `name` with `input` would be put to a person if it were called now
+    /// (`None`: it would run unasked, or fail before any approval: unknown tool, bad input),
+    /// for an adapter that must ask before calling ([`Engine::call_tool`] still decides:
+    /// this runs the policy, `resolve-human` included, without asking or counting anything).
+    pub async fn gated_level(&self, name: &str, input: &Value, ctx: &CallContext) -> Option<Level> {
+        let (source, info) = self.tools.find(name)?;
+        if source.check(name, input).is_err() || info.answered_by_person {
+            return None;
+        }
+        let call = ToolCall { id: "", name, input, ctx };
+        let level = self.gate.level(source, &info, call).await;
+        self.gate.would_ask(source, &info, call, level).then_some(level)
     }
 
     /// Runs one call outside a turn, through the same path as the model's calls: the tool

@@ -6,7 +6,7 @@ use super::transport::{self, Session};
 use crate::config::{McpServer, ToolFilter};
 use crate::sandbox::capabilities::{McpBridge, McpCallError, McpFuture};
 use crate::skills::SkillSet;
-use rmcp::model::{CallToolRequestParam, CallToolResult, JsonObject, Tool};
+use rmcp::model::{CallToolRequestParams, CallToolResult, JsonObject, Tool};
 use rmcp::service::{Peer, RoleClient};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
@@ -195,7 +195,7 @@ impl McpManager {
             }
             _ => Err(format!("MCP server `{server}` is not available; it is starting")),
         })?;
-        let request = CallToolRequestParam { name: tool.to_owned().into(), arguments: Some(arguments) };
+        let request = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
         peer.call_tool(request).await.map_err(|e| format!("MCP server `{server}`: {e}"))
     }
 }
@@ -261,9 +261,9 @@ pub fn result_text(result: &CallToolResult) -> String {
     let parts: Vec<String> = result
         .content
         .iter()
-        .map(|c| match c.raw.as_text() {
+        .map(|c| match c.as_text() {
             Some(text) => text.text.clone(),
-            None => serde_json::to_string(&c.raw).unwrap_or_default(),
+            None => serde_json::to_string(c).unwrap_or_default(),
         })
         .collect();
     match (&result.structured_content, parts.is_empty()) {

@@ -4,10 +4,11 @@
 //! [`crate::tools::McpTools`]; serving skills *as* an MCP server is an adapter
 //! ([`crate::adapters::mcp`]).
 //!
-//! Layout: `transport.rs` (connecting by transport), `client.rs` (manager, supervision,
-//! bridge).
+//! Layout: `transport.rs` (connecting by transport), `sse.rs` (the legacy HTTP+SSE transport,
+//! which rmcp dropped), `client.rs` (manager, supervision, bridge).
 
 pub mod client;
+mod sse;
 pub mod transport;
 
 pub use client::{McpManager, Status};

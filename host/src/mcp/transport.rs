@@ -1,20 +1,24 @@
 //! Connecting to one configured server, by transport: a child process on stdio, the legacy
 //! HTTP+SSE transport, or streamable HTTP. Headers come from the config, whose `${VAR}`
 //! references were substituted when it loaded.
+//!
+//! Every transport starts the same way: `server/discover` at the newest protocol revision
+//! (2026-07-28, no handshake), falling back to the `initialize` handshake at the newest
+//! revision that has one when the server answers as a legacy server.
 
+use super::sse::SseTransport;
 use crate::config::McpServer;
-use rmcp::ServiceExt;
-use rmcp::service::{RoleClient, RunningService};
-use rmcp::transport::sse_client::SseClientConfig;
+use rmcp::model::ProtocolVersion;
+use rmcp::service::{ClientLifecycleMode, ClientServiceExt, RoleClient, RunningService};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::transport::{SseClientTransport, StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use std::collections::BTreeMap;
 use std::process::Stdio;
 
 /// A live client session with one server.
 pub type Session = RunningService<RoleClient, ()>;
 
-/// Starts the transport and runs the MCP handshake.
+/// Starts the transport and opens the session (discovery, or the legacy handshake).
 pub async fn connect(config: &McpServer) -> anyhow::Result<Session> {
     match config {
         McpServer::Stdio { command, args, env, .. } => {
@@ -24,18 +28,26 @@ pub async fn connect(config: &McpServer) -> anyhow::Result<Session> {
                 .stderr(Stdio::inherit())
                 .spawn()
                 .map_err(|e| anyhow::anyhow!("cannot start `{command}`: {e}"))?;
-            Ok(().serve(process).await?)
+            Ok(().serve_with_lifecycle(process, lifecycle()).await?)
         }
         McpServer::Sse { url, headers, .. } => {
-            let config = SseClientConfig { sse_endpoint: url.as_str().into(), ..Default::default() };
-            let transport = SseClientTransport::start_with_client(http_client(headers)?, config).await?;
-            Ok(().serve(transport).await?)
+            let transport = SseTransport::connect(http_client(headers)?, url).await?;
+            Ok(().serve_with_lifecycle(transport, lifecycle()).await?)
         }
         McpServer::Streamablehttp { url, headers, .. } => {
             let config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
             let transport = StreamableHttpClientTransport::with_client(http_client(headers)?, config);
-            Ok(().serve(transport).await?)
+            Ok(().serve_with_lifecycle(transport, lifecycle()).await?)
         }
+    }
+}
+
+/// The newest revision first; a server that does not know `server/discover` gets the
+/// handshake at the newest revision that has one (it may answer with an older one).
+fn lifecycle() -> ClientLifecycleMode {
+    ClientLifecycleMode::Auto {
+        preferred_versions: vec![ProtocolVersion::LATEST],
+        legacy_version: Some(ProtocolVersion::LATEST_WITH_INITIALIZE),
     }
 }
 

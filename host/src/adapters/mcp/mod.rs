@@ -1,0 +1,332 @@
+//! Skills served over MCP, an adapter like the API: every tool of the agent is an MCP tool
+//! named as the model would see it (`skill__tool`), every skill prompt an MCP prompt. No LLM
+//! is involved.
+//!
+//! Calls go through the engine's one call path ([`Engine::call_tool`]): the same approval
+//! levels, overrides, auto-promotion, tool budget and refusal kinds as a chat. A call that
+//! needs a person is put to the client's user through MCP elicitation (approve: a yes/no;
+//! confirm: type the challenge) when the client declared that capability, and refused
+//! otherwise; never silently executed. From protocol 2026-07-28 the question travels in an
+//! `input_required` result instead of a request to the client ([`elicit`]). Each client
+//! session is a channel of its own (`mcp-<id>`: what skills see as `channel_id`), and counts
+//! as one turn for the tool budget.
+//!
+//! Protocol revisions: every one rmcp knows (2024-11-05 to 2026-07-28). `initialize` echoes
+//! the client's revision when it has a handshake; else (an unknown one, or one without a
+//! handshake) it answers 2025-11-25. From 2026-07-28 a client uses `server/discover` and
+//! per-request metadata instead, and hears of list changes through `subscriptions/listen`.
+
+mod elicit;
+mod stdio;
+
+use crate::adapters::auth::{self, Token};
+use crate::engine::gate::new_id;
+use crate::engine::tool_budget::TurnBudget;
+use crate::engine::{ApprovalOutcome, ApprovalRequest, Approver, Engine, NoEvents};
+use crate::sandbox::CallContext;
+use elicit::Round;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, GetPromptRequestParams, GetPromptResponse,
+    GetPromptResult, Implementation, ListPromptsResult, ListToolsResult, PaginatedRequestParams, Prompt, PromptMessage,
+    Role, ServerCapabilities, ServerConfig, SubscriptionFilter, Tool,
+};
+use rmcp::service::{NotificationContext, Peer, RequestContext, RoleServer, SubscriptionContext, SubscriptionSink};
+use rmcp::{ErrorData, ServerHandler};
+use serde_json::Value;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+/// The prefix of the channel ids of MCP client sessions.
+pub const CHANNEL_PREFIX: &str = "mcp-";
+
+struct Shared {
+    engine: RwLock<Arc<Engine>>,
+    /// `bot.name` (or the agent's name): the server's `serverInfo.name`.
+    name: String,
+    /// Connected clients, told when the tool list changes.
+    peers: Mutex<Vec<Peer<RoleServer>>>,
+    /// 2026-07-28 clients' open `subscriptions/listen` streams, told the same; keyed by a
+    /// counter (request ids repeat across clients).
+    listeners: Mutex<Vec<(u64, SubscriptionSink)>>,
+    next_listener: AtomicU64,
+    /// Approvals asked through `input_required` (2026-07-28) and not answered yet.
+    pending: elicit::Pending,
+}
+
+/// One client session: its own channel and tool budget.
+struct Session {
+    channel: String,
+    budget: TurnBudget,
+}
+
+/// The MCP server over an agent's engine; [`SkillServer::session`] makes one per client.
+#[derive(Clone)]
+pub struct SkillServer {
+    shared: Arc<Shared>,
+    session: Arc<Session>,
+}
+
+impl SkillServer {
+    /// A server over `engine`, introducing itself as `name`.
+    pub fn new(engine: Arc<Engine>, name: &str) -> Self {
+        let budget = engine.tool_budget();
+        let shared = Shared {
+            engine: RwLock::new(engine),
+            name: name.to_owned(),
+            peers: Mutex::default(),
+            listeners: Mutex::default(),
+            next_listener: AtomicU64::default(),
+            pending: elicit::Pending::default(),
+        };
+        SkillServer { shared: Arc::new(shared), session: Arc::new(Session { channel: session_channel(), budget }) }
+    }
+
+    /// The same server for a new client session: a fresh channel and tool budget.
+    pub fn session(&self) -> Self {
+        let session = Session { channel: session_channel(), budget: self.engine().tool_budget() };
+        SkillServer { shared: self.shared.clone(), session: Arc::new(session) }
+    }
+
+    /// The channel id of this session.
+    pub fn channel(&self) -> &str {
+        &self.session.channel
+    }
+
+    fn engine(&self) -> Arc<Engine> {
+        self.shared.engine.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Replaces the engine (after a reload) and tells every connected client that the tool
+    /// and prompt lists changed.
+    pub async fn set_engine(&self, engine: Arc<Engine>) {
+        *self.shared.engine.write().unwrap_or_else(|p| p.into_inner()) = engine;
+        let peers = {
+            let mut peers = self.shared.peers.lock().unwrap_or_else(|p| p.into_inner());
+            peers.retain(|p| !p.is_transport_closed());
+            peers.clone()
+        };
+        for peer in peers {
+            let _ = peer.notify_tool_list_changed().await;
+            let _ = peer.notify_prompt_list_changed().await;
+        }
+        let listeners = self.shared.listeners.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        for (_, sink) in listeners {
+            let _ = sink.notify_tool_list_changed().await;
+            let _ = sink.notify_prompt_list_changed().await;
+        }
+    }
+
+    /// How long a person has to answer an approval question.
+    fn approval_timeout(&self) -> Duration {
+        Duration::from_secs(self.engine().settings().human.timeout_seconds)
+    }
+}
+
+/// `mcp-<random>`, or `mcp-<pid>-<n>` in the unlikely case the OS random source fails (a
+/// channel id names a conversation; it grants nothing).
+fn session_channel() -> String {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    match new_id() {
+        Ok(id) => format!("{CHANNEL_PREFIX}{}", &id[..16]),
+        Err(_) => format!("{CHANNEL_PREFIX}{}-{n}", std::process::id()),
+    }
+}
+
+/// Asks the client's user: through `elicitation/create` up to 2025-11-25; from 2026-07-28
+/// the question was asked in an earlier round trip, and `Answered` carries its decision.
+enum Elicit<'a> {
+    /// Send the client an elicitation request and wait for the answer.
+    Request(&'a RequestContext<RoleServer>),
+    /// The decision the client's retry carried (or why there is none).
+    Answered(ApprovalOutcome),
+}
+
+#[async_trait::async_trait]
+impl Approver for Elicit<'_> {
+    async fn decide(&self, request: ApprovalRequest) -> ApprovalOutcome {
+        let context = match self {
+            Elicit::Answered(outcome) => return outcome.clone(),
+            Elicit::Request(context) => context,
+        };
+        if !elicit::can_elicit(context) {
+            return ApprovalOutcome::Unavailable("this MCP client cannot ask one (no elicitation support)".into());
+        }
+        let question = match elicit::question(&request.tool_name, &request.input, request.level) {
+            Ok(question) => question,
+            Err(e) => return ApprovalOutcome::Unavailable(format!("the question could not be formed ({e})")),
+        };
+        // The engine bounds the wait by `human.timeout_seconds`.
+        match context.peer.create_elicitation(question).await {
+            Ok(answer) if elicit::approves(&answer, request.level) => ApprovalOutcome::Approved,
+            Ok(_) => ApprovalOutcome::Denied(None),
+            Err(e) => ApprovalOutcome::Unavailable(format!("asking the MCP client failed ({e})")),
+        }
+    }
+}
+
+impl ServerHandler for SkillServer {
+    fn get_info(&self) -> ServerConfig {
+        let capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .enable_prompts()
+            .enable_prompts_list_changed()
+            .build();
+        // The protocol version stays rmcp's latest: `initialize` negotiates it (module docs).
+        ServerConfig::new(capabilities)
+            .with_server_info(Implementation::new(self.shared.name.clone(), env!("CARGO_PKG_VERSION")))
+            .with_instructions("Tools of WebAssembly skills run by skillhost.")
+    }
+
+    fn accepted_subscription_filter(&self, _: &SubscriptionFilter) -> Option<SubscriptionFilter> {
+        Some(SubscriptionFilter::builder().tools_list_changed().prompts_list_changed().build())
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        let key = self.shared.next_listener.fetch_add(1, Ordering::Relaxed);
+        self.shared.listeners.lock().unwrap_or_else(|p| p.into_inner()).push((key, context.sink().clone()));
+        // Cancelled when the client ends the subscription or goes away.
+        context.cancelled().await;
+        self.shared.listeners.lock().unwrap_or_else(|p| p.into_inner()).retain(|(k, _)| *k != key);
+        Ok(())
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        self.shared.peers.lock().unwrap_or_else(|p| p.into_inner()).push(context.peer);
+    }
+
+    async fn list_tools(
+        &self,
+        _: Option<PaginatedRequestParams>,
+        _: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let tools = self.engine().tools().decls().into_iter().map(|d| {
+            let schema = match d.input_schema {
+                Value::Object(map) => map,
+                _ => Default::default(),
+            };
+            Tool::new(d.name, d.description, Arc::new(schema))
+        });
+        Ok(ListToolsResult::with_all_items(tools.collect()))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let engine = self.engine();
+        let input = Value::Object(request.arguments.clone().unwrap_or_default());
+        let ctx = CallContext::standalone(&self.session.channel);
+        let name = request.name.to_string();
+        let mut approver = Elicit::Request(&context);
+        // From 2026-07-28 a gated call is answered with the question; its retry carries the
+        // answer, which the gate then receives as the decision.
+        if elicit::inline(&context)
+            && elicit::can_elicit(&context)
+            && let Some(level) = engine.gated_level(&name, &input, &ctx).await
+        {
+            match self.shared.pending.round(&request, &input, level, self.approval_timeout()) {
+                Round::Ask(question) => return Ok(question.into()),
+                Round::Decided(outcome) => approver = Elicit::Answered(outcome),
+            }
+        } else if elicit::inline(&context) {
+            // Asked through `input_required` or not at all; never by a request to the client.
+            approver = Elicit::Answered(ApprovalOutcome::Unavailable(
+                "this MCP client cannot ask one (no elicitation support)".into(),
+            ));
+        }
+        let call = (format!("mcp-{}", context.id), name, input);
+        // `notifications/cancelled` cancels the token: dropping the call drops the guest's
+        // store, which stops it; no result is sent for a cancelled request.
+        let run = engine.call_tool(call, &ctx, &NoEvents, &approver, &self.session.budget);
+        let record = tokio::select! {
+            record = run => record,
+            () = context.ct.cancelled() => {
+                return Err(ErrorData::new(rmcp::model::ErrorCode(-32800), "the request was cancelled", None));
+            }
+        };
+        let content = vec![ContentBlock::text(record.outcome.content)];
+        let result =
+            if record.outcome.is_error { CallToolResult::error(content) } else { CallToolResult::success(content) };
+        Ok(result.into())
+    }
+
+    async fn list_prompts(
+        &self,
+        _: Option<PaginatedRequestParams>,
+        _: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        let engine = self.engine();
+        let skills = engine.skills();
+        let prompts = skills.skills.values().filter(|s| !s.prompt.body.trim().is_empty()).map(|s| {
+            let description = if s.prompt.description.is_empty() {
+                format!("The prompt of skill `{}`", s.name)
+            } else {
+                s.prompt.description.clone()
+            };
+            Prompt::new(s.name.clone(), Some(description), None)
+        });
+        Ok(ListPromptsResult::with_all_items(prompts.collect()))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        let engine = self.engine();
+        let skills = engine.skills();
+        let skill = skills
+            .skills
+            .get(&request.name)
+            .ok_or_else(|| ErrorData::invalid_params(format!("no prompt `{}`", request.name), None))?;
+        let message = PromptMessage::new_text(Role::User, skill.prompt.body.clone());
+        let result =
+            GetPromptResult::new(vec![message]).with_description(format!("The prompt of skill `{}`", skill.name));
+        Ok(result.into())
+    }
+}
+/// Serves `server` on stdin/stdout until stdin ends; no input line ends it ([`stdio`]).
+pub async fn stdio(server: SkillServer) -> anyhow::Result<()> {
+    stdio::serve(server).await
+}
+
+/// The streamable HTTP endpoint at `/mcp`, behind the API's bearer token when one is set
+/// (`ui.auth_token` / `SKILLHOST_UI_TOKEN`): merge it into the API's router. `Host` and
+/// `Origin` are checked against the loopback names and `ui.allowed_hosts` /
+/// `ui.allowed_origins`, so that a web page cannot reach it through DNS rebinding.
+pub fn http_app(server: SkillServer, token: Option<&str>, ui: &crate::config::Ui) -> axum::Router {
+    use rmcp::transport::StreamableHttpService;
+    use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+    let service = StreamableHttpService::new(
+        move || Ok(server.session()),
+        Arc::new(LocalSessionManager::default()),
+        http_config(ui),
+    );
+    let token = token.and_then(Token::new);
+    axum::Router::new().nest_service("/mcp", service).layer(axum::middleware::from_fn_with_state(token, auth::require))
+}
+
+/// The names every local client uses.
+const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
+
+fn http_config(ui: &crate::config::Ui) -> rmcp::transport::StreamableHttpServerConfig {
+    let any = |list: &[String]| list.iter().any(|h| h == "*");
+    let mut config = rmcp::transport::StreamableHttpServerConfig::default();
+    config = if any(&ui.allowed_hosts) {
+        config.disable_allowed_hosts()
+    } else {
+        config.with_allowed_hosts(LOOPBACK_HOSTS.iter().map(|h| h.to_string()).chain(ui.allowed_hosts.iter().cloned()))
+    };
+    if any(&ui.allowed_origins) {
+        config.disable_allowed_origins()
+    } else {
+        let loopback = ["http", "https"]
+            .into_iter()
+            .flat_map(|scheme| ["localhost", "127.0.0.1", "[::1]"].map(|h| format!("{scheme}://{h}:*")));
+        config.with_allowed_origins(loopback.chain(ui.allowed_origins.iter().cloned())).enforce_origin_validation()
+    }
+}

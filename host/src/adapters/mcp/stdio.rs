@@ -1,0 +1,441 @@
+//! `skillhost mcp` on stdin/stdout: a line front before rmcp, so that no input ends the server.
+//!
+//! rmcp's stdio transport stops at the first line it cannot decode, and a session that gets a
+//! notification before `initialize` ends. The front reads every line itself: what rmcp can
+//! decode goes to the session; everything else is answered with the JSON-RPC error the
+//! protocol prescribes (parse error, invalid request, method not found, invalid params) and
+//! the server keeps serving. A batch is refused (JSON-RPC batches left MCP in 2025-06-18)
+//! unless the session negotiated 2025-03-26, where its requests run and their answers come
+//! back as one array. Only EOF on stdin (or a signal) ends the server.
+
+use super::SkillServer;
+use rmcp::ServiceExt;
+use rmcp::model::{ClientJsonRpcMessage, ClientRequest};
+use serde_json::{Value, json};
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream, WriteHalf};
+use tokio::sync::mpsc;
+
+/// The longest message accepted, in bytes; a longer line is answered with a parse error.
+pub const MAX_MESSAGE_BYTES: usize = 32 << 20;
+
+/// The only revision whose clients may send JSON-RPC batches.
+const BATCH_REVISION: &str = "2025-03-26";
+
+/// Methods a client may send that rmcp serves: a request for one of them that does not
+/// decode has bad params; any other method is not found.
+const KNOWN_METHODS: &[&str] = &[
+    "initialize",
+    "ping",
+    "server/discover",
+    "subscriptions/listen",
+    "tools/list",
+    "tools/call",
+    "prompts/list",
+    "prompts/get",
+    "resources/list",
+    "resources/read",
+    "resources/templates/list",
+    "resources/subscribe",
+    "resources/unsubscribe",
+    "logging/setLevel",
+    "completion/complete",
+];
+
+/// What the front does with one line of input.
+#[derive(Debug, PartialEq)]
+enum Line {
+    /// A message rmcp decodes: to the session.
+    Forward(ClientMessage),
+    /// Answer this (an error response) without bothering the session.
+    Answer(Value),
+    /// A batch: its members, each classified on its own.
+    Batch(Vec<Value>),
+    /// Nothing to answer (an empty line, a notification or response that does not decode).
+    Ignore,
+}
+
+/// A decodable message and the facts the front needs about it.
+#[derive(Debug, PartialEq)]
+struct ClientMessage {
+    text: String,
+    /// The request id (as JSON text), for requests.
+    id: Option<String>,
+    /// Whether it is a request (not a notification or a response).
+    is_request: bool,
+    /// Whether it is an `initialize` or `ping` request.
+    method: Option<String>,
+}
+
+fn error(id: Value, code: i64, message: impl Into<String>) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message.into()}})
+}
+
+/// Classifies one line of input.
+fn classify(line: &[u8]) -> Line {
+    let line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line);
+    if line.iter().all(u8::is_ascii_whitespace) {
+        return Line::Ignore;
+    }
+    match serde_json::from_slice::<Value>(line) {
+        Err(e) => Line::Answer(error(Value::Null, -32700, format!("Parse error: {e}"))),
+        Ok(Value::Array(items)) if items.is_empty() => {
+            Line::Answer(error(Value::Null, -32600, "Invalid Request: an empty batch"))
+        }
+        Ok(Value::Array(items)) => Line::Batch(items),
+        Ok(message) => classify_message(message),
+    }
+}
+
+/// Classifies one decoded JSON value (a line, or a member of a batch).
+fn classify_message(message: Value) -> Line {
+    let id = match message.get("id") {
+        Some(id @ (Value::String(_) | Value::Number(_))) => id.clone(),
+        _ => Value::Null,
+    };
+    let Value::Object(object) = &message else {
+        return Line::Answer(error(Value::Null, -32600, "Invalid Request: a message is a JSON object"));
+    };
+    let method = object.get("method").and_then(Value::as_str).map(str::to_owned);
+    if let Ok(decoded) = serde_json::from_value::<ClientJsonRpcMessage>(message.clone()) {
+        // rmcp takes a known method whose params do not fit for an unknown one.
+        if let ClientJsonRpcMessage::Request(request) = &decoded
+            && let ClientRequest::CustomRequest(custom) = &request.request
+            && KNOWN_METHODS.contains(&custom.method.as_str())
+        {
+            let m = &custom.method;
+            return Line::Answer(error(id, -32602, format!("Invalid params for `{m}`: they do not fit the method")));
+        }
+        let is_request = matches!(decoded, ClientJsonRpcMessage::Request(_));
+        let id = is_request.then(|| id.to_string());
+        return Line::Forward(ClientMessage { text: message.to_string(), id, is_request, method });
+    }
+    let is_response = object.contains_key("result") || object.contains_key("error");
+    if object.get("jsonrpc") != Some(&json!("2.0")) {
+        return Line::Answer(error(id, -32600, "Invalid Request: `jsonrpc` must be \"2.0\""));
+    }
+    match method {
+        // A response the client sent that does not decode: there is nobody to answer.
+        None if is_response => Line::Ignore,
+        None => Line::Answer(error(id, -32600, "Invalid Request: no `method`")),
+        // A notification is never answered, not even with an error.
+        Some(_) if !object.contains_key("id") => Line::Ignore,
+        Some(_) if id.is_null() => Line::Answer(error(id, -32600, "Invalid Request: `id` must be a string or number")),
+        Some(m) if KNOWN_METHODS.contains(&m.as_str()) => {
+            let why = serde_json::from_value::<ClientJsonRpcMessage>(message.clone()).err();
+            let why = why.map(|e| e.to_string()).unwrap_or_default();
+            Line::Answer(error(id, -32602, format!("Invalid params for `{m}`: {why}")))
+        }
+        Some(m) => Line::Answer(error(id, -32601, format!("Method not found: `{m}`"))),
+    }
+}
+
+/// A batch waiting for the answers of its requests.
+struct Batch {
+    waiting: HashSet<String>,
+    answers: Vec<Value>,
+}
+
+/// What the front and the session's output share.
+#[derive(Default)]
+struct Shared {
+    batches: Vec<Batch>,
+    /// Requests handed to the session and not answered yet (ids as JSON text).
+    open: HashSet<String>,
+    /// Open requests the client cancelled: their answers are not sent.
+    cancelled: HashSet<String>,
+    /// The revision the session's `initialize` answer named.
+    revision: Option<String>,
+}
+
+type SharedState = Arc<Mutex<Shared>>;
+
+fn lock(shared: &SharedState) -> std::sync::MutexGuard<'_, Shared> {
+    shared.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// One rmcp session behind an in-memory pipe.
+struct Session {
+    input: WriteHalf<DuplexStream>,
+    /// Whether the session has left its pre-initialization state (an `initialize` or a
+    /// 2026-07-28 request went to it): before, notifications and responses would end it.
+    started: bool,
+    task: tokio::task::JoinHandle<()>,
+    pump: tokio::task::JoinHandle<()>,
+}
+
+impl Session {
+    fn start(server: &SkillServer, out: mpsc::UnboundedSender<String>, shared: SharedState) -> Session {
+        let (front, back) = tokio::io::duplex(1 << 16);
+        let (back_read, back_write) = tokio::io::split(back);
+        let session = server.session();
+        let task = tokio::spawn(async move {
+            match session.serve((back_read, back_write)).await {
+                Ok(running) => {
+                    let _ = running.waiting().await;
+                }
+                Err(e) => tracing::debug!("an MCP session ended before it started: {e}"),
+            }
+        });
+        let (front_read, input) = tokio::io::split(front);
+        let pump = tokio::spawn(pump(BufReader::new(front_read), out, shared));
+        Session { input, started: false, task, pump }
+    }
+
+    /// Hands `message` to the session; `false` when the session is gone.
+    async fn send(&mut self, message: &ClientMessage) -> bool {
+        let mut line = message.text.clone().into_bytes();
+        line.push(b'\n');
+        let sent = self.input.write_all(&line).await.is_ok() && self.input.flush().await.is_ok();
+        if sent && message.is_request && message.method.as_deref() != Some("ping") {
+            self.started = true;
+        }
+        sent
+    }
+
+    /// Closes the session's input and waits until every answer it owes is written.
+    async fn finish(mut self) {
+        let _ = self.input.shutdown().await;
+        let _ = self.task.await;
+        let _ = self.pump.await;
+    }
+}
+
+/// Copies the session's output to stdout, line by line, gathering batch answers and noting
+/// the negotiated revision.
+async fn pump(mut from: impl AsyncBufRead + Unpin, out: mpsc::UnboundedSender<String>, shared: SharedState) {
+    let mut line = String::new();
+    loop {
+        line.clear();
+        match from.read_line(&mut line).await {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+        let text = line.trim_end();
+        let value: Option<Value> = serde_json::from_str(text).ok();
+        let mut shared = lock(&shared);
+        if let Some(version) = value.as_ref().and_then(|v| v["result"]["protocolVersion"].as_str()) {
+            shared.revision = Some(version.to_owned());
+        }
+        let id = value.as_ref().filter(|v| v.get("method").is_none()).map(|v| v["id"].to_string());
+        if let Some(id) = &id {
+            shared.open.remove(id);
+            if shared.cancelled.remove(id) {
+                continue;
+            }
+        }
+        let batch = id.and_then(|id| shared.batches.iter().position(|b| b.waiting.contains(&id)).map(|i| (i, id)));
+        match batch {
+            Some((i, id)) => {
+                let batch = &mut shared.batches[i];
+                batch.waiting.remove(&id);
+                batch.answers.extend(value);
+                if batch.waiting.is_empty() {
+                    let done = shared.batches.remove(i);
+                    let _ = out.send(Value::Array(done.answers).to_string());
+                }
+            }
+            None => {
+                let _ = out.send(text.to_owned());
+            }
+        }
+    }
+}
+
+/// Reads one line of at most `max` bytes into `buf` (without the newline). `Ok(None)` at
+/// EOF; `Ok(Some(false))` for a line that was too long (read to its end and dropped).
+async fn read_line(
+    from: &mut (impl AsyncBufRead + Unpin),
+    buf: &mut Vec<u8>,
+    max: usize,
+) -> std::io::Result<Option<bool>> {
+    buf.clear();
+    let mut too_long = false;
+    loop {
+        let chunk = from.fill_buf().await?;
+        if chunk.is_empty() {
+            return Ok((!buf.is_empty() || too_long).then_some(!too_long));
+        }
+        let (take, end) = match chunk.iter().position(|b| *b == b'\n') {
+            Some(i) => (i, true),
+            None => (chunk.len(), false),
+        };
+        if buf.len() + take > max {
+            too_long = true;
+            buf.clear();
+        } else if !too_long {
+            buf.extend_from_slice(&chunk[..take]);
+        }
+        from.consume(if end { take + 1 } else { take });
+        if end {
+            return Ok(Some(!too_long));
+        }
+    }
+}
+
+/// Serves `server` on stdin/stdout until stdin ends.
+pub async fn serve(server: SkillServer) -> anyhow::Result<()> {
+    let (out, mut lines) = mpsc::unbounded_channel::<String>();
+    let writer = tokio::spawn(async move {
+        let mut stdout = tokio::io::stdout();
+        while let Some(mut line) = lines.recv().await {
+            line.push('\n');
+            if stdout.write_all(line.as_bytes()).await.is_err() || stdout.flush().await.is_err() {
+                return;
+            }
+        }
+    });
+    let shared = SharedState::default();
+    let mut session = Session::start(&server, out.clone(), shared.clone());
+    let mut stdin = BufReader::with_capacity(1 << 16, tokio::io::stdin());
+    let mut buf = Vec::new();
+    while let Some(fits) = read_line(&mut stdin, &mut buf, MAX_MESSAGE_BYTES).await? {
+        let line = if fits {
+            classify(&buf)
+        } else {
+            Line::Answer(error(Value::Null, -32700, format!("Parse error: a message over {MAX_MESSAGE_BYTES} bytes")))
+        };
+        let messages = match line {
+            Line::Ignore => continue,
+            Line::Answer(answer) => {
+                let _ = out.send(answer.to_string());
+                continue;
+            }
+            Line::Forward(message) => vec![message],
+            Line::Batch(items) => match batch(items, &shared, &out) {
+                Some(messages) => messages,
+                None => continue,
+            },
+        };
+        for message in messages {
+            {
+                let mut shared = lock(&shared);
+                if let Some(id) = &message.id {
+                    shared.open.insert(id.clone());
+                }
+                if message.method.as_deref() == Some("notifications/cancelled")
+                    && let Some(id) = cancelled_id(&message.text)
+                    && shared.open.contains(&id)
+                {
+                    shared.cancelled.insert(id);
+                }
+            }
+            if !session.started && !message.is_request {
+                // Before initialization a notification or response would end the session.
+                continue;
+            }
+            if !session.send(&message).await {
+                // The session ended (a failed `initialize`): start another for what follows.
+                session.finish().await;
+                session = Session::start(&server, out.clone(), shared.clone());
+                session.send(&message).await;
+            }
+        }
+    }
+    session.finish().await;
+    drop(out);
+    let _ = writer.await;
+    Ok(())
+}
+
+/// The id (as JSON text) a `notifications/cancelled` names.
+fn cancelled_id(text: &str) -> Option<String> {
+    let message: Value = serde_json::from_str(text).ok()?;
+    let id = &message["params"]["requestId"];
+    (id.is_string() || id.is_number()).then(|| id.to_string())
+}
+
+/// The members of a batch to hand to the session, after answering what cannot run; `None`
+/// when nothing is left to send. Refused whole outside revision 2025-03-26.
+fn batch(items: Vec<Value>, shared: &SharedState, out: &mpsc::UnboundedSender<String>) -> Option<Vec<ClientMessage>> {
+    let mut shared = lock(shared);
+    let revision = shared.revision.clone();
+    if revision.as_deref() != Some(BATCH_REVISION) {
+        let named = revision.map_or("before initialization".to_owned(), |r| format!("in protocol revision {r}"));
+        let refusal =
+            error(Value::Null, -32600, format!("Invalid Request: JSON-RPC batches are not supported {named}"));
+        let _ = out.send(refusal.to_string());
+        return None;
+    }
+    let mut answers = Vec::new();
+    let mut messages = Vec::new();
+    for item in items {
+        match classify_message(item) {
+            Line::Forward(message) => messages.push(message),
+            Line::Answer(answer) => answers.push(answer),
+            Line::Batch(_) | Line::Ignore => {}
+        }
+    }
+    let waiting: HashSet<String> = messages.iter().filter_map(|m| m.id.clone()).collect();
+    if waiting.is_empty() {
+        if !answers.is_empty() {
+            let _ = out.send(Value::Array(answers).to_string());
+        }
+    } else {
+        shared.batches.push(Batch { waiting, answers });
+    }
+    (!messages.is_empty()).then_some(messages)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answer(line: &str) -> Value {
+        match classify(line.as_bytes()) {
+            Line::Answer(answer) => answer,
+            other => panic!("{line}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn every_undecodable_message_gets_the_error_the_protocol_prescribes() {
+        for (line, id, code) in [
+            ("not json", Value::Null, -32700),
+            ("{\"jsonrpc\":\"2.0\",\"id\":1", Value::Null, -32700),
+            ("[]", Value::Null, -32600),
+            ("42", Value::Null, -32600),
+            (r#"{"id":3,"method":"ping"}"#, json!(3), -32600),
+            (r#"{"jsonrpc":"2.0","id":4}"#, json!(4), -32600),
+            (r#"{"jsonrpc":"2.0","id":{"x":1},"method":"ping"}"#, Value::Null, -32600),
+            (r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{}}"#, json!(7), -32602),
+            (
+                r#"{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"x","arguments":[1]}}"#,
+                json!(8),
+                -32602,
+            ),
+        ] {
+            let answer = answer(line);
+            assert_eq!(answer["id"], id, "{line}: {answer}");
+            assert_eq!(answer["error"]["code"], code, "{line}: {answer}");
+        }
+    }
+
+    #[test]
+    fn good_messages_go_to_the_session_and_silent_ones_are_ignored() {
+        let Line::Forward(ping) = classify(br#"{"jsonrpc":"2.0","id":9,"method":"ping"}"#) else { panic!() };
+        assert!(ping.is_request && ping.id.as_deref() == Some("9"));
+        let Line::Forward(note) = classify(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#) else {
+            panic!()
+        };
+        assert!(!note.is_request && note.id.is_none());
+        for line in ["", "  \t", r#"{"jsonrpc":"2.0","method":"no/such/notification","params":1}"#] {
+            assert_eq!(classify(line.as_bytes()), Line::Ignore, "{line:?}");
+        }
+        assert!(matches!(classify(b"[1, 2]"), Line::Batch(items) if items.len() == 2));
+    }
+
+    #[tokio::test]
+    async fn an_overlong_line_is_dropped_and_the_next_one_read() {
+        let input = format!("{}\nshort\nlast", "x".repeat(100));
+        let mut from = BufReader::with_capacity(8, input.as_bytes());
+        let mut buf = Vec::new();
+        assert_eq!(read_line(&mut from, &mut buf, 10).await.unwrap(), Some(false));
+        assert_eq!(read_line(&mut from, &mut buf, 10).await.unwrap(), Some(true));
+        assert_eq!(buf, b"short");
+        assert_eq!(read_line(&mut from, &mut buf, 10).await.unwrap(), Some(true));
+        assert_eq!(buf, b"last");
+        assert_eq!(read_line(&mut from, &mut buf, 10).await.unwrap(), None);
+    }
+}
