@@ -555,6 +555,42 @@ async fn skills_are_served_over_streamable_http_behind_the_token() {
     }
 }
 
+/// DNS-rebinding protection: `/mcp` answers loopback `Host`s and `ui.allowed_hosts`, and
+/// browser `Origin`s that are loopback or in `ui.allowed_origins`.
+#[tokio::test]
+async fn mcp_over_http_refuses_foreign_hosts_and_origins() {
+    use skillhost::adapters::mcp::{SkillServer, http_app};
+    let ws = workspace(&[("probe", guests::PROBE)]);
+    let app = tools_app(&ws, "skills:\n  paths: [skills]\n  builtins: []\nstate:\n  filesystem: {path: state}\n").await;
+    let server = SkillServer::new(app.agent().engine.clone(), "skillhost");
+    let ui = skillhost::config::Ui {
+        allowed_hosts: vec!["skills.example.com".into()],
+        allowed_origins: vec!["https://console.example.com:443".into()],
+        ..Default::default()
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, http_app(server, None, &ui)).await.unwrap() });
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}});
+    let post = |host: Option<&str>, origin: Option<&str>| {
+        let mut request =
+            reqwest::Client::new().post(&url).header("accept", "application/json, text/event-stream").json(&init);
+        if let Some(host) = host {
+            request = request.header("host", host);
+        }
+        if let Some(origin) = origin {
+            request = request.header("origin", origin);
+        }
+        async move { request.send().await.unwrap().status().as_u16() }
+    };
+    assert_eq!(post(None, None).await, 200, "loopback, no Origin");
+    assert_eq!(post(Some("localhost:1234"), Some("http://localhost:5173")).await, 200);
+    assert_eq!(post(Some("skills.example.com"), Some("https://console.example.com")).await, 200, "allowed");
+    assert_eq!(post(Some("evil.example.com"), None).await, 403, "a foreign Host");
+    assert_eq!(post(None, Some("https://evil.example.com")).await, 403, "a foreign Origin");
+}
+
 /// The last user message's text blocks of request `n`.
 fn last_user_text(server: &LlmServer, n: usize) -> String {
     let body = server.body(n);
