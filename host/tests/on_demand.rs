@@ -2,7 +2,8 @@
 //! scripted LLM server over real HTTP: with sixteen SKILL.md skills of a few KB each, the
 //! system prompt lists only their names and descriptions; `load_skill` brings a body into
 //! the messages and the skill's tools into the request; the load survives the next turn, a
-//! restart, and a history that no longer holds it; `always` keeps every body injected.
+//! restart, and a history that no longer holds it; `always` keeps every body injected; the
+//! API loads per channel, and `skillhost call` needs no load.
 
 mod support;
 
@@ -192,4 +193,63 @@ fn loading_settings_that_cannot_apply_are_clear_errors() {
         assert!(done.stderr.contains(expected), "{extra}: {}", done.stderr);
     }
     assert!(llm.server.requests().is_empty());
+}
+
+/// Starts `skillhost run --adapter api` on `port`, waiting up to [`support::PROCESS_LIMIT`]
+/// for it to listen (it compiles the probe first).
+fn serve_api(ws: &Workspace, port: u16) -> std::process::Child {
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_skillhost"))
+        .current_dir(ws.path())
+        .args(["run", "--adapter", "api"])
+        .env_remove("RUST_LOG")
+        .env("SKILLHOST_UI_PORT", port.to_string())
+        .env("SKILLHOST_UI_TOKEN", "secret")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        if started.elapsed() > support::PROCESS_LIMIT {
+            let _ = child.kill();
+            panic!("skillhost run --adapter api never listened");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    child
+}
+
+#[test]
+fn the_api_loads_skills_per_channel_and_direct_calls_need_no_load() {
+    let llm = llm(vec![call("t1", "load_skill", json!({"skill": "probe"})), text("Loaded."), text("Other channel.")]);
+    let ws = workspace(&llm, "");
+    // `skillhost call` is no conversation: the tool is called directly, nothing to load.
+    let called = skillhost(&ws, &["call", "probe__echo", r#"{"x": 7}"#], "");
+    assert_eq!(called.code, 0, "{}{}", called.stdout, called.stderr);
+    assert!(called.stdout.contains("\"x\"") && called.stdout.contains('7'), "{}", called.stdout);
+
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut child = serve_api(&ws, port);
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let answers: Vec<Value> = runtime.block_on(async {
+        let client = reqwest::Client::new();
+        let mut answers = Vec::new();
+        for channel in ["one", "two"] {
+            let response = client
+                .post(format!("http://127.0.0.1:{port}/api/trigger?wait=true"))
+                .bearer_auth("secret")
+                .json(&json!({"message": "go", "channel_id": channel}))
+                .send()
+                .await
+                .unwrap();
+            answers.push(response.json().await.unwrap());
+        }
+        answers
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!((answers[0]["text"].clone(), answers[1]["text"].clone()), (json!("Loaded."), json!("Other channel.")));
+    assert!(tool_names(&llm, 1).contains(&"probe__echo".to_owned()), "loaded on channel `one`");
+    assert_eq!(tool_names(&llm, 2), ["load_skill"], "channel `two` is another conversation");
 }
