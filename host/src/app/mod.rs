@@ -67,6 +67,7 @@ impl Agent {
     /// returns the engine to swap in; the running one is untouched on error.
     pub async fn reload(&self) -> anyhow::Result<(Arc<Engine>, Vec<LoadProblem>)> {
         let set = Arc::new(self.loader.load_all(LoadMode::Serve).await?);
+        check_loading(&set, &self.loader.config)?;
         let tools = tools_for(&self.mcp, &set, &self.loader.config).await;
         Ok((Arc::new(self.engine.reloaded(set.clone(), tools)), set.problems.clone()))
     }
@@ -177,6 +178,7 @@ async fn build_agent(
     let mut loader = Loader::new(sandbox.clone(), config.clone());
     loader.mcp = mcp.is_configured().then(|| mcp.clone() as Arc<dyn McpBridge>);
     let set = Arc::new(loader.load_all(options.mode).await.with_context(|| who.clone())?);
+    check_loading(&set, &config).with_context(|| who.clone())?;
     let tools = tools_for(mcp, &set, &config).await;
     let mut settings = EngineSettings::from_config(&config);
     settings.agent = name.clone();
@@ -197,6 +199,16 @@ async fn build_agent(
         loader,
         mcp: mcp.clone(),
     })
+}
+
+/// Refuses `skills.loading_overrides` that cannot apply (`on_demand` for a `prompt.md`
+/// skill) and warns of those naming no loaded skill.
+fn check_loading(set: &SkillSet, config: &LoadedConfig) -> anyhow::Result<()> {
+    let overrides = &config.config.skills.loading_overrides;
+    for warning in crate::tools::load_skill::check_overrides(set, overrides).map_err(anyhow::Error::msg)? {
+        tracing::warn!("{warning}");
+    }
+    Ok(())
 }
 
 /// The tools an agent offers: its skills', then (when servers are configured) those of the

@@ -44,6 +44,13 @@ impl Config {
                 return Err(format!("human.overrides: key `{key}` is not of the form skillname__toolname"));
             }
         }
+        let agent_skills =
+            self.agents.iter().filter_map(|(name, a)| Some((format!("agents.{name}.skills"), a.skills.as_ref()?)));
+        for (at, skills) in std::iter::once(("skills".to_owned(), &self.skills)).chain(agent_skills) {
+            for key in skills.loading_overrides.keys() {
+                super::check_name(key).map_err(|e| format!("{at}.loading_overrides: key `{key}` {e}"))?;
+            }
+        }
         for (name, server) in &self.mcp_servers {
             // The name prefixes the server's tools (`<server>__<tool>`), like a skill's name.
             super::check_name(name).map_err(|e| format!("mcp_servers: key `{name}` {e}"))?;
@@ -238,6 +245,23 @@ pub struct Skills {
     /// The largest `prompt.md` / `SKILL.md` accepted, in bytes (it goes into every system
     /// prompt); a larger one is a load error for that skill. Default 256 KiB.
     pub max_prompt_bytes: u64,
+    /// How `SKILL.md` skills reach the model (`on_demand` by default). `prompt.md` skills are
+    /// always injected.
+    pub loading: Loading,
+    /// Skill name -> its own [`Loading`], over `loading`.
+    pub loading_overrides: BTreeMap<String, Loading>,
+}
+
+/// `skills.loading`: how a `SKILL.md` skill's body (and its tools) reach the model.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Loading {
+    /// The body goes into every system prompt and the tools are always offered.
+    Always,
+    /// The system prompt lists the skill's name and description; the model calls
+    /// `load_skill` for its body, and its tools are offered from then on.
+    #[default]
+    OnDemand,
 }
 
 impl Default for Skills {
@@ -249,6 +273,8 @@ impl Default for Skills {
             builtins: vec![Builtin::Shell, Builtin::Memory, Builtin::HttpChecker],
             allowed: None,
             max_prompt_bytes: DEFAULT_MAX_PROMPT_BYTES,
+            loading: Loading::OnDemand,
+            loading_overrides: BTreeMap::new(),
         }
     }
 }

@@ -17,6 +17,8 @@ fn example_config_parses() {
     let (config, _) = parse(text, env(&[])).expect("config.example.yaml must parse");
     assert!(!config.skills.paths.is_empty());
     assert!(config.skills.grants.contains_key("http_checker"));
+    assert_eq!(config.skills.loading, Loading::OnDemand);
+    assert_eq!(config.skills.loading_overrides["git_discipline"], Loading::Always);
 }
 
 #[test]
@@ -129,4 +131,23 @@ fn keys_not_acted_on_yet_are_refused_not_ignored() {
         assert!(err.contains(expected), "{yaml}: {err}");
     }
     assert!(super::parse("engine:\n  temporal_guardrails:\n    tools: []\n", |_| None).is_ok(), "empty is off");
+}
+
+#[test]
+fn skill_loading_defaults_to_on_demand_and_bad_values_or_keys_are_errors() {
+    let (config, _) = parse("", env(&[])).unwrap();
+    assert_eq!(config.skills.loading, Loading::OnDemand);
+    let text = "skills:\n  loading: always\n  loading_overrides:\n    pdf_tools: on_demand\n";
+    let (config, _) = parse(text, env(&[])).unwrap();
+    assert_eq!(config.skills.loading, Loading::Always);
+    assert_eq!(config.skills.loading_overrides["pdf_tools"], Loading::OnDemand);
+    let err = parse("skills:\n  loading: lazy\n", env(&[])).unwrap_err();
+    assert!(err.contains("unknown variant `lazy`, expected `always` or `on_demand`"), "{err}");
+    assert!(err.contains("line 2"), "{err}");
+    let err = parse("skills:\n  loading_overrides:\n    pdf: sometimes\n", env(&[])).unwrap_err();
+    assert!(err.contains("sometimes") && err.contains("line 3"), "{err}");
+    let err = parse("skills:\n  loading_overrides:\n    PDF-Tools: always\n", env(&[])).unwrap_err();
+    assert!(err.contains("skills.loading_overrides: key `PDF-Tools`"), "{err}");
+    let err = parse("agents:\n  a:\n    skills:\n      loading_overrides: {x_: always}\n", env(&[])).unwrap_err();
+    assert!(err.contains("agents.a.skills.loading_overrides: key `x_`"), "{err}");
 }

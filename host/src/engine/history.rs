@@ -8,9 +8,13 @@ use crate::llm::{Block, Message, Role};
 use crate::store::state::MAX_VALUE_BYTES;
 use crate::store::{StateError, StateStore};
 use sha2::{Digest, Sha256};
+use std::collections::BTreeSet;
 
 /// The key holding the messages in a channel's namespace.
 const KEY: &str = "messages";
+/// The key holding the conversation's loaded on-demand skills (`skills.loading`): kept
+/// beside the messages so that a skill stays loaded when its load is trimmed off them.
+const LOADED_KEY: &str = "loaded_skills";
 /// How much of the channel id a namespace keeps readable.
 const READABLE_CHARS: usize = 40;
 
@@ -47,6 +51,21 @@ impl History {
             start = next_exchange(messages, start)
                 .ok_or_else(|| StateError::Invalid("the latest exchange alone exceeds the state value limit".into()))?;
         }
+    }
+
+    /// The on-demand skills loaded in the channel's conversation (empty for a new one).
+    pub fn loaded_skills(&self, channel_id: &str) -> Result<BTreeSet<String>, StateError> {
+        match self.state.get(&namespace(channel_id), LOADED_KEY)? {
+            None => Ok(BTreeSet::new()),
+            Some(json) => serde_json::from_str(&json)
+                .map_err(|e| StateError::Other(format!("loaded skills of channel `{channel_id}` are corrupt: {e}"))),
+        }
+    }
+
+    /// Replaces the channel's loaded on-demand skills.
+    pub fn save_loaded_skills(&self, channel_id: &str, skills: &BTreeSet<String>) -> Result<(), StateError> {
+        let json = serde_json::to_string(skills).map_err(|e| StateError::Other(e.to_string()))?;
+        self.state.set(&namespace(channel_id), LOADED_KEY, &json)
     }
 }
 
@@ -85,6 +104,19 @@ mod tests {
             history.save(channel, &[Message::user(channel)]).unwrap();
             assert_eq!(history.load(channel).unwrap(), vec![Message::user(channel)]);
         }
+    }
+
+    #[test]
+    fn loaded_skills_are_kept_per_channel() {
+        let dir = tempfile::tempdir().unwrap();
+        let history = History::new(StateStore::new(dir.path()));
+        assert!(history.loaded_skills("c").unwrap().is_empty());
+        let skills: BTreeSet<String> = ["pdf".to_owned(), "git".to_owned()].into();
+        history.save_loaded_skills("c", &skills).unwrap();
+        history.save("c", &[Message::user("q")]).unwrap();
+        assert_eq!(history.loaded_skills("c").unwrap(), skills);
+        assert!(history.loaded_skills("d").unwrap().is_empty());
+        assert_eq!(history.load("c").unwrap(), vec![Message::user("q")], "the messages are a key of their own");
     }
 
     #[test]

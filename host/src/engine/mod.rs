@@ -7,7 +7,8 @@
 //!   [`approver`]: how an adapter asks a person; [`promote`]: the approval counts;
 //!   [`tool_budget`]: `engine.tool_budget`.
 //! - [`deadline`]: the turn's time budget; [`inflight`]: one turn per channel across
-//!   processes; [`history`]: persisted conversations; [`prompt`]: the system prompt.
+//!   processes; [`history`]: persisted conversations; [`prompt`]: the system prompt;
+//!   `on_demand`: the turn's view of the on-demand skills and their `load_skill`.
 //! - [`events`]: what a turn reports; [`verifier`]: the fact check; [`reflection`]: the
 //!   daily reflection.
 
@@ -17,6 +18,7 @@ pub mod events;
 pub mod gate;
 pub mod history;
 pub mod inflight;
+mod on_demand;
 pub mod promote;
 pub mod prompt;
 pub mod reflection;

@@ -8,18 +8,19 @@ use super::events::{EngineEvent, EventSink};
 use super::gate::Gate;
 use super::history::History;
 use super::inflight::{Held, InFlight};
+use super::on_demand::TurnSkills;
 use super::promote::Promotion;
 use super::round::{Call, Round, ToolCallRecord};
 use super::tool_budget::{AfterRound, PARTIAL_ANSWER_INSTRUCTION, TurnBudget};
 use super::{prompt, reflection, verifier};
-use crate::config::{Human, Learning, LoadedConfig, Session};
+use crate::config::{Human, Learning, LoadedConfig, Loading, Session};
 use crate::llm::{Block, Delta, LlmError, Message, Provider, Request, Response, Role};
 use crate::sandbox::{CallContext, RouteAttributes};
 use crate::skills::SkillSet;
 use crate::store::{MemoryStore, StateError, StateStore};
-use crate::tools::{Level, ToolCall, Tools};
+use crate::tools::{Level, OnDemand, ToolCall, Tools};
 use serde_json::Value;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -54,6 +55,10 @@ pub struct EngineSettings {
     /// The agent's name in multi-agent mode: its histories, in-flight markers and approval
     /// counts are its own, even on a state directory shared with other agents.
     pub agent: Option<String>,
+    /// `skills.loading`: how `SKILL.md` skills reach the model.
+    pub loading: Loading,
+    /// `skills.loading_overrides`: per skill, over `loading`.
+    pub loading_overrides: BTreeMap<String, Loading>,
 }
 
 impl EngineSettings {
@@ -71,7 +76,14 @@ impl EngineSettings {
             verifier_model: c.verifier.model.clone(),
             tool_budget: super::tool_budget::ToolBudgetPolicy::from_config(&c.engine),
             agent: None,
+            loading: c.skills.loading,
+            loading_overrides: c.skills.loading_overrides.clone(),
         }
+    }
+
+    /// How the skill called `name` reaches the model, if it has a `SKILL.md`.
+    pub fn loading_of(&self, name: &str) -> Loading {
+        self.loading_overrides.get(name).copied().unwrap_or(self.loading)
     }
 }
 
@@ -121,6 +133,8 @@ pub enum EngineError {
 pub struct Engine {
     skills: Arc<SkillSet>,
     tools: Tools,
+    /// The skills that load on demand, and their `load_skill`.
+    on_demand: Arc<OnDemand>,
     /// Shared with background reflections, which outlive the turn. `None` for an engine
     /// that only serves tool calls (`skillhost mcp`, `skillhost call`).
     provider: Option<Arc<dyn Provider>>,
@@ -152,15 +166,18 @@ impl Engine {
         let inflight = InFlight::new(state.root(), ttl);
         let (history, provider) = (History::new(state), provider.map(Arc::from));
         let (background, channels) = (Mutex::default(), Mutex::default());
-        Engine { skills, tools, provider, settings, history, gate, background, channels, inflight }
+        let on_demand = Arc::new(OnDemand::new(&skills, |s| settings.loading_of(s), &tools.decls()));
+        Engine { skills, tools, on_demand, provider, settings, history, gate, background, channels, inflight }
     }
 
     /// The same engine over reloaded `skills` and `tools`: provider, settings, histories
     /// and approval counts carry over.
     pub fn reloaded(&self, skills: Arc<SkillSet>, tools: Tools) -> Self {
+        let on_demand = Arc::new(OnDemand::new(&skills, |s| self.settings.loading_of(s), &tools.decls()));
         Engine {
             skills,
             tools,
+            on_demand,
             provider: self.provider.clone(),
             settings: self.settings.clone(),
             history: self.history.clone(),
@@ -303,7 +320,9 @@ impl Engine {
         let deadline = Deadline::starting_now(Duration::from_secs(self.settings.session.deadline_seconds));
         let mut messages = self.history.load(conversation)?;
         messages.push(Message::user(req.message.clone()));
-        let system = prompt::system_prompt(&self.settings.system_prompt, &self.skills, &self.settings.memory_root);
+        let skills = TurnSkills::begin(&self.on_demand, &self.tools, &self.history, conversation, &messages)?;
+        let (bot, memory) = (&self.settings.system_prompt, &self.settings.memory_root);
+        let system = prompt::system_prompt(bot, &self.skills, &self.on_demand, &skills.carried, memory);
         let ctx = CallContext {
             config: serde_json::json!({}),
             channel_id: req.channel_id.clone(),
@@ -312,7 +331,7 @@ impl Engine {
         };
         let tool_budget = TurnBudget::new(self.settings.tool_budget.clone());
         let round = Round {
-            tools: &self.tools,
+            tools: &skills.tools,
             gate: &self.gate,
             deadline: deadline.clone(),
             ctx: &ctx,
@@ -368,6 +387,7 @@ impl Engine {
             self.verify(provider, &mut messages, &mut result).await;
         }
         self.history.save(conversation, &messages)?;
+        skills.save(&self.history, conversation)?;
         if self.settings.learning.enabled && self.settings.learning.reflection {
             self.reflect(provider, req, &result);
         }

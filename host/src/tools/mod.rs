@@ -14,9 +14,12 @@
 //! - [`coverage`]: coverage entries and the turn's public summary.
 //! - [`skill`]: [`SkillTools`], the tools of loaded skills.
 //! - [`mcp`]: [`McpTools`], the tools of MCP servers, through their owners' hooks.
+//! - [`load_skill`]: [`LoadSkill`], the built-in `load_skill` of on-demand `SKILL.md` skills,
+//!   one per turn, which withholds their tools until they are loaded.
 
 pub mod coverage;
 pub mod level;
+pub mod load_skill;
 pub mod mcp;
 pub mod outcome;
 pub mod skill;
@@ -24,6 +27,7 @@ pub mod target;
 
 pub use coverage::CoverageEntry;
 pub use level::{CONFIRMATION_CHALLENGE, Level, PromotionKey};
+pub use load_skill::{LOAD_SKILL, LoadSkill, OnDemand};
 pub use mcp::McpTools;
 pub use outcome::{ToolOutcome, generically_empty};
 pub use skill::SkillTools;
@@ -138,6 +142,13 @@ pub trait ToolSource: Send + Sync {
 
     /// A new round of calls starts on `channel` (per-batch de-duplication resets).
     fn begin_round(&self, _channel: &str) {}
+
+    /// Whether this source keeps `name` from the model for now although a later source
+    /// offers it (an on-demand skill's tools before the skill is loaded): [`Tools::decls`]
+    /// leaves it out, and this source must answer its calls (`info` and `check`).
+    fn withholds(&self, _name: &str) -> bool {
+        false
+    }
 }
 
 /// The sources one agent offers, in precedence order: the first source that knows a name
@@ -161,11 +172,13 @@ impl Tools {
         Tools { sources }
     }
 
-    /// Every tool offered, each name once (an earlier source hides a later one's namesake).
+    /// Every tool offered, each name once (an earlier source hides a later one's namesake),
+    /// without the names a source withholds.
     pub fn decls(&self) -> Vec<ToolDecl> {
         let mut seen = std::collections::HashSet::new();
         let all = self.sources.iter().flat_map(|s| s.decls());
-        all.filter(|d| seen.insert(d.name.clone())).collect()
+        let withheld = |name: &str| self.sources.iter().any(|s| s.withholds(name));
+        all.filter(|d| seen.insert(d.name.clone()) && !withheld(&d.name)).collect()
     }
 
     /// The source of `name` and what it says of it.

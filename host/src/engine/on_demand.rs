@@ -1,0 +1,56 @@
+//! On-demand skills in a turn (`skills.loading`): which are loaded in the conversation (the
+//! set saved beside its history, and the loads the history holds), the turn's `load_skill`
+//! in front of the agent's tools, and the set saved again at the end of the turn.
+//!
+//! The saved set is what keeps a skill loaded for the rest of the conversation when the
+//! history's oldest exchanges (its load among them) are trimmed: such a skill's body goes
+//! into the system prompt instead ([`TurnSkills::carried`]). The loads in the history count
+//! too, so a crash between the two writes loses nothing.
+
+use super::history::History;
+use crate::llm::Message;
+use crate::store::StateError;
+use crate::tools::{LoadSkill, OnDemand, Tools};
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+/// The on-demand skills of one turn.
+pub(super) struct TurnSkills {
+    /// The agent's tools, behind the turn's `load_skill` when some skill loads on demand.
+    pub tools: Tools,
+    /// Loaded skills whose load the history no longer holds: the system prompt carries them.
+    pub carried: BTreeSet<String>,
+    loader: Option<Arc<LoadSkill>>,
+    saved: BTreeSet<String>,
+}
+
+impl TurnSkills {
+    /// The turn's view of `conversation`, whose messages (as sent) are `messages`.
+    pub fn begin(
+        catalog: &Arc<OnDemand>,
+        tools: &Tools,
+        history: &History,
+        conversation: &str,
+        messages: &[Message],
+    ) -> Result<Self, StateError> {
+        if catalog.is_empty() {
+            let none = BTreeSet::new();
+            return Ok(TurnSkills { tools: tools.clone(), carried: none.clone(), loader: None, saved: none });
+        }
+        let saved = history.loaded_skills(conversation)?;
+        let in_messages = catalog.loaded_in(messages);
+        let carried = saved.iter().filter(|s| catalog.contains(s) && !in_messages.contains(*s)).cloned().collect();
+        let loader = Arc::new(LoadSkill::new(catalog.clone(), saved.union(&in_messages).cloned().collect()));
+        Ok(TurnSkills { tools: tools.with_first(loader.clone()), carried, loader: Some(loader), saved })
+    }
+
+    /// Saves the conversation's loaded skills, when the turn changed them.
+    pub fn save(&self, history: &History, conversation: &str) -> Result<(), StateError> {
+        let Some(loader) = &self.loader else { return Ok(()) };
+        let loaded = loader.loaded();
+        if loaded != self.saved {
+            history.save_loaded_skills(conversation, &loaded)?;
+        }
+        Ok(())
+    }
+}

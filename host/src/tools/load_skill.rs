@@ -1,0 +1,270 @@
+//! `load_skill`, the built-in tool of on-demand `SKILL.md` skills (`skills.loading`).
+//!
+//! The system prompt lists an on-demand skill's name, description and folder; its body
+//! reaches the model as the result of a `load_skill` call, and its tools (every
+//! `<skill>__<tool>` name, whichever source offers it) are withheld until then. A call of a
+//! withheld tool is answered at once with an error telling the model to load the skill.
+//!
+//! A [`LoadSkill`] is made per turn with the conversation's loaded skills; the engine keeps
+//! them across turns. The name has no `__`, so no skill's, server's or adapter's tool
+//! (`<prefix>__<tool>`) can take it.
+
+use super::{CallScope, Level, PromotionKey, ToolCall, ToolInfo, ToolOutcome, ToolSource};
+use crate::config::Loading;
+use crate::llm::{Block, Message, ToolDecl};
+use crate::skills::SkillSet;
+use crate::skills::skill::split_exposed;
+use serde_json::{Value, json};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The built-in tool's name.
+pub const LOAD_SKILL: &str = "load_skill";
+
+/// One on-demand skill as the system prompt lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listed {
+    /// The skill's name (what `load_skill` takes).
+    pub name: String,
+    /// SKILL.md's `description`.
+    pub description: String,
+    /// Its folder, where its reference files are.
+    pub dir: PathBuf,
+    /// What loading it returns: the body and its reference files.
+    pub text: String,
+    /// The tools of it offered when the engine was built (`<skill>__<tool>`).
+    pub tools: Vec<String>,
+}
+
+/// The on-demand skills of one agent, by name.
+#[derive(Debug, Clone, Default)]
+pub struct OnDemand {
+    skills: BTreeMap<String, Listed>,
+}
+
+impl OnDemand {
+    /// The skills of `set` that load on demand (`SKILL.md` skills whose `loading_of` is
+    /// `on_demand`), with the names among `offered` that are theirs.
+    pub fn new(set: &SkillSet, loading_of: impl Fn(&str) -> Loading, offered: &[ToolDecl]) -> Self {
+        let on_demand =
+            set.skills.values().filter(|s| is_skill_md(&s.prompt) && loading_of(&s.name) == Loading::OnDemand);
+        let skills = on_demand
+            .map(|skill| {
+                let tools =
+                    offered.iter().filter(|d| owner_prefix(&d.name) == Some(&skill.name)).map(|d| d.name.clone());
+                let listed = Listed {
+                    name: skill.name.clone(),
+                    description: skill.prompt.description.clone(),
+                    dir: skill.dir.clone(),
+                    text: skill.prompt.system_text(&skill.dir),
+                    tools: tools.collect(),
+                };
+                (skill.name.clone(), listed)
+            })
+            .collect();
+        OnDemand { skills }
+    }
+
+    /// Whether no skill loads on demand (then there is no `load_skill`).
+    pub fn is_empty(&self) -> bool {
+        self.skills.is_empty()
+    }
+
+    /// Whether the skill called `name` loads on demand (its prompt is not injected).
+    pub fn contains(&self, name: &str) -> bool {
+        self.skills.contains_key(name)
+    }
+
+    /// The skill called `name`, if it loads on demand.
+    pub fn get(&self, name: &str) -> Option<&Listed> {
+        self.skills.get(name)
+    }
+
+    /// Every on-demand skill, by name.
+    pub fn listed(&self) -> impl Iterator<Item = &Listed> {
+        self.skills.values()
+    }
+
+    /// The on-demand skill a tool name belongs to.
+    fn owner<'a>(&self, tool: &'a str) -> Option<&'a str> {
+        owner_prefix(tool).filter(|skill| self.skills.contains_key(*skill))
+    }
+
+    /// The on-demand skills `messages` hold a successful `load_skill` call of.
+    pub fn loaded_in(&self, messages: &[Message]) -> BTreeSet<String> {
+        let blocks = || messages.iter().flat_map(|m| m.content.iter());
+        let succeeded: BTreeSet<&str> = blocks()
+            .filter_map(|b| match b {
+                Block::ToolResult { tool_use_id, is_error: false, .. } => Some(tool_use_id.as_str()),
+                _ => None,
+            })
+            .collect();
+        let loads = blocks().filter_map(|b| match b {
+            Block::ToolUse { id, name, input } if name == LOAD_SKILL && succeeded.contains(id.as_str()) => {
+                input.get("skill").and_then(Value::as_str)
+            }
+            _ => None,
+        });
+        loads.filter(|s| self.skills.contains_key(*s)).map(str::to_owned).collect()
+    }
+}
+
+fn is_skill_md(prompt: &crate::skills::prompt::Prompt) -> bool {
+    prompt.file == "SKILL.md"
+}
+
+fn owner_prefix(tool: &str) -> Option<&str> {
+    split_exposed(tool).map(|(prefix, _)| prefix)
+}
+
+/// Checks `skills.loading_overrides` against the loaded skills. `on_demand` for a skill
+/// without a `SKILL.md` is an error (it has no description to list); a name no loaded skill
+/// has comes back as a warning (the skill may be unavailable or not allowed here).
+pub fn check_overrides(set: &SkillSet, overrides: &BTreeMap<String, Loading>) -> Result<Vec<String>, String> {
+    let mut warnings = Vec::new();
+    for (name, loading) in overrides {
+        match set.skills.get(name) {
+            None => warnings.push(format!("skills.loading_overrides names `{name}`, which is not loaded")),
+            Some(skill) if *loading == Loading::OnDemand && !is_skill_md(&skill.prompt) => {
+                return Err(format!(
+                    "skills.loading_overrides.{name}: `on_demand` needs a SKILL.md (its description is what the \
+                     model reads before loading it); `{name}` has a {}, which is always injected",
+                    skill.prompt.file
+                ));
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(warnings)
+}
+
+/// `load_skill` for one turn: the conversation's loaded skills, and the tools it withholds.
+pub struct LoadSkill {
+    catalog: Arc<OnDemand>,
+    loaded: Mutex<BTreeSet<String>>,
+}
+
+impl LoadSkill {
+    /// The tool over `catalog` with `loaded` already loaded (names not in it are dropped).
+    pub fn new(catalog: Arc<OnDemand>, loaded: BTreeSet<String>) -> Self {
+        let loaded = loaded.into_iter().filter(|s| catalog.contains(s)).collect();
+        LoadSkill { catalog, loaded: Mutex::new(loaded) }
+    }
+
+    /// The skills loaded now.
+    pub fn loaded(&self) -> BTreeSet<String> {
+        self.loaded.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn is_loaded(&self, skill: &str) -> bool {
+        self.loaded.lock().unwrap_or_else(|p| p.into_inner()).contains(skill)
+    }
+
+    /// The on-demand skill of `name` that is not loaded yet, if `name` is one of its tools.
+    fn withheld_by<'a>(&self, name: &'a str) -> Option<&'a str> {
+        self.catalog.owner(name).filter(|skill| !self.is_loaded(skill))
+    }
+
+    /// The skill a `load_skill` input names, or the error the model reads.
+    fn requested<'a>(&'a self, input: &Value) -> Result<&'a Listed, ToolOutcome> {
+        let names = || self.catalog.skills.keys().map(|s| format!("`{s}`")).collect::<Vec<_>>().join(", ");
+        let Some(skill) = input.get("skill").and_then(Value::as_str) else {
+            return Err(error(
+                format!("give the skill's name as {{\"skill\": NAME}}; skills to load: {}", names()),
+                "invalid_input",
+            ));
+        };
+        self.catalog
+            .get(skill)
+            .ok_or_else(|| error(format!("no skill `{skill}` to load; skills to load: {}", names()), "unknown_skill"))
+    }
+}
+
+fn error(message: String, kind: &str) -> ToolOutcome {
+    ToolOutcome::error(&json!({"error": message, "kind": kind}), Duration::ZERO)
+}
+
+fn not_loaded(tool: &str, skill: &str) -> ToolOutcome {
+    let message = format!(
+        "`{tool}` is a tool of skill `{skill}`, which is not loaded: call `{LOAD_SKILL}` with {{\"skill\": \"{skill}\"}} \
+         first, read its instructions, then call the tool again"
+    );
+    error(message, "skill_not_loaded")
+}
+
+/// The text a load returns: the skill's instructions, then its tools.
+fn loaded_text(skill: &Listed) -> String {
+    let mut text =
+        format!("Skill `{}` is loaded for the rest of this conversation.\n\n{}", skill.name, skill.text.trim());
+    if !skill.tools.is_empty() {
+        let tools: Vec<String> = skill.tools.iter().map(|t| format!("`{t}`")).collect();
+        text.push_str(&format!("\n\nIts tools are offered from your next step on: {}.", tools.join(", ")));
+    }
+    text
+}
+
+#[async_trait::async_trait]
+impl ToolSource for LoadSkill {
+    fn decls(&self) -> Vec<ToolDecl> {
+        let names: Vec<&String> = self.catalog.skills.keys().collect();
+        vec![ToolDecl {
+            name: LOAD_SKILL.into(),
+            description: "Loads one of the skills listed under \"Skills to load\" in the system prompt: returns its \
+                          instructions, and offers its tools from your next step on, for the rest of the conversation. \
+                          Load a skill before acting on a request it covers."
+                .into(),
+            input_schema: json!({
+                "type": "object",
+                "properties": {"skill": {"type": "string", "enum": names, "description": "The skill's name."}},
+                "required": ["skill"],
+                "additionalProperties": false,
+            }),
+        }]
+    }
+
+    fn info(&self, name: &str) -> Option<ToolInfo> {
+        (name == LOAD_SKILL || self.withheld_by(name).is_some()).then(ToolInfo::default)
+    }
+
+    fn check(&self, name: &str, input: &Value) -> Result<(), ToolOutcome> {
+        if name == LOAD_SKILL {
+            return self.requested(input).map(|_| ());
+        }
+        match self.withheld_by(name) {
+            Some(skill) => Err(not_loaded(name, skill)),
+            None => Ok(()),
+        }
+    }
+
+    async fn level(&self, _call: ToolCall<'_>) -> Level {
+        Level::Auto // reading instructions changes nothing
+    }
+
+    fn promotion_key(&self, _name: &str, _input: &Value) -> Option<PromotionKey> {
+        None
+    }
+
+    async fn execute(&self, call: ToolCall<'_>, _scope: &dyn CallScope) -> ToolOutcome {
+        let started = Instant::now();
+        if let Some(skill) = self.withheld_by(call.name) {
+            return not_loaded(call.name, skill);
+        }
+        match self.requested(call.input) {
+            Ok(skill) => {
+                self.loaded.lock().unwrap_or_else(|p| p.into_inner()).insert(skill.name.clone());
+                ToolOutcome::text(loaded_text(skill), started.elapsed())
+            }
+            Err(outcome) => outcome,
+        }
+    }
+
+    fn withholds(&self, name: &str) -> bool {
+        self.withheld_by(name).is_some()
+    }
+}
+
+#[cfg(test)]
+#[path = "load_skill_tests.rs"]
+mod tests;
