@@ -294,6 +294,7 @@ impl Engine {
             channel_id: req.channel_id.clone(),
             user_id: req.user_id.clone(),
             route: RouteAttributes::default(),
+            user_message: Some(req.message.clone()),
         };
         let tool_budget = TurnBudget::new(self.settings.tool_budget.clone());
         let round = Round {

@@ -48,6 +48,8 @@ pub struct CallContext {
     pub user_id: Option<String>,
     /// The turn's routing attributes.
     pub route: RouteAttributes,
+    /// The text of the turn's incoming message; `None` outside a turn.
+    pub user_message: Option<String>,
 }
 
 impl CallContext {
@@ -58,6 +60,7 @@ impl CallContext {
             channel_id: channel_id.into(),
             user_id: None,
             route: RouteAttributes::default(),
+            user_message: None,
         }
     }
 }

@@ -237,7 +237,7 @@ impl Loader {
         };
         let component = self.sandbox.load(wasm).map_err(|e| problem(e.to_string()))?;
         let env = self.call_env(&name, manifest, default_grant);
-        if mode != LoadMode::Validate && !self.check_available(&name, &component, &env).await? {
+        if mode != LoadMode::Validate && !self.check_available(&name, &component, &env, &skill.config).await? {
             return Ok(Some(Candidate::Unavailable(name)));
         }
         let described = component.describe(&env).await.map_err(|e| problem(e.to_string()))?;
@@ -255,8 +255,14 @@ impl Loader {
     }
 
     /// The spec's `is-available`: absent means available; a trap is fatal, with no details.
-    async fn check_available(&self, name: &str, component: &SkillComponent, env: &CallEnv) -> Result<bool, Failure> {
-        match component.is_available(env).await {
+    async fn check_available(
+        &self,
+        name: &str,
+        component: &SkillComponent,
+        env: &CallEnv,
+        config: &serde_json::Value,
+    ) -> Result<bool, Failure> {
+        match component.is_available(env, config).await {
             None => Ok(true),
             Some(Ok(outcome)) => Ok(outcome.value),
             Some(Err(e)) => {
