@@ -116,7 +116,7 @@ async fn tools_app(ws: &Workspace, config: &str) -> skillhost::app::App {
 
 async fn run(engine: &Engine, approver: &dyn Approver) -> (TurnResult, Vec<EngineEvent>) {
     let events = Mutex::new(Vec::new());
-    let request = TurnRequest { channel_id: "chan-1".into(), user_id: None, message: "go".into() };
+    let request = TurnRequest { channel_id: "chan-1".into(), user_id: None, message: "go".into(), route: Vec::new() };
     let result = engine.run_turn(request, &events, approver).await.unwrap();
     (result, events.into_inner().unwrap())
 }
