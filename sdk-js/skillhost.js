@@ -17,6 +17,9 @@
 // resolveHuman, isAvailable, startup, beforeMcpCall, observeMcpResult, toolResultEmpty,
 // toolTarget. Facts about the skill are an exported `info` object
 // ({ mcpTools: [{ server, tools }], mcpServers, mcpPrerequisites, verify }).
+// `isAvailable(config)` and `startup(config)` receive the skill's config block; credentials
+// are in `env`: exactly the variables skill.toml names ([capabilities] env) and the operator
+// grants (skills.grants.<skill>.env).
 
 import * as rawLog from "skillhost:skill/log@0.1.0";
 import * as rawMemory from "skillhost:skill/memory@0.1.0";
@@ -24,6 +27,7 @@ import * as rawState from "skillhost:skill/state@0.1.0";
 import * as rawHttp from "skillhost:skill/http@0.1.0";
 import * as rawMcp from "skillhost:skill/mcp@0.1.0";
 import * as rawRoute from "skillhost:skill/route@0.1.0";
+import { getEnvironment } from "wasi:cli/environment@0.2.10";
 
 const OPTIONAL = Symbol("optional");
 
@@ -171,13 +175,28 @@ export const mcp = {
   callTool: (server, tool, args = {}) => host("mcp", () => rawMcp.callTool(server, tool, JSON.stringify(args))),
 };
 
+/**
+ * The environment variables granted to the skill (named in skill.toml's `[capabilities] env`
+ * and granted in `skills.grants.<skill>.env`); nothing else is there.
+ */
+export const env = {
+  get: (name) => getEnvironment().find(([k]) => k === name)?.[1] ?? null,
+  all: () => Object.fromEntries(getEnvironment()),
+};
+
 /** The current turn's routing attributes. */
 export const route = { setAttribute: (key, value) => rawRoute.setAttribute(key, value) };
 
 // ---- The component's exports, built from the entry module (see the generated entry). ----
 
 function context(ctx) {
-  return { config: JSON.parse(ctx.config || "{}"), channelId: ctx.channelId, userId: ctx.userId ?? null, route: Object.fromEntries(ctx.route) };
+  return {
+    config: JSON.parse(ctx.config || "{}"),
+    channelId: ctx.channelId,
+    userId: ctx.userId ?? null,
+    route: Object.fromEntries(ctx.route),
+    userMessage: ctx.userMessage ?? null,
+  };
 }
 
 function wireResult(value) {
@@ -238,7 +257,13 @@ export function exportsOf(skill) {
         return level === "approve" || level === "confirm" ? level : undefined;
       },
     },
-    availability: { isAvailable: () => Boolean(skill.isAvailable()) },
+    availability: {
+      isAvailable(config) {
+        const answer = skill.isAvailable(JSON.parse(config || "{}"));
+        if (typeof answer !== "boolean") throw new TypeError(`isAvailable returned ${typeof answer}, not a boolean`);
+        return answer;
+      },
+    },
     startup: {
       startup(config) {
         try {

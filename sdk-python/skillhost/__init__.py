@@ -22,6 +22,10 @@ bundles the skill: ``resolve_human``, ``is_available``, ``startup``, ``before_mc
 ``observe_mcp_result``, ``tool_result_empty`` and ``tool_target``. Facts about the skill are
 module constants: ``MCP_TOOLS``, ``MCP_SERVERS``, ``MCP_PREREQUISITES``, ``VERIFY``.
 
+``os.environ`` holds exactly the variables the skill's ``skill.toml`` names
+(``[capabilities] env``) and the operator grants (``skills.grants.<skill>.env``), in every
+call: that is where ``is_available`` and ``startup`` find credentials.
+
 The host's imports are the modules :mod:`skillhost.log`, :mod:`skillhost.memory`,
 :mod:`skillhost.state`, :mod:`skillhost.http`, :mod:`skillhost.mcp` and
 :mod:`skillhost.route`; a failed import raises :class:`HostError`.

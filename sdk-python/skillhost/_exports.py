@@ -19,7 +19,7 @@ def bind(module: Any) -> None:
 
 
 def _context(ctx) -> Context:
-    return Context(json.loads(ctx.config or "{}"), ctx.channel_id, ctx.user_id, dict(ctx.route))
+    return Context(json.loads(ctx.config or "{}"), ctx.channel_id, ctx.user_id, dict(ctx.route), ctx.user_message)
 
 
 def _result(value: Any):
@@ -105,10 +105,24 @@ class ResolveHuman:
 
 
 class Availability:
-    """``is_available()`` -> bool."""
+    """``is_available()`` or ``is_available(config: dict)`` -> bool.
 
-    def is_available(self) -> bool:
-        return bool(_hook("is_available")())
+    The spec's hook takes no argument and reads credentials from ``os.environ`` (which holds
+    exactly the variables the manifest names and the operator grants); one that takes a
+    parameter also receives the skill's config block."""
+
+    def is_available(self, config: str) -> bool:
+        import inspect
+
+        hook = _hook("is_available")
+        try:
+            wants_config = len(inspect.signature(hook).parameters) > 0
+        except (TypeError, ValueError):
+            wants_config = False
+        answer = hook(json.loads(config or "{}")) if wants_config else hook()
+        if not isinstance(answer, bool):
+            raise TypeError(f"is_available returned {type(answer).__name__}, not bool")
+        return answer
 
 
 class Startup:

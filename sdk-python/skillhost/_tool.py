@@ -14,12 +14,14 @@ APPROVALS = ("none", "approve", "confirm", "dynamic")
 
 @dataclass
 class Context:
-    """One call's context: the skill's config block, who asked, and the turn's route."""
+    """One call's context: the skill's config block, who asked, the turn's route, and the
+    text of the turn's incoming message (``None`` outside a turn: ``skillhost call``, MCP)."""
 
     config: Dict[str, Any] = field(default_factory=dict)
     channel_id: str = ""
     user_id: Optional[str] = None
     route: Dict[str, str] = field(default_factory=dict)
+    user_message: Optional[str] = None
 
 
 @dataclass

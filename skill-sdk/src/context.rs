@@ -16,12 +16,25 @@ pub struct Context {
     channel_id: String,
     user_id: Option<String>,
     route: Vec<(String, String)>,
+    user_message: Option<String>,
 }
 
 impl Context {
     /// A context built by hand, for unit tests of handlers. `config` is a JSON object.
     pub fn new(config: &Value, channel_id: impl Into<String>, user_id: Option<String>) -> Self {
-        Context { config: config.to_string(), channel_id: channel_id.into(), user_id, route: Vec::new() }
+        Context {
+            config: config.to_string(),
+            channel_id: channel_id.into(),
+            user_id,
+            route: Vec::new(),
+            user_message: None,
+        }
+    }
+
+    /// Sets the turn's incoming message (for unit tests, like [`Context::new`]).
+    pub fn with_user_message(mut self, message: impl Into<String>) -> Self {
+        self.user_message = Some(message.into());
+        self
     }
 
     /// Adds a route attribute (for unit tests, like [`Context::new`]).
@@ -62,11 +75,23 @@ impl Context {
     pub fn routes(&self) -> &[(String, String)] {
         &self.route
     }
+
+    /// The text of the turn's incoming message; `None` for a call outside any turn
+    /// (`skillhost call`, a tool called by an MCP client).
+    pub fn user_message(&self) -> Option<&str> {
+        self.user_message.as_deref()
+    }
 }
 
 impl From<wit::CallContext> for Context {
     fn from(ctx: wit::CallContext) -> Self {
-        Context { config: ctx.config, channel_id: ctx.channel_id, user_id: ctx.user_id, route: ctx.route }
+        Context {
+            config: ctx.config,
+            channel_id: ctx.channel_id,
+            user_id: ctx.user_id,
+            route: ctx.route,
+            user_message: ctx.user_message,
+        }
     }
 }
 
@@ -96,5 +121,7 @@ mod tests {
         assert_eq!(ctx.route("intent"), Some("ops"));
         assert_eq!(ctx.route("other"), None);
         assert_eq!(ctx.user_id(), Some("u1"));
+        assert_eq!(ctx.user_message(), None);
+        assert_eq!(ctx.with_user_message("hi").user_message(), Some("hi"));
     }
 }

@@ -47,8 +47,10 @@ impl<S: crate::ResolveHuman> b::resolve_human::exports::skillhost::skill::resolv
 }
 
 impl<S: crate::IsAvailable> b::availability::exports::skillhost::skill::availability::Guest for Glue<S> {
-    fn is_available() -> bool {
-        S::is_available()
+    fn is_available(config: String) -> bool {
+        // The host promises a JSON object; anything else is a skill that cannot check its
+        // configuration, hence not available.
+        parse(&config).is_ok_and(S::is_available)
     }
 }
 

@@ -35,16 +35,32 @@ pub trait ResolveHuman {
 }
 
 /// Whether the skill can run at all here.
+///
+/// ```
+/// # use skill_sdk::{IsAvailable, Value};
+/// struct Search;
+/// impl IsAvailable for Search {
+///     fn is_available(config: Value) -> bool {
+///         config["endpoint"].is_string() && std::env::var("SEARCH_API_KEY").is_ok_and(|k| !k.trim().is_empty())
+///     }
+/// }
+/// ```
 pub trait IsAvailable {
-    /// Called once at load. `false` excludes the skill (and removes a skill of the same name
-    /// from a lower-priority path). Keep it quick and free of side effects.
-    fn is_available() -> bool;
+    /// Called once at load with the skill's config block (`{}` when absent). `false`
+    /// excludes the skill (and removes a skill of the same name from a lower-priority path).
+    /// Keep it quick and free of side effects.
+    ///
+    /// Credentials are environment variables (`std::env::var`): the guest's environment
+    /// holds exactly those the skill's `skill.toml` names (`[capabilities] env`) and the
+    /// operator grants (`skills.grants.<skill>.env`), in this hook and in every other call.
+    fn is_available(config: Value) -> bool;
 }
 
-/// One-time setup when the engine starts.
+/// One-time setup when the engine starts serving.
 pub trait Startup {
-    /// Receives the skill's config block (`{}` when absent). An `Err` stops the host from
-    /// starting, with the error's message: use it to fail fast on missing configuration.
+    /// Receives the skill's config block (`{}` when absent); granted environment variables
+    /// are readable as in [`IsAvailable`]. An `Err` stops the host from starting, with the
+    /// error's message: use it to fail fast on missing configuration.
     fn startup(config: Value) -> Result<(), Error>;
 }
 

@@ -193,7 +193,7 @@ async fn allowlisted_commands_run_new_ones_ask_and_approved_ones_are_promoted_pe
     let mut promoted = Vec::new();
     for n in 0..5 {
         let events = Mutex::new(Vec::new());
-        let turn = TurnRequest { channel_id: "c".into(), user_id: None, message: format!("m{n}") };
+        let turn = TurnRequest { channel_id: "c".into(), user_id: None, message: format!("m{n}"), route: Vec::new() };
         let result = engine.run_turn(turn, &events, &approver).await.unwrap();
         let call = &result.tool_calls[0];
         assert!(call.executed && !call.outcome.is_error, "{:?}", call.outcome);
@@ -234,7 +234,7 @@ async fn a_denied_command_is_not_promoted_and_overrides_have_the_last_word() {
     let engine = skillhost_tests::engine_from(&ws, &yaml("human:\n  overrides: {shell__run_command: confirm}\n")).await;
     let approver = Recorder::default();
     for n in 0..3 {
-        let turn = TurnRequest { channel_id: "c".into(), user_id: None, message: format!("m{n}") };
+        let turn = TurnRequest { channel_id: "c".into(), user_id: None, message: format!("m{n}"), route: Vec::new() };
         let result = engine.run_turn(turn, &NoEvents, &approver).await.unwrap();
         assert_eq!(result.tool_calls[0].level, skillhost::tools::Level::Confirm);
     }
@@ -242,7 +242,7 @@ async fn a_denied_command_is_not_promoted_and_overrides_have_the_last_word() {
     // A denial at approve level blocks the promotion the one approval would have earned.
     let engine = skillhost_tests::engine_from(&ws, &yaml("human:\n  overrides: {shell__run_command: approve}\n")).await;
     let denier = Recorder { deny: true, ..Default::default() };
-    let turn = |m: &str| TurnRequest { channel_id: "d".into(), user_id: None, message: m.into() };
+    let turn = |m: &str| TurnRequest { channel_id: "d".into(), user_id: None, message: m.into(), route: Vec::new() };
     let result = engine.run_turn(turn("a"), &NoEvents, &denier).await.unwrap();
     assert!(!result.tool_calls[0].executed);
     let approver = Recorder::default();

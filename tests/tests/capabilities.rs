@@ -124,12 +124,14 @@ async fn context_carries_config_channel_user_and_route() {
         user_id: Some("U7".into()),
         route: turn.clone(),
         config: json!({"ignored": true}),
+        user_message: Some("find the logs".into()),
     };
     call_with(&set, "probe__route_set", json!({"key": "route", "value": "search"}), &caller).await;
     let (_, ctx_seen) = call_with(&set, "probe__ctx", json!({}), &caller).await;
     assert_eq!(ctx_seen["config"], json!({"answer": 42}), "the skill's own config block, not the caller's");
     assert_eq!((ctx_seen["channel_id"].as_str(), ctx_seen["user_id"].as_str()), (Some("C42"), Some("U7")));
     assert_eq!(ctx_seen["route"], json!([["route", "search"]]), "later calls of the turn see the attribute");
+    assert_eq!(ctx_seen["user_message"], "find the logs");
     let (_, fresh) = call(&set, "probe__route_get", json!({})).await;
     assert_eq!(fresh["route"], json!([]), "another turn does not");
 }

@@ -30,7 +30,7 @@ async fn engine(ws: &Workspace, server: &LlmServer, extra: &str) -> Engine {
 }
 
 fn turn(channel: &str, message: &str) -> TurnRequest {
-    TurnRequest { channel_id: channel.into(), user_id: Some("u1".into()), message: message.into() }
+    TurnRequest { channel_id: channel.into(), user_id: Some("u1".into()), message: message.into(), route: Vec::new() }
 }
 
 async fn run(engine: &Engine, message: &str, approver: &dyn Approver) -> (TurnResult, Vec<EngineEvent>) {

@@ -36,7 +36,12 @@ async fn engine(ws: &Workspace, server: &LlmServer, skills: &str, learning: &str
 
 async fn run(engine: &Engine, message: &str, approver: &dyn Approver) -> (TurnResult, Vec<EngineEvent>) {
     let events = Mutex::new(Vec::new());
-    let req = TurnRequest { channel_id: "chan-1".into(), user_id: Some("u1".into()), message: message.into() };
+    let req = TurnRequest {
+        channel_id: "chan-1".into(),
+        user_id: Some("u1".into()),
+        message: message.into(),
+        route: Vec::new(),
+    };
     let result = engine.run_turn(req, &events, approver).await.unwrap();
     (result, events.into_inner().unwrap())
 }

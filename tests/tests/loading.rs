@@ -191,7 +191,7 @@ async fn startup_runs_only_when_serving() {
 async fn every_hook_answers_when_present() {
     let (_ws, skill) = load_one(guests::HOOKS_ALL, "hooks_all").await;
     let (c, env) = skill.component().unwrap();
-    assert!(c.is_available(env).await.unwrap().unwrap().value);
+    assert!(c.is_available(env, &json!({})).await.unwrap().unwrap().value);
     assert_eq!(c.startup(env, &json!({})).await.unwrap().unwrap().value, Ok(()));
     let deny =
         c.before_mcp_call(env, "obs", "get_logs", r#"{"_decision":"deny"}"#, &ctx()).await.unwrap().unwrap().value;
@@ -228,7 +228,7 @@ async fn every_hook_answers_when_present() {
 async fn absent_hooks_are_none_and_trapping_hooks_are_errors() {
     let (_ws, none) = load_one(guests::HOOKS_NONE, "hooks_none").await;
     let (c, env) = none.component().unwrap();
-    assert!(c.is_available(env).await.is_none());
+    assert!(c.is_available(env, &json!({})).await.is_none());
     assert!(c.startup(env, &json!({})).await.is_none());
     assert!(c.resolve_human(env, "x", "{}", &ctx()).await.is_none());
     assert!(c.before_mcp_call(env, "s", "t", "{}", &ctx()).await.is_none());
@@ -238,7 +238,7 @@ async fn absent_hooks_are_none_and_trapping_hooks_are_errors() {
 
     let (_ws, trap) = load_one(guests::HOOKS_TRAP, "hooks_trap").await;
     let (c, env) = trap.component().unwrap();
-    assert!(c.is_available(env).await.unwrap().is_err());
+    assert!(c.is_available(env, &json!({})).await.unwrap().is_err());
     assert!(c.startup(env, &json!({})).await.unwrap().is_err());
     assert!(c.resolve_human(env, "x", "{}", &ctx()).await.unwrap().is_err());
     assert!(c.before_mcp_call(env, "s", "t", "{}", &ctx()).await.unwrap().is_err());

@@ -116,7 +116,7 @@ async fn tools_app(ws: &Workspace, config: &str) -> skillhost::app::App {
 
 async fn run(engine: &Engine, approver: &dyn Approver) -> (TurnResult, Vec<EngineEvent>) {
     let events = Mutex::new(Vec::new());
-    let request = TurnRequest { channel_id: "chan-1".into(), user_id: None, message: "go".into() };
+    let request = TurnRequest { channel_id: "chan-1".into(), user_id: None, message: "go".into(), route: Vec::new() };
     let result = engine.run_turn(request, &events, approver).await.unwrap();
     (result, events.into_inner().unwrap())
 }
@@ -164,18 +164,18 @@ async fn declared_servers_start_and_their_filtered_tools_are_offered_and_routed(
     assert_eq!(result.text, "Done.");
 
     let names = offered(&llm, 0);
-    for expected in [
-        "everything__echo",
-        "everything__get-sum",
-        "obs__get_logs",
-        "obs__list_things",
-        "mcp_user__echo",
-        "mcp_user__get_logs",
-        "hooks_all__plain",
-    ] {
+    for expected in
+        ["everything__get-sum", "obs__list_things", "mcp_user__echo", "mcp_user__get_logs", "hooks_all__plain"]
+    {
         assert!(names.iter().any(|n| n == expected), "{expected} not offered: {names:?}");
     }
     assert!(!names.iter().any(|n| n == "obs__hidden"), "the tools filter leaves it out");
+    // A tool mcp_user lists in MCP_TOOLS is offered once, as its alias; a call under the
+    // server's name (t1) is still accepted as a direct call.
+    for (alias, direct) in [("mcp_user__echo", "everything__echo"), ("mcp_user__get_logs", "obs__get_logs")] {
+        assert_eq!(names.iter().filter(|n| *n == alias).count(), 1, "{alias} once: {names:?}");
+        assert!(!names.iter().any(|n| n == direct), "{direct} is not offered beside its alias: {names:?}");
+    }
     let results = results(&llm, 1);
     assert_eq!(results[0], ("t1".into(), "Echo: hi".into(), false));
     assert_eq!(results[1], ("t2".into(), "Echo: alias".into(), false));

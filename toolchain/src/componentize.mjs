@@ -61,9 +61,18 @@ const hooks = Object.keys(HOOKS).filter((h) => entryExports.includes(h));
 const wit = join(job.scratch, "wit");
 mkdirSync(join(wit, "deps", "skillhost"), { recursive: true });
 for (const file of readdirSync(job.contract)) copyFileSync(join(job.contract, file), join(wit, "deps", "skillhost", file));
+// The SDK's `env` reads the WASI environment, which holds only the granted variables.
+// componentize-js stubs out every WASI interface the world does not import; the version is
+// the one its runtime (StarlingMonkey) imports.
+mkdirSync(join(wit, "deps", "wasi-cli"), { recursive: true });
+writeFileSync(
+  join(wit, "deps", "wasi-cli", "environment.wit"),
+  `package wasi:cli@0.2.10;\n\ninterface environment {\n    get-environment: func() -> list<tuple<string, string>>;\n` +
+    `    get-arguments: func() -> list<string>;\n    initial-cwd: func() -> option<string>;\n}\n`,
+);
 writeFileSync(
   join(wit, "world.wit"),
-  `package skillhost:generated;\n\nworld app {\n    include skillhost:skill/skill@0.1.0;\n` +
+  `package skillhost:generated;\n\nworld app {\n    include skillhost:skill/skill@0.1.0;\n    import wasi:cli/environment@0.2.10;\n` +
     hooks.map((h) => `    export skillhost:skill/${HOOKS[h]}@0.1.0;\n`).join("") +
     `}\n`,
 );

@@ -217,8 +217,12 @@ pub async fn chat(engine: &Engine, channel: &str) {
             "/exit" | "/quit" => return,
             _ => {}
         }
-        let request =
-            TurnRequest { channel_id: channel.to_owned(), user_id: user_id.clone(), message: message.to_owned() };
+        let request = TurnRequest {
+            channel_id: channel.to_owned(),
+            user_id: user_id.clone(),
+            message: message.to_owned(),
+            route: Vec::new(),
+        };
         tokio::select! {
             result = engine.run_turn(request, &*terminal, &approver) => match result {
                 Ok(result) => {

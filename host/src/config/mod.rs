@@ -12,7 +12,7 @@ mod interp;
 mod names;
 mod sections;
 
-pub use names::check_name;
+pub use names::{check_env_name, check_name};
 pub use sections::*;
 
 use std::path::{Path, PathBuf};

@@ -25,9 +25,31 @@ pub fn check_name(name: &str) -> Result<(), String> {
     Err(format!("{problem}; names are snake_case: [a-z][a-z0-9_]*, without `__` or a trailing `_`"))
 }
 
+/// Checks an environment variable's name (a skill's `[capabilities] env`, an operator's
+/// `skills.grants.<skill>.env`): the portable `[A-Za-z_][A-Za-z0-9_]*`, no pattern.
+pub fn check_env_name(name: &str) -> Result<(), String> {
+    let portable = name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if portable {
+        Ok(())
+    } else {
+        Err(format!("`{name}` is not an environment variable name ([A-Za-z_][A-Za-z0-9_]*, no patterns)"))
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::check_name;
+    use super::{check_env_name, check_name};
+
+    #[test]
+    fn environment_variable_names_are_portable_and_literal() {
+        for good in ["A", "_X", "SERVICE_API_KEY", "key2"] {
+            assert_eq!(check_env_name(good), Ok(()), "{good}");
+        }
+        for bad in ["", "2X", "A-B", "*", "AWS_*", "A=B", "A B"] {
+            assert!(check_env_name(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn snake_case_without_double_or_trailing_underscores() {

@@ -56,6 +56,10 @@ impl Config {
             super::check_name(name).map_err(|e| format!("mcp_servers: key `{name}` {e}"))?;
             server.check().map_err(|e| format!("mcp_servers.{name}: {e}"))?;
         }
+        let agent_grants = self.agents.values().filter_map(|a| a.skills.as_ref()).flat_map(|s| &s.grants);
+        for (skill, grant) in self.skills.grants.iter().chain(agent_grants) {
+            grant.check().map_err(|e| format!("skills.grants.{skill}.{e}"))?;
+        }
         self.not_yet_supported()?;
         self.ui.check().map_err(|e| format!("ui: {e}"))?;
         for (name, agent) in &self.agents {
@@ -318,6 +322,16 @@ pub struct Grant {
     pub memory: bool,
     /// Hosts it may reach over HTTP (`host`, `host:port`, `*.domain`, or `*` for any).
     pub http_hosts: Vec<String>,
+    /// Variables of skillhost's own environment the skill may read (exact names). Those its
+    /// manifest also names are its WASI environment in every call (hooks and tools alike),
+    /// with their values when skillhost started; nothing else of the environment reaches it.
+    pub env: Vec<String>,
+}
+
+impl Grant {
+    fn check(&self) -> Result<(), String> {
+        self.env.iter().try_for_each(|name| super::check_env_name(name).map_err(|e| format!("env: {e}")))
+    }
 }
 
 /// Per-call limits; every field optional so that layers (defaults, manifest) can combine.

@@ -96,6 +96,10 @@ pub struct TurnRequest {
     pub user_id: Option<String>,
     /// The text.
     pub message: String,
+    /// Route attributes the host attaches to the turn (an API run request's `route`): every
+    /// tool call and hook of the turn sees them in `call-context.route`, beside those its
+    /// tools set with `route.set-attribute`.
+    pub route: Vec<(String, String)>,
 }
 
 /// How a turn ended.
@@ -327,7 +331,8 @@ impl Engine {
             config: serde_json::json!({}),
             channel_id: req.channel_id.clone(),
             user_id: req.user_id.clone(),
-            route: RouteAttributes::default(),
+            route: RouteAttributes::from_host(&req.route),
+            user_message: Some(req.message.clone()),
         };
         let tool_budget = TurnBudget::new(self.settings.tool_budget.clone());
         let round = Round {

@@ -89,6 +89,9 @@ pub struct Capabilities {
     pub http_client: reqwest::Client,
     /// The MCP bridge, when MCP servers are configured.
     pub mcp: Option<Arc<dyn McpBridge>>,
+    /// The guest's WASI environment: the variables the manifest names and the operator
+    /// grants, with their values. Often credentials: never logged.
+    pub env: Vec<(String, String)>,
 }
 
 impl Capabilities {

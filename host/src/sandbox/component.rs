@@ -206,12 +206,20 @@ impl SkillComponent {
         )
     }
 
-    /// `is-available`, or `None` when the component does not export it.
-    pub async fn is_available(&self, env: &CallEnv) -> Option<Result<Outcome<bool>, CallError>> {
+    /// `is-available` with the skill's config block, or `None` when the component does not
+    /// export it.
+    pub async fn is_available(
+        &self,
+        env: &CallEnv,
+        config: &serde_json::Value,
+    ) -> Option<Result<Outcome<bool>, CallError>> {
         let indices = self.hooks.availability.clone()?;
+        let config = config.to_string();
         Some(
             self.run(env, RouteAttributes::default(), "is-available", move |store, instance| {
-                Box::pin(async move { indices.load(&mut *store, &instance)?.call_is_available(&mut *store).await })
+                Box::pin(
+                    async move { indices.load(&mut *store, &instance)?.call_is_available(&mut *store, &config).await },
+                )
             })
             .await,
         )
@@ -396,5 +404,6 @@ fn wit_context(ctx: &CallContext) -> WitContext {
         channel_id: ctx.channel_id.clone(),
         user_id: ctx.user_id.clone(),
         route: ctx.route.snapshot(),
+        user_message: ctx.user_message.clone(),
     }
 }

@@ -24,17 +24,48 @@ impl RouteAttributes {
         map.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
     }
 
+    /// A turn's attributes as the host attaches them; those [`RouteAttributes::set`] would
+    /// drop are dropped (adapters check them first: [`RouteAttributes::check`]).
+    pub fn from_host(attributes: &[(String, String)]) -> Self {
+        let route = RouteAttributes::default();
+        for (key, value) in attributes {
+            route.set(key.clone(), value.clone());
+        }
+        route
+    }
+
+    /// Why `attributes` cannot all be a turn's attributes, if they cannot.
+    pub fn check(attributes: &[(String, String)]) -> Result<(), String> {
+        if attributes.len() > MAX_ROUTE_ATTRIBUTES {
+            return Err(format!("at most {MAX_ROUTE_ATTRIBUTES} route attributes"));
+        }
+        match attributes.iter().find(|(k, v)| !fits(k, v)) {
+            Some((key, _)) => {
+                Err(format!("route attribute `{key}`: keys are 1 to {MAX_KEY} bytes, values at most {MAX_VALUE} bytes"))
+            }
+            None => Ok(()),
+        }
+    }
+
     /// Sets one attribute. Oversized keys or values, and attributes past the cap, are
     /// dropped (the caller logs it).
     pub fn set(&self, key: String, value: String) -> bool {
         let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        let fits = !key.is_empty() && key.len() <= 128 && value.len() <= 4096;
-        if !fits || (map.len() >= MAX_ROUTE_ATTRIBUTES && !map.contains_key(&key)) {
+        if !fits(&key, &value) || (map.len() >= MAX_ROUTE_ATTRIBUTES && !map.contains_key(&key)) {
             return false;
         }
         map.insert(key, value);
         true
     }
+}
+
+/// The longest route attribute key, in bytes.
+const MAX_KEY: usize = 128;
+/// The longest route attribute value, in bytes.
+const MAX_VALUE: usize = 4096;
+
+fn fits(key: &str, value: &str) -> bool {
+    !key.is_empty() && key.len() <= MAX_KEY && value.len() <= MAX_VALUE
 }
 
 /// Who is calling: channel, user, config and the turn's route attributes.
@@ -48,6 +79,8 @@ pub struct CallContext {
     pub user_id: Option<String>,
     /// The turn's routing attributes.
     pub route: RouteAttributes,
+    /// The text of the turn's incoming message; `None` outside a turn.
+    pub user_message: Option<String>,
 }
 
 impl CallContext {
@@ -58,6 +91,7 @@ impl CallContext {
             channel_id: channel_id.into(),
             user_id: None,
             route: RouteAttributes::default(),
+            user_message: None,
         }
     }
 }
@@ -80,7 +114,7 @@ pub struct HostState {
 impl HostState {
     pub(crate) fn new(caps: Arc<Capabilities>, limits: &Limits, route: RouteAttributes, operation: String) -> Self {
         let logs = LogBuffer::new(limits.max_log_bytes as usize);
-        let wasi = deny_by_default_wasi(&logs);
+        let wasi = deny_by_default_wasi(&logs, &caps.env);
         HostState {
             wasi,
             table: ResourceTable::new(),
@@ -100,11 +134,13 @@ impl HostState {
     }
 }
 
-/// WASI with nothing granted: no preopened directories, no environment, no arguments, no
-/// sockets, no name lookups, empty stdin; stdout and stderr feed the capped log buffer.
-fn deny_by_default_wasi(logs: &LogBuffer) -> WasiCtx {
+/// WASI with nothing granted: no preopened directories, no arguments, no sockets, no name
+/// lookups, empty stdin, and only the granted environment variables (`env`); stdout and
+/// stderr feed the capped log buffer.
+fn deny_by_default_wasi(logs: &LogBuffer, env: &[(String, String)]) -> WasiCtx {
     let mut builder = WasiCtx::builder();
     builder
+        .envs(env)
         .allow_tcp(false)
         .allow_udp(false)
         .allow_ip_name_lookup(false)

@@ -157,7 +157,7 @@ impl Loader {
         // The memory built-in is the spec's memory: the operator's memory root is its own
         // unless the operator says otherwise in `skills.grants.memory`. No built-in gets
         // network access the operator did not grant.
-        let default_grant = Grant { memory: which == Builtin::Memory, http_hosts: Vec::new() };
+        let default_grant = Grant { memory: which == Builtin::Memory, ..Grant::default() };
         self.instantiate(skill, &manifest, embedded.wasm, mode, Some(default_grant)).await
     }
 
@@ -237,7 +237,7 @@ impl Loader {
         };
         let component = self.sandbox.load(wasm).map_err(|e| problem(e.to_string()))?;
         let env = self.call_env(&name, manifest, default_grant);
-        if mode != LoadMode::Validate && !self.check_available(&name, &component, &env).await? {
+        if mode != LoadMode::Validate && !self.check_available(&name, &component, &env, &skill.config).await? {
             return Ok(Some(Candidate::Unavailable(name)));
         }
         let described = component.describe(&env).await.map_err(|e| problem(e.to_string()))?;
@@ -255,8 +255,14 @@ impl Loader {
     }
 
     /// The spec's `is-available`: absent means available; a trap is fatal, with no details.
-    async fn check_available(&self, name: &str, component: &SkillComponent, env: &CallEnv) -> Result<bool, Failure> {
-        match component.is_available(env).await {
+    async fn check_available(
+        &self,
+        name: &str,
+        component: &SkillComponent,
+        env: &CallEnv,
+        config: &serde_json::Value,
+    ) -> Result<bool, Failure> {
+        match component.is_available(env, config).await {
             None => Ok(true),
             Some(Ok(outcome)) => Ok(outcome.value),
             Some(Err(e)) => {
@@ -295,6 +301,7 @@ impl Loader {
         if !asked.http_hosts.is_empty() && grant.http_hosts.is_empty() && !quiet {
             tracing::warn!(skill = name, "asks for HTTP; no hosts granted (skills.grants.{name}.http_hosts)");
         }
+        let env = granted_env(name, &asked.env, &grant.env, quiet);
         let memory_root = self.config.resolve(&config.learning.memory.filesystem.path);
         let caps = Capabilities {
             skill: name.to_string(),
@@ -305,9 +312,30 @@ impl Loader {
             http_granted: HostList::new(grant.http_hosts),
             http_client: self.http_client.clone(),
             mcp: self.mcp.clone(),
+            env,
         };
         CallEnv { caps: Arc::new(caps), limits: self.policy.for_skill(&manifest.limits) }
     }
+}
+
+/// The variables `asked` (the manifest) and `granted` (the operator) both name, with their
+/// values in skillhost's environment now (a variable that is not set stays unset). Values
+/// are never logged: they are often credentials.
+fn granted_env(skill: &str, asked: &[String], granted: &[String], quiet: bool) -> Vec<(String, String)> {
+    let mut env = Vec::new();
+    for name in asked {
+        if !granted.contains(name) {
+            if !quiet {
+                tracing::warn!(skill, "asks for environment variable {name}; not granted (skills.grants.{skill}.env)");
+            }
+            continue;
+        }
+        match std::env::var(name) {
+            Ok(value) => env.push((name.clone(), value)),
+            Err(_) => tracing::debug!(skill, "environment variable {name} is granted but not set"),
+        }
+    }
+    env
 }
 
 /// The sub-folders of `root`, sorted by name. A missing root is a problem, not a crash.

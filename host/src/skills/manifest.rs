@@ -24,6 +24,9 @@ pub struct Capabilities {
     pub memory: bool,
     /// Hosts for the HTTP import (`*` for whatever the operator grants).
     pub http_hosts: Vec<String>,
+    /// Environment variables the skill reads (exact names): those the operator also grants
+    /// (`skills.grants.<skill>.env`) are its WASI environment in every call.
+    pub env: Vec<String>,
 }
 
 /// `[build]`.
@@ -72,6 +75,9 @@ impl Manifest {
     pub fn parse(text: &str) -> Result<Manifest, String> {
         let manifest: Manifest = toml::from_str(text).map_err(|e| one_line(text, &e))?;
         manifest.limits.check().map_err(|e| format!("[limits] {e}"))?;
+        for name in &manifest.capabilities.env {
+            crate::config::check_env_name(name).map_err(|e| format!("[capabilities] env: {e}"))?;
+        }
         Ok(manifest)
     }
 }
@@ -112,8 +118,9 @@ mod tests {
 
     #[test]
     fn full_manifest() {
-        let m = parse("[capabilities]\nmemory = true\nhttp_hosts = [\"*\"]\n[limits]\ntimeout_ms = 500\n[build]\nkind = \"python\"\n").unwrap();
+        let m = parse("[capabilities]\nmemory = true\nhttp_hosts = [\"*\"]\nenv = [\"API_KEY\"]\n[limits]\ntimeout_ms = 500\n[build]\nkind = \"python\"\n").unwrap();
         assert!(m.capabilities.memory);
+        assert_eq!(m.capabilities.env, ["API_KEY"]);
         assert_eq!(m.limits.timeout_ms, Some(500));
         assert_eq!(m.build.kind, Some(BuildKind::Python));
     }
@@ -124,6 +131,8 @@ mod tests {
         assert!(err.contains("network") && err.starts_with("line 2, column 1: "), "{err}");
         let err = parse("[limits]\nfuel = 0\n").unwrap_err();
         assert!(err.contains("fuel"), "{err}");
+        let err = parse("[capabilities]\nenv = [\"AWS_*\"]\n").unwrap_err();
+        assert!(err.starts_with("[capabilities] env: `AWS_*` is not"), "{err}");
     }
 
     #[test]

@@ -76,6 +76,9 @@ struct TriggerBody {
     channel_id: Option<String>,
     #[serde(default)]
     user_id: Option<String>,
+    /// Route attributes for the turn (beyond the spec: the host's `IncomingMessage` route).
+    #[serde(default)]
+    route: std::collections::BTreeMap<String, String>,
 }
 
 /// The turn request in a body, checked.
@@ -93,7 +96,9 @@ fn request(body: Result<Bytes, BytesRejection>) -> ApiResult<TurnRequest> {
     };
     let channel_id = id("channel_id", body.channel_id, DEFAULT_CHANNEL)?;
     let user_id = id("user_id", body.user_id, DEFAULT_USER)?;
-    Ok(TurnRequest { channel_id, user_id: Some(user_id), message: body.message })
+    let route: Vec<(String, String)> = body.route.into_iter().collect();
+    crate::sandbox::RouteAttributes::check(&route).map_err(|e| ApiError::bad_request(format!("`route`: {e}")))?;
+    Ok(TurnRequest { channel_id, user_id: Some(user_id), message: body.message, route })
 }
 
 /// `POST /api/trigger`.

@@ -1,5 +1,6 @@
-//! MCP tools as the engine sees them: offered next to skill tools as `<server>__<tool>` (and
-//! as `<skill>__<tool>` for tools a skill lists in `mcp-tools`: aliases), and
+//! MCP tools as the engine sees them: offered next to skill tools as `<server>__<tool>`, or
+//! as `<skill>__<tool>` instead for tools a skill lists in `mcp-tools` (aliases; a call under
+//! the server's name is still accepted as a direct call), and
 //! every call run through the owning skill's policy (`before-mcp-call`, prerequisites with one
 //! retry) and observer (`observe-mcp-result`).
 //!
@@ -196,11 +197,17 @@ impl McpTools {
 #[async_trait::async_trait]
 impl ToolSource for McpTools {
     /// The tools of ready servers, after their `tools` filters, with names every provider
-    /// accepts; then the aliases whose tool is up.
+    /// accepts; then the aliases whose tool is up. A tool is offered once: one a skill lists
+    /// in `mcp-tools` only as its alias `<skill>__<tool>` (the spec namespaces it like the
+    /// skill's own tools). A call under its server name is still a direct call (`resolve`).
     fn decls(&self) -> Vec<ToolDecl> {
         let mut decls = Vec::new();
+        let aliased: BTreeSet<(&str, &str)> = self.aliases.values().map(|(_, s, t)| (s.as_str(), t.as_str())).collect();
         for server in self.servers.iter().filter(|s| !self.skills.skills.contains_key(*s)) {
             for tool in self.manager.tools(server) {
+                if aliased.contains(&(server.as_str(), tool.name.as_ref())) {
+                    continue;
+                }
                 let name = format!("{server}{SEPARATOR}{}", tool.name);
                 if valid_name(&name) {
                     decls.push(decl(name, &tool));

@@ -58,7 +58,7 @@ impl ResolveHuman for HooksAll {
 }
 
 impl IsAvailable for HooksAll {
-    fn is_available() -> bool {
+    fn is_available(_config: Value) -> bool {
         true
     }
 }

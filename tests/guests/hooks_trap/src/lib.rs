@@ -39,7 +39,7 @@ impl ResolveHuman for HooksTrap {
 }
 
 impl IsAvailable for HooksTrap {
-    fn is_available() -> bool {
+    fn is_available(_config: Value) -> bool {
         panic!("hooks_trap: is_available panicked")
     }
 }

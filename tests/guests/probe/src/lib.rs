@@ -90,6 +90,7 @@ impl Skill for Probe {
                 "channel_id": ctx.channel_id(),
                 "user_id": ctx.user_id(),
                 "route": ctx.routes(),
+                "user_message": ctx.user_message(),
             })),
             "mcp_call" => {
                 let arguments = input.get("arguments").cloned().unwrap_or_else(|| json!({}));

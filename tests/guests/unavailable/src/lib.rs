@@ -18,7 +18,7 @@ impl Skill for Unavailable {
 }
 
 impl IsAvailable for Unavailable {
-    fn is_available() -> bool {
+    fn is_available(_config: Value) -> bool {
         false
     }
 }
