@@ -9,6 +9,7 @@
 use crate::config;
 use crate::llm::ToolDecl;
 use crate::tools::ToolOutcome;
+use crate::tools::temporal::{self, Clock};
 use serde_json::{Value, json};
 use std::sync::Mutex;
 use std::time::Duration;
@@ -29,6 +30,8 @@ pub struct ToolBudgetPolicy {
     pub max_long_range_per_turn: Option<u32>,
     /// A call whose time window spans more than this is long range.
     pub long_range_threshold_minutes: u32,
+    /// A time span written into a service-name argument counts as the call's window too.
+    pub service_name_heuristic: bool,
     /// Offer one corrective round when a cap is reached.
     pub replan_enabled: bool,
 }
@@ -50,6 +53,7 @@ impl ToolBudgetPolicy {
             max_per_turn: section.max_per_turn,
             max_long_range_per_turn: section.max_long_range_per_turn,
             long_range_threshold_minutes: section.long_range_threshold_minutes.unwrap_or(60),
+            service_name_heuristic: section.long_range_service_name_heuristic,
             replan_enabled: section.replan_enabled,
         })
     }
@@ -58,6 +62,13 @@ impl ToolBudgetPolicy {
     pub fn covers(&self, name: &str) -> bool {
         let unprefixed = name.split_once(crate::skills::skill::SEPARATOR).map(|(_, t)| t);
         self.tools.iter().any(|t| t == name || Some(t.as_str()) == unprefixed)
+    }
+
+    /// Whether a call with `input` counts toward the long-range cap.
+    pub fn is_long_range(&self, input: &Value) -> bool {
+        let stated = window_minutes(input);
+        let guessed = if self.service_name_heuristic { service_name_minutes(input) } else { None };
+        stated.into_iter().chain(guessed).any(|m| m > f64::from(self.long_range_threshold_minutes))
     }
 }
 
@@ -97,7 +108,7 @@ impl TurnBudget {
     pub fn admit(&self, name: &str, input: &Value) -> Option<ToolOutcome> {
         let policy = self.policy.as_ref().filter(|p| p.covers(name))?;
         let mut c = self.counters.lock().unwrap_or_else(|p| p.into_inner());
-        let long_range = window_minutes(input).is_some_and(|m| m > f64::from(policy.long_range_threshold_minutes));
+        let long_range = policy.is_long_range(input);
         let over = policy.max_per_turn.is_some_and(|max| c.used >= max)
             || (long_range && policy.max_long_range_per_turn.is_some_and(|max| c.long_range >= max));
         if over {
@@ -147,7 +158,9 @@ impl TurnBudget {
 
 /// The time window a call's arguments ask for, in minutes, when they state one: `*_minutes`,
 /// `*_hours`, `*_days` numbers; `lookback`/`window`/`range`/`since`/`duration` strings such as
-/// `90m`, `24h`, `7d`, `2w`; or numeric epoch `start`/`end` pairs (seconds or milliseconds).
+/// `90m`, `24h`, `7d`, `2w`; or `start`/`end` pairs (also `start_time`/`end_time`,
+/// `start_time_iso`/`end_time_iso`, `from`/`to`) of epoch seconds or milliseconds, RFC 3339
+/// times or `now-…` (what `engine.temporal_guardrails` writes).
 pub fn window_minutes(input: &Value) -> Option<f64> {
     let object = input.as_object()?;
     let mut found: Option<f64> = None;
@@ -167,12 +180,46 @@ pub fn window_minutes(input: &Value) -> Option<f64> {
             keep(m);
         }
     }
-    let number = |keys: &[&str]| keys.iter().find_map(|k| object.get(*k).and_then(Value::as_f64));
-    if let (Some(start), Some(end)) = (number(&["start", "start_time", "from"]), number(&["end", "end_time", "to"])) {
-        let seconds = if start.abs() > 1e11 { (end - start) / 1000.0 } else { end - start };
-        keep(seconds / 60.0);
+    let now = temporal::SystemClock.now();
+    let time = |keys: &[&str]| keys.iter().find_map(|k| temporal::time::instant(object.get(*k), now).ok().flatten());
+    let (starts, ends) = (["start", "start_time", "start_time_iso", "from"], ["end", "end_time", "end_time_iso", "to"]);
+    if let (Some(start), Some(end)) = (time(&starts), time(&ends)) {
+        keep((end - start).abs() as f64 / 60.0);
     }
     found
+}
+
+/// Argument names that hold a service's name, for `long_range_service_name_heuristic`.
+const SERVICE_KEYS: [&str; 5] = ["service", "service_name", "servicename", "services", "service_names"];
+
+/// The longest time span written into a service-name argument, in minutes: `checkout 7d`,
+/// `api-24h`, `payments last 3 days`, `web (past week)`, `auth yesterday`. Models sometimes
+/// put the period into the service filter instead of the time arguments.
+pub fn service_name_minutes(input: &Value) -> Option<f64> {
+    let object = input.as_object()?;
+    let values = object.iter().filter(|(k, _)| SERVICE_KEYS.contains(&k.to_ascii_lowercase().as_str()));
+    let texts = values.flat_map(|(_, v)| match v {
+        Value::String(s) => vec![s.as_str()],
+        Value::Array(items) => items.iter().filter_map(Value::as_str).collect(),
+        _ => Vec::new(),
+    });
+    texts.filter_map(phrase_minutes).reduce(f64::max)
+}
+
+/// The longest span among the words of `text`: `7d` in one word, `7 days` in two, `last`
+/// or `past` before a unit (one of it), or `yesterday` (a day). Words are split at anything
+/// but letters and digits, so `k8s` or `v2` never read as spans.
+fn phrase_minutes(text: &str) -> Option<f64> {
+    let lower = text.to_ascii_lowercase();
+    let words: Vec<&str> = lower.split(|c: char| !c.is_ascii_alphanumeric()).filter(|w| !w.is_empty()).collect();
+    let at = |i: usize, number: &str| words.get(i).and_then(|unit| duration_minutes(&format!("{number}{unit}")));
+    let spans = words.iter().enumerate().filter_map(|(i, word)| match *word {
+        "yesterday" => Some(1440.0),
+        "last" | "past" => at(i + 1, "1"),
+        _ if word.bytes().all(|b| b.is_ascii_digit()) => at(i + 1, word),
+        _ => duration_minutes(word),
+    });
+    spans.reduce(f64::max)
 }
 
 fn duration_minutes(text: &str) -> Option<f64> {
@@ -200,6 +247,7 @@ mod tests {
             max_per_turn: max,
             max_long_range_per_turn: long,
             long_range_threshold_minutes: 60,
+            service_name_heuristic: false,
             replan_enabled: replan,
         }
     }
@@ -212,6 +260,35 @@ mod tests {
         assert_eq!(window_minutes(&json!({"start": 1_700_000_000, "end": 1_700_007_200})), Some(120.0));
         assert_eq!(window_minutes(&json!({"start": 1_700_000_000_000i64, "end": 1_700_000_600_000i64})), Some(10.0));
         assert_eq!(window_minutes(&json!({"service": "api"})), None);
+        let iso = json!({"start_time_iso": "2026-02-09T10:00:00Z", "end_time_iso": "2026-02-09T13:00:00Z"});
+        assert_eq!(window_minutes(&iso), Some(180.0), "the bounds temporal guardrails write");
+        assert_eq!(window_minutes(&json!({"from": "alice", "to": "bob"})), None, "not times: no window");
+    }
+
+    #[test]
+    fn service_name_heuristic_reads_spans_written_into_service_names() {
+        for (service, minutes) in [
+            (json!("checkout 7d"), Some(10080.0)),
+            (json!("api-24h"), Some(1440.0)),
+            (json!("payments last 3 days"), Some(4320.0)),
+            (json!("web (past week)"), Some(10080.0)),
+            (json!("auth yesterday"), Some(1440.0)),
+            (json!(["a", "b_2h"]), Some(120.0)),
+            (json!("k8s-v2-api"), None),
+            (json!("checkout"), None),
+        ] {
+            assert_eq!(service_name_minutes(&json!({"service_name": service})), minutes, "{service}");
+        }
+        let mut on = policy(None, Some(1), false);
+        let input = json!({"service": "checkout last 2 days"});
+        assert!(!on.is_long_range(&input), "off unless configured");
+        on.service_name_heuristic = true;
+        assert!(on.is_long_range(&input));
+        assert!(!on.is_long_range(&json!({"service": "checkout 30m"})), "short spans are not long range");
+        let budget = TurnBudget::new(Some(on));
+        assert!(budget.admit("get_logs", &input).is_none());
+        assert!(budget.admit("get_logs", &json!({"service": "api 2d"})).is_some(), "the second long-range call");
+        assert!(budget.admit("get_logs", &json!({"service": "api"})).is_none(), "others still run");
     }
 
     #[test]

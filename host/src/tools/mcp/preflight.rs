@@ -89,7 +89,8 @@ impl McpTools {
             .ok_or_else(|| format!("`{tool}` is not offered by server `{}`", call.server))
     }
 
-    /// Runs a prerequisite read once per batch for the same server, tool and arguments.
+    /// Runs a prerequisite read once per batch for the same server, tool and arguments (as
+    /// the policy gave them: normalised inside, so reads a second apart still share).
     pub(super) async fn prerequisite(
         &self,
         channel: &str,
@@ -103,6 +104,7 @@ impl McpTools {
             batches.entry(channel.to_owned()).or_default().entry(key).or_default().clone()
         };
         cell.get_or_init(|| async {
+            let arguments = self.guard_prerequisite(server, tool, arguments)?;
             let result = self.manager.call(server, tool, arguments).await?;
             let text = result_text(&result);
             if result.is_error == Some(true) { Err(text) } else { Ok(text) }
