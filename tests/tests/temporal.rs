@@ -132,7 +132,8 @@ async fn the_prerequisite_retry_is_clamped_again() {
     let ws = Workspace::new();
     ws.add_skill("skills", "hooks_all", guests::HOOKS_ALL, "");
     // Within the clamp as asked; the policy's retry asks for a whole day instead.
-    let asked = json!({"_decision": "prerequisite_widen", "start_time_iso": "2026-02-09T14:57:00Z", "end_time_iso": "2026-02-09T14:59:00Z"});
+    let (start, end) = ("2026-02-09T14:57:00Z", "2026-02-09T14:59:00Z");
+    let asked = json!({"_decision": "prerequisite_widen", "start_time_iso": start, "end_time_iso": end});
     let first = Answer::text(&["Reading."]).call("pre", "obs__get_log_attributes", asked);
     let llm = LlmServer::start(vec![first.into(), Answer::text(&["Done."]).into()]).await;
     let engine = engine(&ws, &llm.url()).await;

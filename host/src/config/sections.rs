@@ -613,7 +613,9 @@ impl ToolBudget {
     /// cap it would be accepted and ignored.
     fn check(&self) -> Result<(), String> {
         if self.long_range_service_name_heuristic && self.max_long_range_per_turn.is_none() {
-            return Err("long_range_service_name_heuristic needs max_long_range_per_turn: it only decides which calls count toward that cap".into());
+            return Err("long_range_service_name_heuristic needs max_long_range_per_turn: \
+                it only decides which calls count toward that cap"
+                .into());
         }
         Ok(())
     }

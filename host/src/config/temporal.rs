@@ -71,7 +71,8 @@ impl TemporalGuardrails {
             ];
             if let Some((key, _)) = set.iter().find(|(_, set)| *set) {
                 return Err(format!(
-                    "{at}.{key} is set but {at}.tools is empty, which turns temporal guardrails off; list the guarded tools in tools or remove {key}"
+                    "{at}.{key} is set but {at}.tools is empty, which turns temporal guardrails off; \
+                     list the guarded tools in tools or remove {key}"
                 ));
             }
             return Ok(());
@@ -84,7 +85,8 @@ impl TemporalGuardrails {
         }
         if let Some(name) = self.attribute_discovery_tools.iter().find(|n| self.listed_elsewhere(n)) {
             return Err(format!(
-                "{at}.attribute_discovery_tools: `{name}` is also listed in tools or tool_profiles; a tool gets one treatment"
+                "{at}.attribute_discovery_tools: `{name}` is also listed in tools or tool_profiles; \
+                 a tool gets one treatment"
             ));
         }
         if self.attribute_discovery_lookback_minutes == Some(0) {
@@ -92,7 +94,8 @@ impl TemporalGuardrails {
         }
         if self.attribute_discovery_lookback_minutes.is_some() && self.attribute_discovery_tools.is_empty() {
             return Err(format!(
-                "{at}.attribute_discovery_lookback_minutes is set but attribute_discovery_tools is empty; list the tools it clamps or remove it"
+                "{at}.attribute_discovery_lookback_minutes is set but attribute_discovery_tools is empty; \
+                 list the tools it clamps or remove it"
             ));
         }
         Ok(())

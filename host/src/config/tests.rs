@@ -17,6 +17,7 @@ fn example_config_parses() {
     let (config, _) = parse(text, env(&[])).expect("config.example.yaml must parse");
     assert!(!config.skills.paths.is_empty());
     assert!(config.skills.grants.contains_key("http_checker"));
+    assert!(config.engine.temporal_guardrails.is_on(), "the example shows the guardrails");
 }
 
 #[test]
@@ -126,7 +127,10 @@ fn keys_not_acted_on_yet_are_refused_not_ignored() {
 }
 
 /// The spec's own example of `engine.temporal_guardrails`.
-const TEMPORAL: &str = "engine:\n  temporal_guardrails:\n    tools:\n      - get_logs\n      - get_traces\n    tool_profiles:\n      get_alerts: alerts_window\n      get_alert_rule_state: epoch_range\n      prometheus_instant_query: instant_time_iso\n    attribute_discovery_tools:\n      - get_log_attributes\n      - get_log_attributes_for_pipeline\n    attribute_discovery_lookback_minutes: 5\n";
+const TEMPORAL: &str = "engine:\n  temporal_guardrails:\n    tools:\n      - get_logs\n      - get_traces\n\
+    \x20   tool_profiles:\n      get_alerts: alerts_window\n      get_alert_rule_state: epoch_range\n\
+    \x20     prometheus_instant_query: instant_time_iso\n    attribute_discovery_tools:\n\
+    \x20     - get_log_attributes\n      - get_log_attributes_for_pipeline\n    attribute_discovery_lookback_minutes: 5\n";
 
 #[test]
 fn temporal_guardrails_parse_as_the_spec_writes_them() {

@@ -3,7 +3,8 @@
 //! prerequisite read), are normalised first. Normalising is idempotent, so arguments that
 //! already passed (the round prepares them before the approval) come through unchanged.
 
-use super::{McpCall, McpTools};
+use super::{McpCall, McpTools, with_field};
+use crate::sandbox::CallContext;
 use crate::tools::temporal::{self, NOTE_FIELD};
 use crate::tools::{Prepared, ToolOutcome};
 use serde_json::{Map, Value};
@@ -47,5 +48,19 @@ impl McpTools {
         let call = McpCall { server: server.to_owned(), tool: tool.to_owned(), alias_of: None };
         let name = format!("{server}{}{tool}", crate::skills::skill::SEPARATOR);
         self.guard(&name, &call, arguments).map(|(arguments, _)| arguments)
+    }
+
+    /// Sends arguments a policy returned, through the guardrails again.
+    pub(super) async fn send(
+        &self,
+        name: &str,
+        call: &McpCall,
+        arguments: Map<String, Value>,
+        ctx: &CallContext,
+    ) -> ToolOutcome {
+        match self.guard(name, call, arguments) {
+            Ok((arguments, note)) => with_field(self.dispatch(call, arguments, ctx).await, NOTE_FIELD, note),
+            Err(why) => temporal::refusal(&why),
+        }
     }
 }

@@ -114,47 +114,6 @@ impl McpTools {
         self.skills.skills.values().find(|s| s.facts.mcp_servers.iter().any(|o| o == server))
     }
 
-    /// Runs a call whose prerequisite succeeded: the retry passes the temporal guardrails,
-    /// the owner's policy, the approval and the tool budget again (through `scope`); a
-    /// refusal returns its new correction, and no second prerequisite runs.
-    async fn retry(
-        &self,
-        call: &McpCall,
-        original: ToolCall<'_>,
-        retry: Map<String, Value>,
-        scope: &dyn CallScope,
-        started: Instant,
-    ) -> ToolOutcome {
-        let refuse = |why: &str| refused(why, "mcp_retry_refused", None, started);
-        let (retry, first_note) = match self.guard(original.name, call, retry) {
-            Ok(guarded) => guarded,
-            Err(why) => return refuse(&why),
-        };
-        let retry = match self.preflight(call, &retry, original.ctx).await {
-            Decision::Proceed { arguments, .. } => arguments,
-            Decision::Deny { correction, context } | Decision::Prerequisite { correction, context, .. } => {
-                return refused(&correction, "mcp_retry_refused", context, started);
-            }
-        };
-        // The policy may have corrected the arguments again.
-        let (retry, note) = match self.guard(original.name, call, retry) {
-            Ok((retry, note)) => (retry, note.or(first_note)),
-            Err(why) => return refuse(&why),
-        };
-        if let Err(why) = scope.admit_again(original, &Value::Object(retry.clone())).await {
-            return refuse(&why);
-        }
-        with_field(self.dispatch(call, retry, original.ctx).await, NOTE_FIELD, note)
-    }
-
-    /// Sends arguments a policy returned, through the guardrails again.
-    async fn send(&self, name: &str, call: &McpCall, arguments: Map<String, Value>, ctx: &CallContext) -> ToolOutcome {
-        match self.guard(name, call, arguments) {
-            Ok((arguments, note)) => with_field(self.dispatch(call, arguments, ctx).await, NOTE_FIELD, note),
-            Err(why) => super::temporal::refusal(&why),
-        }
-    }
-
     /// Sends the call and reads its result; a direct call's success goes past the observer.
     async fn dispatch(&self, call: &McpCall, arguments: Map<String, Value>, ctx: &CallContext) -> ToolOutcome {
         let started = Instant::now();

@@ -103,7 +103,8 @@ pub(super) fn iso_window(w: &mut Work, clamp: Option<Seconds>) -> Result<(), Tem
             (s, e)
         }
         (Some(s), None, Some(look)) => (s, s.saturating_add(look)),
-        (Some(s), None, None) => (s, w.now),
+        // A start after now has no end to swap with: it is refused as in the future.
+        (Some(s), None, None) => (s, w.now.max(s)),
         (None, Some(e), look) => (e - look.unwrap_or(default), e),
         (None, None, look) => (w.now - look.unwrap_or(default), w.now),
     };
@@ -166,7 +167,7 @@ pub(super) fn epoch_range(w: &mut Work) -> Result<(), TemporalError> {
     let (start, end) = match (start, end) {
         (None, None) => return Ok(()),
         (Some(s), Some(e)) => (s, e),
-        (Some(s), None) => (s, w.now),
+        (Some(s), None) => (s, w.now.max(s)),
         (None, Some(e)) => (e - DEFAULT_WINDOW, e),
     };
     let (start, end) = w.settle(start, end)?;

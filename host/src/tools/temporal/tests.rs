@@ -146,6 +146,10 @@ fn iso_window_orders_bounds_and_stops_at_now() {
     assert_eq!(future_end["end_time_iso"], "2026-02-09T15:00:00Z");
     let future = json!({"start_time_iso": "2026-03-01T00:00:00Z", "end_time_iso": "2026-03-02T00:00:00Z"});
     assert!(error(ISO, future).contains("not before now"));
+    let start_only = error(ISO, json!({"start_time_iso": "2026-03-01T00:00:00Z"}));
+    assert!(start_only.contains("starts at 2026-03-01T00:00:00Z, which is not before now"), "{start_only}");
+    let epoch = error(EPOCH, json!({"start_time": "2026-03-01T00:00:00Z"}));
+    assert!(epoch.contains("starts at 2026-03-01T00:00:00Z"), "{epoch}");
     let empty = json!({"start_time_iso": "2026-02-09T12:00:00Z", "end_time_iso": "2026-02-09T12:00:00Z"});
     assert!(error(ISO, empty).contains("empty"));
     assert!(error(ISO, json!({"lookback_minutes": 1e12})).contains("before 1970"));
