@@ -5,6 +5,8 @@ Tools:
 - `get_logs(service, corrected)`: echoes what it received and how often `list_things` ran.
 - `search_events(case)`: a result with a `mithai/coverage` descriptor in `_meta`, valid or
   broken as `case` says; advertised with `_meta: {"mithai/coverage": true}`.
+- `get_log_attributes(start_time_iso, end_time_iso, lookback_minutes, service)`: echoes the
+  time arguments it received (for the temporal guardrails' tests).
 - `fail()`: an `isError` result. `crash()`: the process exits. `empty()`: `[]`.
 - `hidden()`: filtered out by the tests' `tools` list.
 """
@@ -30,6 +32,18 @@ def list_things() -> str:
 def get_logs(service: str = "", corrected: bool = False) -> str:
     """Read a service's logs."""
     return json.dumps({"service": service, "corrected": corrected, "list_things_calls": CALLS["list_things"]})
+
+
+@server.tool()
+def get_log_attributes(
+    start_time_iso: str | None = None,
+    end_time_iso: str | None = None,
+    lookback_minutes: int | None = None,
+    service: str = "",
+) -> str:
+    """Log attribute names seen in a window; echoes the time arguments it received."""
+    received = {"start_time_iso": start_time_iso, "end_time_iso": end_time_iso, "lookback_minutes": lookback_minutes}
+    return json.dumps({"received": {k: v for k, v in received.items() if v is not None}, "service": service})
 
 
 def descriptor(case: str):

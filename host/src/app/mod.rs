@@ -217,7 +217,8 @@ async fn tools_for(mcp: &Arc<McpManager>, set: &Arc<SkillSet>, config: &LoadedCo
     let mut sources: Vec<Arc<dyn ToolSource>> = vec![Arc::new(SkillTools::new(set.clone()))];
     if mcp.is_configured() {
         let extra = config.config.skills.allowed.clone().unwrap_or_default();
-        sources.push(crate::tools::mcp::start_for(mcp, set.clone(), &extra).await);
+        let guardrails = crate::tools::temporal::Guardrails::from_config(&config.config.engine.temporal_guardrails);
+        sources.push(crate::tools::mcp::start_for(mcp, set.clone(), &extra, guardrails).await);
     }
     Tools::new(sources)
 }

@@ -11,9 +11,11 @@ mod env;
 mod interp;
 mod names;
 mod sections;
+mod temporal;
 
 pub use names::{check_env_name, check_name};
 pub use sections::*;
+pub use temporal::{DEFAULT_ATTRIBUTE_LOOKBACK_MINUTES, TemporalGuardrails, TemporalProfile};
 
 use std::path::{Path, PathBuf};
 

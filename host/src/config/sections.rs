@@ -67,6 +67,14 @@ impl Config {
                 ui.check().map_err(|e| format!("agents.{name}.ui: {e}"))?;
             }
         }
+        self.engine.temporal_guardrails.check()?;
+        for (key, budget) in
+            [("tool_budget", &self.engine.tool_budget), ("log_tool_budget", &self.engine.log_tool_budget)]
+        {
+            if let Some(budget) = budget {
+                budget.check().map_err(|e| format!("engine.{key}.{e}"))?;
+            }
+        }
         self.sandbox.defaults.check().map_err(|e| format!("sandbox.defaults: {e}"))?;
         self.sandbox.maximums.check().map_err(|e| format!("sandbox.maximums: {e}"))?;
         Ok(())
@@ -86,17 +94,6 @@ impl Config {
                         "{at}: `{key}` settings are not supported yet (the {key} adapter is not served)"
                     ));
                 }
-            }
-        }
-        let g = &self.engine.temporal_guardrails;
-        if !g.tools.is_empty() || !g.tool_profiles.is_empty() || !g.attribute_discovery_tools.is_empty() {
-            return Err("engine.temporal_guardrails is not supported yet; remove it".into());
-        }
-        for (key, budget) in
-            [("tool_budget", &self.engine.tool_budget), ("log_tool_budget", &self.engine.log_tool_budget)]
-        {
-            if budget.as_ref().is_some_and(|b| b.long_range_service_name_heuristic) {
-                return Err(format!("engine.{key}.long_range_service_name_heuristic is not supported yet; remove it"));
             }
         }
         Ok(())
@@ -615,7 +612,7 @@ pub struct Engine {
     /// Legacy alias of `tool_budget`.
     pub log_tool_budget: Option<ToolBudget>,
     /// Time-window handling for MCP tools.
-    pub temporal_guardrails: TemporalGuardrails,
+    pub temporal_guardrails: super::TemporalGuardrails,
 }
 
 /// `engine.session`.
@@ -650,24 +647,24 @@ pub struct ToolBudget {
     pub max_long_range_per_turn: Option<u32>,
     /// What counts as long range.
     pub long_range_threshold_minutes: Option<u32>,
-    /// Guess long range from service names.
+    /// Also count a call as long range when a service-name argument carries a time span
+    /// (`checkout last 7 days`); see docs/temporal-guardrails.md.
     pub long_range_service_name_heuristic: bool,
     /// Offer one corrective round when a cap is reached.
     pub replan_enabled: bool,
 }
 
-/// `engine.temporal_guardrails`.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct TemporalGuardrails {
-    /// Tools that get time-window handling; empty disables.
-    pub tools: Vec<String>,
-    /// Tool -> argument profile.
-    pub tool_profiles: BTreeMap<String, String>,
-    /// Attribute discovery tools.
-    pub attribute_discovery_tools: Vec<String>,
-    /// Their lookback.
-    pub attribute_discovery_lookback_minutes: Option<u32>,
+impl ToolBudget {
+    /// The heuristic only decides which calls count toward the long-range cap: without the
+    /// cap it would be accepted and ignored.
+    fn check(&self) -> Result<(), String> {
+        if self.long_range_service_name_heuristic && self.max_long_range_per_turn.is_none() {
+            return Err("long_range_service_name_heuristic needs max_long_range_per_turn: \
+                it only decides which calls count toward that cap"
+                .into());
+        }
+        Ok(())
+    }
 }
 
 impl Ui {

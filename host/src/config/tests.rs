@@ -19,6 +19,7 @@ fn example_config_parses() {
     assert!(config.skills.grants.contains_key("http_checker"));
     assert_eq!(config.skills.loading, Loading::OnDemand);
     assert_eq!(config.skills.loading_overrides["git_discipline"], Loading::Always);
+    assert!(config.engine.temporal_guardrails.is_on(), "the example shows the guardrails");
 }
 
 #[test]
@@ -120,17 +121,73 @@ fn keys_not_acted_on_yet_are_refused_not_ignored() {
     let cases = [
         ("adapter:\n  slack:\n    bot_token: x\n", "`slack` settings are not supported yet"),
         ("agents:\n  a:\n    adapter:\n      telegram: {token: x}\n", "`telegram` settings are not supported yet"),
-        ("engine:\n  temporal_guardrails:\n    tools: [get_logs]\n", "temporal_guardrails is not supported yet"),
-        (
-            "engine:\n  tool_budget:\n    tools: [x__y]\n    long_range_service_name_heuristic: true\n",
-            "long_range_service_name_heuristic is not supported yet",
-        ),
     ];
     for (yaml, expected) in cases {
         let err = super::parse(yaml, |_| None).unwrap_err();
         assert!(err.contains(expected), "{yaml}: {err}");
     }
-    assert!(super::parse("engine:\n  temporal_guardrails:\n    tools: []\n", |_| None).is_ok(), "empty is off");
+}
+
+/// The spec's own example of `engine.temporal_guardrails`.
+const TEMPORAL: &str = "engine:\n  temporal_guardrails:\n    tools:\n      - get_logs\n      - get_traces\n\
+    \x20   tool_profiles:\n      get_alerts: alerts_window\n      get_alert_rule_state: epoch_range\n\
+    \x20     prometheus_instant_query: instant_time_iso\n    attribute_discovery_tools:\n\
+    \x20     - get_log_attributes\n      - get_log_attributes_for_pipeline\n    attribute_discovery_lookback_minutes: 5\n";
+
+#[test]
+fn temporal_guardrails_parse_as_the_spec_writes_them() {
+    let (config, _) = parse(TEMPORAL, env(&[])).unwrap();
+    let g = &config.engine.temporal_guardrails;
+    assert!(g.is_on());
+    assert_eq!(g.tool_profiles["get_alert_rule_state"], TemporalProfile::EpochRange);
+    assert_eq!(g.attribute_lookback_minutes(), 5);
+    let (config, _) =
+        parse("engine:\n  temporal_guardrails:\n    tools: [a]\n    attribute_discovery_tools: [b]\n", env(&[]))
+            .unwrap();
+    assert_eq!(config.engine.temporal_guardrails.attribute_lookback_minutes(), DEFAULT_ATTRIBUTE_LOOKBACK_MINUTES);
+    assert!(parse("engine:\n  temporal_guardrails:\n    tools: []\n", env(&[])).is_ok(), "empty is off");
+}
+
+#[test]
+fn temporal_guardrails_refuse_what_they_would_ignore_or_misread() {
+    let g = "engine:\n  temporal_guardrails:\n";
+    let cases = [
+        (
+            "    tool_profiles: {get_alerts: alerts_window}\n",
+            "tool_profiles is set but engine.temporal_guardrails.tools is empty",
+        ),
+        ("    attribute_discovery_tools: [get_log_attributes]\n", "attribute_discovery_tools is set but"),
+        ("    tools: [a]\n    tool_profiles: {b: hourly}\n", "unknown variant `hourly`, expected one of `iso_window`"),
+        (
+            "    tools: [a]\n    attribute_discovery_tools: [b]\n    attribute_discovery_lookback_minutes: 0\n",
+            "attribute_discovery_lookback_minutes must be greater than 0",
+        ),
+        ("    tools: [a]\n    attribute_discovery_lookback_minutes: 9\n", "attribute_discovery_tools is empty"),
+        ("    tools: [a]\n    attribute_discovery_lookback_minutes: -1\n", "attribute_discovery_lookback_minutes"),
+        ("    tools: [a, b]\n    attribute_discovery_tools: [b]\n", "`b` is also listed in tools or tool_profiles"),
+        ("    tools: ['get logs']\n", "engine.temporal_guardrails.tools: `get logs` is not a tool name"),
+        ("    tools: [a]\n    tool_profiles: {'': epoch_range}\n", "tool_profiles: `` is empty"),
+        ("    tools: [a]\n    lookback: 5\n", "unknown field `lookback`"),
+    ];
+    for (yaml, expected) in cases {
+        let err = parse(&format!("{g}{yaml}"), env(&[])).unwrap_err();
+        assert!(err.contains(expected), "{yaml}: {err}");
+        assert!(!err.contains('\n'), "one line: {err}");
+    }
+}
+
+#[test]
+fn the_service_name_heuristic_needs_the_long_range_cap() {
+    let budget = "engine:\n  tool_budget:\n    enabled: true\n    tools: [get_logs]\n    long_range_service_name_heuristic: true\n";
+    let err = parse(budget, env(&[])).unwrap_err();
+    assert!(
+        err.contains("engine.tool_budget.long_range_service_name_heuristic needs max_long_range_per_turn"),
+        "{err}"
+    );
+    let legacy = budget.replace("tool_budget", "log_tool_budget");
+    assert!(parse(&legacy, env(&[])).unwrap_err().contains("engine.log_tool_budget.long_range"), "the legacy key too");
+    let (config, _) = parse(&format!("{budget}    max_long_range_per_turn: 1\n"), env(&[])).unwrap();
+    assert!(config.engine.tool_budget.unwrap().long_range_service_name_heuristic);
 }
 
 #[test]

@@ -5,7 +5,7 @@
 //! - [`turn`]: [`Engine`], `run_turn` and `call_tool`; [`round`]: one round of calls.
 //! - [`gate`]: the one approval path (levels with overrides, promotion, asking, refusals);
 //!   [`approver`]: how an adapter asks a person; [`promote`]: the approval counts;
-//!   [`tool_budget`]: `engine.tool_budget`.
+//!   [`tool_budget`]: `engine.tool_budget`; [`window`]: the time window a call asks for.
 //! - [`deadline`]: the turn's time budget; [`inflight`]: one turn per channel across
 //!   processes; [`history`]: persisted conversations; [`prompt`]: the system prompt;
 //!   `on_demand`: the turn's view of the on-demand skills and their `load_skill`.
@@ -26,6 +26,7 @@ pub mod round;
 pub mod tool_budget;
 pub mod turn;
 pub mod verifier;
+pub mod window;
 
 pub use approver::{ApprovalOutcome, ApprovalRequest, Approver, AutoApprove, NonInteractive};
 pub use events::{EngineEvent, EventSink, NoEvents, ToolTarget};

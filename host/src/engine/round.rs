@@ -1,6 +1,8 @@
-//! One round of tool calls: the tool budget admits calls in order, the gate settles each
-//! one's approval (asked in order, before anything runs), the allowed ones run at most
-//! [`MAX_PARALLEL`] at once, and every call is answered, in call order.
+//! One round of tool calls: each call's arguments are prepared first (the source's
+//! normalisation, `engine.temporal_guardrails`), the tool budget admits calls in order, the
+//! gate settles each one's approval (asked in order, before anything runs, about the
+//! prepared arguments), the allowed ones run at most [`MAX_PARALLEL`] at once with the
+//! prepared arguments, and every call is answered, in call order.
 
 use super::approver::{ApprovalOutcome, Approver};
 use super::deadline::Deadline;
@@ -9,7 +11,9 @@ use super::gate::{Decision, Gate};
 use super::tool_budget::TurnBudget;
 use crate::llm::{Block, ToolDecl};
 use crate::sandbox::CallContext;
-use crate::tools::{CallScope, CoverageEntry, Level, ToolCall, ToolInfo, ToolOutcome, ToolSource, Tools, unknown_tool};
+use crate::tools::{
+    CallScope, CoverageEntry, Level, Prepared, ToolCall, ToolInfo, ToolOutcome, ToolSource, Tools, unknown_tool,
+};
 use futures::StreamExt;
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
@@ -24,7 +28,8 @@ pub struct ToolCallRecord {
     pub tool_call_id: String,
     /// The prefixed tool name.
     pub tool_name: String,
-    /// The call's arguments.
+    /// The arguments it ran (or would have run) with: the model's, as the source prepared
+    /// them (`engine.temporal_guardrails`).
     pub input: Value,
     /// The approval level it resolved to.
     pub level: Level,
@@ -50,6 +55,25 @@ impl ToolCallRecord {
 
 /// A call the model made: `(id, prefixed name, input)`.
 pub type Call = (String, String, Value);
+
+/// One call after its budget, input check and approval.
+struct Settled {
+    /// The prepared arguments.
+    input: Value,
+    decision: Decision,
+    verify: bool,
+    /// The answer of a call that does not run.
+    refused: Option<ToolOutcome>,
+    /// The source's preparation, whose note the result gets.
+    prepared: Option<Prepared>,
+}
+
+impl Settled {
+    fn unasked(input: Value, verify: bool, refused: Option<ToolOutcome>) -> Self {
+        let decision = Decision { level: Level::Auto, approval: None, promoted: false };
+        Settled { input, decision, verify, refused, prepared: None }
+    }
+}
 
 /// Everything a round needs from its turn (or from an adapter's single call).
 pub struct Round<'a> {
@@ -91,18 +115,24 @@ impl Round<'_> {
         self.tools.begin_round(&self.ctx.channel_id);
         let mut settled = Vec::with_capacity(calls.len());
         for (id, name, input) in calls {
-            let answer = self.settle(&id, &name, &input).await;
-            settled.push((id, name, input, answer));
+            let answer = self.settle(&id, &name, input).await;
+            settled.push((id, name, answer));
         }
-        let answers = settled.into_iter().map(|(id, name, input, answer)| async move {
-            let (decision, verify, refused) = answer;
+        let answers = settled.into_iter().map(|(id, name, answer)| async move {
+            let Settled { input, decision, verify, refused, prepared } = answer;
             let executed = refused.is_none() && decision.allows();
             let outcome = match refused {
                 Some(outcome) => outcome,
                 None if !executed => {
                     self.gate.refusal(decision.approval.as_ref().unwrap_or(&ApprovalOutcome::Cancelled))
                 }
-                None => self.execute(&id, &name, &input).await,
+                None => {
+                    let outcome = self.execute(&id, &name, &input).await;
+                    match &prepared {
+                        Some(prepared) => prepared.annotate(outcome),
+                        None => outcome,
+                    }
+                }
             };
             let Decision { level, approval, promoted } = decision;
             ToolCallRecord {
@@ -120,29 +150,34 @@ impl Round<'_> {
         futures::stream::iter(answers).buffered(MAX_PARALLEL).collect().await
     }
 
-    /// Budget, input check and approval of one call; `Some(outcome)` answers it unrun.
-    /// Calls that cannot run (unknown tool, input breaking the schema) need no approval:
-    /// asking a person about a call that will fail anyway only wastes their time.
-    async fn settle(&self, id: &str, name: &str, input: &Value) -> (Decision, bool, Option<ToolOutcome>) {
-        let unasked = |level| Decision { level, approval: None, promoted: false };
+    /// Preparation, budget, input check and approval of one call; a `refused` answer
+    /// answers it unrun. Calls that cannot run (unknown tool, unusable time arguments, input
+    /// breaking the schema) need no approval: asking a person about a call that will fail
+    /// anyway only wastes their time. Everything after preparation sees the prepared input.
+    async fn settle(&self, id: &str, name: &str, input: Value) -> Settled {
         let Some((source, info)) = self.find(name) else {
-            return (unasked(Level::Auto), false, Some(unknown_tool(name)));
+            return Settled::unasked(input, false, Some(unknown_tool(name)));
         };
-        if let Some(mut refusal) = self.tool_budget.admit(name, input) {
+        let prepared = match source.prepare(name, &input) {
+            Ok(prepared) => prepared,
+            Err(refusal) => return Settled::unasked(input, info.verify, Some(refusal)),
+        };
+        let input = prepared.as_ref().map_or(input, |p| p.input.clone());
+        if let Some(mut refusal) = self.tool_budget.admit(name, &input) {
             // A budgeted call that did not run still counts toward coverage, as unverified.
             refusal.coverage = info.declares_coverage.then_some(CoverageEntry::Unverified);
-            return (unasked(Level::Auto), info.verify, Some(refusal));
+            return Settled::unasked(input, info.verify, Some(refusal));
         }
-        if let Err(outcome) = source.check(name, input) {
-            return (unasked(Level::Auto), info.verify, Some(outcome));
+        if let Err(outcome) = source.check(name, &input) {
+            return Settled::unasked(input, info.verify, Some(outcome));
         }
         if info.answered_by_person {
-            return (unasked(Level::Auto), false, None);
+            return Settled { prepared, ..Settled::unasked(input, false, None) };
         }
-        let call = ToolCall { id, name, input, ctx: self.ctx };
+        let call = ToolCall { id, name, input: &input, ctx: self.ctx };
         let level = self.gate.level(source, &info, call).await;
         let decision = self.gate.decide(source, &info, call, level, self.events, self.approver, &self.deadline).await;
-        (decision, info.verify, None)
+        Settled { input, decision, verify: info.verify, refused: None, prepared }
     }
 
     /// Runs the call, cut off at the turn deadline (dropping the future stops the guest).

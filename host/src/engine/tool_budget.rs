@@ -6,6 +6,7 @@
 //! corrective round offering only the tools that can still run (`replan_enabled`), or goes
 //! straight to a tools-free answer built honestly from the evidence gathered so far.
 
+use super::window::{service_name_minutes, window_minutes};
 use crate::config;
 use crate::llm::ToolDecl;
 use crate::tools::ToolOutcome;
@@ -29,6 +30,8 @@ pub struct ToolBudgetPolicy {
     pub max_long_range_per_turn: Option<u32>,
     /// A call whose time window spans more than this is long range.
     pub long_range_threshold_minutes: u32,
+    /// A time span written into a service-name argument counts as the call's window too.
+    pub service_name_heuristic: bool,
     /// Offer one corrective round when a cap is reached.
     pub replan_enabled: bool,
 }
@@ -50,6 +53,7 @@ impl ToolBudgetPolicy {
             max_per_turn: section.max_per_turn,
             max_long_range_per_turn: section.max_long_range_per_turn,
             long_range_threshold_minutes: section.long_range_threshold_minutes.unwrap_or(60),
+            service_name_heuristic: section.long_range_service_name_heuristic,
             replan_enabled: section.replan_enabled,
         })
     }
@@ -58,6 +62,13 @@ impl ToolBudgetPolicy {
     pub fn covers(&self, name: &str) -> bool {
         let unprefixed = name.split_once(crate::skills::skill::SEPARATOR).map(|(_, t)| t);
         self.tools.iter().any(|t| t == name || Some(t.as_str()) == unprefixed)
+    }
+
+    /// Whether a call with `input` counts toward the long-range cap.
+    pub fn is_long_range(&self, input: &Value) -> bool {
+        let stated = window_minutes(input);
+        let guessed = if self.service_name_heuristic { service_name_minutes(input) } else { None };
+        stated.into_iter().chain(guessed).any(|m| m > f64::from(self.long_range_threshold_minutes))
     }
 }
 
@@ -97,7 +108,7 @@ impl TurnBudget {
     pub fn admit(&self, name: &str, input: &Value) -> Option<ToolOutcome> {
         let policy = self.policy.as_ref().filter(|p| p.covers(name))?;
         let mut c = self.counters.lock().unwrap_or_else(|p| p.into_inner());
-        let long_range = window_minutes(input).is_some_and(|m| m > f64::from(policy.long_range_threshold_minutes));
+        let long_range = policy.is_long_range(input);
         let over = policy.max_per_turn.is_some_and(|max| c.used >= max)
             || (long_range && policy.max_long_range_per_turn.is_some_and(|max| c.long_range >= max));
         if over {
@@ -145,51 +156,6 @@ impl TurnBudget {
     }
 }
 
-/// The time window a call's arguments ask for, in minutes, when they state one: `*_minutes`,
-/// `*_hours`, `*_days` numbers; `lookback`/`window`/`range`/`since`/`duration` strings such as
-/// `90m`, `24h`, `7d`, `2w`; or numeric epoch `start`/`end` pairs (seconds or milliseconds).
-pub fn window_minutes(input: &Value) -> Option<f64> {
-    let object = input.as_object()?;
-    let mut found: Option<f64> = None;
-    let mut keep = |m: f64| found = Some(found.map_or(m, |f| f.max(m)));
-    for (key, value) in object {
-        let key = key.to_ascii_lowercase();
-        let unit = [("minutes", 1.0), ("hours", 60.0), ("days", 1440.0)]
-            .into_iter()
-            .find(|(u, _)| key == *u || key.ends_with(&format!("_{u}")));
-        if let (Some((_, per)), Some(n)) = (unit, value.as_f64()) {
-            keep(n * per);
-        }
-        let spans = ["lookback", "window", "range", "time_range", "since", "duration", "period"];
-        if spans.contains(&key.as_str())
-            && let Some(m) = value.as_str().and_then(duration_minutes)
-        {
-            keep(m);
-        }
-    }
-    let number = |keys: &[&str]| keys.iter().find_map(|k| object.get(*k).and_then(Value::as_f64));
-    if let (Some(start), Some(end)) = (number(&["start", "start_time", "from"]), number(&["end", "end_time", "to"])) {
-        let seconds = if start.abs() > 1e11 { (end - start) / 1000.0 } else { end - start };
-        keep(seconds / 60.0);
-    }
-    found
-}
-
-fn duration_minutes(text: &str) -> Option<f64> {
-    let text = text.trim();
-    let split = text.find(|c: char| !c.is_ascii_digit() && c != '.')?;
-    let (number, unit) = text.split_at(split);
-    let n: f64 = number.parse().ok()?;
-    let per = match unit.trim() {
-        "m" | "min" | "mins" | "minute" | "minutes" => 1.0,
-        "h" | "hr" | "hrs" | "hour" | "hours" => 60.0,
-        "d" | "day" | "days" => 1440.0,
-        "w" | "week" | "weeks" => 10080.0,
-        _ => return None,
-    };
-    Some(n * per)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -200,18 +166,23 @@ mod tests {
             max_per_turn: max,
             max_long_range_per_turn: long,
             long_range_threshold_minutes: 60,
+            service_name_heuristic: false,
             replan_enabled: replan,
         }
     }
 
     #[test]
-    fn windows_from_arguments() {
-        assert_eq!(window_minutes(&json!({"lookback_minutes": 90})), Some(90.0));
-        assert_eq!(window_minutes(&json!({"hours": 2})), Some(120.0));
-        assert_eq!(window_minutes(&json!({"window": "7d"})), Some(10080.0));
-        assert_eq!(window_minutes(&json!({"start": 1_700_000_000, "end": 1_700_007_200})), Some(120.0));
-        assert_eq!(window_minutes(&json!({"start": 1_700_000_000_000i64, "end": 1_700_000_600_000i64})), Some(10.0));
-        assert_eq!(window_minutes(&json!({"service": "api"})), None);
+    fn service_name_heuristic_counts_toward_the_long_range_cap() {
+        let mut on = policy(None, Some(1), false);
+        let input = json!({"service": "checkout last 2 days"});
+        assert!(!on.is_long_range(&input), "off unless configured");
+        on.service_name_heuristic = true;
+        assert!(on.is_long_range(&input));
+        assert!(!on.is_long_range(&json!({"service": "checkout 30m"})), "short spans are not long range");
+        let budget = TurnBudget::new(Some(on));
+        assert!(budget.admit("get_logs", &input).is_none());
+        assert!(budget.admit("get_logs", &json!({"service": "api 2d"})).is_some(), "the second long-range call");
+        assert!(budget.admit("get_logs", &json!({"service": "api"})).is_none(), "others still run");
     }
 
     #[test]

@@ -16,6 +16,8 @@
 //! - [`mcp`]: [`McpTools`], the tools of MCP servers, through their owners' hooks.
 //! - [`load_skill`]: [`LoadSkill`], the built-in `load_skill` of on-demand `SKILL.md` skills,
 //!   one per turn, which withholds their tools until they are loaded.
+//! - [`temporal`]: `engine.temporal_guardrails`, the normalisation of MCP tools' time
+//!   arguments ([`ToolSource::prepare`]).
 
 pub mod coverage;
 pub mod level;
@@ -24,6 +26,7 @@ pub mod mcp;
 pub mod outcome;
 pub mod skill;
 pub mod target;
+pub mod temporal;
 
 pub use coverage::CoverageEntry;
 pub use level::{CONFIRMATION_CHALLENGE, Level, PromotionKey};
@@ -69,6 +72,27 @@ pub struct ToolInfo {
     pub answered_by_person: bool,
 }
 
+/// A call's arguments as they will run, when the source's operator policy rewrote the
+/// model's (`engine.temporal_guardrails` for MCP tools).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Prepared {
+    /// The arguments the budget, the approval and the call itself see.
+    pub input: Value,
+    /// What the model is told about the rewrite, added to the result of a call that ran.
+    pub note: Option<(&'static str, Value)>,
+}
+
+impl Prepared {
+    /// `outcome` with the note added (results of calls that ran), unless the source already
+    /// put a later one there (arguments a policy corrected were normalised again).
+    pub fn annotate(&self, outcome: ToolOutcome) -> ToolOutcome {
+        match &self.note {
+            Some((field, note)) if !outcome.has_field(field) => outcome.with_field(field, note.clone()),
+            _ => outcome,
+        }
+    }
+}
+
 /// What the engine offers a source while one of its calls runs: the checks a retried call
 /// must pass again (the MCP prerequisite retry), and the person's time limit.
 #[async_trait::async_trait]
@@ -99,7 +123,7 @@ impl CallScope for NoScope {
 /// A kind of tool. Every method takes the prefixed name, as the model sees it.
 ///
 /// The engine calls [`ToolSource::info`] to find the source of a call, then
-/// [`ToolSource::check`] and [`ToolSource::level`] before approvals, then
+/// [`ToolSource::prepare`], [`ToolSource::check`] and [`ToolSource::level`] before approvals, then
 /// [`ToolSource::target`], [`ToolSource::execute`] and [`ToolSource::is_empty`] for calls
 /// that run. Sources must be cheap to query: `decls` and `info` run on every round.
 #[async_trait::async_trait]
@@ -109,6 +133,13 @@ pub trait ToolSource: Send + Sync {
 
     /// What the source knows of `name`; `None` when `name` is not one of its tools now.
     fn info(&self, name: &str) -> Option<ToolInfo>;
+
+    /// The arguments the call will run with, first thing after the model's are parsed:
+    /// `Ok(None)` keeps them; `Err` is the error result the model gets instead (the call
+    /// does not run and nobody is asked about it).
+    fn prepare(&self, _name: &str, _input: &Value) -> Result<Option<Prepared>, ToolOutcome> {
+        Ok(None)
+    }
 
     /// Whether the call can run at all (its input fits the schema). A call that cannot is
     /// answered with the error at once, without asking anybody about it.

@@ -51,6 +51,23 @@ impl ToolOutcome {
             coverage: None,
         }
     }
+
+    /// Whether the result is a JSON object holding `field`.
+    pub fn has_field(&self, field: &str) -> bool {
+        serde_json::from_str::<Value>(&self.content).is_ok_and(|v| v.get(field).is_some())
+    }
+
+    /// Adds `field` to the model-visible result: into a JSON object result, else around it
+    /// as `{"result": <text>, field: value}`.
+    pub fn with_field(mut self, field: &str, value: Value) -> Self {
+        let mut object = match serde_json::from_str::<Value>(&self.content) {
+            Ok(Value::Object(map)) => map,
+            _ => serde_json::Map::from_iter([("result".to_owned(), Value::String(self.content.clone()))]),
+        };
+        object.insert(field.to_owned(), value);
+        self.content = Value::Object(object).to_string();
+        self
+    }
 }
 
 /// `""`, `[]`, `{}` or `null` (as text or JSON), ignoring surrounding whitespace.

@@ -5,13 +5,16 @@
 //! retry) and observer (`observe-mcp-result`).
 //!
 //! Layout: this file (names, levels, the call), `preflight.rs` (`before-mcp-call`,
-//! prerequisites), `coverage.rs` (`_meta` descriptors).
+//! prerequisites), `guard.rs` (`engine.temporal_guardrails` on every set of arguments sent),
+//! `coverage.rs` (`_meta` descriptors).
 
 mod coverage;
+mod guard;
 mod preflight;
 
 use super::coverage::CoverageEntry;
-use super::{CallScope, Level, ToolCall, ToolInfo, ToolOutcome, ToolSource, ToolTarget, generically_empty};
+use super::temporal::{Guardrails, NOTE_FIELD};
+use super::{CallScope, Level, Prepared, ToolCall, ToolInfo, ToolOutcome, ToolSource, ToolTarget, generically_empty};
 use crate::llm::ToolDecl;
 use crate::mcp::client::{McpManager, result_text};
 use crate::sandbox::CallContext;
@@ -53,6 +56,8 @@ pub struct McpTools {
     aliases: BTreeMap<String, (String, String, String)>,
     /// Prerequisite reads of the current batch, per channel (one turn at a time per channel).
     batches: Mutex<HashMap<String, HashMap<String, PrerequisiteResult>>>,
+    /// `engine.temporal_guardrails`.
+    guardrails: Guardrails,
 }
 
 impl McpTools {
@@ -70,7 +75,12 @@ impl McpTools {
                 }
             }
         }
-        McpTools { manager, skills, servers, aliases, batches: Mutex::default() }
+        McpTools { manager, skills, servers, aliases, batches: Mutex::default(), guardrails: Guardrails::default() }
+    }
+
+    /// The same tools with `guardrails` normalising their calls' time arguments.
+    pub fn with_guardrails(self, guardrails: Guardrails) -> Self {
+        McpTools { guardrails, ..self }
     }
 
     /// The manager behind these tools.
@@ -103,29 +113,6 @@ impl McpTools {
 
     fn owner(&self, server: &str) -> Option<&Arc<Skill>> {
         self.skills.skills.values().find(|s| s.facts.mcp_servers.iter().any(|o| o == server))
-    }
-
-    /// Runs a call whose prerequisite succeeded: the retry passes the owner's policy, the
-    /// approval and the tool budget again (through `scope`); a refusal returns its new
-    /// correction, and no second prerequisite runs.
-    async fn retry(
-        &self,
-        call: &McpCall,
-        original: ToolCall<'_>,
-        retry: Map<String, Value>,
-        scope: &dyn CallScope,
-        started: Instant,
-    ) -> ToolOutcome {
-        let retry = match self.preflight(call, &retry, original.ctx).await {
-            Decision::Proceed { arguments, .. } => arguments,
-            Decision::Deny { correction, context } | Decision::Prerequisite { correction, context, .. } => {
-                return refused(&correction, "mcp_retry_refused", context, started);
-            }
-        };
-        if let Err(why) = scope.admit_again(original, &Value::Object(retry.clone())).await {
-            return refused(&why, "mcp_retry_refused", None, started);
-        }
-        self.dispatch(call, retry, original.ctx).await
     }
 
     /// Sends the call and reads its result; a direct call's success goes past the observer.
@@ -239,6 +226,11 @@ impl ToolSource for McpTools {
         })
     }
 
+    /// `engine.temporal_guardrails`: a guarded tool's time arguments, normalised.
+    fn prepare(&self, name: &str, input: &Value) -> Result<Option<Prepared>, ToolOutcome> {
+        self.prepare_call(name, input)
+    }
+
     fn check(&self, name: &str, input: &Value) -> Result<(), ToolOutcome> {
         if input.is_object() {
             return Ok(());
@@ -267,19 +259,22 @@ impl ToolSource for McpTools {
         }
     }
 
-    /// The owning skill's preflight, the call (or its prerequisite and one retry), then its
-    /// observer.
+    /// The guardrails (a no-op for prepared input), the owning skill's preflight, the call
+    /// (or its prerequisite and one retry), then its observer.
     async fn execute(&self, call: ToolCall<'_>, scope: &dyn CallScope) -> ToolOutcome {
         let started = Instant::now();
         let Some(mcp) = self.resolve(call.name) else { return super::unknown_tool(call.name) };
         if let Err(refusal) = self.check(call.name, call.input) {
             return refusal;
         }
-        let arguments = call.input.as_object().cloned().unwrap_or_default();
-        let mut outcome = match self.preflight(&mcp, &arguments, call.ctx).await {
+        let (arguments, note) = match self.guard(call.name, &mcp, call.input.as_object().cloned().unwrap_or_default()) {
+            Ok(guarded) => guarded,
+            Err(why) => return super::temporal::refusal(&why),
+        };
+        let outcome = match self.preflight(&mcp, &arguments, call.ctx).await {
             Decision::Deny { correction, context } => refused(&correction, "mcp_preflight_denied", context, started),
             Decision::Proceed { arguments, context } => {
-                let outcome = self.dispatch(&mcp, arguments, call.ctx).await;
+                let outcome = self.send(call.name, &mcp, arguments, call.ctx).await;
                 with_field(outcome, CONTEXT_FIELD, context)
             }
             Decision::Prerequisite { tool, arguments: pre_args, retry, correction, context } => {
@@ -299,6 +294,9 @@ impl ToolSource for McpTools {
                 with_field(with_field(outcome, RETRY_NOTE, note), CONTEXT_FIELD, context)
             }
         };
+        // A later normalisation (of a policy's corrected arguments) wrote its own note.
+        let note = note.filter(|_| !outcome.has_field(NOTE_FIELD));
+        let mut outcome = with_field(outcome, NOTE_FIELD, note);
         outcome.duration = started.elapsed();
         outcome
     }
@@ -316,7 +314,12 @@ impl ToolSource for McpTools {
 /// Starts the servers `skills` declare plus `extra` (an agent's `skills.allowed` entries that
 /// name servers), waits for their first connection attempt, and returns the engine's view of
 /// their tools. Servers declared but not configured are reported and skipped.
-pub async fn start_for(manager: &Arc<McpManager>, skills: Arc<SkillSet>, extra: &[String]) -> Arc<McpTools> {
+pub async fn start_for(
+    manager: &Arc<McpManager>,
+    skills: Arc<SkillSet>,
+    extra: &[String],
+    guardrails: Guardrails,
+) -> Arc<McpTools> {
     let mut servers = BTreeSet::new();
     for skill in skills.skills.values() {
         for server in crate::mcp::client::declared_servers(skill) {
@@ -336,7 +339,7 @@ pub async fn start_for(manager: &Arc<McpManager>, skills: Arc<SkillSet>, extra: 
             eprintln!("warning: MCP server `{server}` is not available ({why}); retrying in the background");
         }
     }
-    Arc::new(McpTools::new(manager.clone(), skills, servers))
+    Arc::new(McpTools::new(manager.clone(), skills, servers).with_guardrails(guardrails))
 }
 
 fn valid_name(name: &str) -> bool {
@@ -366,13 +369,9 @@ fn refused(correction: &str, kind: &str, context: Option<Value>, started: Instan
 
 /// Adds `field` to the model-visible result: into a JSON object result, else around it as
 /// `{"result": <text>, field: value}`.
-fn with_field(mut outcome: ToolOutcome, field: &str, value: Option<Value>) -> ToolOutcome {
-    let Some(value) = value else { return outcome };
-    let mut object = match serde_json::from_str::<Value>(&outcome.content) {
-        Ok(Value::Object(map)) => map,
-        _ => Map::from_iter([("result".to_owned(), Value::String(outcome.content.clone()))]),
-    };
-    object.insert(field.to_owned(), value);
-    outcome.content = Value::Object(object).to_string();
-    outcome
+fn with_field(outcome: ToolOutcome, field: &str, value: Option<Value>) -> ToolOutcome {
+    match value {
+        Some(value) => outcome.with_field(field, value),
+        None => outcome,
+    }
 }

@@ -1,12 +1,15 @@
-//! The owning skill's policy before an MCP call (`before-mcp-call`), and its prerequisite
-//! reads: checked against the skill's `mcp-prerequisites` and the server's offered tools, run
-//! once per batch.
+//! The owning skill's policy before an MCP call (`before-mcp-call`), its prerequisite reads
+//! (checked against the skill's `mcp-prerequisites` and the server's offered tools, run once
+//! per batch), and the one retry after them.
 
-use super::{McpCall, McpTools};
+use super::{McpCall, McpTools, refused, with_field};
 use crate::mcp::client::result_text;
 use crate::sandbox::CallContext;
 use crate::skills::contract::PreflightKind;
+use crate::tools::temporal::NOTE_FIELD;
+use crate::tools::{CallScope, ToolCall, ToolOutcome};
 use serde_json::{Map, Value};
+use std::time::Instant;
 
 /// What the policy decided, parsed.
 pub(super) enum Decision {
@@ -89,7 +92,8 @@ impl McpTools {
             .ok_or_else(|| format!("`{tool}` is not offered by server `{}`", call.server))
     }
 
-    /// Runs a prerequisite read once per batch for the same server, tool and arguments.
+    /// Runs a prerequisite read once per batch for the same server, tool and arguments (as
+    /// the policy gave them: normalised inside, so reads a second apart still share).
     pub(super) async fn prerequisite(
         &self,
         channel: &str,
@@ -103,11 +107,45 @@ impl McpTools {
             batches.entry(channel.to_owned()).or_default().entry(key).or_default().clone()
         };
         cell.get_or_init(|| async {
+            let arguments = self.guard_prerequisite(server, tool, arguments)?;
             let result = self.manager.call(server, tool, arguments).await?;
             let text = result_text(&result);
             if result.is_error == Some(true) { Err(text) } else { Ok(text) }
         })
         .await
         .clone()
+    }
+
+    /// Runs a call whose prerequisite succeeded: the retry passes the temporal guardrails,
+    /// the owner's policy, the approval and the tool budget again (through `scope`); a
+    /// refusal returns its new correction, and no second prerequisite runs.
+    pub(super) async fn retry(
+        &self,
+        call: &McpCall,
+        original: ToolCall<'_>,
+        retry: Map<String, Value>,
+        scope: &dyn CallScope,
+        started: Instant,
+    ) -> ToolOutcome {
+        let refuse = |why: &str| refused(why, "mcp_retry_refused", None, started);
+        let (retry, first_note) = match self.guard(original.name, call, retry) {
+            Ok(guarded) => guarded,
+            Err(why) => return refuse(&why),
+        };
+        let retry = match self.preflight(call, &retry, original.ctx).await {
+            Decision::Proceed { arguments, .. } => arguments,
+            Decision::Deny { correction, context } | Decision::Prerequisite { correction, context, .. } => {
+                return refused(&correction, "mcp_retry_refused", context, started);
+            }
+        };
+        // The policy may have corrected the arguments again.
+        let (retry, note) = match self.guard(original.name, call, retry) {
+            Ok((retry, note)) => (retry, note.or(first_note)),
+            Err(why) => return refuse(&why),
+        };
+        if let Err(why) = scope.admit_again(original, &Value::Object(retry.clone())).await {
+            return refuse(&why);
+        }
+        with_field(self.dispatch(call, retry, original.ctx).await, NOTE_FIELD, note)
     }
 }

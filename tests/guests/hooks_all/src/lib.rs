@@ -5,9 +5,11 @@
 //! - `is_available`: true.
 //! - `startup`: fails when the config has `"fail_startup": true`.
 //! - `before_mcp_call`, by the arguments' `_decision`: `deny`, `prerequisite` (runs
-//!   `list_things` with `{}` first), `correct` (proceeds with the arguments minus `_decision`
-//!   plus `"corrected": true`), `context` (proceeds with context `{"policy": "hooks_all"}`),
-//!   anything else proceeds unchanged.
+//!   `list_things` with `{}` first), `prerequisite_widen` (the same, retrying over the last
+//!   day: `lookback_minutes: 1440` instead of any bounds), `widen` (proceeds over that day),
+//!   `correct` (proceeds with the arguments minus `_decision` plus `"corrected": true`),
+//!   `context` (proceeds with context `{"policy": "hooks_all"}`), anything else proceeds
+//!   unchanged.
 //! - `observe_mcp_result`: appends `\n\nobserved` to the output.
 //! - `tool_result_empty`: `some(true)` when the raw result is `[]`, none otherwise.
 //! - `tool_target`: target from the input's `service`, query kind `logs`.
@@ -86,6 +88,14 @@ impl BeforeMcpCall for HooksAll {
                 Preflight::prerequisite("list_things", json!({}), "hooks_all: list_things failed")
                     .with_arguments(arguments)
             }
+            // Read `list_things` first, then retry over a whole day (for the temporal
+            // guardrails, which must clamp the retry again).
+            "prerequisite_widen" => {
+                Preflight::prerequisite("list_things", json!({}), "hooks_all: list_things failed")
+                    .with_arguments(widened(arguments))
+            }
+            // Proceed over a whole day instead.
+            "widen" => Preflight::proceed().with_arguments(widened(arguments)),
             // Read `list_things` first, then refuse the retry with a new correction.
             "prerequisite_then_deny" => {
                 arguments["_decision"] = json!("deny_retry");
@@ -104,6 +114,17 @@ impl BeforeMcpCall for HooksAll {
             _ => Preflight::proceed(),
         }
     }
+}
+
+/// `arguments` without `_decision` and time bounds, looking back a day.
+fn widened(mut arguments: Value) -> Value {
+    if let Some(object) = arguments.as_object_mut() {
+        for field in ["_decision", "start_time_iso", "end_time_iso"] {
+            object.remove(field);
+        }
+        object.insert("lookback_minutes".into(), json!(1440));
+    }
+    arguments
 }
 
 impl ObserveMcpResult for HooksAll {
