@@ -3,7 +3,8 @@
 //!
 //! A tool source offers declarations and answers calls by prefixed name. The engine holds a
 //! [`Tools`] list of sources and knows none of them by name: skill tools (sandboxed
-//! components and the native built-ins alike, [`SkillTools`]), MCP server tools and their
+//! components and the native built-ins alike, [`SkillTools`]), skills' script tools
+//! ([`ScriptTools`]: SKILL.md `tools:` run as WASI commands), MCP server tools and their
 //! skill aliases ([`McpTools`]), and the tools an adapter answers itself (the API stream's
 //! `human__ask`). A new kind of tool is a new implementation, not a branch in the engine.
 //!
@@ -13,12 +14,14 @@
 //! - [`target`]: the checked `tool-target` answer.
 //! - [`coverage`]: coverage entries and the turn's public summary.
 //! - [`skill`]: [`SkillTools`], the tools of loaded skills.
+//! - [`script`]: [`ScriptTools`], the script tools of loaded skills.
 //! - [`mcp`]: [`McpTools`], the tools of MCP servers, through their owners' hooks.
 
 pub mod coverage;
 pub mod level;
 pub mod mcp;
 pub mod outcome;
+pub mod script;
 pub mod skill;
 pub mod target;
 
@@ -26,6 +29,7 @@ pub use coverage::CoverageEntry;
 pub use level::{CONFIRMATION_CHALLENGE, Level, PromotionKey};
 pub use mcp::McpTools;
 pub use outcome::{ToolOutcome, generically_empty};
+pub use script::ScriptTools;
 pub use skill::SkillTools;
 pub use target::ToolTarget;
 
