@@ -49,7 +49,9 @@ impl CommandComponent {
     /// imports among them) or exports no `wasi:cli/run` is refused.
     pub(super) fn new(linker: &Linker<HostState>, component: &Component) -> Result<Self, LoadError> {
         let pre = linker.instantiate_pre(component).map_err(|e| {
-            LoadError::UnsupportedImport(format!("{e:#} (a script may import WASI only: wasi:cli, io, filesystem, ...)"))
+            LoadError::UnsupportedImport(format!(
+                "{e:#} (a script may import WASI only: wasi:cli, io, filesystem, ...)"
+            ))
         })?;
         let pre = CommandPre::new(pre).map_err(|e| {
             LoadError::NotACommand(format!("{e:#}; build it as a program with a `main` (a wasm32-wasip2 binary)"))
@@ -64,8 +66,9 @@ impl CommandComponent {
         let program = invocation.argv.first().cloned().unwrap_or_default();
         let stdout = CapturedStdout::new(env.limits.max_result_bytes);
         let logs = LogBuffer::new(env.limits.max_log_bytes as usize);
-        let wasi = command_wasi(invocation, &stdout, &logs)
-            .map_err(|e| CallError::Host(format!("cannot open the skill folder {}: {e:#}", invocation.dir.display())))?;
+        let wasi = command_wasi(invocation, &stdout, &logs).map_err(|e| {
+            CallError::Host(format!("cannot open the skill folder {}: {e:#}", invocation.dir.display()))
+        })?;
         let operation = format!("script {program}");
         let mut store = new_store(self.pre.engine(), HostState::for_command(env, operation.clone(), wasi, logs));
         let pre = self.pre.clone();
@@ -124,11 +127,7 @@ fn new_store(engine: &wasmtime::Engine, state: HostState) -> Store<HostState> {
     store.set_hostcall_fuel(HOST_COPY_LIMIT as usize);
     store.set_epoch_deadline(1);
     store.epoch_deadline_callback(move |_| {
-        if Instant::now() >= deadline {
-            Err(wasmtime::Error::new(DeadlineHit))
-        } else {
-            Ok(UpdateDeadline::Yield(1))
-        }
+        if Instant::now() >= deadline { Err(wasmtime::Error::new(DeadlineHit)) } else { Ok(UpdateDeadline::Yield(1)) }
     });
     store
 }

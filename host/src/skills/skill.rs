@@ -189,7 +189,16 @@ pub fn split_exposed(full_name: &str) -> Option<(&str, &str)> {
 impl Skill {
     /// A prompt-only skill (tools come with [`Skill::with_component`] or [`Skill::native`]).
     pub fn new(name: String, dir: PathBuf, prompt: Prompt, config: serde_json::Value) -> Self {
-        Skill { name, dir, prompt, tools: Vec::new(), scripts: Vec::new(), facts: SkillFacts::default(), config, runtime: Runtime::Prompt }
+        Skill {
+            name,
+            dir,
+            prompt,
+            tools: Vec::new(),
+            scripts: Vec::new(),
+            facts: SkillFacts::default(),
+            config,
+            runtime: Runtime::Prompt,
+        }
     }
 
     /// A skill whose tools are host-side `native` tools, checked like a component's.

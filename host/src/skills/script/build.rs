@@ -12,7 +12,8 @@ const MAX_SKILL_MD: u64 = 64 << 20;
 
 /// The script declarations of the skill in `dir` (none without a SKILL.md `tools:` block).
 pub fn declared(dir: &Path) -> Result<Vec<super::ScriptDecl>, String> {
-    let prompt = prompt::load(dir, MAX_SKILL_MD).map_err(|e| format!("{}: {}", dir.join(e.file).display(), e.message))?;
+    let prompt =
+        prompt::load(dir, MAX_SKILL_MD).map_err(|e| format!("{}: {}", dir.join(e.file).display(), e.message))?;
     let block = prompt.as_ref().and_then(|p| p.tools.as_ref());
     declarations(block).map_err(|e| format!("{}: {e}", dir.join("SKILL.md").display()))
 }

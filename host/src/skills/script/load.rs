@@ -14,9 +14,8 @@ impl Loader {
     /// Gives `skill` the script tools its SKILL.md declares (none for `prompt.md`), under the
     /// same limits as its other calls.
     pub(in crate::skills) fn with_scripts(&self, mut skill: Skill, manifest: &Manifest) -> Result<Skill, Failure> {
-        let problem = |file: PathBuf, message: String| {
-            Failure::Problem(LoadProblem { skill: skill.name.clone(), file, message })
-        };
+        let problem =
+            |file: PathBuf, message: String| Failure::Problem(LoadProblem { skill: skill.name.clone(), file, message });
         let decls = declarations(skill.prompt.tools.as_ref()).map_err(|e| problem(skill.dir.join("SKILL.md"), e))?;
         if decls.is_empty() {
             return Ok(skill);

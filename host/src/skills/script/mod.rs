@@ -106,7 +106,8 @@ impl ScriptKind {
             Some("js" | "cjs") => Ok(ScriptKind::JavaScript),
             Some("wasm") => Ok(ScriptKind::Wasm),
             other => {
-                let what = other.map_or_else(|| "a script without an extension".to_owned(), |e| format!("a `.{e}` script"));
+                let what =
+                    other.map_or_else(|| "a script without an extension".to_owned(), |e| format!("a `.{e}` script"));
                 Err(format!(
                     "script `{script}`: {what} cannot run here: skillhost runs no host processes, only sandboxed \
                      WebAssembly. Write it in Python (.py) or JavaScript (.js), which `skillhost skill build` \
@@ -187,7 +188,8 @@ fn declaration(name: &Yaml, body: &Yaml) -> Result<ScriptDecl, String> {
 }
 
 fn argument(at: &str, name: &Yaml, body: &Yaml) -> Result<ArgDecl, String> {
-    let name = text(name).filter(|n| !n.is_empty()).ok_or_else(|| format!("{at}.args: an argument name must be text"))?;
+    let name =
+        text(name).filter(|n| !n.is_empty()).ok_or_else(|| format!("{at}.args: an argument name must be text"))?;
     let at = format!("{at}.args.{name}");
     let fields = mapping(body, &at, &["type", "description"])?;
     let kind = match fields.get("type").and_then(|v| text(v)) {
@@ -200,7 +202,11 @@ fn argument(at: &str, name: &Yaml, body: &Yaml) -> Result<ArgDecl, String> {
 }
 
 /// `body` as a mapping with only `allowed` keys (a misspelt key is an error, not ignored).
-fn mapping<'a>(body: &'a Yaml, at: &str, allowed: &[&str]) -> Result<std::collections::BTreeMap<String, &'a Yaml>, String> {
+fn mapping<'a>(
+    body: &'a Yaml,
+    at: &str,
+    allowed: &[&str],
+) -> Result<std::collections::BTreeMap<String, &'a Yaml>, String> {
     let Yaml::Mapping(map) = body else { return Err(format!("{at} must be a mapping ({})", allowed.join(", "))) };
     let mut fields = std::collections::BTreeMap::new();
     for (key, value) in map {

@@ -18,7 +18,10 @@ fn the_specs_example_keeps_argument_order_and_the_skills_description() {
     assert_eq!(prompt.description, "Arithmetic helpers.", "a tool's description is not the skill's");
     let decls = declarations(prompt.tools.as_ref()).unwrap();
     let add = &decls[0];
-    assert_eq!((add.name.as_str(), add.script.as_str(), add.description.as_str()), ("add", "scripts/add.py", "Sum two integers."));
+    assert_eq!(
+        (add.name.as_str(), add.script.as_str(), add.description.as_str()),
+        ("add", "scripts/add.py", "Sum two integers.")
+    );
     let names: Vec<&str> = add.args.iter().map(|a| a.name.as_str()).collect();
     assert_eq!(names, ["b", "a"], "declared order, not sorted");
     assert_eq!(add.args[0].description, "Second int");
@@ -36,8 +39,10 @@ fn the_specs_example_keeps_argument_order_and_the_skills_description() {
 
 #[test]
 fn arguments_render_as_argv_strings() {
-    let decl = &decls("  t:\n    description: T.\n    script: t.wasm\n    args:\n      f: {type: number}\n      b: {type: boolean}\n")
-        .unwrap()[0];
+    let decl = &decls(
+        "  t:\n    description: T.\n    script: t.wasm\n    args:\n      f: {type: number}\n      b: {type: boolean}\n",
+    )
+    .unwrap()[0];
     assert_eq!(decl.argv(&json!({"f": 1.5, "b": true})), ["t.wasm", "1.5", "true"]);
     assert_eq!(decl.kind(), Ok(ScriptKind::Wasm));
     assert_eq!(decl.artifact(Path::new("/s")), Path::new("/s/t.wasm"));

@@ -81,7 +81,8 @@ impl ScriptTool {
     /// Checks `input` and runs the script with its skill folder `dir`: stdout on exit 0.
     pub async fn run(&self, dir: &Path, input: &serde_json::Value) -> Result<Outcome<String>, ScriptError> {
         let tool = &self.spec;
-        tool.validate(input).map_err(|problems| ScriptError::InvalidInput { tool: tool.full_name.clone(), problems })?;
+        tool.validate(input)
+            .map_err(|problems| ScriptError::InvalidInput { tool: tool.full_name.clone(), problems })?;
         let argv = self.decl.argv(input);
         let outcome = self.command.run(&self.env, Invocation { argv: &argv, dir }).await?;
         if outcome.value.code != 0 {
