@@ -61,7 +61,7 @@ fn a_script_tool_needs_approval_unless_the_operator_lowers_it() {
     let (code, stdout, stderr) = skillhost(&ws, &["call", "calc__echo", INPUT]);
     assert_ne!(code, 0, "{stdout}");
     assert!(stderr.contains("calc__echo needs `approve` approval"), "{stderr}");
-    let ws = workspace("human:\n  overrides:\n    calc__echo: none\n");
+    let ws = workspace("human:\n  overrides:\n    calc__echo: null\n");
     let (code, stdout, stderr) = skillhost(&ws, &["call", "calc__echo", INPUT]);
     assert_eq!(code, 0, "{stdout}{stderr}");
     assert!(stdout.contains("two words"), "{stdout}");

@@ -148,7 +148,7 @@ async fn a_script_reads_its_own_folder_only_and_writes_nothing() {
         assert!(content.as_str().unwrap().contains("import sys"), "{tool}: {content}");
         for path in ["../secret.txt", outside.to_str().unwrap(), "/etc/passwd"] {
             let (content, is_error) = call(&set, tool, probe("read", path, 0)).await;
-            assert!(is_error && content["exit_code"] == 2, "{tool} read {path}: {content}");
+            assert!(is_error && content["kind"] == "nonzero_exit", "{tool} read {path}: {content}");
             assert!(content["stderr"].as_str().unwrap().contains("cannot read"), "{tool}: {content}");
         }
         let (content, is_error) = call(&set, tool, probe("write", "new.txt", 0)).await;
@@ -198,7 +198,7 @@ impl Approver for Recording {
 
 #[tokio::test]
 async fn script_tools_need_approval_unless_the_operator_lowers_them() {
-    for (extra, asked) in [("", true), ("human:\n  overrides:\n    scripted__rs: none\n", false)] {
+    for (extra, asked) in [("", true), ("human:\n  overrides:\n    scripted__rs: null\n", false)] {
         let app = skillhost_tests::app_with(built(), &config(extra), inspect()).await;
         let engine = &app.agents[0].engine;
         let approver = Recording::default();
