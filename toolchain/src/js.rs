@@ -89,7 +89,7 @@ fn js_cache() -> Option<PathBuf> {
     Some(cache.join("skillhost").join("js"))
 }
 
-fn node_help() -> &'static str {
+pub(crate) fn node_help() -> &'static str {
     "JavaScript skills need Node.js 20 or later: apt-get install nodejs npm"
 }
 
@@ -165,7 +165,7 @@ fn job_json(job: &JsBuild<'_>, componentize: &Path, staging: &Path, scratch: &Pa
     )
 }
 
-fn json_string(s: &str) -> String {
+pub(crate) fn json_string(s: &str) -> String {
     let mut out = String::from("\"");
     for c in s.chars() {
         match c {

@@ -20,9 +20,11 @@ use std::time::{Duration, Instant};
 
 mod js;
 mod python;
+mod script;
 
 pub use js::*;
 pub use python::*;
+pub use script::*;
 
 /// The Rust target skills are built for.
 pub const TARGET: &str = "wasm32-wasip2";
@@ -148,6 +150,8 @@ fn run_bounded(mut cmd: Command, timeout: Duration) -> bool {
         }
     }
 }
+
+pub(crate) use js::json_string;
 
 pub(crate) fn which(program: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;

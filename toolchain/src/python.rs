@@ -147,6 +147,17 @@ pub fn build_python(
     componentize_py(app_dir, &[Path::new(".")], module, wit_dirs, world, output)
 }
 
+/// One componentize-py run: `module` in `app_dir` (with `python_path`, relative to it)
+/// against `world` of the WIT in `wit_dirs`, written to `output`.
+pub(crate) struct Componentize<'a> {
+    pub app_dir: &'a Path,
+    pub python_path: &'a [&'a Path],
+    pub module: &'a str,
+    pub wit_dirs: &'a [&'a Path],
+    pub world: &'a str,
+    pub output: &'a Path,
+}
+
 fn componentize_py(
     app_dir: &Path,
     python_path: &[&Path],
@@ -155,48 +166,56 @@ fn componentize_py(
     world: &str,
     output: &Path,
 ) -> Result<(), BuildError> {
-    let Some(componentize) = which("componentize-py") else {
-        return Err(BuildError::NoToolchain(
-            "componentize-py is not installed. Fix it with:\n  pip install componentize-py".into(),
-        ));
-    };
-    let mut cmd = Command::new(componentize);
-    cmd.current_dir(app_dir);
-    for dir in wit_dirs {
-        cmd.arg("-d").arg(dir);
+    let names: Vec<String> = python_path
+        .iter()
+        .enumerate()
+        .map(|(i, _)| if i == 0 { app_dir.display().to_string() } else { "<skillhost SDK>".to_string() })
+        .collect();
+    Componentize { app_dir, python_path, module, wit_dirs, world, output }.run(&names)
+}
+
+impl Componentize<'_> {
+    /// Runs componentize-py; a failure quotes the Python traceback with the i-th
+    /// `python_path` folder called `names[i]`.
+    pub(crate) fn run(&self, names: &[String]) -> Result<(), BuildError> {
+        let Some(componentize) = which("componentize-py") else {
+            return Err(BuildError::NoToolchain(
+                "componentize-py is not installed. Fix it with:\n  pip install componentize-py".into(),
+            ));
+        };
+        let mut cmd = Command::new(componentize);
+        cmd.current_dir(self.app_dir);
+        for dir in self.wit_dirs {
+            cmd.arg("-d").arg(dir);
+        }
+        cmd.args(["-w", self.world, "componentize"]);
+        for dir in self.python_path {
+            cmd.arg("-p").arg(dir);
+        }
+        // componentize-py maps the i-th `-p` folder to `/i/` inside its interpreter; a failure
+        // is a Rust error wrapping the Python traceback, which is what the author needs.
+        let out = cmd
+            .arg(self.module)
+            .arg("-o")
+            .arg(self.output)
+            .env("RUST_BACKTRACE", "0")
+            .stdin(Stdio::null())
+            .stdout(Stdio::inherit())
+            .stderr(Stdio::piped())
+            .output()
+            .map_err(|e| BuildError::Failed(format!("cannot run componentize-py: {e}")))?;
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        if !out.status.success() {
+            return Err(BuildError::Failed(format!(
+                "componentize-py failed in {} ({}):\n{}",
+                names.first().map_or_else(|| self.app_dir.display().to_string(), Clone::clone),
+                out.status,
+                python_traceback(&stderr, names)
+            )));
+        }
+        eprint!("{stderr}");
+        Ok(())
     }
-    cmd.args(["-w", world, "componentize"]);
-    for dir in python_path {
-        cmd.arg("-p").arg(dir);
-    }
-    // componentize-py maps the i-th `-p` folder to `/i/` inside its interpreter; a failure
-    // is a Rust error wrapping the Python traceback, which is what the author needs.
-    let out = cmd
-        .arg(module)
-        .arg("-o")
-        .arg(output)
-        .env("RUST_BACKTRACE", "0")
-        .stdin(Stdio::null())
-        .stdout(Stdio::inherit())
-        .stderr(Stdio::piped())
-        .output()
-        .map_err(|e| BuildError::Failed(format!("cannot run componentize-py: {e}")))?;
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    if !out.status.success() {
-        let names: Vec<String> = python_path
-            .iter()
-            .enumerate()
-            .map(|(i, _)| if i == 0 { app_dir.display().to_string() } else { "<skillhost SDK>".to_string() })
-            .collect();
-        return Err(BuildError::Failed(format!(
-            "componentize-py failed in {} ({}):\n{}",
-            app_dir.display(),
-            out.status,
-            python_traceback(&stderr, &names)
-        )));
-    }
-    eprint!("{stderr}");
-    Ok(())
 }
 
 /// The Python traceback inside componentize-py's error, with its `/i/` folders named.

@@ -16,7 +16,7 @@ use crate::engine::{Engine, EngineSettings};
 use crate::mcp::McpManager;
 use crate::sandbox::{LimitPolicy, McpBridge, Sandbox, SandboxOptions};
 use crate::skills::{LoadMode, LoadProblem, Loader, SkillSet};
-use crate::tools::{SkillTools, ToolSource, Tools};
+use crate::tools::{ScriptTools, SkillTools, ToolSource, Tools};
 use anyhow::{Context, bail};
 use std::sync::Arc;
 
@@ -211,10 +211,11 @@ fn check_loading(set: &SkillSet, config: &LoadedConfig) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The tools an agent offers: its skills', then (when servers are configured) those of the
+/// The tools an agent offers: its skills', their script tools, then (when servers are configured) those of the
 /// MCP servers its skills declare or its `skills.allowed` names.
 async fn tools_for(mcp: &Arc<McpManager>, set: &Arc<SkillSet>, config: &LoadedConfig) -> Tools {
-    let mut sources: Vec<Arc<dyn ToolSource>> = vec![Arc::new(SkillTools::new(set.clone()))];
+    let mut sources: Vec<Arc<dyn ToolSource>> =
+        vec![Arc::new(SkillTools::new(set.clone())), Arc::new(ScriptTools::new(set.clone()))];
     if mcp.is_configured() {
         let extra = config.config.skills.allowed.clone().unwrap_or_default();
         let guardrails = crate::tools::temporal::Guardrails::from_config(&config.config.engine.temporal_guardrails);

@@ -68,7 +68,8 @@ async fn list(config: Option<&Path>) -> anyhow::Result<ExitCode> {
         if !hooks.is_empty() {
             println!("    hooks: {}", hooks.join(", "));
         }
-        for tool in &skill.tools {
+        let scripts = skill.scripts.iter().map(|s| (&s.spec, Some(s.decl.script.as_str())));
+        for (tool, script) in skill.tools.iter().map(|t| (t, None)).chain(scripts) {
             let level = match overrides.get(&tool.full_name) {
                 Some(o) => {
                     let to = o.map(|l| format!("{l:?}").to_lowercase()).unwrap_or_else(|| "none".into());
@@ -76,7 +77,8 @@ async fn list(config: Option<&Path>) -> anyhow::Result<ExitCode> {
                 }
                 None => tool.approval_name().to_string(),
             };
-            println!("    - {}  [approval: {level}]  {}", tool.full_name, first_line(&tool.description));
+            let script = script.map(|s| format!(" (script {s})")).unwrap_or_default();
+            println!("    - {}  [approval: {level}]{script}  {}", tool.full_name, first_line(&tool.description));
         }
     }
     report_problems(&set);
@@ -87,7 +89,7 @@ async fn validate(config: Option<&Path>) -> anyhow::Result<ExitCode> {
     let config = super::load_config(config)?;
     let set = super::loader(config)?.load_all(LoadMode::Validate).await?;
     report_problems(&set);
-    let tools: usize = set.skills.values().map(|s| s.tools.len()).sum();
+    let tools: usize = set.skills.values().map(|s| s.tools.len() + s.scripts.len()).sum();
     if set.problems.is_empty() {
         println!("ok: {} skills, {tools} tools", set.skills.len());
         Ok(ExitCode::SUCCESS)
@@ -119,10 +121,13 @@ async fn build_dir(dir: PathBuf, offline: bool, loader: &Loader) -> anyhow::Resu
             return Ok(false);
         }
     };
-    progress(&format!("built {} in {:.1}s; validating", wasm.display(), started.elapsed().as_secs_f64()));
+    let wasm: Vec<String> = wasm.iter().map(|w| w.display().to_string()).collect();
+    let wasm = if wasm.is_empty() { "nothing to build".to_owned() } else { wasm.join(", ") };
+    progress(&format!("built {wasm} in {:.1}s; validating", started.elapsed().as_secs_f64()));
     match loader.load_one(&dir).await {
         Ok(skill) => {
-            println!("ok: {} ({} tools) -> {}", skill.name, skill.tools.len(), wasm.display());
+            let tools = skill.tools.len() + skill.scripts.len();
+            println!("ok: {} ({tools} tools) -> {wasm}", skill.name);
             Ok(true)
         }
         Err(problem) => {

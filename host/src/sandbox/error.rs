@@ -27,6 +27,9 @@ pub enum LoadError {
     /// It does not export `skillhost:skill/tools@0.1.0` (or exports it with other types).
     #[error("does not export skillhost:skill/tools@0.1.0 as this host expects: {0}")]
     WrongExports(String),
+    /// A script's component is not a `wasi:cli/command` (it exports no `wasi:cli/run`).
+    #[error("is not a WASI command component (it exports no wasi:cli/run): {0}")]
+    NotACommand(String),
     /// It trapped or ran out of a limit while describing itself.
     #[error("failed while describing itself: {0}")]
     Describe(#[from] CallError),

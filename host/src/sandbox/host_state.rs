@@ -2,6 +2,7 @@
 //! granted capabilities, and the call's log buffer and route attributes.
 
 use super::capabilities::Capabilities;
+use super::component::CallEnv;
 use super::limits::{Limits, MemoryLimiter};
 use super::output::{LogBuffer, LogRecord};
 use std::collections::BTreeMap;
@@ -125,6 +126,23 @@ impl HostState {
             operation,
             deadline: Instant::now() + limits.timeout,
             limits: *limits,
+        }
+    }
+
+    /// The data of a script's run (`command.rs`): its own WASI (arguments, the folder, stdout
+    /// captured) and `logs`, the buffer its stderr writes into.
+    pub(crate) fn for_command(env: &CallEnv, operation: String, wasi: WasiCtx, logs: LogBuffer) -> Self {
+        let limits = env.limits;
+        HostState {
+            wasi,
+            table: ResourceTable::new(),
+            limiter: MemoryLimiter::new(limits.memory_bytes),
+            caps: env.caps.clone(),
+            logs,
+            route: RouteAttributes::default(),
+            operation,
+            deadline: Instant::now() + limits.timeout,
+            limits,
         }
     }
 

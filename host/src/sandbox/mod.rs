@@ -8,6 +8,8 @@
 pub mod bindings;
 mod cache;
 pub mod capabilities;
+mod capture;
+mod command;
 mod component;
 mod error;
 mod failure;
@@ -18,6 +20,7 @@ pub mod output;
 
 pub use cache::ComponentCache;
 pub use capabilities::{Capabilities, HostList, McpBridge, McpCallError};
+pub use command::{CommandComponent, Exit, Invocation};
 pub use component::{CallEnv, Hooks, Outcome, SkillComponent};
 pub use error::{CallError, HOST_COPY_LIMIT, LoadError};
 pub use host_state::{CallContext, HostState, RouteAttributes};
@@ -56,6 +59,9 @@ impl Default for SandboxOptions {
 pub struct Sandbox {
     engine: Engine,
     linker: Linker<HostState>,
+    /// WASI alone, for script tools' command components: a script gets none of the skill
+    /// imports.
+    command_linker: Linker<HostState>,
     cache: Option<ComponentCache>,
     /// Components compiled by this process, by content hash: loading the same bytes twice
     /// (a reload, two folders sharing a build) compiles once.
@@ -69,9 +75,11 @@ impl Sandbox {
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
         bindings::SkillWithHooks::add_to_linker::<_, HasSelf<HostState>>(&mut linker, |s| s)?;
+        let mut command_linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut command_linker)?;
         let cache = options.cache_dir.clone().map(|dir| ComponentCache::new(dir, &engine));
         spawn_ticker(engine.weak())?;
-        Ok(Sandbox { engine, linker, cache, compiled: Mutex::default() })
+        Ok(Sandbox { engine, linker, command_linker, cache, compiled: Mutex::default() })
     }
 
     /// The wasmtime engine.
@@ -83,6 +91,12 @@ impl Sandbox {
     pub fn load(&self, wasm: &[u8]) -> Result<SkillComponent, LoadError> {
         let component = self.compile(wasm)?;
         SkillComponent::new(&self.linker, &component)
+    }
+
+    /// Compiles (or loads from the cache) and pre-instantiates a script's command component.
+    pub fn load_command(&self, wasm: &[u8]) -> Result<CommandComponent, LoadError> {
+        let component = self.compile(wasm)?;
+        CommandComponent::new(&self.command_linker, &component)
     }
 
     fn compile(&self, wasm: &[u8]) -> Result<Component, LoadError> {

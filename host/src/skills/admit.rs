@@ -65,7 +65,13 @@ fn record(set: &mut SkillSet, problem: LoadProblem) {
 /// ([`crate::config::check_name`]) make this hold by construction; the check keeps it so at
 /// the one place skills enter the set.
 pub(super) fn check_exposed(skill: &Skill) -> Result<(), String> {
-    for tool in &skill.tools {
+    if let Some(twice) = skill.scripts.iter().find(|s| skill.tool(&s.spec.name).is_some()) {
+        return Err(format!(
+            "tool `{}` is declared twice: by the component and by SKILL.md `tools:` (script `{}`); rename one",
+            twice.spec.name, twice.decl.script
+        ));
+    }
+    for tool in skill.tools.iter().chain(skill.scripts.iter().map(|s| &s.spec)) {
         if split_exposed(&tool.full_name) != Some((skill.name.as_str(), tool.name.as_str())) {
             let owner = split_exposed(&tool.full_name).map_or("no", |(prefix, _)| prefix);
             return Err(format!(

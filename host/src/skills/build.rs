@@ -57,24 +57,45 @@ fn js_entry(dir: &Path, manifest: &Manifest) -> String {
     main.map(|m| m.trim_start_matches("./").to_owned()).unwrap_or_else(|| "app.js".into())
 }
 
-/// Builds the skill in `dir` and copies the component to `dir/skill.wasm`.
-pub fn build(dir: &Path, offline: bool, progress: &mut dyn FnMut(&str)) -> Result<PathBuf, String> {
+/// Builds the skill in `dir`: its component from its source (to `dir/skill.wasm`) and its
+/// script tools (SKILL.md `tools:`); returns the components written. A folder with script
+/// tools needs no component source.
+pub fn build(dir: &Path, offline: bool, progress: &mut dyn FnMut(&str)) -> Result<Vec<PathBuf>, String> {
     let manifest = Manifest::load(dir).map_err(|e| format!("{}: {e}", dir.join("skill.toml").display()))?;
+    let scripts = super::script::build::declared(dir)?;
+    let mut built = Vec::new();
+    match detect_kind(dir, &manifest) {
+        Ok(kind) => built.push(build_component(dir, &manifest, kind, offline, progress)?),
+        Err(e) if scripts.is_empty() => return Err(e),
+        Err(_) => {}
+    }
+    built.extend(super::script::build::build_scripts(dir, offline, progress)?);
+    Ok(built)
+}
+
+/// Builds the component of the skill in `dir` from its `kind` of source to `dir/skill.wasm`.
+fn build_component(
+    dir: &Path,
+    manifest: &Manifest,
+    kind: BuildKind,
+    offline: bool,
+    progress: &mut dyn FnMut(&str),
+) -> Result<PathBuf, String> {
     let output = dir.join(WASM_FILE);
-    match detect_kind(dir, &manifest)? {
+    match kind {
         BuildKind::Rust => build_rust(dir, offline, &output, progress)?,
         BuildKind::Python => {
             let wit = contract()?;
             progress(&format!("building {} with componentize-py", dir.display()));
             let world = manifest.build.world.as_deref();
-            toolchain::build_python_app(dir, python_module(&manifest), wit.path(), world, &output)
+            toolchain::build_python_app(dir, python_module(manifest), wit.path(), world, &output)
                 .map_err(|e| e.to_string())?;
         }
         BuildKind::Js => {
             let wit = contract()?;
             let componentize = toolchain::find_componentize_js(dir, offline, progress).map_err(|e| e.to_string())?;
             progress(&format!("building {} with componentize-js ({})", dir.display(), componentize.display()));
-            let entry = js_entry(dir, &manifest);
+            let entry = js_entry(dir, manifest);
             let job = toolchain::JsBuild {
                 dir,
                 entry: &entry,

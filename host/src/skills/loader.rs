@@ -198,7 +198,7 @@ impl Loader {
         let source = if prompt.name.is_some() { "its `name`, slugified" } else { "the folder's name" };
         check_skill_name(&name).map_err(|e| problem(prompt.file, format!("{e} (the name is {source})")))?;
         let manifest = Manifest::load(dir).map_err(|e| problem("skill.toml", e))?;
-        let skill = self.new_skill(&name, dir.to_path_buf(), prompt);
+        let skill = self.with_scripts(self.new_skill(&name, dir.to_path_buf(), prompt), &manifest)?;
         if !has_wasm {
             if has_source {
                 let fix = format!("not built: run `skillhost skill build {}`", dir.display());
@@ -287,7 +287,7 @@ impl Loader {
 
     /// The capabilities and limits of a skill: what its manifest asks for and the operator
     /// grants, both.
-    fn call_env(&self, name: &str, manifest: &Manifest, default_grant: Option<Grant>) -> CallEnv {
+    pub(super) fn call_env(&self, name: &str, manifest: &Manifest, default_grant: Option<Grant>) -> CallEnv {
         let config = &self.config.config;
         let written = config.skills.grants.get(name).cloned();
         // A built-in left at its default grant is the default, not a mistake worth a warning

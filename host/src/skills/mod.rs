@@ -10,9 +10,11 @@ pub mod manifest;
 pub mod native;
 pub mod new;
 pub mod prompt;
+pub mod script;
 pub mod skill;
 
 pub use loader::{FatalLoadError, LoadMode, LoadProblem, Loader, SkillSet};
 pub use manifest::Manifest;
 pub use native::NativeTools;
+pub use script::{ScriptError, ScriptTool};
 pub use skill::{HookAnswer, Skill, ToolError, ToolSpec};

@@ -35,6 +35,9 @@ pub struct Prompt {
     pub references: Vec<String>,
     /// How many reference files were left off the list past [`MAX_REFERENCES`].
     pub references_left_off: usize,
+    /// The frontmatter's `tools:` block (script tools), in the order written: argument order
+    /// is argv order, which the JSON map in `frontmatter` does not keep.
+    pub tools: Option<serde_yaml_ng::Value>,
 }
 
 /// Why a prompt could not be read: the file (`prompt.md` / `SKILL.md`) and the message.
@@ -160,7 +163,12 @@ pub fn parse_skill_md(text: &str) -> Result<Prompt, String> {
         consumed += line.len();
     }
     let yaml_end = yaml_end.ok_or("frontmatter is not closed by a `---` line")?;
-    let frontmatter = frontmatter(&text[opening.len()..yaml_end])?;
+    let yaml = &text[opening.len()..yaml_end];
+    let frontmatter = frontmatter(yaml)?;
+    let tools = match frontmatter.contains_key("tools") {
+        true => tools_block(yaml)?,
+        false => None,
+    };
     let name = scalar(&frontmatter, "name")?.ok_or("frontmatter has no `name`")?;
     let description = scalar(&frontmatter, "description")?.ok_or("frontmatter has no `description`")?;
     let license = scalar(&frontmatter, "license")?;
@@ -181,8 +189,15 @@ pub fn parse_skill_md(text: &str) -> Result<Prompt, String> {
         license,
         allowed_tools,
         frontmatter,
+        tools,
         ..Prompt::default()
     })
+}
+
+/// The `tools:` block as YAML, keeping the order of its keys.
+fn tools_block(yaml: &str) -> Result<Option<serde_yaml_ng::Value>, String> {
+    let value: serde_yaml_ng::Value = serde_yaml_ng::from_str(yaml).map_err(|e| format!("frontmatter: {e}"))?;
+    Ok(value.get("tools").filter(|t| !t.is_null()).cloned())
 }
 
 /// The frontmatter as a map of top-level keys (YAML; JSON values keep what it holds).

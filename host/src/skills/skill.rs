@@ -3,6 +3,7 @@
 
 use super::contract::{Asked, Human, Preflight, Target, ToolDef, ToolResult};
 use super::prompt::Prompt;
+use super::script::ScriptTool;
 use crate::sandbox::bindings::types as wit;
 use crate::sandbox::{CallContext, CallEnv, CallError, Outcome, SkillComponent};
 use std::path::PathBuf;
@@ -122,6 +123,8 @@ pub struct Skill {
     pub prompt: Prompt,
     /// Its tools, in the order the skill lists them.
     pub tools: Vec<ToolSpec>,
+    /// Its script tools (SKILL.md `tools:`), in declared order; they run apart from `tools`.
+    pub scripts: Vec<ScriptTool>,
     /// Facts from `info`.
     pub facts: SkillFacts,
     /// Its `skills.config` block.
@@ -186,7 +189,16 @@ pub fn split_exposed(full_name: &str) -> Option<(&str, &str)> {
 impl Skill {
     /// A prompt-only skill (tools come with [`Skill::with_component`] or [`Skill::native`]).
     pub fn new(name: String, dir: PathBuf, prompt: Prompt, config: serde_json::Value) -> Self {
-        Skill { name, dir, prompt, tools: Vec::new(), facts: SkillFacts::default(), config, runtime: Runtime::Prompt }
+        Skill {
+            name,
+            dir,
+            prompt,
+            tools: Vec::new(),
+            scripts: Vec::new(),
+            facts: SkillFacts::default(),
+            config,
+            runtime: Runtime::Prompt,
+        }
     }
 
     /// A skill whose tools are host-side `native` tools, checked like a component's.
@@ -218,14 +230,21 @@ impl Skill {
         self.tools.iter().find(|t| t.name == name)
     }
 
+    /// The script tool called `name` (unprefixed).
+    pub fn script(&self, name: &str) -> Option<&ScriptTool> {
+        self.scripts.iter().find(|t| t.spec.name == name)
+    }
+
     /// Whether its tools can be called (a component or native tools; not prompt-only).
     pub fn is_runnable(&self) -> bool {
         !matches!(self.runtime, Runtime::Prompt)
     }
 
-    /// What kind of skill this is: `component`, `native` or `prompt-only`.
+    /// What kind of skill this is: `component`, `native`, `scripts` (a prompt with script
+    /// tools) or `prompt-only`.
     pub fn kind(&self) -> &'static str {
         match self.runtime {
+            Runtime::Prompt if !self.scripts.is_empty() => "scripts",
             Runtime::Prompt => "prompt-only",
             Runtime::Component(_) => "component",
             Runtime::Native(_) => "native",

@@ -3,7 +3,8 @@
 //!
 //! A tool source offers declarations and answers calls by prefixed name. The engine holds a
 //! [`Tools`] list of sources and knows none of them by name: skill tools (sandboxed
-//! components and the native built-ins alike, [`SkillTools`]), MCP server tools and their
+//! components and the native built-ins alike, [`SkillTools`]), skills' script tools
+//! ([`ScriptTools`]: SKILL.md `tools:` run as WASI commands), MCP server tools and their
 //! skill aliases ([`McpTools`]), and the tools an adapter answers itself (the API stream's
 //! `human__ask`). A new kind of tool is a new implementation, not a branch in the engine.
 //!
@@ -13,6 +14,7 @@
 //! - [`target`]: the checked `tool-target` answer.
 //! - [`coverage`]: coverage entries and the turn's public summary.
 //! - [`skill`]: [`SkillTools`], the tools of loaded skills.
+//! - [`script`]: [`ScriptTools`], the script tools of loaded skills.
 //! - [`mcp`]: [`McpTools`], the tools of MCP servers, through their owners' hooks.
 //! - [`load_skill`]: [`LoadSkill`], the built-in `load_skill` of on-demand `SKILL.md` skills,
 //!   one per turn, which withholds their tools until they are loaded.
@@ -24,6 +26,7 @@ pub mod level;
 pub mod load_skill;
 pub mod mcp;
 pub mod outcome;
+pub mod script;
 pub mod skill;
 pub mod target;
 pub mod temporal;
@@ -33,6 +36,7 @@ pub use level::{CONFIRMATION_CHALLENGE, Level, PromotionKey};
 pub use load_skill::{LOAD_SKILL, LoadSkill, OnDemand};
 pub use mcp::McpTools;
 pub use outcome::{ToolOutcome, generically_empty};
+pub use script::ScriptTools;
 pub use skill::SkillTools;
 pub use target::ToolTarget;
 

@@ -1,7 +1,7 @@
 //! One file per WIT import interface: the skill's only ways out of the sandbox.
 
 mod http;
-mod log;
+pub(super) mod log;
 mod mcp;
 mod memory;
 mod route;
