@@ -147,7 +147,7 @@ pub fn build_python(
     componentize_py(app_dir, &[Path::new(".")], module, wit_dirs, world, output)
 }
 
-fn componentize_py(
+pub(crate) fn componentize_py(
     app_dir: &Path,
     python_path: &[&Path],
     module: &str,
