@@ -17,6 +17,9 @@ import json
 import traceback
 from typing import Any, List, Optional, Sequence
 
+# componentize-py loads while building only the binding modules that define types; `route`
+# defines none, and nothing can be loaded later (the sandbox has no files).
+import wit_world.imports.route  # noqa: F401
 from skillhost import log
 
 from . import _ctx, _sandbox

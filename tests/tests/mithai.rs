@@ -32,7 +32,8 @@ fn add(ws: &Workspace, name: &str, wasm: &str) {
     std::fs::copy(dir.join("prompt.md"), added.join("prompt.md")).unwrap();
 }
 
-const BASE: &str = "  builtins: []\nlearning:\n  memory:\n    filesystem: {path: mem}\nstate:\n  filesystem: {path: state}\n";
+const BASE: &str =
+    "  builtins: []\nlearning:\n  memory:\n    filesystem: {path: mem}\nstate:\n  filesystem: {path: state}\n";
 
 async fn load(ws: &Workspace, skills_extra: &str, mode: LoadMode) -> SkillSet {
     let yaml = format!("skills:\n  paths: [skills]\n{skills_extra}{BASE}");
@@ -118,7 +119,10 @@ async fn notes_uses_memory_state_and_logger_from_ctx() {
 fn observability() -> String {
     let mcp = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("mcp");
     let pylib = mcp.join("pylib");
-    assert!(pylib.exists(), "install the MCP test server's SDK: python3 -m pip install --target tests/mcp/pylib mcp (as .ci/run does)");
+    assert!(
+        pylib.exists(),
+        "install the MCP test server's SDK: python3 -m pip install --target tests/mcp/pylib mcp (as .ci/run does)"
+    );
     format!(
         "mcp_servers:\n  observability:\n    transport: stdio\n    command: python3\n    args: ['{}']\n    env: {{PYTHONPATH: '{}'}}\n    tools: [list_things, get_logs, empty]\n",
         mcp.join("obs_server.py").display(),
@@ -151,14 +155,16 @@ async fn triage_owns_its_server_policy_through_a_turn() {
     let request = TurnRequest { channel_id: "chan-1".into(), user_id: None, message: "find errors".into() };
     engine.run_turn(request, &events, &NonInteractive).await.unwrap();
     let results = tool_results(&llm, 2);
-    let api = &results["api"];
-    assert!(api.ends_with("\n\nRead for session chan-1."), "observe_mcp_result augments: {api}");
-    let context = parse(api.split("\n\nRead for").next().unwrap());
+    // The observed text is not JSON: the decision's context wraps it as {"result": ...}.
+    let api = parse(&results["api"]);
     assert_eq!(
-        context["_mithai_preflight_context"],
+        api["_mithai_preflight_context"],
         json!({"route": "search"}),
         "before_mcp_call saw the route classify set on the incoming message: {api}"
     );
+    let read = api["result"].as_str().unwrap();
+    assert!(read.ends_with("\n\nRead for session chan-1."), "observe_mcp_result augments: {read}");
+    assert!(read.contains("\"service\": \"api\""), "{read}");
     let denied = parse(&results["pay"]);
     assert_eq!(denied["error"], "payments logs are off limits here", "{denied}");
     let retried = parse(&results["none"]);

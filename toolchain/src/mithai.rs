@@ -7,8 +7,8 @@
 //! installs the guards before `tools.py` is imported, and a world exporting exactly the hooks
 //! `tools.py` defines.
 
-use crate::python::{PYTHON_SDK, PythonHook, componentize_py, hooks_world, python_hooks, write_files};
 use crate::BuildError;
+use crate::python::{PYTHON_SDK, PythonHook, componentize_py, hooks_world, python_hooks, write_files};
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -67,7 +67,14 @@ pub fn build_mithai(app_dir: &Path, contract: &Path, output: &Path) -> Result<()
         .and_then(|()| std::fs::write(gen_wit.join("world.wit"), hooks_world("skillhost:generated", &interfaces)));
     written.map_err(|e| BuildError::Failed(format!("writing the mithai shim: {e}")))?;
     let wit_dirs = [contract, gen_wit.as_path()];
-    componentize_py(app_dir, &[Path::new("."), &shim], "skillhost_mithai_entry", &wit_dirs, "skillhost:generated/app", output)
+    componentize_py(
+        app_dir,
+        &[Path::new("."), &shim],
+        "skillhost_mithai_entry",
+        &wit_dirs,
+        "skillhost:generated/app",
+        output,
+    )
 }
 
 #[cfg(test)]
@@ -76,7 +83,9 @@ mod tests {
 
     #[test]
     fn the_entry_installs_the_guards_before_the_authors_module() {
-        let hooks = python_hooks("TOOLS = []\n\ndef handle(name, input, ctx):\n    pass\n\ndef resolve_human(n, i, c):\n    pass\n");
+        let hooks = python_hooks(
+            "TOOLS = []\n\ndef handle(name, input, ctx):\n    pass\n\ndef resolve_human(n, i, c):\n    pass\n",
+        );
         let entry = entry_module(&hooks);
         let guard = entry.find("_sandbox.install()").unwrap();
         assert!(guard < entry.find("import tools").unwrap(), "{entry}");

@@ -42,7 +42,10 @@ pub fn detect_kind(dir: &Path, manifest: &Manifest) -> Result<BuildKind, String>
     if dir.join("package.json").is_file() || dir.join(js_entry(dir, manifest)).is_file() {
         return Ok(BuildKind::Js);
     }
-    Err(format!("{}: no Cargo.toml, app.py, tools.py or app.js to build (set [build] kind in skill.toml)", dir.display()))
+    Err(format!(
+        "{}: no Cargo.toml, app.py, tools.py or app.js to build (set [build] kind in skill.toml)",
+        dir.display()
+    ))
 }
 
 fn python_module(manifest: &Manifest) -> &str {
