@@ -36,7 +36,7 @@ fn main() {
     let app = root.join("skills/word_stats");
     // As `skillhost skill build` does: the Python SDK bundled, the hooks' world generated.
     let world = manifest_value(&app.join("skill.toml"), "world");
-    let python = cached_python(&root, &app, "word_stats", &["sdk-python/skillhost"], |output| {
+    let python = cached_python(&root, &app, "word_stats", &[toolchain::PYTHON_SDK], |output| {
         toolchain::build_python_app(&app, "app", &root.join("wit"), world.as_deref(), output)
     });
     writeln!(generated, "pub const WORD_STATS: &str = {:?};", python.display().to_string()).unwrap();
@@ -44,7 +44,7 @@ fn main() {
     let fixtures = root.join("tests/fixtures/mithai");
     for name in MITHAI_FIXTURES {
         let dir = fixtures.join(name);
-        let wasm = cached_python(&root, &dir, name, &["sdk-python/skillhost", "sdk-python/mithai"], |output| {
+        let wasm = cached_python(&root, &dir, name, &[toolchain::PYTHON_SDK, toolchain::MITHAI_SHIM], |output| {
             toolchain::build_mithai(&dir, &root.join("wit"), output)
         });
         writeln!(generated, "pub const MITHAI_{}: &str = {:?};", name.to_uppercase(), wasm.display().to_string())
@@ -64,19 +64,19 @@ fn manifest_value(path: &Path, key: &str) -> Option<String> {
 
 /// Builds a Python skill once per content: componentize-py takes tens of seconds, so the
 /// component is kept in `target/wasm-guests/python/` under a hash of everything it is built
-/// from (the skill's files, the `bundled` folders of the repository, the WIT,
+/// from (the skill's files, the WIT, the files the toolchain bundles as it embedded them,
 /// componentize-py's version).
 fn cached_python(
     root: &Path,
     dir: &Path,
     name: &str,
-    bundled: &[&str],
+    bundled: &[&[(&str, &str)]],
     build: impl FnOnce(&Path) -> Result<(), toolchain::BuildError>,
 ) -> PathBuf {
     use std::hash::{Hash, Hasher};
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    let folders = bundled.iter().map(|b| root.join(b)).chain([dir.to_path_buf(), root.join("wit")]);
-    for folder in folders {
+    bundled.hash(&mut hasher);
+    for folder in [dir.to_path_buf(), root.join("wit")] {
         for file in files_under(&folder) {
             file.strip_prefix(&folder).unwrap().hash(&mut hasher);
             std::fs::read(&file).unwrap().hash(&mut hasher);

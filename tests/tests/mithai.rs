@@ -154,6 +154,8 @@ async fn triage_owns_its_server_policy_through_a_turn() {
     let events = Mutex::new(Vec::new());
     let request = TurnRequest { channel_id: "chan-1".into(), user_id: None, message: "find errors".into() };
     engine.run_turn(request, &events, &NonInteractive).await.unwrap();
+    let classified = tool_results(&llm, 1);
+    assert_eq!(parse(&classified["c"]), json!({"route": "search"}), "{classified:?}");
     let results = tool_results(&llm, 2);
     // The observed text is not JSON: the decision's context wraps it as {"result": ...}.
     let api = parse(&results["api"]);
