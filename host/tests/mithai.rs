@@ -27,7 +27,7 @@ fn fixture(name: &str) -> PathBuf {
 fn copy_fixture(ws: &Workspace, name: &str, wasm: Option<&str>) -> PathBuf {
     let dir = ws.path().join("skills").join(name);
     std::fs::create_dir_all(&dir).unwrap();
-    for entry in std::fs::read_dir(fixture(name)).unwrap().flatten() {
+    for entry in std::fs::read_dir(fixture(name)).unwrap().flatten().filter(|e| e.path().is_file()) {
         std::fs::copy(entry.path(), dir.join(entry.file_name())).unwrap();
     }
     if let Some(wasm) = wasm {

@@ -176,6 +176,8 @@ pub(crate) fn componentize_py(
         .arg("-o")
         .arg(output)
         .env("RUST_BACKTRACE", "0")
+        // The build never writes into the author's folder (`__pycache__`).
+        .env("PYTHONDONTWRITEBYTECODE", "1")
         .stdin(Stdio::null())
         .stdout(Stdio::inherit())
         .stderr(Stdio::piped())
