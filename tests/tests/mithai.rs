@@ -176,7 +176,7 @@ async fn triage_owns_its_server_policy_through_a_turn() {
 
     let events = events.into_inner().unwrap();
     let target = events.iter().find_map(|e| match e {
-        EngineEvent::ToolStarted { tool_name, target, .. } if tool_name == "observability__get_logs" => target.clone(),
+        EngineEvent::ToolStarted { tool_call_id, target, .. } if tool_call_id == "api" => target.clone(),
         _ => None,
     });
     let target = target.expect("tool_target answered for the owned server");
