@@ -5,13 +5,18 @@ use skillhost_toolchain as toolchain;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
+/// The mithai skills in `tests/fixtures/mithai/`, each built once into `MITHAI_<NAME>`.
+const MITHAI_FIXTURES: &[&str] = &["services", "notes", "triage", "sandbox_limits"];
+
 fn main() {
     let tests_dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap());
     let root = tests_dir.parent().unwrap().to_path_buf();
     let out_dir = PathBuf::from(std::env::var("OUT_DIR").unwrap());
     // A stable target dir outside OUT_DIR keeps the (slow) std build across profiles.
     let target_dir = root.join("target").join("wasm-guests");
-    for watched in ["wit", "skill-sdk/src", "skill-sdk/Cargo.toml", "sdk-python/skillhost", "tests/guests", "skills"] {
+    for watched in
+        ["wit", "skill-sdk/src", "skill-sdk/Cargo.toml", "sdk-python", "tests/guests", "tests/fixtures", "skills"]
+    {
         toolchain::rerun_if_changed_under(&root.join(watched));
     }
     println!("cargo:rerun-if-env-changed=SKILLHOST_OFFLINE");
@@ -28,13 +33,23 @@ fn main() {
             writeln!(generated, "pub const {name}: &str = {:?};", wasm.display().to_string()).unwrap();
         }
     }
-    let python = out_dir.join("word_stats.wasm");
     let app = root.join("skills/word_stats");
     // As `skillhost skill build` does: the Python SDK bundled, the hooks' world generated.
     let world = manifest_value(&app.join("skill.toml"), "world");
-    toolchain::build_python_app(&app, "app", &root.join("wit"), world.as_deref(), &python)
-        .unwrap_or_else(|e| panic!("building skills/word_stats: {e}"));
+    let python = cached_python(&root, &app, "word_stats", &[toolchain::PYTHON_SDK], |output| {
+        toolchain::build_python_app(&app, "app", &root.join("wit"), world.as_deref(), output)
+    });
     writeln!(generated, "pub const WORD_STATS: &str = {:?};", python.display().to_string()).unwrap();
+    // The mithai fixtures: unchanged mithai `tools.py` skills, built with the shim.
+    let fixtures = root.join("tests/fixtures/mithai");
+    for name in MITHAI_FIXTURES {
+        let dir = fixtures.join(name);
+        let wasm = cached_python(&root, &dir, name, &[toolchain::PYTHON_SDK, toolchain::MITHAI_SHIM], |output| {
+            toolchain::build_mithai(&dir, &root.join("wit"), output)
+        });
+        writeln!(generated, "pub const MITHAI_{}: &str = {:?};", name.to_uppercase(), wasm.display().to_string())
+            .unwrap();
+    }
     std::fs::write(out_dir.join("guests.rs"), generated).unwrap();
 }
 
@@ -45,4 +60,64 @@ fn manifest_value(path: &Path, key: &str) -> Option<String> {
         let (k, v) = line.split_once('=')?;
         (k.trim() == key).then(|| v.trim().trim_matches('"').to_string())
     })
+}
+
+/// Builds a Python skill once per content: componentize-py takes tens of seconds, so the
+/// component is kept in `target/wasm-guests/python/` under a hash of everything it is built
+/// from (the skill's files, the WIT, the files the toolchain bundles as it embedded them,
+/// componentize-py's version).
+fn cached_python(
+    root: &Path,
+    dir: &Path,
+    name: &str,
+    bundled: &[&[(&str, &str)]],
+    build: impl FnOnce(&Path) -> Result<(), toolchain::BuildError>,
+) -> PathBuf {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    bundled.hash(&mut hasher);
+    for folder in [dir.to_path_buf(), root.join("wit")] {
+        for file in files_under(&folder) {
+            file.strip_prefix(&folder).unwrap().hash(&mut hasher);
+            std::fs::read(&file).unwrap().hash(&mut hasher);
+        }
+    }
+    let version = std::process::Command::new("componentize-py").arg("--version").output();
+    version.map(|o| o.stdout).unwrap_or_default().hash(&mut hasher);
+    let cache = root.join("target/wasm-guests/python");
+    let output = cache.join(format!("{name}-{:016x}.wasm", hasher.finish()));
+    if !output.is_file() {
+        std::fs::create_dir_all(&cache).unwrap();
+        let partial = output.with_extension("partial");
+        build(&partial).unwrap_or_else(|e| panic!("building {}: {e}", dir.display()));
+        std::fs::rename(&partial, &output).unwrap();
+        // Older builds of this skill are never read again.
+        for stale in std::fs::read_dir(&cache).unwrap().flatten().map(|e| e.path()) {
+            let file = stale.file_name().unwrap().to_string_lossy().into_owned();
+            if stale != output && file.strip_prefix(name).is_some_and(|rest| rest.len() == 22 && rest.starts_with('-'))
+            {
+                let _ = std::fs::remove_file(stale);
+            }
+        }
+    }
+    output
+}
+
+/// The files under `dir`, sorted, without built components and Python caches.
+fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(current) = pending.pop() {
+        for entry in std::fs::read_dir(&current).into_iter().flatten().flatten() {
+            let path = entry.path();
+            let name = entry.file_name();
+            if path.is_dir() && name != "__pycache__" {
+                pending.push(path);
+            } else if path.is_file() && path.extension().is_none_or(|e| e != "wasm" && e != "pyc") {
+                files.push(path);
+            }
+        }
+    }
+    files.sort();
+    files
 }

@@ -11,7 +11,8 @@
 //! 4. otherwise an error that lists the exact commands that fix it.
 //!
 //! Python skills are built with `componentize-py` (`python.rs`, which also bundles the
-//! Python SDK), JavaScript skills with `componentize-js` under Node (`js.rs`).
+//! Python SDK; `mithai.rs` for mithai `tools.py` skills, with their shim), JavaScript skills
+//! with `componentize-js` under Node (`js.rs`).
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -19,10 +20,12 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod js;
+mod mithai;
 mod python;
 mod script;
 
 pub use js::*;
+pub use mithai::*;
 pub use python::*;
 pub use script::*;
 

@@ -158,7 +158,7 @@ pub(crate) struct Componentize<'a> {
     pub output: &'a Path,
 }
 
-fn componentize_py(
+pub(crate) fn componentize_py(
     app_dir: &Path,
     python_path: &[&Path],
     module: &str,
@@ -199,6 +199,8 @@ impl Componentize<'_> {
             .arg("-o")
             .arg(self.output)
             .env("RUST_BACKTRACE", "0")
+            // The build never writes into the author's folder (`__pycache__`).
+            .env("PYTHONDONTWRITEBYTECODE", "1")
             .stdin(Stdio::null())
             .stdout(Stdio::inherit())
             .stderr(Stdio::piped())

@@ -1,6 +1,7 @@
 //! `skillhost skill build`: turns a skill folder's source into `skill.wasm` (Rust through
-//! cargo, Python through componentize-py with the Python SDK bundled, JavaScript through
-//! componentize-js with the JS SDK; all in `toolchain/`).
+//! cargo, Python through componentize-py with the Python SDK bundled, a mithai `tools.py`
+//! through componentize-py with the mithai shim, JavaScript through componentize-js with the
+//! JS SDK; all in `toolchain/`).
 
 use super::loader::WASM_FILE;
 use super::manifest::{BuildKind, Manifest};
@@ -24,7 +25,7 @@ pub fn write_wit(dir: &Path) -> std::io::Result<()> {
 }
 
 /// What kind of source `dir` holds: `[build] kind`, else `Cargo.toml` (Rust), the Python
-/// module (`app.py`), a JavaScript entry (`package.json` / `app.js`).
+/// module (`app.py`), a mithai `tools.py`, a JavaScript entry (`package.json` / `app.js`).
 pub fn detect_kind(dir: &Path, manifest: &Manifest) -> Result<BuildKind, String> {
     if let Some(kind) = manifest.build.kind {
         return Ok(kind);
@@ -35,10 +36,16 @@ pub fn detect_kind(dir: &Path, manifest: &Manifest) -> Result<BuildKind, String>
     if dir.join(format!("{}.py", python_module(manifest))).is_file() {
         return Ok(BuildKind::Python);
     }
+    if toolchain::is_mithai_skill(dir) {
+        return Ok(BuildKind::Mithai);
+    }
     if dir.join("package.json").is_file() || dir.join(js_entry(dir, manifest)).is_file() {
         return Ok(BuildKind::Js);
     }
-    Err(format!("{}: no Cargo.toml, app.py or app.js to build (set [build] kind in skill.toml)", dir.display()))
+    Err(format!(
+        "{}: no Cargo.toml, app.py, tools.py or app.js to build (set [build] kind in skill.toml)",
+        dir.display()
+    ))
 }
 
 fn python_module(manifest: &Manifest) -> &str {
@@ -90,6 +97,11 @@ fn build_component(
             let world = manifest.build.world.as_deref();
             toolchain::build_python_app(dir, python_module(manifest), wit.path(), world, &output)
                 .map_err(|e| e.to_string())?;
+        }
+        BuildKind::Mithai => {
+            let wit = contract()?;
+            progress(&format!("building the mithai skill {} with componentize-py and the mithai shim", dir.display()));
+            toolchain::build_mithai(dir, wit.path(), &output).map_err(|e| e.to_string())?;
         }
         BuildKind::Js => {
             let wit = contract()?;

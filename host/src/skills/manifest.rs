@@ -33,7 +33,7 @@ pub struct Capabilities {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Build {
-    /// `rust`, `python` or `js`; detected from the folder when absent.
+    /// `rust`, `python`, `js` or `mithai`; detected from the folder when absent.
     pub kind: Option<BuildKind>,
     /// The Python module holding the skill (default `app`).
     pub python_module: Option<String>,
@@ -56,6 +56,8 @@ pub enum BuildKind {
     Python,
     /// A JavaScript module built with componentize-js.
     Js,
+    /// A mithai `tools.py`, built unchanged with componentize-py and the mithai shim.
+    Mithai,
 }
 
 impl Manifest {
