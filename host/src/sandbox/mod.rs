@@ -150,7 +150,7 @@ impl Sandbox {
                 Err(_) => return true, // Nothing to compile: its load reports the error.
             },
         };
-        self.memoised(&digest).is_some() || self.from_cache(&digest).is_some()
+        self.memoised(&digest).is_some() || self.cached(&digest).is_some()
     }
 
     fn compile_wasm(&self, wasm: Wasm<'_>) -> Result<Component, LoadError> {
@@ -169,7 +169,7 @@ impl Sandbox {
             return Ok(component);
         }
         if bytes.is_none()
-            && let Some(component) = self.from_cache(&digest)
+            && let Some(component) = self.cached(&digest)
         {
             return Ok(component);
         }
@@ -216,7 +216,7 @@ impl Sandbox {
     }
 
     /// The cache's entry for `digest`, memoised.
-    fn from_cache(&self, digest: &[u8; 32]) -> Option<Component> {
+    fn cached(&self, digest: &[u8; 32]) -> Option<Component> {
         let component = self.cache.as_ref()?.lookup(digest)?;
         self.memoise(*digest, &component);
         Some(component)
