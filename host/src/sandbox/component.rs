@@ -169,11 +169,12 @@ impl SkillComponent {
         input: &str,
         ctx: &CallContext,
     ) -> Result<Outcome<ToolResult>, CallError> {
-        let (this, name, input, wit_ctx) = (self.clone(), name.to_string(), input.to_string(), wit_context(ctx));
+        let (indices, name, input, wit_ctx) =
+            (self.tools.clone(), name.to_string(), input.to_string(), wit_context(ctx));
         let outcome = self
             .run(env, ctx.route.clone(), &format!("handle {name}"), move |store, instance| {
                 Box::pin(async move {
-                    let tools = this.tools.load(&mut *store, &instance)?;
+                    let tools = indices.load(&mut *store, &instance)?;
                     tools.call_handle(&mut *store, &name, &input, &wit_ctx).await
                 })
             })
@@ -398,7 +399,8 @@ fn wrong_exports(component: &Component, engine: &wasmtime::Engine, error: wasmti
     }
 }
 
-fn wit_context(ctx: &CallContext) -> WitContext {
+/// The WIT `call-context` of a call made in `ctx`.
+pub fn wit_context(ctx: &CallContext) -> WitContext {
     WitContext {
         config: ctx.config.to_string(),
         channel_id: ctx.channel_id.clone(),

@@ -18,6 +18,9 @@ fn returned(size: Option<u64>) -> String {
 /// Why a component could not be loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
+    /// The component file could not be read.
+    #[error("cannot read the component: {0}")]
+    Read(String),
     /// Not a WebAssembly component (bad bytes, a core module, failed validation).
     #[error("not a valid WebAssembly component: {0}")]
     NotAComponent(String),

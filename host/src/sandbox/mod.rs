@@ -21,16 +21,17 @@ pub mod output;
 pub use cache::ComponentCache;
 pub use capabilities::{Capabilities, HostList, McpBridge, McpCallError};
 pub use command::{CommandComponent, Exit, Invocation};
-pub use component::{CallEnv, Hooks, Outcome, SkillComponent};
+pub use component::{CallEnv, Hooks, Outcome, SkillComponent, wit_context};
 pub use error::{CallError, HOST_COPY_LIMIT, LoadError};
 pub use host_state::{CallContext, HostState, RouteAttributes};
 pub use limits::{LimitPolicy, Limits};
 
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
-use std::time::Duration;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
@@ -47,11 +48,34 @@ pub struct SandboxOptions {
     pub max_memory_bytes: u64,
     /// Where compiled components are cached; `None` disables the disk cache.
     pub cache_dir: Option<PathBuf>,
+    /// How many bytes of each linear memory stay mapped between calls (reset to the
+    /// component's initial image, page by page, rather than unmapped): a call then does not
+    /// page-fault its way back into the memory the previous call touched. Zero unmaps all.
+    pub keep_resident_bytes: usize,
+}
+
+/// [`SandboxOptions::keep_resident_bytes`] by default: enough for a Python interpreter's
+/// working set, when the kernel can tell which pages a call dirtied.
+pub const KEEP_RESIDENT_BYTES: usize = 64 << 20;
+
+/// Whether the kernel has the `PAGEMAP_SCAN` ioctl (Linux 6.7). With it wasmtime resets only
+/// the pages a call dirtied; without it, keeping memory resident means resetting all of it at
+/// every call, which costs more than the page faults it saves.
+fn has_pagemap_scan() -> bool {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let mut parts = release.trim().split(['.', '-']).map(|p| p.parse::<u32>().unwrap_or(0));
+    let (major, minor) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+    (major, minor) >= (6, 7)
 }
 
 impl Default for SandboxOptions {
     fn default() -> Self {
-        SandboxOptions { max_instances: 256, max_memory_bytes: Limits::MAXIMUM.memory_bytes, cache_dir: None }
+        SandboxOptions {
+            max_instances: 256,
+            max_memory_bytes: Limits::MAXIMUM.memory_bytes,
+            cache_dir: None,
+            keep_resident_bytes: if has_pagemap_scan() { KEEP_RESIDENT_BYTES } else { 0 },
+        }
     }
 }
 
@@ -99,7 +123,79 @@ impl Sandbox {
         CommandComponent::new(&self.command_linker, &component)
     }
 
-    fn compile(&self, wasm: &[u8]) -> Result<Component, LoadError> {
+    /// [`Sandbox::load`] from a file. With a cache, an unchanged file whose compiled entry is
+    /// sound is neither read nor hashed: the entry is memory-mapped.
+    pub fn load_file(&self, path: &Path) -> Result<SkillComponent, LoadError> {
+        let component = self.compile_file(path)?;
+        SkillComponent::new(&self.linker, &component)
+    }
+
+    /// Compiles, in parallel, the components not compiled yet (not in this process, not in
+    /// the cache), calling `progress` with a line as each starts and ends, so the loads that
+    /// follow find them ready. A component that fails is left for its load to report.
+    pub fn precompile(&self, jobs: &[(String, Wasm<'_>)], progress: &(dyn Fn(&str) + Sync)) {
+        let pending: Vec<&(String, Wasm<'_>)> = jobs.iter().filter(|(_, wasm)| !self.is_ready(*wasm)).collect();
+        let total = pending.len();
+        let next = AtomicUsize::new(0);
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(total);
+        std::thread::scope(|scope| {
+            for _ in 0..threads {
+                scope.spawn(|| {
+                    while let Some((name, wasm)) = pending.get(next.fetch_add(1, Ordering::Relaxed)) {
+                        progress(&format!("compiling skill `{name}`..."));
+                        let started = Instant::now();
+                        if self.compile_wasm(*wasm).is_ok() {
+                            let took = started.elapsed().as_secs_f64();
+                            progress(&format!("compiled skill `{name}` in {took:.1} s"));
+                        }
+                    }
+                });
+            }
+        });
+    }
+
+    /// Whether `wasm` is compiled already (loading it from the cache if it is there).
+    fn is_ready(&self, wasm: Wasm<'_>) -> bool {
+        let digest = match (wasm, &self.cache) {
+            (_, None) => return false,
+            (Wasm::Bytes(bytes), Some(_)) => Sha256::digest(bytes).into(),
+            (Wasm::File(path), Some(cache)) => match cache.digest_of_file(path) {
+                Ok((digest, _)) => digest,
+                Err(_) => return true, // Nothing to compile: its load reports the error.
+            },
+        };
+        self.memoised(&digest).is_some() || self.cached(&digest).is_some()
+    }
+
+    fn compile_wasm(&self, wasm: Wasm<'_>) -> Result<Component, LoadError> {
+        match wasm {
+            Wasm::Bytes(bytes) => self.compile(bytes),
+            Wasm::File(path) => self.compile_file(path),
+        }
+    }
+
+    fn compile_file(&self, path: &Path) -> Result<Component, LoadError> {
+        let read = |path: &Path| std::fs::read(path).map_err(|e| LoadError::Read(format!("{}: {e}", path.display())));
+        let Some(cache) = &self.cache else { return self.compile(&read(path)?) };
+        let (digest, bytes) =
+            cache.digest_of_file(path).map_err(|e| LoadError::Read(format!("{}: {e}", path.display())))?;
+        if let Some(component) = self.memoised(&digest) {
+            return Ok(component);
+        }
+        if bytes.is_none()
+            && let Some(component) = self.cached(&digest)
+        {
+            return Ok(component);
+        }
+        // Compiling needs the bytes (and checks them, hashing them again).
+        match bytes {
+            Some(bytes) => self.compile(&bytes),
+            None => self.compile(&read(path)?),
+        }
+    }
+
+    /// Compiles `wasm` (or loads it from the cache); the same bytes compile once per process.
+    pub fn compile(&self, wasm: &[u8]) -> Result<Component, LoadError> {
         if wasmparser_is_core_module(wasm) {
             return Err(LoadError::NotAComponent(
                 "this is a core wasm module, not a component; build for wasm32-wasip2 \
@@ -111,16 +207,43 @@ impl Sandbox {
             return Err(LoadError::NotAComponent("not a WebAssembly binary (bad magic number)".into()));
         }
         let key: [u8; 32] = Sha256::digest(wasm).into();
-        if let Some(component) = self.compiled.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
-            return Ok(component.clone());
+        if let Some(component) = self.memoised(&key) {
+            return Ok(component);
         }
         let component = match &self.cache {
-            Some(cache) => cache.get_or_compile(wasm)?,
+            Some(cache) => match cache.lookup(&key) {
+                Some(component) => component,
+                None => cache.compile_and_store(&key, wasm)?,
+            },
             None => Component::new(&self.engine, wasm).map_err(|e| LoadError::NotAComponent(format!("{e:#}")))?,
         };
-        self.compiled.lock().unwrap_or_else(|p| p.into_inner()).insert(key, component.clone());
+        self.memoise(key, &component);
         Ok(component)
     }
+
+    fn memoised(&self, digest: &[u8; 32]) -> Option<Component> {
+        self.compiled.lock().unwrap_or_else(|p| p.into_inner()).get(digest).cloned()
+    }
+
+    fn memoise(&self, digest: [u8; 32], component: &Component) {
+        self.compiled.lock().unwrap_or_else(|p| p.into_inner()).insert(digest, component.clone());
+    }
+
+    /// The cache's entry for `digest`, memoised.
+    fn cached(&self, digest: &[u8; 32]) -> Option<Component> {
+        let component = self.cache.as_ref()?.lookup(digest)?;
+        self.memoise(*digest, &component);
+        Some(component)
+    }
+}
+
+/// Where a component's bytes are.
+#[derive(Debug, Clone, Copy)]
+pub enum Wasm<'a> {
+    /// In memory (an embedded skill).
+    Bytes(&'a [u8]),
+    /// In a file (a skill folder's `skill.wasm`).
+    File(&'a Path),
 }
 
 /// A core module has version 1 in its header; a component has the component layer.
@@ -128,7 +251,9 @@ fn wasmparser_is_core_module(wasm: &[u8]) -> bool {
     wasm.len() >= 8 && wasm.starts_with(b"\0asm") && wasm[4..8] == [1, 0, 0, 0]
 }
 
-fn engine_config(options: &SandboxOptions) -> Config {
+/// The engine settings every skill runs under (public so benchmarks can build the same
+/// engine with a setting changed).
+pub fn engine_config(options: &SandboxOptions) -> Config {
     let mut pool = PoolingAllocationConfig::default();
     let n = options.max_instances.max(1);
     pool.total_component_instances(n)
@@ -140,6 +265,12 @@ fn engine_config(options: &SandboxOptions) -> Config {
         .max_memories_per_component(16)
         .max_tables_per_component(32)
         .max_memory_size(options.max_memory_bytes as usize);
+    if options.keep_resident_bytes > 0 {
+        // Reset state exactly as before (every page back to the initial image): only how.
+        pool.pagemap_scan(wasmtime::Enabled::Auto)
+            .linear_memory_keep_resident(options.keep_resident_bytes)
+            .table_keep_resident(1 << 20);
+    }
     let mut config = Config::new();
     config
         .wasm_component_model(true)

@@ -12,7 +12,7 @@ use super::manifest::Manifest;
 use super::prompt::{self, Prompt};
 use super::skill::{Skill, ToolSpec, split_exposed};
 use crate::config::{Builtin, Grant, LoadedConfig};
-use crate::sandbox::{CallEnv, Capabilities, HostList, LimitPolicy, McpBridge, Sandbox, SkillComponent};
+use crate::sandbox::{CallEnv, Capabilities, HostList, LimitPolicy, McpBridge, Sandbox, SkillComponent, Wasm};
 use crate::store::{MemoryStore, StateStore};
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -107,21 +107,15 @@ impl Loader {
     /// Loads the built-ins `skills.builtins` names, then scans every path.
     pub async fn load_all(&self, mode: LoadMode) -> Result<SkillSet, FatalLoadError> {
         let mut set = SkillSet::default();
+        let dirs = self.scan(&mut set.problems);
+        self.precompile(&dirs);
         for builtin in &self.config.config.skills.builtins {
             let loaded = self.load_builtin(*builtin, mode).await;
             admit(&mut set, loaded, &builtin::location(builtin.name()))?;
         }
-        for path in &self.config.config.skills.paths {
-            let root = self.config.resolve(path);
-            // The default `./skills` is optional (the built-ins work without it); a path the
-            // operator wrote must exist.
-            if path.as_os_str() == crate::config::DEFAULT_SKILLS_PATH && !root.exists() {
-                continue;
-            }
-            for dir in skill_dirs(&root, &mut set.problems) {
-                let loaded = self.load_dir(&dir, mode).await;
-                admit(&mut set, loaded, &dir)?;
-            }
+        for dir in dirs {
+            let loaded = self.load_dir(&dir, mode).await;
+            admit(&mut set, loaded, &dir)?;
         }
         // An agent's `skills.allowed`: the others never start.
         if let Some(allowed) = &self.config.config.skills.allowed {
@@ -133,6 +127,40 @@ impl Loader {
             }
         }
         Ok(set)
+    }
+
+    /// The skill folders under every path, in load order.
+    fn scan(&self, problems: &mut Vec<LoadProblem>) -> Vec<PathBuf> {
+        let mut dirs = Vec::new();
+        for path in &self.config.config.skills.paths {
+            let root = self.config.resolve(path);
+            // The default `./skills` is optional (the built-ins work without it); a path the
+            // operator wrote must exist.
+            if path.as_os_str() == crate::config::DEFAULT_SKILLS_PATH && !root.exists() {
+                continue;
+            }
+            dirs.extend(skill_dirs(&root, problems));
+        }
+        dirs
+    }
+
+    /// Compiles every component not in the cache yet, in parallel, before the skills load one
+    /// by one (a cold start), saying on stderr which skill compiles.
+    fn precompile(&self, dirs: &[PathBuf]) {
+        let files: Vec<PathBuf> = dirs.iter().map(|dir| dir.join(WASM_FILE)).collect();
+        let mut jobs: Vec<(String, Wasm<'_>)> = Vec::new();
+        for builtin in &self.config.config.skills.builtins {
+            if let Some(embedded) = builtin::embedded(builtin.name()) {
+                jobs.push((builtin.name().to_string(), Wasm::Bytes(embedded.wasm)));
+            }
+        }
+        for (dir, file) in dirs.iter().zip(&files) {
+            if file.is_file() {
+                let folder = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+                jobs.push((folder, Wasm::File(file)));
+            }
+        }
+        self.sandbox.precompile(&jobs, &|line| eprintln!("{line}"));
     }
 
     /// Loads a built-in skill: the native shell, or a component embedded in the binary.
@@ -158,7 +186,7 @@ impl Loader {
         // unless the operator says otherwise in `skills.grants.memory`. No built-in gets
         // network access the operator did not grant.
         let default_grant = Grant { memory: which == Builtin::Memory, ..Grant::default() };
-        self.instantiate(skill, &manifest, embedded.wasm, mode, Some(default_grant)).await
+        self.instantiate(skill, &manifest, Wasm::Bytes(embedded.wasm), mode, Some(default_grant)).await
     }
 
     /// Loads and checks one skill folder without running its hooks (`skill build`).
@@ -206,8 +234,7 @@ impl Loader {
             }
             return Ok(Some(Candidate::Loaded(Box::new(skill))));
         }
-        let wasm = std::fs::read(&wasm_path).map_err(|e| problem(WASM_FILE, e.to_string()))?;
-        self.instantiate(skill, &manifest, &wasm, mode, None).await
+        self.instantiate(skill, &manifest, Wasm::File(&wasm_path), mode, None).await
     }
 
     /// A skill with no tools yet, with its `skills.config` block.
@@ -227,7 +254,7 @@ impl Loader {
         &self,
         skill: Skill,
         manifest: &Manifest,
-        wasm: &[u8],
+        wasm: Wasm<'_>,
         mode: LoadMode,
         default_grant: Option<Grant>,
     ) -> Result<Option<Candidate>, Failure> {
@@ -235,7 +262,11 @@ impl Loader {
         let problem = |message: String| {
             Failure::Problem(LoadProblem { skill: name.clone(), file: skill.dir.join(WASM_FILE), message })
         };
-        let component = self.sandbox.load(wasm).map_err(|e| problem(e.to_string()))?;
+        let component = match wasm {
+            Wasm::Bytes(bytes) => self.sandbox.load(bytes),
+            Wasm::File(path) => self.sandbox.load_file(path),
+        };
+        let component = component.map_err(|e| problem(e.to_string()))?;
         let env = self.call_env(&name, manifest, default_grant);
         if mode != LoadMode::Validate && !self.check_available(&name, &component, &env, &skill.config).await? {
             return Ok(Some(Candidate::Unavailable(name)));

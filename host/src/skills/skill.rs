@@ -75,6 +75,10 @@ impl ToolSpec {
 
     /// Every way `input` breaks the schema, one line each (at most 10).
     pub fn validate(&self, input: &serde_json::Value) -> Result<(), String> {
+        // The common case, valid input, without building the error iterator.
+        if self.validator.is_valid(input) {
+            return Ok(());
+        }
         let errors: Vec<String> = self
             .validator
             .iter_errors(input)

@@ -6,7 +6,8 @@
 //! `memory_write(path, content, mode?)`, `memory_search(query)`, `http_get(url)`,
 //! `state_set(key, value)`, `state_get(key)`, `state_keys`, `route_set(key, value)`,
 //! `route_get(key?)`, `ctx`, `echo` (returns its input unchanged, for benchmarks),
-//! `counter` (increments a guest global: a fresh instance per call always answers 1) and
+//! `counter` (increments a guest global: a fresh instance per call always answers 1),
+//! `spin(rounds)` (CPU-bound work for benchmarks: `rounds` steps of a hash chain) and
 //! `mcp_call(server, tool, arguments?)`.
 
 use skill_sdk::http::HttpError;
@@ -46,6 +47,11 @@ impl Skill for Probe {
             Tool::without_input("ctx", "The whole call context."),
             Tool::with_schema("echo", "Return the input unchanged.", any_object.clone()),
             Tool::without_input("counter", "Increment a guest global and return it."),
+            Tool::with_schema(
+                "spin",
+                "CPU-bound work: `rounds` steps of a hash chain.",
+                json!({ "type": "object", "properties": { "rounds": { "type": "integer", "minimum": 0 } } }),
+            ),
             Tool::with_schema("mcp_call", "mcp.call-tool", {
                 let mut schema = strings(&["server", "tool"], &[]);
                 schema["properties"]["arguments"] = any_object;
@@ -61,6 +67,7 @@ impl Skill for Probe {
             "counter" => {
                 ToolResult::ok(json!({ "calls": CALLS.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1 }))
             }
+            "spin" => ToolResult::ok(json!({ "hash": spin(input["rounds"].as_u64().unwrap_or(0)) })),
             "env" => ToolResult::ok(json!({ "vars": std::env::vars().collect::<Vec<_>>() })),
             "args" => ToolResult::ok(json!({ "args": std::env::args().collect::<Vec<_>>() })),
             "read_file" => match std::fs::read_to_string(arg("path")) {
@@ -99,6 +106,24 @@ impl Skill for Probe {
             _ => return Err(Error::unknown_tool(name)),
         })
     }
+}
+
+/// A hash chain (splitmix64 over a small table) the optimizer cannot fold: real work whose
+/// cost grows linearly with `rounds`, touching memory as well as registers.
+fn spin(rounds: u64) -> u64 {
+    let mut table = [0u64; 256];
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    for i in 0..rounds {
+        x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = x;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^= z >> 31;
+        let slot = (z as usize ^ i as usize) & 255;
+        table[slot] = table[slot].wrapping_add(z);
+        x ^= table[(z >> 56) as usize];
+    }
+    x
 }
 
 fn memory_write(path: &str, content: &str, mode: &str) -> Result<Value, MemoryError> {

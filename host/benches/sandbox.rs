@@ -1,0 +1,239 @@
+//! `cargo bench -p skillhost --bench sandbox`
+//!
+//! The in-process cost of one tool call, each figure next to the floor it is measured
+//! against in the same run (issue 11, targets 1, 2 and 6):
+//!
+//! - target 1: a skillhost call of the Rust probe's `echo` (schema validation, fresh store,
+//!   fuel, deadline, memory cap, logs, result, teardown) against raw wasmtime doing the same
+//!   work shape on the same compiled component and engine (pooled `InstancePre`, a fresh
+//!   `Store` and WASI context, one call);
+//! - target 2: the Python `word_stats__count_words` against the probe, with instantiation
+//!   alone measured for both (is it instantiation or the guest's own work?), sequential and
+//!   with callers in flight;
+//! - target 6: a CPU-bound call (~10 ms of the probe's `spin`) with fuel and epoch
+//!   interruption against the same call on an engine without them.
+
+mod common;
+
+use common::{header, latency_row, sample, value_row};
+use serde_json::{Value, json};
+use skillhost::sandbox::bindings::guest;
+use skillhost::sandbox::{CallContext, Sandbox, SandboxOptions, engine_config, wit_context};
+use skillhost::skills::{LoadMode, Loader, Skill};
+use skillhost_tests::{Workspace, guests};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use wasmtime::component::{Component, InstancePre, Linker, ResourceTable};
+use wasmtime::{Engine, Store};
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+const WARMUP: usize = 300;
+const SAMPLES: usize = 5_000;
+const PY_SAMPLES: usize = 1_000;
+const SPIN_SAMPLES: usize = 100;
+const THROUGHPUT_FOR: Duration = Duration::from_secs(2);
+
+fn main() {
+    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(cores).enable_all().build().unwrap();
+    runtime.block_on(run(cores));
+}
+
+/// The store data of the raw-wasmtime floor: WASI with nothing granted, and nothing else.
+struct Bare {
+    wasi: WasiCtx,
+    table: ResourceTable,
+}
+
+impl WasiView for Bare {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
+    }
+}
+
+/// A component run by plain wasmtime: the floor.
+struct Raw {
+    engine: Engine,
+    pre: InstancePre<Bare>,
+    tools: guest::tools::GuestIndices,
+    limits: bool,
+}
+
+impl Raw {
+    /// Links `component` with WASI (the skill's own imports trap: the calls measured here
+    /// make none). `limits`: the engine meters fuel and has epoch interruption.
+    fn new(engine: &Engine, component: &Component, limits: bool) -> Raw {
+        let mut linker = Linker::<Bare>::new(engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker).unwrap();
+        linker.define_unknown_imports_as_traps(component).unwrap();
+        let pre = linker.instantiate_pre(component).unwrap();
+        let tools = guest::tools::GuestIndices::new(&pre).unwrap();
+        Raw { engine: engine.clone(), pre, tools, limits }
+    }
+
+    fn store(&self) -> Store<Bare> {
+        let mut store =
+            Store::new(&self.engine, Bare { wasi: WasiCtx::builder().build(), table: ResourceTable::new() });
+        if self.limits {
+            store.set_fuel(u64::MAX).unwrap();
+            store.set_epoch_deadline(u64::MAX / 2);
+        }
+        store
+    }
+
+    /// Fresh store, instantiate, drop.
+    async fn instantiate(&self) {
+        let mut store = self.store();
+        self.pre.instantiate_async(&mut store).await.unwrap();
+    }
+
+    /// Fresh store, instantiate, one `handle`, drop.
+    async fn call(&self, tool: &str, input: &str) -> String {
+        let mut store = self.store();
+        let instance = self.pre.instantiate_async(&mut store).await.unwrap();
+        let tools = self.tools.load(&mut store, &instance).unwrap();
+        let ctx = wit_context(&CallContext::standalone("bench"));
+        tools.call_handle(&mut store, tool, input, &ctx).await.unwrap().content
+    }
+}
+
+fn echo_input() -> Value {
+    json!({"message": "hello", "n": 42})
+}
+
+fn words_input() -> Value {
+    let text = "The quick brown fox jumps over the lazy dog. The dog sleeps; the fox runs on.\n".repeat(4);
+    json!({"text": text, "top": 3})
+}
+
+async fn call(skill: &Skill, tool: &str, input: &Value) -> String {
+    let out = skill.call(tool, input, &CallContext::standalone("bench")).await.unwrap();
+    assert_ne!(out.value.succeeded, Some(false), "{}", out.value.content);
+    out.value.content
+}
+
+async fn run(cores: usize) {
+    let ws = Workspace::new();
+    ws.add_skill("skills", "probe", guests::PROBE, "");
+    ws.add_skill("skills", "word_stats", guests::WORD_STATS, "");
+    let sandbox = Arc::new(Sandbox::new(&SandboxOptions::default()).unwrap());
+    let loader = Loader::new(sandbox.clone(), ws.config("skills:\n  paths: [skills]\n"));
+    let set = loader.load_all(LoadMode::Serve).await.unwrap();
+    let (probe, python) = (set.skills["probe"].clone(), set.skills["word_stats"].clone());
+    let probe_wasm = sandbox.compile(&std::fs::read(guests::PROBE).unwrap()).unwrap();
+    let python_wasm = sandbox.compile(&std::fs::read(guests::WORD_STATS).unwrap()).unwrap();
+    let raw_probe = Raw::new(sandbox.engine(), &probe_wasm, true);
+    let raw_python = Raw::new(sandbox.engine(), &python_wasm, true);
+
+    if let Ok(tool) = std::env::var("BENCH_PROFILE") {
+        // For `perf record`: nothing but calls of one tool for a few seconds.
+        let (skill, input) = if tool == "count_words" { (&python, words_input()) } else { (&probe, echo_input()) };
+        let started = Instant::now();
+        while started.elapsed() < Duration::from_secs(8) {
+            call(skill, &tool, &input).await;
+        }
+        return;
+    }
+    header("skillhost in-process calls");
+    let echo = echo_input();
+    let echo_text = echo.to_string();
+    let floor =
+        sample(WARMUP, SAMPLES, || async { assert_eq!(raw_probe.call("echo", &echo_text).await, echo_text) }).await;
+    let ours = sample(WARMUP, SAMPLES, || async { assert_eq!(call(&probe, "echo", &echo).await, echo_text) }).await;
+    latency_row("1", "raw wasmtime floor: probe `echo` (fresh Store + WASI, pooled InstancePre)", &floor, None, "");
+    latency_row("1", "skillhost call: probe `echo`", &ours, Some(ours.ratio(&floor)), "<= 1.2x floor");
+
+    let words = words_input();
+    let words_text = words.to_string();
+    let py = sample(20, PY_SAMPLES, || async { drop(call(&python, "count_words", &words).await) }).await;
+    latency_row("2", "skillhost call: Python `word_stats count_words`", &py, Some(py.ratio(&ours)), "<= 5x probe");
+    let py_floor = sample(20, PY_SAMPLES, || async { drop(raw_python.call("count_words", &words_text).await) }).await;
+    latency_row("2", "raw wasmtime: Python instantiate + call", &py_floor, Some(py.ratio(&py_floor)), "");
+    let py_inst = sample(20, PY_SAMPLES, || raw_python.instantiate()).await;
+    latency_row("2", "raw wasmtime: Python instantiate only", &py_inst, Some(py_inst.ratio(&py_floor)), "");
+    let unmapped = unmapped_engine(&python_wasm);
+    let raw_unmapped = Raw::new(unmapped.engine(), &unmapped, true);
+    let before = sample(20, PY_SAMPLES, || async { drop(raw_unmapped.call("count_words", &words_text).await) }).await;
+    let label = "raw wasmtime: Python instantiate + call, memory unmapped between calls (the old setting)";
+    latency_row("2", label, &before, Some(before.ratio(&py_floor)), "");
+    let probe_inst = sample(WARMUP, SAMPLES, || raw_probe.instantiate()).await;
+    latency_row("2", "raw wasmtime: probe instantiate only", &probe_inst, None, "");
+
+    let tasks = cores * 2;
+    let rust_rate = throughput(probe.clone(), "echo", echo.clone(), tasks).await;
+    let py_rate = throughput(python.clone(), "count_words", words.clone(), tasks).await;
+    let label = format!("calls/s, {tasks} callers in flight: probe `echo`");
+    value_row("2", &label, &format!("{rust_rate:.0}/s"), None, "");
+    let label = format!("calls/s, {tasks} callers in flight: Python `count_words`");
+    value_row("2", &label, &format!("{py_rate:.0}/s"), Some(rust_rate / py_rate), "<= 5x fewer");
+
+    limits(&probe, &raw_probe).await;
+}
+
+/// `component` on an engine that unmaps linear memory between instances (no
+/// `keep_resident_bytes`), as the sandbox did before.
+fn unmapped_engine(component: &Component) -> Component {
+    let options = SandboxOptions { keep_resident_bytes: 0, ..SandboxOptions::default() };
+    let engine = Engine::new(&engine_config(&options)).unwrap();
+    let bytes = component.serialize().unwrap();
+    // SAFETY: serialized just above by an engine whose settings differ only in how memory
+    // is reset, not in how code is compiled (and `deserialize` checks compatibility).
+    unsafe { Component::deserialize(&engine, &bytes) }
+        .unwrap_or_else(|_| Component::new(&engine, std::fs::read(guests::WORD_STATS).unwrap()).unwrap())
+}
+
+/// Target 6: what fuel and epoch interruption cost a CPU-bound call.
+async fn limits(probe: &Skill, raw_limited: &Raw) {
+    let mut config = engine_config(&SandboxOptions::default());
+    config.consume_fuel(false).epoch_interruption(false);
+    let free_engine = Engine::new(&config).unwrap();
+    let free = Component::new(&free_engine, std::fs::read(guests::PROBE).unwrap()).unwrap();
+    let raw_free = Raw::new(&free_engine, &free, false);
+    let rounds = calibrate(&raw_free).await;
+    let input = json!({ "rounds": rounds });
+    let text = input.to_string();
+    let none = sample(5, SPIN_SAMPLES, || async { drop(raw_free.call("spin", &text).await) }).await;
+    let metered = sample(5, SPIN_SAMPLES, || async { drop(raw_limited.call("spin", &text).await) }).await;
+    let ours = sample(5, SPIN_SAMPLES, || async { drop(call(probe, "spin", &input).await) }).await;
+    let what = format!("probe `spin` ({rounds} rounds)");
+    latency_row("6", &format!("{what}, raw wasmtime, no fuel, no epochs"), &none, None, "");
+    latency_row("6", &format!("{what}, raw wasmtime, fuel + epochs"), &metered, Some(metered.ratio(&none)), "");
+    latency_row("6", &format!("{what}, skillhost call (all limits)"), &ours, Some(ours.ratio(&none)), "<= 1.3x");
+}
+
+/// How many `spin` rounds take about 10 ms without limits.
+async fn calibrate(raw: &Raw) -> u64 {
+    let mut rounds = 100_000u64;
+    loop {
+        let started = Instant::now();
+        raw.call("spin", &json!({ "rounds": rounds }).to_string()).await;
+        let took = started.elapsed();
+        if took >= Duration::from_millis(5) || rounds > 1 << 34 {
+            return (rounds as f64 * 0.010 / took.as_secs_f64()) as u64;
+        }
+        rounds *= 4;
+    }
+}
+
+/// Calls per second with `tasks` callers running at once for [`THROUGHPUT_FOR`].
+async fn throughput(skill: Arc<Skill>, tool: &'static str, input: Value, tasks: usize) -> f64 {
+    let start = Instant::now();
+    let handles: Vec<_> = (0..tasks)
+        .map(|_| {
+            let (skill, input) = (skill.clone(), input.clone());
+            tokio::spawn(async move {
+                let mut calls = 0u64;
+                while start.elapsed() < THROUGHPUT_FOR {
+                    call(&skill, tool, &input).await;
+                    calls += 1;
+                }
+                calls
+            })
+        })
+        .collect();
+    let mut total = 0;
+    for h in handles {
+        total += h.await.unwrap();
+    }
+    total as f64 / start.elapsed().as_secs_f64()
+}

@@ -1,0 +1,114 @@
+//! `cargo bench -p skillhost --bench start`
+//!
+//! Issue 11, target 5: how long `skillhost run --adapter api` takes, from spawn until it
+//! says it is listening, with ten skills (one of them Python): from an empty compile cache
+//! (compiling in parallel), from the cache in the page cache, and from the cache evicted from
+//! the page cache (`posix_fadvise(DONTNEED)` on every cache and skill file before each start:
+//! dropping the whole page cache needs privileges a shared machine should not use).
+
+mod common;
+
+use common::{Latency, header, latency_row, value_row};
+use skillhost_tests::{Workspace, guests};
+use std::io::{BufRead, BufReader};
+use std::os::fd::AsRawFd;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const STARTS: usize = 7;
+/// A start that takes longer than this has failed.
+const START_LIMIT: Duration = Duration::from_secs(600);
+
+/// Ten skills: eight distinct Rust components, the Python example, and one copy (which
+/// compiles once but loads as a skill of its own).
+const SKILLS: &[(&str, &str)] = &[
+    ("probe", guests::PROBE),
+    ("probe_copy", guests::PROBE),
+    ("hooks_none", guests::HOOKS_NONE),
+    ("hooks_all", guests::HOOKS_ALL),
+    ("hostile", guests::HOSTILE),
+    ("unavailable", guests::UNAVAILABLE),
+    ("services", guests::SERVICES),
+    ("http_checker", guests::HTTP_CHECKER),
+    ("memory", guests::MEMORY),
+    ("word_stats", guests::WORD_STATS),
+];
+
+fn main() {
+    let ws = Workspace::new();
+    for (name, wasm) in SKILLS {
+        ws.add_skill("skills", name, wasm, "");
+    }
+    let config = "llm:\n  provider: anthropic\n  model: bench\n  anthropic: {api_key: bench, base_url: 'http://127.0.0.1:9'}\n\
+                  skills:\n  paths: [skills]\n  builtins: []\nstate:\n  filesystem: {path: state}\n";
+    std::fs::write(ws.path().join("config.yaml"), config).unwrap();
+    let cache = ws.path().join(".skillhost/cache");
+
+    header("skillhost start");
+    let (cold, lines) = start(ws.path());
+    let compiled = lines.iter().filter(|l| l.starts_with("compiled skill")).count();
+    let label = format!("`skillhost run`, {} skills, empty cache ({compiled} compiled in parallel)", SKILLS.len());
+    value_row("5", &label, &common::human(cold), None, "");
+    let warm = Latency::of((0..STARTS).map(|_| start(ws.path()).0).collect());
+    let label = format!("`skillhost run`, {} skills, cache in the page cache", SKILLS.len());
+    latency_row("5", &label, &warm, None, "<= 100 ms");
+    let evicted = Latency::of(
+        (0..STARTS)
+            .map(|_| {
+                evict(&cache);
+                evict(&ws.path().join("skills"));
+                start(ws.path()).0
+            })
+            .collect(),
+    );
+    let label = format!("`skillhost run`, {} skills, cache evicted from the page cache", SKILLS.len());
+    latency_row("5", &label, &evicted, Some(evicted.ratio(&warm)), "<= 100 ms");
+}
+
+/// Starts the server in `dir`, returns how long it took to listen and what it said on the
+/// way, and stops it.
+fn start(dir: &Path) -> (Duration, Vec<String>) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let started = Instant::now();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_skillhost"))
+        .current_dir(dir)
+        .args(["--config", "config.yaml", "run", "--adapter", "api"])
+        .env("SKILLHOST_UI_PORT", port.to_string())
+        .env("SKILLHOST_UI_TOKEN", "bench-token")
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = Vec::new();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let took = loop {
+        let mut line = String::new();
+        if stderr.read_line(&mut line).unwrap() == 0 || started.elapsed() > START_LIMIT {
+            let _ = child.kill();
+            panic!("skillhost never listened:\n{}", lines.join(""));
+        }
+        if line.contains("listening on") {
+            break started.elapsed();
+        }
+        lines.push(line);
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    (took, lines)
+}
+
+/// Asks the kernel to drop every file under `dir` from the page cache.
+fn evict(dir: &Path) {
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            evict(&path);
+        } else if let Ok(file) = std::fs::File::open(&path) {
+            // SAFETY: a plain syscall on a file descriptor this function owns.
+            unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+        }
+    }
+}
