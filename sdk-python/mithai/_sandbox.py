@@ -100,19 +100,30 @@ class Environ(MutableMapping):
     def __init__(self) -> None:
         self._values: Dict[str, str] = {}
         self._reported: set = set()
+        # The interpreter's own ``os.environ``: at run time it holds the guest's WASI
+        # environment, which is exactly the variables the manifest asks for and the operator
+        # grants (``[capabilities] env`` and ``skills.grants.<skill>.env``).
+        self.base: Any = {}
+
+    def _all(self) -> Dict[str, str]:
+        merged = dict(self.base)
+        merged.update(self._values)
+        return merged
 
     def grant(self, values: Dict[str, str]) -> None:
         """Adds variables the operator granted (the host passes them to the hooks)."""
         self._values.update(values)
 
     def __getitem__(self, name: str) -> str:
-        if name in self._values:
-            return self._values[name]
+        values = self._all()
+        if name in values:
+            return values[name]
         raise refusal(f"os.environ[{name!r}]", ENVIRON, EnvironNotGranted)
 
     def get(self, name: str, default: Optional[str] = None) -> Optional[str]:
-        if name in self._values:
-            return self._values[name]
+        values = self._all()
+        if name in values:
+            return values[name]
         at = where(sys._getframe(1))
         if at and RUNTIME["on"] and name not in self._reported:
             self._reported.add(name)
@@ -128,17 +139,17 @@ class Environ(MutableMapping):
         del self._values[name]
 
     def __contains__(self, name: object) -> bool:
-        return name in self._values
+        return name in self._all()
 
     def __iter__(self) -> Iterator[str]:
-        return iter(dict(self._values))
+        return iter(self._all())
 
     def __len__(self) -> int:
-        return len(self._values)
+        return len(self._all())
 
     def copy(self) -> Dict[str, str]:
         """A plain dict of the variables, as ``os.environ.copy()`` gives."""
-        return dict(self._values)
+        return self._all()
 
 
 environ = Environ()
@@ -175,6 +186,7 @@ def install() -> None:
     socket.socket.__init__ = _guard("socket.socket()", SOCKETS)
     for name in ("create_connection", "create_server", "getaddrinfo", "gethostbyname", "gethostbyname_ex"):
         setattr(socket, name, _guard(f"socket.{name}()", SOCKETS))
+    environ.base = os.environ
     os.environ = environ
     for module in COMMON_MODULES:
         try:

@@ -4,10 +4,10 @@ Everything that reads a WIT record (``call-context``) or builds one (``tool-def`
 ``tool-result``, ``preflight-decision``, ``target``, ``skill-info``) is here; the rest of the
 shim speaks mithai only. When the contract changes, this file changes:
 
-- ``_context`` turns a ``call-context`` into the ``ctx`` dict (a ``user-message`` field
-  would fill ``ToolRouteContext.user_message`` and ``IncomingMessage.text``).
-- ``Availability`` / ``Startup``: environment variables the host grants to the hooks would
-  go to ``_sandbox.environ.grant(...)`` before the author's hook runs.
+- ``_context`` turns a ``call-context`` into the ``ctx`` dict (its ``user-message`` fills
+  ``ToolRouteContext.user_message`` and ``IncomingMessage.text``).
+- ``Availability`` / ``Startup``: the variables the host grants are the guest's WASI
+  environment, which ``_sandbox.environ`` reads through.
 
 The generated entry module calls :func:`bind` with the author's module while the component
 is built, then names the export classes componentize-py looks for.
@@ -93,8 +93,9 @@ def skill_facts(module: Any) -> tuple:
 
 def _context(ctx: Any) -> dict:
     route = dict(ctx.route)
-    message = IncomingMessage(None, ctx.channel_id, ctx.user_id, route)
-    route_context = ToolRouteContext(user_message=None, incoming_message=message)
+    text = getattr(ctx, "user_message", None)
+    message = IncomingMessage(text, ctx.channel_id, ctx.user_id, route)
+    route_context = ToolRouteContext(user_message=text, incoming_message=message)
     return _ctx.make(json.loads(ctx.config or "{}"), ctx.channel_id, ctx.user_id, route_context)
 
 
@@ -185,7 +186,8 @@ class ResolveHuman:
 class Availability:
     """``is_available()`` -> bool; any other answer, or an exception, stops loading (the spec)."""
 
-    def is_available(self) -> bool:
+    def is_available(self, config: str) -> bool:
+        # mithai's hook takes nothing: it reads its credentials from ``os.environ``.
         answer = _call("is_available")
         if not isinstance(answer, bool):
             raise TypeError("is_available must return a bool")
