@@ -136,7 +136,13 @@ class Environ(MutableMapping):
         self._values[name] = value
 
     def __delitem__(self, name: str) -> None:
-        del self._values[name]
+        # componentize-py clears the build's environment through here before the snapshot.
+        found = self._values.pop(name, None) is not None
+        if name in self.base:
+            del self.base[name]
+            found = True
+        if not found:
+            raise KeyError(name)
 
     def __contains__(self, name: object) -> bool:
         return name in self._all()
