@@ -91,7 +91,7 @@ async fn the_person_the_events_and_the_server_see_the_clamped_arguments() {
     let llm = LlmServer::start(vec![first.into(), Answer::text(&["Done."]).into()]).await;
     let engine = engine(&ws, &llm.url()).await;
     let (approver, events) = (Recording::default(), Mutex::new(Vec::new()));
-    let request = TurnRequest { channel_id: "c".into(), user_id: None, message: "go".into() };
+    let request = TurnRequest { channel_id: "c".into(), user_id: None, message: "go".into(), route: Vec::new() };
     let turn = engine.run_turn(request, &events, &approver).await.unwrap();
 
     let mut clamped = window(5);
@@ -137,7 +137,7 @@ async fn the_prerequisite_retry_is_clamped_again() {
     let first = Answer::text(&["Reading."]).call("pre", "obs__get_log_attributes", asked);
     let llm = LlmServer::start(vec![first.into(), Answer::text(&["Done."]).into()]).await;
     let engine = engine(&ws, &llm.url()).await;
-    let request = TurnRequest { channel_id: "c".into(), user_id: None, message: "go".into() };
+    let request = TurnRequest { channel_id: "c".into(), user_id: None, message: "go".into(), route: Vec::new() };
     let turn = engine.run_turn(request, &NoEvents, &NonInteractive).await.unwrap();
     assert!(turn.tool_calls[0].executed);
     let r = results(&llm);

@@ -34,6 +34,7 @@ fn ctx() -> CallContext {
         config: json!({}),
         channel_id: "c".into(),
         user_id: None,
+        user_message: None,
         route: crate::sandbox::RouteAttributes::default(),
     }
 }
