@@ -151,7 +151,7 @@ fn skill_md_frontmatter_and_the_prompt_cap_as_the_cli_reports_them() {
     std::fs::write(
         skill.join("SKILL.md"),
         "--- \nname: PDF Tools\ndescription: >-\n  Extract text and tables\n  from PDF files.\nlicense: MIT\n\
-         tools:\n  extract:\n    description: not the skill's description\n---\nSee reference.md.\n",
+         metadata:\n  extract:\n    description: not the skill's description\n---\nSee reference.md.\n",
     )
     .unwrap();
     std::fs::write(skill.join("reference.md"), "details").unwrap();

@@ -178,6 +178,18 @@ impl Componentize<'_> {
     /// Runs componentize-py; a failure quotes the Python traceback with the i-th
     /// `python_path` folder called `names[i]`.
     pub(crate) fn run(&self, names: &[String]) -> Result<(), BuildError> {
+        // componentize-py imports the author's modules, and Python writes `__pycache__`
+        // beside them whatever PYTHONDONTWRITEBYTECODE says: remove what the build made.
+        let cache = self.app_dir.join("__pycache__");
+        let had_cache = cache.exists();
+        let result = self.componentize(names);
+        if !had_cache {
+            let _ = std::fs::remove_dir_all(&cache);
+        }
+        result
+    }
+
+    fn componentize(&self, names: &[String]) -> Result<(), BuildError> {
         let Some(componentize) = which("componentize-py") else {
             return Err(BuildError::NoToolchain(
                 "componentize-py is not installed. Fix it with:\n  pip install componentize-py".into(),

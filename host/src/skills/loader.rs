@@ -108,7 +108,7 @@ impl Loader {
     pub async fn load_all(&self, mode: LoadMode) -> Result<SkillSet, FatalLoadError> {
         let mut set = SkillSet::default();
         let dirs = self.scan(&mut set.problems);
-        self.precompile(&dirs);
+        self.precompile(&dirs, mode == LoadMode::Serve);
         for builtin in &self.config.config.skills.builtins {
             let loaded = self.load_builtin(*builtin, mode).await;
             admit(&mut set, loaded, &builtin::location(builtin.name()))?;
@@ -145,8 +145,9 @@ impl Loader {
     }
 
     /// Compiles every component not in the cache yet, in parallel, before the skills load one
-    /// by one (a cold start), saying on stderr which skill compiles.
-    fn precompile(&self, dirs: &[PathBuf]) {
+    /// by one (a cold start), saying on stderr which skill compiles when `tell` (when serving:
+    /// `skill validate` prints one line per problem and nothing else).
+    fn precompile(&self, dirs: &[PathBuf], tell: bool) {
         let files: Vec<PathBuf> = dirs.iter().map(|dir| dir.join(WASM_FILE)).collect();
         let mut jobs: Vec<(String, Wasm<'_>)> = Vec::new();
         for builtin in &self.config.config.skills.builtins {
@@ -160,7 +161,11 @@ impl Loader {
                 jobs.push((folder, Wasm::File(file)));
             }
         }
-        self.sandbox.precompile(&jobs, &|line| eprintln!("{line}"));
+        self.sandbox.precompile(&jobs, &|line| {
+            if tell {
+                eprintln!("{line}");
+            }
+        });
     }
 
     /// Loads a built-in skill: the native shell, or a component embedded in the binary.
