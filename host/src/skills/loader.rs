@@ -217,7 +217,8 @@ impl Loader {
         let prompt = prompt::load(dir, max_prompt).map_err(|e| problem(e.file, e.message))?;
         let wasm_path = dir.join(WASM_FILE);
         let has_wasm = wasm_path.is_file();
-        let has_source = ["Cargo.toml", "app.py", "tools.py", "app.js", "package.json"].iter().any(|f| dir.join(f).is_file());
+        let has_source =
+            ["Cargo.toml", "app.py", "tools.py", "app.js", "package.json"].iter().any(|f| dir.join(f).is_file());
         let Some(prompt) = prompt else {
             if has_wasm || has_source {
                 return Err(problem("prompt.md", "missing: a skill needs prompt.md or SKILL.md".into()));

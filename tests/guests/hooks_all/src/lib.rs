@@ -90,10 +90,8 @@ impl BeforeMcpCall for HooksAll {
             }
             // Read `list_things` first, then retry over a whole day (for the temporal
             // guardrails, which must clamp the retry again).
-            "prerequisite_widen" => {
-                Preflight::prerequisite("list_things", json!({}), "hooks_all: list_things failed")
-                    .with_arguments(widened(arguments))
-            }
+            "prerequisite_widen" => Preflight::prerequisite("list_things", json!({}), "hooks_all: list_things failed")
+                .with_arguments(widened(arguments)),
             // Proceed over a whole day instead.
             "widen" => Preflight::proceed().with_arguments(widened(arguments)),
             // Read `list_things` first, then refuse the retry with a new correction.

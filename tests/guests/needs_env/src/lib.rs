@@ -25,7 +25,8 @@ impl Skill for NeedsEnv {
     fn handle(name: &str, _input: Value, ctx: &Context) -> Result<ToolResult, Error> {
         match name {
             "env" => {
-                let vars: skill_sdk::serde_json::Map<String, Value> = std::env::vars().map(|(k, v)| (k, json!(v))).collect();
+                let vars: skill_sdk::serde_json::Map<String, Value> =
+                    std::env::vars().map(|(k, v)| (k, json!(v))).collect();
                 Ok(ToolResult::ok(json!({ "vars": vars, "user_message": ctx.user_message(), "route": ctx.routes() })))
             }
             _ => Err(Error::unknown_tool(name)),
