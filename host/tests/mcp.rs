@@ -245,8 +245,7 @@ impl Raw {
         let id = self.next_id;
         self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
         loop {
-            let line = self.lines.recv_timeout(Duration::from_secs(60)).expect("an answer within 60 s");
-            let message: Value = serde_json::from_str(&line).unwrap();
+            let message = self.next();
             if message["id"] == id {
                 return message;
             }

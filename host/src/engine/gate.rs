@@ -11,7 +11,7 @@ use super::promote::Promotion;
 use crate::config::OverrideLevel;
 use crate::sandbox::CallContext;
 use crate::skills::{Skill, ToolSpec};
-use crate::tools::{Level, ToolCall, ToolInfo, ToolOutcome, ToolSource};
+use crate::tools::{Level, PromotionKey, ToolCall, ToolInfo, ToolOutcome, ToolSource};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
@@ -73,11 +73,14 @@ impl Gate {
     pub fn would_ask(&self, source: &dyn ToolSource, info: &ToolInfo, call: ToolCall<'_>, level: Level) -> bool {
         match level {
             Level::Auto => false,
-            Level::Approve => !source
-                .promotion_key(call.name, call.input)
-                .is_some_and(|k| self.promotion.is_promoted(info.promotion_threshold, &k)),
+            Level::Approve => !self.promoted(info, source.promotion_key(call.name, call.input).as_ref()),
             _ => true,
         }
+    }
+
+    /// Whether approvals under `key` have promoted the tool past asking.
+    fn promoted(&self, info: &ToolInfo, key: Option<&PromotionKey>) -> bool {
+        key.is_some_and(|k| self.promotion.is_promoted(info.promotion_threshold, k))
     }
 
     /// Settles a call at `level`: auto, promoted, or asked of the `approver` (the decision
@@ -96,7 +99,7 @@ impl Gate {
         let key = source.promotion_key(call.name, call.input);
         match level {
             Level::Auto => Decision { level, approval: None, promoted: false },
-            Level::Approve if key.as_ref().is_some_and(|k| self.promotion.is_promoted(info.promotion_threshold, k)) => {
+            Level::Approve if self.promoted(info, key.as_ref()) => {
                 Decision { level, approval: Some(ApprovalOutcome::Approved), promoted: true }
             }
             _ => {

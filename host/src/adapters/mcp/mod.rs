@@ -116,11 +116,6 @@ impl SkillServer {
             let _ = sink.notify_prompt_list_changed().await;
         }
     }
-
-    /// How long a person has to answer an approval question.
-    fn approval_timeout(&self) -> Duration {
-        Duration::from_secs(self.engine().settings().human.timeout_seconds)
-    }
 }
 
 /// `mcp-<random>`, or `mcp-<pid>-<n>` in the unlikely case the OS random source fails (a
@@ -222,17 +217,19 @@ impl ServerHandler for SkillServer {
         let ctx = CallContext::standalone(&self.session.channel);
         let name = request.name.to_string();
         let mut approver = Elicit::Request(&context);
+        let inline = elicit::inline(&context);
         // From 2026-07-28 a gated call is answered with the question; its retry carries the
         // answer, which the gate then receives as the decision.
-        if elicit::inline(&context)
+        if inline
             && elicit::can_elicit(&context)
             && let Some(level) = engine.gated_level(&name, &input, &ctx).await
         {
-            match self.shared.pending.round(&request, &input, level, self.approval_timeout()) {
+            let timeout = Duration::from_secs(engine.settings().human.timeout_seconds);
+            match self.shared.pending.round(&request, &input, level, timeout) {
                 Round::Ask(question) => return Ok(question.into()),
                 Round::Decided(outcome) => approver = Elicit::Answered(outcome),
             }
-        } else if elicit::inline(&context) {
+        } else if inline {
             // Asked through `input_required` or not at all; never by a request to the client.
             approver = Elicit::Answered(ApprovalOutcome::Unavailable(
                 "this MCP client cannot ask one (no elicitation support)".into(),

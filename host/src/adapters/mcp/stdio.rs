@@ -64,8 +64,10 @@ struct ClientMessage {
     id: Option<String>,
     /// Whether it is a request (not a notification or a response).
     is_request: bool,
-    /// Whether it is an `initialize` or `ping` request.
+    /// The method, for requests and notifications.
     method: Option<String>,
+    /// For `notifications/cancelled`: the id (as JSON text) of the request it cancels.
+    cancels: Option<String>,
 }
 
 fn error(id: Value, code: i64, message: impl Into<String>) -> Value {
@@ -98,7 +100,8 @@ fn classify_message(message: Value) -> Line {
         return Line::Answer(error(Value::Null, -32600, "Invalid Request: a message is a JSON object"));
     };
     let method = object.get("method").and_then(Value::as_str).map(str::to_owned);
-    if let Ok(decoded) = serde_json::from_value::<ClientJsonRpcMessage>(message.clone()) {
+    let decoded = serde_json::from_value::<ClientJsonRpcMessage>(message.clone());
+    if let Ok(decoded) = &decoded {
         // rmcp takes a known method whose params do not fit for an unknown one.
         if let ClientJsonRpcMessage::Request(request) = &decoded
             && let ClientRequest::CustomRequest(custom) = &request.request
@@ -109,7 +112,11 @@ fn classify_message(message: Value) -> Line {
         }
         let is_request = matches!(decoded, ClientJsonRpcMessage::Request(_));
         let id = is_request.then(|| id.to_string());
-        return Line::Forward(ClientMessage { text: message.to_string(), id, is_request, method });
+        let cancelled = &message["params"]["requestId"];
+        let cancels = (method.as_deref() == Some("notifications/cancelled")
+            && (cancelled.is_string() || cancelled.is_number()))
+        .then(|| cancelled.to_string());
+        return Line::Forward(ClientMessage { text: message.to_string(), id, is_request, method, cancels });
     }
     let is_response = object.contains_key("result") || object.contains_key("error");
     if object.get("jsonrpc") != Some(&json!("2.0")) {
@@ -123,8 +130,7 @@ fn classify_message(message: Value) -> Line {
         Some(_) if !object.contains_key("id") => Line::Ignore,
         Some(_) if id.is_null() => Line::Answer(error(id, -32600, "Invalid Request: `id` must be a string or number")),
         Some(m) if KNOWN_METHODS.contains(&m.as_str()) => {
-            let why = serde_json::from_value::<ClientJsonRpcMessage>(message.clone()).err();
-            let why = why.map(|e| e.to_string()).unwrap_or_default();
+            let why = decoded.err().map(|e| e.to_string()).unwrap_or_default();
             Line::Answer(error(id, -32602, format!("Invalid params for `{m}`: {why}")))
         }
         Some(m) => Line::Answer(error(id, -32601, format!("Method not found: `{m}`"))),
@@ -185,9 +191,9 @@ impl Session {
 
     /// Hands `message` to the session; `false` when the session is gone.
     async fn send(&mut self, message: &ClientMessage) -> bool {
-        let mut line = message.text.clone().into_bytes();
-        line.push(b'\n');
-        let sent = self.input.write_all(&line).await.is_ok() && self.input.flush().await.is_ok();
+        let sent = self.input.write_all(message.text.as_bytes()).await.is_ok()
+            && self.input.write_all(b"\n").await.is_ok()
+            && self.input.flush().await.is_ok();
         if sent && message.is_request && message.method.as_deref() != Some("ping") {
             self.started = true;
         }
@@ -314,11 +320,10 @@ pub async fn serve(server: SkillServer) -> anyhow::Result<()> {
                 if let Some(id) = &message.id {
                     shared.open.insert(id.clone());
                 }
-                if message.method.as_deref() == Some("notifications/cancelled")
-                    && let Some(id) = cancelled_id(&message.text)
-                    && shared.open.contains(&id)
+                if let Some(id) = &message.cancels
+                    && shared.open.contains(id)
                 {
-                    shared.cancelled.insert(id);
+                    shared.cancelled.insert(id.clone());
                 }
             }
             if !session.started && !message.is_request {
@@ -337,13 +342,6 @@ pub async fn serve(server: SkillServer) -> anyhow::Result<()> {
     drop(out);
     let _ = writer.await;
     Ok(())
-}
-
-/// The id (as JSON text) a `notifications/cancelled` names.
-fn cancelled_id(text: &str) -> Option<String> {
-    let message: Value = serde_json::from_str(text).ok()?;
-    let id = &message["params"]["requestId"];
-    (id.is_string() || id.is_number()).then(|| id.to_string())
 }
 
 /// The members of a batch to hand to the session, after answering what cannot run; `None`
