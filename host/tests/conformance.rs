@@ -191,6 +191,7 @@ async fn refusals_keep_the_transports_statuses_with_json_rpc_error_bodies() {
     let list = request(2, "tools/list", json!({}));
     let ok = send(&api, Some(&session), &[], Some(&list)).await;
     assert!(ok.status == 200 && ok.messages[0]["result"]["tools"].is_array(), "no header: the default revision");
+    assert_eq!(ok.headers["x-skillhost-agent"], "skillhost", "named like every answer of the API");
     let known = send(&api, Some(&session), &[("mcp-protocol-version", "2025-11-25")], Some(&list)).await;
     assert_eq!(known.status, 200);
 
