@@ -99,17 +99,18 @@ async fn the_person_the_events_and_the_server_see_the_clamped_arguments() {
     let asked = approver.0.lock().unwrap();
     assert_eq!(asked.len(), 1, "the unusable call asks nobody");
     assert_eq!(asked[0].input, clamped, "the person approves what will run");
-    let started: Vec<Value> = events
+    // Approved calls run in parallel: their tool events come in the order they start.
+    let started: std::collections::BTreeMap<String, Value> = events
         .lock()
         .unwrap()
         .iter()
         .filter_map(|e| match e {
-            EngineEvent::ToolStarted { input, .. } => Some(input.clone()),
+            EngineEvent::ToolStarted { tool_call_id, input, .. } => Some((tool_call_id.clone(), input.clone())),
             _ => None,
         })
         .collect();
     assert_eq!(started.len(), 2, "the refused call has no tool events: {started:?}");
-    assert_eq!(started[0], clamped);
+    assert_eq!(started["day"], clamped);
     assert_eq!(turn.tool_calls[0].input, clamped, "the record keeps the arguments that ran");
 
     let r = results(&llm);
