@@ -117,7 +117,10 @@ fn skill_logs_reach_the_client_at_or_above_its_level_without_secrets() {
     assert_eq!(levels(&notes), ["info", "warning", "error"], "{notes:?}");
     let info = &of(&notes, "notifications/message")[0];
     assert_eq!(info["logger"], "probe");
-    assert_eq!(info["data"], json!({"message": "checked", "fields": {"url": "https://example.com", "api_token": "[redacted]"}}));
+    assert_eq!(
+        info["data"],
+        json!({"message": "checked", "fields": {"url": "https://example.com", "api_token": "[redacted]"}})
+    );
 
     let (set, _) = mcp.request("logging/setLevel", json!({"level": "debug"}));
     assert_eq!(set["result"], json!({}), "{set}");
@@ -134,13 +137,12 @@ fn skill_logs_reach_the_client_at_or_above_its_level_without_secrets() {
 fn progress_reaches_a_client_that_sent_a_token_rate_limited_and_nobody_else() {
     let ws = workspace();
     let mut mcp = Raw::start(&ws);
-    let with_token = |steps: u64, pause_ms: u64| {
-        json!({"name": "probe__progress", "arguments": {"steps": steps, "pause_ms": pause_ms}, "_meta": {"progressToken": "p-1"}})
-    };
+    let with_token = |steps: u64, pause_ms: u64| json!({"name": "probe__progress", "arguments": {"steps": steps, "pause_ms": pause_ms}, "_meta": {"progressToken": "p-1"}});
     let (response, notes) = mcp.request("tools/call", with_token(3, 60));
     assert_eq!(response["result"]["isError"], false, "{response}");
     let progress = of(&notes, "notifications/progress");
-    let seen: Vec<(f64, f64)> = progress.iter().map(|p| (p["progress"].as_f64().unwrap(), p["total"].as_f64().unwrap())).collect();
+    let seen: Vec<(f64, f64)> =
+        progress.iter().map(|p| (p["progress"].as_f64().unwrap(), p["total"].as_f64().unwrap())).collect();
     assert_eq!(seen, [(1.0, 3.0), (2.0, 3.0), (3.0, 3.0)], "{notes:?}");
     assert!(progress.iter().all(|p| p["progressToken"] == "p-1"));
     assert_eq!(progress[1]["message"], "step 2");
@@ -162,10 +164,14 @@ fn typed_content_structured_results_and_tool_annotations() {
     let mut mcp = Raw::start(&ws);
     let (list, _) = mcp.request("tools/list", json!({}));
     let tools = list["result"]["tools"].as_array().unwrap();
-    let tool = |name: &str| tools.iter().find(|t| t["name"] == name).unwrap_or_else(|| panic!("{name}: {list}")).clone();
+    let tool =
+        |name: &str| tools.iter().find(|t| t["name"] == name).unwrap_or_else(|| panic!("{name}: {list}")).clone();
     let structured = tool("probe__structured");
     assert_eq!(structured["outputSchema"]["required"], json!(["sum"]));
-    assert_eq!(structured["annotations"], json!({"readOnlyHint": true, "idempotentHint": true, "openWorldHint": false}));
+    assert_eq!(
+        structured["annotations"],
+        json!({"readOnlyHint": true, "idempotentHint": true, "openWorldHint": false})
+    );
     assert_eq!(tool("probe__echo")["annotations"], json!({"title": "Echo", "readOnlyHint": true}));
     // Gated by the operator: said in the title and hinted destructive.
     let counter = tool("probe__counter");
@@ -181,11 +187,15 @@ fn typed_content_structured_results_and_tool_annotations() {
     assert_eq!(content[1]["mimeType"], "image/png");
     let png = base64::engine::general_purpose::STANDARD.decode(content[1]["data"].as_str().unwrap()).unwrap();
     assert!(png.starts_with(b"\x89PNG") && png.len() == 69);
-    assert_eq!((content[2]["uri"].clone(), content[2]["name"].clone()), (json!("skill://probe/prompt.md"), json!("prompt.md")));
+    assert_eq!(
+        (content[2]["uri"].clone(), content[2]["name"].clone()),
+        (json!("skill://probe/prompt.md"), json!("prompt.md"))
+    );
 
     let (sum, _) = mcp.call("probe__structured", json!({}));
     assert_eq!(sum["result"]["structuredContent"], json!({"sum": 3}), "{sum}");
-    let texts: Vec<&str> = sum["result"]["content"].as_array().unwrap().iter().map(|c| c["text"].as_str().unwrap()).collect();
+    let texts: Vec<&str> =
+        sum["result"]["content"].as_array().unwrap().iter().map(|c| c["text"].as_str().unwrap()).collect();
     assert_eq!(texts, ["1 + 2", "{\"sum\":3}"]);
     let (broken, _) = mcp.call("probe__structured", json!({"broken": true}));
     assert_eq!(broken["result"]["isError"], true, "{broken}");
@@ -219,19 +229,35 @@ fn prompts_and_reference_files_are_read_only_resources_confined_to_the_skill() {
     // The symlink out of the folder is not listed.
     assert_eq!(
         uris,
-        ["skill://guide/SKILL.md", "skill://guide/references/howto.md", "skill://guide/references/pixel.png", "skill://probe/prompt.md"],
+        [
+            "skill://guide/SKILL.md",
+            "skill://guide/references/howto.md",
+            "skill://guide/references/pixel.png",
+            "skill://probe/prompt.md"
+        ],
         "{list}"
     );
     let read = |mcp: &mut Raw, uri: &str| mcp.request("resources/read", json!({"uri": uri})).0;
     let howto = read(&mut mcp, "skill://guide/references/howto.md");
-    assert_eq!(howto["result"]["contents"], json!([{"uri": "skill://guide/references/howto.md", "mimeType": "text/markdown", "text": "# How to\n"}]));
+    assert_eq!(
+        howto["result"]["contents"],
+        json!([{"uri": "skill://guide/references/howto.md", "mimeType": "text/markdown", "text": "# How to\n"}])
+    );
     let pixel = &read(&mut mcp, "skill://guide/references/pixel.png")["result"]["contents"][0];
     assert_eq!((pixel["mimeType"].clone(), pixel.get("text")), (json!("image/png"), None));
     let bytes = base64::engine::general_purpose::STANDARD.decode(pixel["blob"].as_str().unwrap()).unwrap();
     assert_eq!(bytes, [0x89, b'P', b'N', b'G', 0, 0xff]);
-    assert!(read(&mut mcp, "skill://probe/prompt.md")["result"]["contents"][0]["text"].as_str().unwrap().contains("probe"));
+    assert!(
+        read(&mut mcp, "skill://probe/prompt.md")["result"]["contents"][0]["text"].as_str().unwrap().contains("probe")
+    );
 
-    for uri in ["skill://guide/references/leak.md", "skill://guide/../secret.txt", "skill://guide/skill.toml", "file:///etc/passwd", "skill://nope/SKILL.md"] {
+    for uri in [
+        "skill://guide/references/leak.md",
+        "skill://guide/../secret.txt",
+        "skill://guide/skill.toml",
+        "file:///etc/passwd",
+        "skill://nope/SKILL.md",
+    ] {
         let refused = read(&mut mcp, uri);
         assert_eq!(refused["error"]["code"], -32002, "{uri}: {refused}");
     }
@@ -244,8 +270,8 @@ fn prompts_and_reference_files_are_read_only_resources_confined_to_the_skill() {
     assert!(!swapped.to_string().contains(OUTSIDE));
 }
 
-/// Over `/mcp` (streamable HTTP): progress on the call's own stream, the typed result,
-/// resources and the log level, through `skillhost run --adapter api`.
+/// Over `/mcp` (streamable HTTP): the log level and records, progress on the call's own
+/// stream, the typed result and resources, through `skillhost run --adapter api`.
 #[test]
 fn the_features_are_served_over_http_too() {
     let ws = workspace();
@@ -295,13 +321,41 @@ async fn http_session(port: u16) {
     let messages = sse_messages(&response.text().await.unwrap());
     assert!(messages[0]["result"]["capabilities"]["logging"].is_object(), "{messages:?}");
     post(Some(session.clone()), json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await;
-    let request = |id: u64, method: &str, params: Value| json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+    let request =
+        |id: u64, method: &str, params: Value| json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
 
-    let set = sse_messages(&post(Some(session.clone()), request(2, "logging/setLevel", json!({"level": "debug"}))).await.text().await.unwrap());
+    let set = sse_messages(
+        &post(Some(session.clone()), request(2, "logging/setLevel", json!({"level": "debug"})))
+            .await
+            .text()
+            .await
+            .unwrap(),
+    );
     assert_eq!(set.last().unwrap()["result"], json!({}), "{set:?}");
-    let call = request(3, "tools/call", json!({"name": "probe__progress", "arguments": {"steps": 3, "pause_ms": 60}, "_meta": {"progressToken": 7}}));
+    // Log records ride the session's standalone stream (rmcp routes only progress to the call's).
+    let mut stream = client
+        .get(&url)
+        .header("accept", "text/event-stream")
+        .header("mcp-protocol-version", "2025-11-25")
+        .header("mcp-session-id", &session)
+        .send()
+        .await
+        .unwrap();
+    post(Some(session.clone()), request(9, "tools/call", json!({"name": "probe__log_levels", "arguments": {}}))).await;
+    let mut seen = String::new();
+    while sse_messages(&seen).len() < 4 {
+        let chunk = tokio::time::timeout(Duration::from_secs(20), stream.chunk()).await.expect("logs within 20 s");
+        seen.push_str(&String::from_utf8_lossy(&chunk.unwrap().expect("the stream stays open")));
+    }
+    assert_eq!(levels(&sse_messages(&seen)), ["debug", "info", "warning", "error"], "{seen}");
+    let call = request(
+        3,
+        "tools/call",
+        json!({"name": "probe__progress", "arguments": {"steps": 3, "pause_ms": 60}, "_meta": {"progressToken": 7}}),
+    );
     let messages = sse_messages(&post(Some(session.clone()), call).await.text().await.unwrap());
-    let progress: Vec<f64> = of(&messages, "notifications/progress").iter().map(|p| p["progress"].as_f64().unwrap()).collect();
+    let progress: Vec<f64> =
+        of(&messages, "notifications/progress").iter().map(|p| p["progress"].as_f64().unwrap()).collect();
     assert_eq!(progress, [1.0, 2.0, 3.0], "{messages:?}");
     assert_eq!(messages.last().unwrap()["id"], 3);
 
