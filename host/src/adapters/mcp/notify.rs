@@ -3,10 +3,10 @@
 //! `notifications/progress` when the request carries a progress token.
 //!
 //! The sandbox calls the [`Forwarder`] from a host import, which must not wait on the
-//! client: notes go into a queue that one task per call drains in order, and the call's
-//! result is sent only after the queue is drained ([`Forwarder::finish`]), so a client reads
-//! every note of a call before its result. The log cap per call bounds the records; progress
-//! is rate-limited here.
+//! client: notes go into a queue that one task per call drains in order (started at the
+//! first note, so a silent call costs no task), and the call's result is sent only after the
+//! queue is drained ([`Forwarding::finish`]), so a client reads every note of a call before
+//! its result. The log cap per call bounds the records; progress is rate-limited here.
 #![allow(deprecated)]
 
 use super::logging::{self, Threshold};
@@ -32,36 +32,31 @@ struct Progress {
     last: Option<(Instant, f64)>,
 }
 
+/// The queue of a call's notes: not started, open (with the task sending them), or closed.
+enum Queue {
+    Idle(Peer<RoleServer>),
+    Open(mpsc::UnboundedSender<Note>, tokio::task::JoinHandle<()>),
+    Closed,
+}
+
 /// The [`CallObserver`] of one MCP call.
 pub(super) struct Forwarder {
-    queue: Mutex<Option<mpsc::UnboundedSender<Note>>>,
+    queue: Mutex<Queue>,
     threshold: Arc<Threshold>,
     progress: Option<Mutex<Progress>>,
 }
 
-/// A running call's forwarder and the task that sends its notes.
+/// A running call's forwarder.
 pub(super) struct Forwarding {
     forwarder: Arc<Forwarder>,
-    task: tokio::task::JoinHandle<()>,
 }
 
 impl Forwarding {
-    /// Starts forwarding to `peer` the records at or above `threshold` and, with a `token`,
-    /// the progress reports.
+    /// Forwards to `peer` the records at or above `threshold` and, with a `token`, the
+    /// progress reports.
     pub(super) fn start(peer: Peer<RoleServer>, threshold: Arc<Threshold>, token: Option<ProgressToken>) -> Self {
-        let (tx, mut rx) = mpsc::unbounded_channel();
-        let task = tokio::spawn(async move {
-            while let Some(note) = rx.recv().await {
-                // A client gone away is noticed by the call itself; a lost note is no error.
-                let _ = match note {
-                    Note::Log(param) => peer.notify_logging_message(param).await,
-                    Note::Progress(param) => peer.notify_progress(param).await,
-                };
-            }
-        });
         let progress = token.map(|token| Mutex::new(Progress { token, last: None }));
-        let forwarder = Arc::new(Forwarder { queue: Mutex::new(Some(tx)), threshold, progress });
-        Forwarding { forwarder, task }
+        Forwarding { forwarder: Arc::new(Forwarder { queue: Mutex::new(Queue::Idle(peer)), threshold, progress }) }
     }
 
     /// The observer the call's context carries.
@@ -71,17 +66,43 @@ impl Forwarding {
 
     /// Stops taking notes and waits until every queued one is sent.
     pub(super) async fn finish(self) {
-        self.forwarder.queue.lock().unwrap_or_else(|p| p.into_inner()).take();
-        let _ = self.task.await;
+        let queue = std::mem::replace(&mut *self.forwarder.lock(), Queue::Closed);
+        if let Queue::Open(tx, task) = queue {
+            drop(tx);
+            let _ = task.await;
+        }
     }
 }
 
 impl Forwarder {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Queue> {
+        self.queue.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     fn send(&self, note: Note) {
-        if let Some(queue) = &*self.queue.lock().unwrap_or_else(|p| p.into_inner()) {
-            let _ = queue.send(note);
+        let mut queue = self.lock();
+        if let Queue::Idle(peer) = &*queue {
+            *queue = open(peer.clone());
+        }
+        if let Queue::Open(tx, _) = &*queue {
+            let _ = tx.send(note);
         }
     }
+}
+
+/// The queue and the task that sends its notes to `peer`, in order.
+fn open(peer: Peer<RoleServer>) -> Queue {
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let task = tokio::spawn(async move {
+        while let Some(note) = rx.recv().await {
+            // A client gone away is noticed by the call itself; a lost note is no error.
+            let _ = match note {
+                Note::Log(param) => peer.notify_logging_message(param).await,
+                Note::Progress(param) => peer.notify_progress(param).await,
+            };
+        }
+    });
+    Queue::Open(tx, task)
 }
 
 impl CallObserver for Forwarder {
