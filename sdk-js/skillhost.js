@@ -27,6 +27,7 @@ import * as rawState from "skillhost:skill/state@0.1.0";
 import * as rawHttp from "skillhost:skill/http@0.1.0";
 import * as rawMcp from "skillhost:skill/mcp@0.1.0";
 import * as rawRoute from "skillhost:skill/route@0.1.0";
+import * as rawProgress from "skillhost:skill/progress@0.1.0";
 import { getEnvironment } from "wasi:cli/environment@0.2.10";
 
 const OPTIONAL = Symbol("optional");
@@ -63,7 +64,9 @@ const APPROVALS = ["none", "approve", "confirm", "dynamic"];
 /**
  * Declares a tool: `name`, `description`, `input` (parameter name -> schema, from the helpers
  * above) or a whole JSON `schema`, `run(input, ctx)`, and optionally `approval`
- * ("none", "approve", "confirm", "dynamic"), `exposeResult`, `declaresCoverage`.
+ * ("none", "approve", "confirm", "dynamic"), `exposeResult`, `declaresCoverage`,
+ * `outputSchema` (a JSON object schema of the structured result) and the MCP hints `title`,
+ * `readOnly`, `destructive`, `idempotent`, `openWorld`.
  */
 export function tool(def) {
   for (const key of ["name", "description", "run"]) {
@@ -75,10 +78,13 @@ export function tool(def) {
   return { ...def, approval, schema };
 }
 
-/** A tool's result when a plain value is not enough. */
+/**
+ * A tool's result when a plain value is not enough. `blocks` is typed content after the
+ * text: strings, `json(value)`, `image(mimeType, bytes)`, `resourceLink(uri, name)`.
+ */
 export class ToolResult {
-  constructor(content, { succeeded = true, isEmpty, coverage } = {}) {
-    Object.assign(this, { content, succeeded, isEmpty, coverage });
+  constructor(content, { succeeded = true, isEmpty, coverage, blocks = [] } = {}) {
+    Object.assign(this, { content, succeeded, isEmpty, coverage, blocks });
   }
   /** A successful result. */
   static ok(content, options = {}) {
@@ -88,6 +94,22 @@ export class ToolResult {
   static error(message, details = {}) {
     return new ToolResult({ error: message, ...details }, { succeeded: false });
   }
+}
+
+/** A JSON block: MCP clients also get it as `structuredContent` under an `outputSchema`. */
+export const json = (value) => ({ tag: "json", val: JSON.stringify(value) });
+/** An image block (`bytes`: a Uint8Array); the model reads a placeholder. */
+export const image = (mimeType, bytes) => ({ tag: "image", val: { mimeType, data: bytes } });
+/** A link to a resource the client may read. */
+export const resourceLink = (uri, name, { mimeType, description } = {}) =>
+  ({ tag: "resource-link", val: { uri, name, mimeType, description } });
+
+/**
+ * Reports a long call's progress; an MCP client that sent a progress token hears it, for
+ * everyone else it is a no-op. The host forwards at most one report every 50 ms.
+ */
+export function reportProgress(progress, total, message) {
+  rawProgress.reportProgress(progress, total, message);
 }
 
 /** Throw from a tool for an application failure: the model reads `{"error": message}`. */
@@ -210,7 +232,8 @@ function wireResult(value) {
     status: c.status ?? "complete",
     resultState: c.resultState ?? "data",
   };
-  return { content, succeeded: r.succeeded, isEmpty: r.isEmpty, coverage };
+  const blocks = (r.blocks ?? []).map((b) => (typeof b === "string" ? { tag: "text", val: b } : b));
+  return { content, succeeded: r.succeeded, isEmpty: r.isEmpty, coverage, blocks };
 }
 
 function where(err) {
@@ -232,6 +255,14 @@ export function exportsOf(skill) {
           approval: t.approval,
           exposeResult: Boolean(t.exposeResult),
           declaresCoverage: Boolean(t.declaresCoverage),
+          outputSchema: t.outputSchema && JSON.stringify(t.outputSchema),
+          hints: {
+            title: t.title,
+            readOnly: t.readOnly,
+            destructive: t.destructive,
+            idempotent: t.idempotent,
+            openWorld: t.openWorld,
+          },
         })),
       handle(name, input, ctx) {
         const t = defs.find((d) => d.name === name);

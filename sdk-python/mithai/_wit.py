@@ -122,7 +122,7 @@ def _result(value: Any, metadata: dict):
     content = value if isinstance(value, str) else json.dumps(value)
     is_empty = metadata.get("is_empty") if isinstance(metadata, dict) else None
     return types.ToolResult(content, None if succeeded is None else bool(succeeded),
-                            is_empty if isinstance(is_empty, bool) else None, _coverage(coverage))
+                            is_empty if isinstance(is_empty, bool) else None, _coverage(coverage), [])
 
 
 def _coverage(c: Any):
@@ -147,7 +147,8 @@ class Tools:
     def list_tools(self):
         from wit_world.imports import types
 
-        return [types.ToolDef(name, text, json.dumps(schema), types.Approval[approval], expose, coverage)
+        no_hints = types.ToolHints(None, None, None, None, None)
+        return [types.ToolDef(name, text, json.dumps(schema), types.Approval[approval], expose, coverage, None, no_hints)
                 for name, text, schema, approval, expose, coverage in tool_defs(_module.TOOLS)]
 
     def handle(self, name: str, input: str, ctx):
@@ -158,7 +159,7 @@ class Tools:
             value = _call("handle", name, json.loads(input), context)
         except Exception as err:  # the model reads the failure; the log keeps the traceback
             log.error(f"{name} raised {type(err).__name__}", traceback=traceback.format_exc())
-            return types.ToolResult(json.dumps({"error": _failure(err)}), False, None, None)
+            return types.ToolResult(json.dumps({"error": _failure(err)}), False, None, None, [])
         return _result(value, context["mcp_execution_metadata"])
 
     def info(self):

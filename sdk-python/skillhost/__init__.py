@@ -28,19 +28,22 @@ call: that is where ``is_available`` and ``startup`` find credentials.
 
 The host's imports are the modules :mod:`skillhost.log`, :mod:`skillhost.memory`,
 :mod:`skillhost.state`, :mod:`skillhost.http`, :mod:`skillhost.mcp` and
-:mod:`skillhost.route`; a failed import raises :class:`HostError`.
+:mod:`skillhost.route` and :mod:`skillhost.progress`; a failed import raises :class:`HostError`.
 """
 
-from ._tool import Context, Coverage, McpDecision, Param, Target, ToolError, ToolResult, tool
+from ._tool import Context, Coverage, Image, Json, McpDecision, Param, ResourceLink, Target, ToolError, ToolResult, tool
 from ._errors import HostError
-from . import http, log, mcp, memory, route, state
+from . import http, log, mcp, memory, progress, route, state
 
 __all__ = [
     "Context",
     "Coverage",
     "HostError",
+    "Image",
+    "Json",
     "McpDecision",
     "Param",
+    "ResourceLink",
     "Target",
     "ToolError",
     "ToolResult",
@@ -49,6 +52,7 @@ __all__ = [
     "log",
     "mcp",
     "memory",
+    "progress",
     "route",
     "state",
 ]

@@ -7,7 +7,7 @@ import traceback
 from typing import Any, Optional
 
 from . import log
-from ._tool import TOOLS, Context, Coverage, McpDecision, Target, ToolError, ToolResult, encode
+from ._tool import TOOLS, Context, Coverage, Image, Json, McpDecision, ResourceLink, Target, ToolError, ToolResult, encode
 
 _module: Any = None
 
@@ -27,7 +27,20 @@ def _result(value: Any):
 
     if not isinstance(value, ToolResult):
         value = ToolResult(value)
-    return types.ToolResult(encode(value.content), value.succeeded, value.is_empty, _coverage(value.coverage))
+    return types.ToolResult(encode(value.content), value.succeeded, value.is_empty, _coverage(value.coverage),
+                            [_block(b) for b in value.blocks])
+
+
+def _block(b: Any):
+    from wit_world.imports import types
+
+    if isinstance(b, Json):
+        return types.ContentBlock_Json(json.dumps(b.value))
+    if isinstance(b, Image):
+        return types.ContentBlock_Image(types.Image(b.mime_type, bytes(b.data)))
+    if isinstance(b, ResourceLink):
+        return types.ContentBlock_ResourceLink(types.ResourceLink(b.uri, b.name, b.mime_type, b.description))
+    return types.ContentBlock_Text(encode(b))
 
 
 def _coverage(c: Optional[Coverage]):
@@ -55,7 +68,10 @@ class Tools:
 
         return [
             types.ToolDef(t.name, t.description, json.dumps(t.schema), types.Approval[t.approval.upper()],
-                          t.expose_result, t.declares_coverage)
+                          t.expose_result, t.declares_coverage,
+                          None if t.output_schema is None else json.dumps(t.output_schema),
+                          types.ToolHints(t.hints.get("title"), t.hints.get("read_only"), t.hints.get("destructive"),
+                                          t.hints.get("idempotent"), t.hints.get("open_world")))
             for t in TOOLS
         ]
 

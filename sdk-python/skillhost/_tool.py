@@ -7,7 +7,10 @@ from typing import Any, Callable, Dict, List, Optional
 
 from ._schema import Param, function_schema
 
-__all__ = ["Context", "Coverage", "McpDecision", "Param", "Target", "ToolError", "ToolResult", "tool"]
+__all__ = [
+    "Context", "Coverage", "Image", "Json", "McpDecision", "Param", "ResourceLink", "Target", "ToolError", "ToolResult",
+    "tool",
+]
 
 APPROVALS = ("none", "approve", "confirm", "dynamic")
 
@@ -41,13 +44,15 @@ class ToolResult:
 
     ``content`` is sent to the model (a non-string is encoded as JSON); ``succeeded=False``
     is an application failure the model sees; ``is_empty`` and ``coverage`` are for API
-    stream consumers.
+    stream consumers. ``blocks`` is typed content after the text, for MCP clients: strings,
+    :class:`Json`, :class:`Image` and :class:`ResourceLink` (the model reads a text rendering).
     """
 
     content: Any
     succeeded: Optional[bool] = True
     is_empty: Optional[bool] = None
     coverage: Optional[Coverage] = None
+    blocks: List[Any] = field(default_factory=list)
 
     @staticmethod
     def ok(content: Any, **kwargs: Any) -> "ToolResult":
@@ -58,6 +63,31 @@ class ToolResult:
     def error(message: str, **details: Any) -> "ToolResult":
         """A failed result: ``{"error": message, ...details}``."""
         return ToolResult({"error": message, **details}, False)
+
+
+@dataclass
+class Json:
+    """A JSON block: MCP clients also get it as ``structuredContent`` under an output schema."""
+
+    value: Any
+
+
+@dataclass
+class Image:
+    """An image block: its MIME type (``image/png``) and bytes; the model reads a placeholder."""
+
+    mime_type: str
+    data: bytes
+
+
+@dataclass
+class ResourceLink:
+    """A link to a resource the client may read (``skill://<skill>/notes.md``)."""
+
+    uri: str
+    name: str
+    mime_type: Optional[str] = None
+    description: Optional[str] = None
 
 
 class ToolError(Exception):
@@ -111,6 +141,8 @@ class Definition:
     declares_coverage: bool
     function: Callable[..., Any]
     wants_ctx: bool
+    output_schema: Optional[Dict[str, Any]] = None
+    hints: Dict[str, Any] = field(default_factory=dict)
 
 
 TOOLS: List[Definition] = []
@@ -125,13 +157,21 @@ def tool(
     expose_result: bool = False,
     declares_coverage: bool = False,
     schema: Optional[Dict[str, Any]] = None,
+    output_schema: Optional[Dict[str, Any]] = None,
+    title: Optional[str] = None,
+    read_only: Optional[bool] = None,
+    destructive: Optional[bool] = None,
+    idempotent: Optional[bool] = None,
+    open_world: Optional[bool] = None,
 ):
     """Declares a tool: ``@tool`` or ``@tool(approval="approve", ...)``.
 
     The input schema comes from the parameters' type hints (``schema=`` replaces it), the
     description from the docstring's summary and each parameter's from its ``Args:`` entry.
     A parameter named ``ctx`` receives the call's :class:`Context`. The return value is the
-    result: a :class:`ToolResult`, a string, or anything JSON can encode.
+    result: a :class:`ToolResult`, a string, or anything JSON can encode. ``output_schema``
+    (a JSON object schema of the structured result) and the hints ``title``, ``read_only``,
+    ``destructive``, ``idempotent``, ``open_world`` are what MCP clients see in ``tools/list``.
     """
 
     def register(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -144,7 +184,10 @@ def tool(
         wants_ctx = "ctx" in typing.get_type_hints(fn) or "ctx" in fn.__code__.co_varnames[: fn.__code__.co_argcount]
         TOOLS.append(
             Definition(
-                name or fn.__name__, text, schema or derived, approval, expose_result, declares_coverage, fn, wants_ctx
+                name or fn.__name__, text, schema or derived, approval, expose_result, declares_coverage, fn, wants_ctx,
+                output_schema,
+                {"title": title, "read_only": read_only, "destructive": destructive, "idempotent": idempotent,
+                 "open_world": open_world},
             )
         )
         return fn

@@ -61,8 +61,9 @@
 //!
 //! - [`Skill`], [`Tool`], [`ToolResult`], [`SkillInfo`]: what a skill declares and returns.
 //! - [`Context`]: who called, from where, and the skill's configuration.
-//! - [`memory`], [`state`], [`http`], [`mcp`], [`route`], [`log`]: the host's imports, each
-//!   with its own error type; all of them convert into [`Error`], so `?` works in handlers.
+//! - [`memory`], [`state`], [`http`], [`mcp`], [`route`], [`log`], [`progress`]: the host's
+//!   imports, each with its own error type; all of them convert into [`Error`], so `?` works
+//!   in handlers.
 //! - [`hooks`]: the optional hook traits and their answer types.
 #![deny(missing_docs)]
 
@@ -76,6 +77,7 @@ pub mod http;
 pub mod log;
 pub mod mcp;
 pub mod memory;
+pub mod progress;
 mod result;
 pub mod route;
 pub mod state;
@@ -87,7 +89,7 @@ pub use hooks::{
     BeforeMcpCall, HumanLevel, IsAvailable, ObserveMcpResult, Preflight, ResolveHuman, Startup, Target,
     ToolResultEmpty, ToolTarget,
 };
-pub use result::{Content, Coverage, CoverageStatus, ResultState, ToolResult};
+pub use result::{Block, Content, Coverage, CoverageStatus, ResultState, ToolResult};
 pub use tool::{Approval, McpUse, SkillInfo, Tool};
 
 pub use schemars;

@@ -24,6 +24,7 @@ pub struct ToolResult {
     succeeded: Option<bool>,
     is_empty: Option<bool>,
     coverage: Option<Coverage>,
+    blocks: Vec<Block>,
 }
 
 impl ToolResult {
@@ -46,7 +47,7 @@ impl ToolResult {
 
     fn new(content: impl Into<Content>, succeeded: Option<bool>) -> Self {
         let content = content.into().0;
-        ToolResult { content, succeeded, is_empty: None, coverage: None }
+        ToolResult { content, succeeded, is_empty: None, coverage: None, blocks: Vec::new() }
     }
 
     /// Says whether the result is empty, for API stream consumers (otherwise the host asks
@@ -61,6 +62,29 @@ impl ToolResult {
     pub fn with_coverage(mut self, coverage: Coverage) -> Self {
         self.coverage = Some(coverage);
         self
+    }
+
+    /// Adds a block of typed content after the text (see [`Block`]).
+    pub fn with_block(mut self, block: Block) -> Self {
+        self.blocks.push(block);
+        self
+    }
+
+    /// Adds an image (`mime_type` such as `image/png`): MCP clients receive it as an image;
+    /// the model reads a placeholder naming its type and size.
+    pub fn with_image(self, mime_type: impl Into<String>, data: Vec<u8>) -> Self {
+        self.with_block(Block::Image { mime_type: mime_type.into(), data })
+    }
+
+    /// Adds a JSON value: MCP clients receive it as text and, when the tool declares an
+    /// output schema ([`Tool::output`](crate::Tool::output)), as `structuredContent`.
+    pub fn with_json(self, value: Value) -> Self {
+        self.with_block(Block::Json(value))
+    }
+
+    /// The typed blocks after the text.
+    pub fn blocks(&self) -> &[Block] {
+        &self.blocks
     }
 
     /// The text the model reads.
@@ -99,6 +123,46 @@ impl From<&str> for Content {
 impl From<&String> for Content {
     fn from(text: &String) -> Self {
         Content(text.clone())
+    }
+}
+
+/// A piece of typed content a result carries after its text.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Block {
+    /// More text.
+    Text(String),
+    /// A JSON value.
+    Json(Value),
+    /// An image: its MIME type (such as `image/png`) and bytes.
+    Image {
+        /// The MIME type.
+        mime_type: String,
+        /// The bytes.
+        data: Vec<u8>,
+    },
+    /// A link to a resource the client may read (such as `skill://<skill>/notes.md`).
+    ResourceLink {
+        /// The URI.
+        uri: String,
+        /// The name.
+        name: String,
+        /// The MIME type, when known.
+        mime_type: Option<String>,
+        /// What it is.
+        description: Option<String>,
+    },
+}
+
+impl From<Block> for wit::ContentBlock {
+    fn from(block: Block) -> Self {
+        match block {
+            Block::Text(text) => wit::ContentBlock::Text(text),
+            Block::Json(value) => wit::ContentBlock::Json(value.to_string()),
+            Block::Image { mime_type, data } => wit::ContentBlock::Image(wit::Image { mime_type, data }),
+            Block::ResourceLink { uri, name, mime_type, description } => {
+                wit::ContentBlock::ResourceLink(wit::ResourceLink { uri, name, mime_type, description })
+            }
+        }
     }
 }
 
@@ -188,6 +252,7 @@ impl From<ToolResult> for wit::ToolResult {
             succeeded: r.succeeded,
             is_empty: r.is_empty,
             coverage: r.coverage.map(Into::into),
+            blocks: r.blocks.into_iter().map(Into::into).collect(),
         }
     }
 }

@@ -42,6 +42,8 @@ pub struct Tool {
     approval: Approval,
     expose_result: bool,
     declares_coverage: bool,
+    output_schema: Option<String>,
+    hints: wit::ToolHints,
 }
 
 impl Tool {
@@ -69,6 +71,14 @@ impl Tool {
             approval: Approval::None,
             expose_result: false,
             declares_coverage: false,
+            output_schema: None,
+            hints: wit::ToolHints {
+                title: None,
+                read_only: None,
+                destructive: None,
+                idempotent: None,
+                open_world: None,
+            },
         }
     }
 
@@ -94,6 +104,52 @@ impl Tool {
     /// Declares that results may carry a [`Coverage`](crate::Coverage) observation.
     pub fn declares_coverage(mut self) -> Self {
         self.declares_coverage = true;
+        self
+    }
+
+    /// Declares the tool's structured result as the JSON Schema that `O` derives (an object):
+    /// MCP clients see it as `outputSchema`, and each result's JSON block
+    /// ([`ToolResult::with_json`](crate::ToolResult::with_json)), or its JSON content, as
+    /// `structuredContent`.
+    pub fn output<O: JsonSchema>(self) -> Self {
+        let schema = schemars::generate::SchemaSettings::draft2020_12().into_generator().into_root_schema_for::<O>();
+        self.output_schema(schema.to_value())
+    }
+
+    /// [`Tool::output`] with a hand-written schema; its root must be `{"type": "object", ...}`.
+    pub fn output_schema(mut self, schema: Value) -> Self {
+        self.output_schema = Some(schema.to_string());
+        self
+    }
+
+    /// A human-readable title (the MCP annotation `title`).
+    pub fn title(mut self, title: impl Into<String>) -> Self {
+        self.hints.title = Some(title.into());
+        self
+    }
+
+    /// Hints that the tool does not change its environment (`readOnlyHint`).
+    pub fn read_only(mut self) -> Self {
+        self.hints.read_only = Some(true);
+        self
+    }
+
+    /// Hints whether the tool may destroy or overwrite data (`destructiveHint`).
+    pub fn destructive(mut self, destructive: bool) -> Self {
+        self.hints.destructive = Some(destructive);
+        self
+    }
+
+    /// Hints that calling the tool again with the same input has no further effect
+    /// (`idempotentHint`).
+    pub fn idempotent(mut self) -> Self {
+        self.hints.idempotent = Some(true);
+        self
+    }
+
+    /// Hints whether the tool reaches external entities such as the web (`openWorldHint`).
+    pub fn open_world(mut self, open_world: bool) -> Self {
+        self.hints.open_world = Some(open_world);
         self
     }
 
@@ -128,6 +184,8 @@ impl From<Tool> for wit::ToolDef {
             approval: tool.approval.into(),
             expose_result: tool.expose_result,
             declares_coverage: tool.declares_coverage,
+            output_schema: tool.output_schema,
+            hints: tool.hints,
         }
     }
 }

@@ -125,6 +125,7 @@ async fn context_carries_config_channel_user_and_route() {
         route: turn.clone(),
         config: json!({"ignored": true}),
         user_message: Some("find the logs".into()),
+        observer: None,
     };
     call_with(&set, "probe__route_set", json!({"key": "route", "value": "search"}), &caller).await;
     let (_, ctx_seen) = call_with(&set, "probe__ctx", json!({}), &caller).await;

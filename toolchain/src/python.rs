@@ -21,6 +21,7 @@ pub const PYTHON_SDK: &[(&str, &str)] = &[
     ("skillhost/log.py", include_str!("../../sdk-python/skillhost/log.py")),
     ("skillhost/mcp.py", include_str!("../../sdk-python/skillhost/mcp.py")),
     ("skillhost/memory.py", include_str!("../../sdk-python/skillhost/memory.py")),
+    ("skillhost/progress.py", include_str!("../../sdk-python/skillhost/progress.py")),
     ("skillhost/route.py", include_str!("../../sdk-python/skillhost/route.py")),
     ("skillhost/state.py", include_str!("../../sdk-python/skillhost/state.py")),
 ];

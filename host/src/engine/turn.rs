@@ -333,6 +333,7 @@ impl Engine {
             user_id: req.user_id.clone(),
             route: RouteAttributes::from_host(&req.route),
             user_message: Some(req.message.clone()),
+            observer: None,
         };
         let tool_budget = TurnBudget::new(self.settings.tool_budget.clone());
         let round = Round {

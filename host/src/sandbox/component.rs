@@ -11,6 +11,7 @@ use super::error::{CallError, HOST_COPY_LIMIT, LoadError};
 use super::failure::{DeadlineHit, classify};
 use super::host_state::{CallContext, HostState, RouteAttributes};
 use super::limits::Limits;
+use super::observer::Observer;
 use super::output::LogRecord;
 use std::future::Future;
 use std::pin::Pin;
@@ -171,15 +172,16 @@ impl SkillComponent {
     ) -> Result<Outcome<ToolResult>, CallError> {
         let (indices, name, input, wit_ctx) =
             (self.tools.clone(), name.to_string(), input.to_string(), wit_context(ctx));
+        let operation = format!("handle {name}");
         let outcome = self
-            .run(env, ctx.route.clone(), &format!("handle {name}"), move |store, instance| {
+            .run_observed(env, ctx.route.clone(), ctx.observer.clone(), &operation, move |store, instance| {
                 Box::pin(async move {
                     let tools = indices.load(&mut *store, &instance)?;
                     tools.call_handle(&mut *store, &name, &input, &wit_ctx).await
                 })
             })
             .await?;
-        let size = outcome.value.content.len() as u64;
+        let size = result_size(&outcome.value);
         if size > env.limits.max_result_bytes {
             return Err(CallError::ResultTooLarge { size: Some(size), limit: env.limits.max_result_bytes });
         }
@@ -336,8 +338,21 @@ impl SkillComponent {
         operation: &str,
         call: impl for<'s> FnOnce(&'s mut Store<HostState>, Instance) -> CallFuture<'s, R> + Send,
     ) -> Result<Outcome<R>, CallError> {
+        self.run_observed(env, route, None, operation, call).await
+    }
+
+    /// [`SkillComponent::run`], with `observer` hearing the call's logs and progress.
+    async fn run_observed<R: Send + 'static>(
+        &self,
+        env: &CallEnv,
+        route: RouteAttributes,
+        observer: Option<Observer>,
+        operation: &str,
+        call: impl for<'s> FnOnce(&'s mut Store<HostState>, Instance) -> CallFuture<'s, R> + Send,
+    ) -> Result<Outcome<R>, CallError> {
         let started = Instant::now();
         let mut store = self.new_store(env, route, operation);
+        store.data_mut().observer = observer;
         let pre = self.pre.clone();
         let work = async {
             let instance = pre.instantiate_async(&mut store).await?;
@@ -383,6 +398,24 @@ impl SkillComponent {
         });
         store
     }
+}
+
+/// The bytes a result holds: its text and every typed block (what the result cap bounds).
+fn result_size(result: &ToolResult) -> u64 {
+    use super::bindings::types::ContentBlock;
+    let blocks: usize = result
+        .blocks
+        .iter()
+        .map(|b| match b {
+            ContentBlock::Text(t) | ContentBlock::Json(t) => t.len(),
+            ContentBlock::Image(i) => i.mime_type.len() + i.data.len(),
+            ContentBlock::ResourceLink(l) => {
+                let option = |o: &Option<String>| o.as_ref().map_or(0, String::len);
+                l.uri.len() + l.name.len() + option(&l.mime_type) + option(&l.description)
+            }
+        })
+        .sum();
+    (result.content.len() + blocks) as u64
 }
 
 /// Names the contract version a component was built against when it is not ours.

@@ -4,6 +4,7 @@
 use super::capabilities::Capabilities;
 use super::component::CallEnv;
 use super::limits::{Limits, MemoryLimiter};
+use super::observer::Observer;
 use super::output::{LogBuffer, LogRecord};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -82,6 +83,9 @@ pub struct CallContext {
     pub route: RouteAttributes,
     /// The text of the turn's incoming message; `None` outside a turn.
     pub user_message: Option<String>,
+    /// Who hears the call's log records and progress as it runs (an MCP client's session);
+    /// `None` for everyone else.
+    pub observer: Option<Observer>,
 }
 
 impl CallContext {
@@ -93,6 +97,7 @@ impl CallContext {
             user_id: None,
             route: RouteAttributes::default(),
             user_message: None,
+            observer: None,
         }
     }
 }
@@ -110,6 +115,8 @@ pub struct HostState {
     pub(crate) deadline: Instant,
     /// The call's limits (the host imports read the skill's storage quotas from them).
     pub(crate) limits: Limits,
+    /// Who hears the call's log records and progress (`handle` calls only).
+    pub(crate) observer: Option<Observer>,
 }
 
 impl HostState {
@@ -126,6 +133,7 @@ impl HostState {
             operation,
             deadline: Instant::now() + limits.timeout,
             limits: *limits,
+            observer: None,
         }
     }
 
@@ -143,6 +151,7 @@ impl HostState {
             operation,
             deadline: Instant::now() + limits.timeout,
             limits,
+            observer: None,
         }
     }
 

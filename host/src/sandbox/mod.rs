@@ -16,6 +16,7 @@ mod failure;
 mod host;
 mod host_state;
 pub mod limits;
+pub mod observer;
 pub mod output;
 
 pub use cache::ComponentCache;
@@ -25,6 +26,7 @@ pub use component::{CallEnv, Hooks, Outcome, SkillComponent, wit_context};
 pub use error::{CallError, HOST_COPY_LIMIT, LoadError};
 pub use host_state::{CallContext, HostState, RouteAttributes};
 pub use limits::{LimitPolicy, Limits};
+pub use observer::{CallObserver, Observer};
 
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;

@@ -121,6 +121,8 @@ mod tests {
             human: Human::None,
             expose_result: false,
             declares_coverage: false,
+            output_schema: None,
+            hints: Default::default(),
         };
         let mut spec = ToolSpec::new(skill, def).unwrap();
         spec.name = tool.into();

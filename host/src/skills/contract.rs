@@ -2,6 +2,7 @@
 //! WIT-generated bindings. The bindings stay in `sandbox/` and in this module's conversions,
 //! so the layers above (tools, engine, adapters) and the native built-ins never see them.
 
+pub use super::content::{Content, ToolHints};
 use crate::sandbox::bindings::types as wit;
 
 /// A tool's static `human` key.
@@ -53,6 +54,10 @@ pub struct ToolDef {
     pub expose_result: bool,
     /// The tool can attach coverage observations.
     pub declares_coverage: bool,
+    /// The JSON Schema of its structured result, as text; `None` when not declared.
+    pub output_schema: Option<String>,
+    /// Hints about its behaviour (MCP annotations).
+    pub hints: ToolHints,
 }
 
 /// Whether a search covered everything asked for.
@@ -99,12 +104,14 @@ pub struct ToolResult {
     pub is_empty: Option<bool>,
     /// Its coverage declaration.
     pub coverage: Option<Coverage>,
+    /// Typed content after `content` (empty for a text-only result).
+    pub blocks: Vec<Content>,
 }
 
 impl ToolResult {
     /// A failed result the model reads.
     pub fn failure(content: String) -> Self {
-        ToolResult { content, succeeded: Some(false), is_empty: None, coverage: None }
+        ToolResult { content, succeeded: Some(false), is_empty: None, coverage: None, blocks: Vec::new() }
     }
 }
 
@@ -175,6 +182,8 @@ impl From<wit::ToolDef> for ToolDef {
             human: d.approval.into(),
             expose_result: d.expose_result,
             declares_coverage: d.declares_coverage,
+            output_schema: d.output_schema,
+            hints: d.hints.into(),
         }
     }
 }
@@ -204,6 +213,7 @@ impl From<wit::ToolResult> for ToolResult {
             succeeded: r.succeeded,
             is_empty: r.is_empty,
             coverage: r.coverage.map(Into::into),
+            blocks: r.blocks.into_iter().map(Into::into).collect(),
         }
     }
 }

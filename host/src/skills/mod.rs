@@ -4,6 +4,7 @@
 mod admit;
 pub mod build;
 pub mod builtin;
+pub mod content;
 pub mod contract;
 pub mod loader;
 pub mod manifest;

@@ -1,7 +1,7 @@
 //! A loaded skill: its prompt, its validated tools, its facts, and the component that runs
 //! them.
 
-use super::contract::{Asked, Human, Preflight, Target, ToolDef, ToolResult};
+use super::contract::{Asked, Human, Preflight, Target, ToolDef, ToolHints, ToolResult};
 use super::prompt::Prompt;
 use super::script::ScriptTool;
 use crate::sandbox::bindings::types as wit;
@@ -32,6 +32,10 @@ pub struct ToolSpec {
     pub expose_result: bool,
     /// The tool can attach coverage observations.
     pub declares_coverage: bool,
+    /// The JSON Schema of its structured result, with its validator, when declared.
+    pub output_schema: Option<(serde_json::Value, Arc<jsonschema::Validator>)>,
+    /// Hints about its behaviour (MCP annotations).
+    pub hints: ToolHints,
 }
 
 impl std::fmt::Debug for ToolSpec {
@@ -56,6 +60,10 @@ impl ToolSpec {
         }
         let validator = jsonschema::validator_for(&schema)
             .map_err(|e| format!("tool `{}`: input schema is not a valid JSON Schema: {e}", def.name))?;
+        let output_schema = match &def.output_schema {
+            Some(text) => Some(object_schema(text).map_err(|e| format!("tool `{}`: output schema {e}", def.name))?),
+            None => None,
+        };
         Ok(ToolSpec {
             name: def.name,
             full_name,
@@ -65,6 +73,8 @@ impl ToolSpec {
             human: def.human,
             expose_result: def.expose_result,
             declares_coverage: def.declares_coverage,
+            output_schema,
+            hints: def.hints,
         })
     }
 
@@ -90,6 +100,17 @@ impl ToolSpec {
             .collect();
         if errors.is_empty() { Ok(()) } else { Err(errors.join("; ")) }
     }
+}
+
+/// An output schema: JSON, an object schema (MCP requires `"type": "object"` at its root),
+/// and a JSON Schema that compiles.
+fn object_schema(text: &str) -> Result<(serde_json::Value, Arc<jsonschema::Validator>), String> {
+    let schema: serde_json::Value = serde_json::from_str(text).map_err(|e| format!("is not valid JSON: {e}"))?;
+    if schema.get("type").and_then(|t| t.as_str()) != Some("object") {
+        return Err("must have \"type\": \"object\"".into());
+    }
+    let validator = jsonschema::validator_for(&schema).map_err(|e| format!("is not a valid JSON Schema: {e}"))?;
+    Ok((schema, Arc::new(validator)))
 }
 
 /// Facts about the skill from its `info` export.

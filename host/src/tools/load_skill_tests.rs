@@ -36,6 +36,7 @@ fn ctx() -> CallContext {
         user_id: None,
         user_message: None,
         route: crate::sandbox::RouteAttributes::default(),
+        observer: None,
     }
 }
 

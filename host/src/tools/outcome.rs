@@ -1,6 +1,7 @@
 //! What one tool call produced, whatever kind of tool it was.
 
 use super::coverage::CoverageEntry;
+use crate::skills::contract::Content;
 use serde_json::Value;
 use std::time::Duration;
 
@@ -22,6 +23,10 @@ pub struct ToolOutcome {
     /// The guest's coverage declaration: verified when valid, unverified when not; `None`
     /// when it attached none.
     pub coverage: Option<CoverageEntry>,
+    /// The result as typed content, for clients that take it (MCP): the guest's text first
+    /// (when not empty), then its blocks. Empty when the result is `content` alone, which
+    /// then holds the model's rendering of every block ([`crate::skills::content::model_text`]).
+    pub blocks: Vec<Content>,
 }
 
 impl ToolOutcome {
@@ -36,6 +41,7 @@ impl ToolOutcome {
             error_kind: kind,
             is_empty: None,
             coverage: None,
+            blocks: Vec::new(),
         }
     }
 
@@ -49,6 +55,7 @@ impl ToolOutcome {
             error_kind: None,
             is_empty: None,
             coverage: None,
+            blocks: Vec::new(),
         }
     }
 

@@ -5,7 +5,8 @@
 use super::coverage::{self, CoverageEntry};
 use super::{CallScope, Level, PromotionKey, ToolCall, ToolInfo, ToolOutcome, ToolSource, ToolTarget};
 use crate::llm::ToolDecl;
-use crate::skills::contract::Human;
+use crate::skills::content::model_text;
+use crate::skills::contract::{Content, Human};
 use crate::skills::{Skill, SkillSet, ToolError, ToolSpec};
 use serde_json::Value;
 use std::sync::Arc;
@@ -135,14 +136,16 @@ impl ToolSource for SkillTools {
                     Some(observation) => CoverageEntry::Verified(observation),
                     None => CoverageEntry::Unverified,
                 });
+                let (content, blocks) = typed(result.content, result.blocks);
                 ToolOutcome {
                     is_error: result.succeeded == Some(false),
-                    content: result.content,
+                    content,
                     duration: started.elapsed(),
                     succeeded: result.succeeded,
                     error_kind: None,
                     is_empty: result.is_empty,
                     coverage,
+                    blocks,
                 }
             }
             Err(e) => {
@@ -169,4 +172,16 @@ impl ToolSource for SkillTools {
         }
         outcome.is_empty.unwrap_or_else(|| super::generically_empty(&outcome.content))
     }
+}
+
+/// The model's text and the client's blocks of a result: without typed blocks, the text
+/// alone; with them, the text and their renderings for the model, and the text (when not
+/// empty) then the blocks for the client.
+fn typed(content: String, blocks: Vec<Content>) -> (String, Vec<Content>) {
+    if blocks.is_empty() {
+        return (content, blocks);
+    }
+    let text = model_text(&content, &blocks);
+    let lead = (!content.is_empty()).then_some(Content::Text(content));
+    (text, lead.into_iter().chain(blocks).collect())
 }

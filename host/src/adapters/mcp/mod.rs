@@ -15,9 +15,19 @@
 //! the client's revision when it has a handshake; else (an unknown one, or one without a
 //! handshake) it answers 2025-11-25. From 2026-07-28 a client uses `server/discover` and
 //! per-request metadata instead, and hears of list changes through `subscriptions/listen`.
+//!
+//! Beyond tools and prompts: logging (`logging/setLevel`; a skill's `log` records during a
+//! call as `notifications/message`, [`logging`]), progress (`report-progress` as
+//! `notifications/progress` when the call carries a token, [`notify`]), the skills' prompt and
+//! reference files as read-only resources ([`resources`]), typed results, `outputSchema`
+//! and `annotations` ([`content`]).
 
+mod content;
 mod elicit;
 mod http;
+mod logging;
+mod notify;
+pub mod resources;
 mod stdio;
 
 pub use http::http_app;
@@ -28,9 +38,10 @@ use crate::engine::{ApprovalOutcome, ApprovalRequest, Approver, Engine, NoEvents
 use crate::sandbox::CallContext;
 use elicit::Round;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, GetPromptRequestParams, GetPromptResponse,
-    GetPromptResult, Implementation, ListPromptsResult, ListToolsResult, PaginatedRequestParams, Prompt, PromptMessage,
-    Role, ServerCapabilities, ServerConfig, SubscriptionFilter, Tool,
+    CallToolRequestParams, CallToolResponse, GetPromptRequestParams, GetPromptResponse, GetPromptResult,
+    Implementation, ListPromptsResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams, Prompt,
+    PromptMessage, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Role, ServerCapabilities,
+    ServerConfig, SubscriptionFilter,
 };
 use rmcp::service::{NotificationContext, Peer, RequestContext, RoleServer, SubscriptionContext, SubscriptionSink};
 use rmcp::{ErrorData, ServerHandler};
@@ -56,10 +67,11 @@ struct Shared {
     pending: elicit::Pending,
 }
 
-/// One client session: its own channel and tool budget.
+/// One client session: its own channel, tool budget and logging level.
 struct Session {
     channel: String,
     budget: TurnBudget,
+    threshold: Arc<logging::Threshold>,
 }
 
 /// The MCP server over an agent's engine; [`SkillServer::session`] makes one per client.
@@ -81,12 +93,14 @@ impl SkillServer {
             next_listener: AtomicU64::default(),
             pending: elicit::Pending::default(),
         };
-        SkillServer { shared: Arc::new(shared), session: Arc::new(Session { channel: session_channel(), budget }) }
+        let session = Session { channel: session_channel(), budget, threshold: Arc::default() };
+        SkillServer { shared: Arc::new(shared), session: Arc::new(session) }
     }
 
     /// The same server for a new client session: a fresh channel and tool budget.
     pub fn session(&self) -> Self {
-        let session = Session { channel: session_channel(), budget: self.engine().tool_budget() };
+        let budget = self.engine().tool_budget();
+        let session = Session { channel: session_channel(), budget, threshold: Arc::default() };
         SkillServer { shared: self.shared.clone(), session: Arc::new(session) }
     }
 
@@ -164,12 +178,16 @@ impl Approver for Elicit<'_> {
 }
 
 impl ServerHandler for SkillServer {
+    // Logging is deprecated in rmcp (SEP-2577), not in the revisions our clients speak.
+    #[allow(deprecated)]
     fn get_info(&self) -> ServerConfig {
         let capabilities = ServerCapabilities::builder()
             .enable_tools()
             .enable_tool_list_changed()
             .enable_prompts()
             .enable_prompts_list_changed()
+            .enable_resources()
+            .enable_logging()
             .build();
         // The protocol version stays rmcp's latest: `initialize` negotiates it (module docs).
         ServerConfig::new(capabilities)
@@ -199,13 +217,9 @@ impl ServerHandler for SkillServer {
         _: Option<PaginatedRequestParams>,
         _: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let tools = self.engine().tools().decls().into_iter().map(|d| {
-            let schema = match d.input_schema {
-                Value::Object(map) => map,
-                _ => Default::default(),
-            };
-            Tool::new(d.name, d.description, Arc::new(schema))
-        });
+        let engine = self.engine();
+        let (skills, overrides) = (engine.skills(), &engine.settings().human.overrides);
+        let tools = engine.tools().decls().into_iter().map(|d| content::tool(d, skills, overrides));
         Ok(ListToolsResult::with_all_items(tools.collect()))
     }
 
@@ -216,7 +230,11 @@ impl ServerHandler for SkillServer {
     ) -> Result<CallToolResponse, ErrorData> {
         let engine = self.engine();
         let input = Value::Object(request.arguments.clone().unwrap_or_default());
-        let ctx = CallContext::standalone(&self.session.channel);
+        let token =
+            request.meta.as_ref().and_then(|m| m.get_progress_token()).or_else(|| context.meta.get_progress_token());
+        let forwarding = notify::Forwarding::start(context.peer.clone(), self.session.threshold.clone(), token);
+        let ctx =
+            CallContext { observer: Some(forwarding.observer()), ..CallContext::standalone(&self.session.channel) };
         let name = request.name.to_string();
         let mut approver = Elicit::Request(&context);
         let inline = elicit::inline(&context);
@@ -242,15 +260,45 @@ impl ServerHandler for SkillServer {
         // store, which stops it; no result is sent for a cancelled request.
         let run = engine.call_tool(call, &ctx, &NoEvents, &approver, &self.session.budget);
         let record = tokio::select! {
-            record = run => record,
-            () = context.ct.cancelled() => {
-                return Err(ErrorData::new(rmcp::model::ErrorCode(-32800), "the request was cancelled", None));
-            }
+            record = run => Some(record),
+            () = context.ct.cancelled() => None,
         };
-        let content = vec![ContentBlock::text(record.outcome.content)];
-        let result =
-            if record.outcome.is_error { CallToolResult::error(content) } else { CallToolResult::success(content) };
-        Ok(result.into())
+        drop(ctx);
+        // Every note of the call reaches the client before its result.
+        forwarding.finish().await;
+        let Some(record) = record else {
+            return Err(ErrorData::new(rmcp::model::ErrorCode(-32800), "the request was cancelled", None));
+        };
+        let spec = content::spec_of(engine.skills(), &request.name);
+        Ok(content::result(&record.outcome, spec).into())
+    }
+
+    // Logging is deprecated in rmcp (SEP-2577), not in the revisions our clients speak.
+    #[allow(deprecated)]
+    async fn set_level(
+        &self,
+        request: rmcp::model::SetLevelRequestParams,
+        _: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.session.threshold.set(request.level);
+        Ok(())
+    }
+
+    async fn list_resources(
+        &self,
+        _: Option<PaginatedRequestParams>,
+        _: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        Ok(ListResourcesResult::with_all_items(resources::list(self.engine().skills())))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let contents = resources::read(self.engine().skills(), &request.uri)?;
+        Ok(ReadResourceResult::new(vec![contents]).into())
     }
 
     async fn list_prompts(

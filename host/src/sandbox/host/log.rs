@@ -15,6 +15,9 @@ impl Host for HostState {
         let record = LogRecord { level, source: "log", message, fields };
         if self.logs.push(record.clone()) {
             emit(&self.caps.skill, &self.operation, &record);
+            if let Some(observer) = &self.observer {
+                observer.0.log(&self.caps.skill, &without_secrets(record, &self.caps.env));
+            }
         }
     }
 }
@@ -28,5 +31,43 @@ pub(crate) fn emit(skill: &str, operation: &str, record: &LogRecord) {
         "info" => tracing::info!(target: "skill", skill, operation, "{message}{fields}"),
         "warn" => tracing::warn!(target: "skill", skill, operation, "{message}{fields}"),
         _ => tracing::error!(target: "skill", skill, operation, "{message}{fields}"),
+    }
+}
+
+/// The shortest granted environment value that is hidden from a record an observer hears
+/// (shorter ones, such as `1` or `on`, would blank ordinary words).
+const MIN_SECRET: usize = 4;
+
+/// `record` with every granted environment variable's value replaced: what leaves the host
+/// (an MCP client) must not carry the credentials the operator granted the skill.
+fn without_secrets(mut record: LogRecord, env: &[(String, String)]) -> LogRecord {
+    for (_, value) in env.iter().filter(|(_, v)| v.len() >= MIN_SECRET) {
+        let hide = |text: &mut String| {
+            if text.contains(value.as_str()) {
+                *text = text.replace(value.as_str(), "[redacted]");
+            }
+        };
+        hide(&mut record.message);
+        record.fields.iter_mut().for_each(|(_, v)| hide(v));
+    }
+    record
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn granted_values_are_hidden_from_observers() {
+        let env = [("API_KEY".to_string(), "s3cr3t-key".to_string()), ("DEBUG".to_string(), "on".to_string())];
+        let record = LogRecord {
+            level: "info",
+            source: "log",
+            message: "calling with s3cr3t-key on".into(),
+            fields: vec![("auth".into(), "Bearer s3cr3t-key".into())],
+        };
+        let shown = without_secrets(record, &env);
+        assert_eq!(shown.message, "calling with [redacted] on");
+        assert_eq!(shown.fields, [("auth".to_string(), "Bearer [redacted]".to_string())]);
     }
 }

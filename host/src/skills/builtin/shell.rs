@@ -14,7 +14,7 @@
 //! directly. Output is capped per stream.
 
 use crate::sandbox::CallContext;
-use crate::skills::contract::{Asked, Human, ToolDef, ToolResult};
+use crate::skills::contract::{Asked, Human, ToolDef, ToolHints, ToolResult};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::path::PathBuf;
@@ -151,6 +151,8 @@ impl crate::skills::NativeTools for Shell {
             human: Human::Dynamic,
             expose_result: false,
             declares_coverage: false,
+            output_schema: None,
+            hints: ToolHints { title: Some("Run a shell command".into()), open_world: Some(true), ..ToolHints::default() },
         }]
     }
 
@@ -171,7 +173,7 @@ impl crate::skills::NativeTools for Shell {
 }
 
 fn failure(content: Value) -> ToolResult {
-    ToolResult { content: content.to_string(), succeeded: Some(false), is_empty: None, coverage: None }
+    ToolResult::failure(content.to_string())
 }
 
 /// Kills the whole process group when dropped: on timeout, when the turn drops the call, and
@@ -275,6 +277,7 @@ pub async fn run(settings: &ShellSettings, command: &str) -> ToolResult {
         succeeded: Some(succeeded),
         is_empty: Some(succeeded && empty),
         coverage: None,
+        blocks: Vec::new(),
     }
 }
 

@@ -68,6 +68,8 @@ impl Loader {
             human: Human::Approve,
             expose_result: false,
             declares_coverage: false,
+            output_schema: None,
+            hints: Default::default(),
         };
         let spec = ToolSpec::new(skill, def).map_err(|e| (dir.join("SKILL.md"), e))?;
         Ok(ScriptTool::new(decl, spec, command, env.clone()))

@@ -8,7 +8,9 @@
 //! `route_get(key?)`, `ctx`, `echo` (returns its input unchanged, for benchmarks),
 //! `counter` (increments a guest global: a fresh instance per call always answers 1),
 //! `spin(rounds)` (CPU-bound work for benchmarks: `rounds` steps of a hash chain) and
-//! `mcp_call(server, tool, arguments?)`.
+//! `mcp_call(server, tool, arguments?)`; and the MCP feature tools of [`features`].
+
+mod features;
 
 use skill_sdk::http::HttpError;
 use skill_sdk::mcp::McpError;
@@ -31,7 +33,7 @@ fn strings(required: &[&str], optional: &[&str]) -> Value {
 impl Skill for Probe {
     fn tools() -> Vec<Tool> {
         let any_object = json!({ "type": "object" });
-        vec![
+        let mut tools = vec![
             Tool::without_input("env", "The environment variables the guest sees."),
             Tool::without_input("args", "The command-line arguments the guest sees."),
             Tool::with_schema("read_file", "Read a file with std::fs.", strings(&["path"], &[])),
@@ -45,7 +47,7 @@ impl Skill for Probe {
             Tool::with_schema("route_set", "route.set-attribute", strings(&["key", "value"], &[])),
             Tool::with_schema("route_get", "The call's route attributes, or one of them.", strings(&[], &["key"])),
             Tool::without_input("ctx", "The whole call context."),
-            Tool::with_schema("echo", "Return the input unchanged.", any_object.clone()),
+            Tool::with_schema("echo", "Return the input unchanged.", any_object.clone()).title("Echo").read_only(),
             Tool::without_input("counter", "Increment a guest global and return it."),
             Tool::with_schema(
                 "spin",
@@ -57,10 +59,15 @@ impl Skill for Probe {
                 schema["properties"]["arguments"] = any_object;
                 schema
             }),
-        ]
+        ];
+        tools.extend(features::tools());
+        tools
     }
 
     fn handle(name: &str, input: Value, ctx: &Context) -> Result<ToolResult, Error> {
+        if let Some(result) = features::handle(name, &input) {
+            return Ok(result);
+        }
         let arg = |field: &str| input[field].as_str().unwrap_or_default().to_owned();
         Ok(match name {
             "echo" => ToolResult::text(input),

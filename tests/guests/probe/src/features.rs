@@ -1,0 +1,78 @@
+//! Tools for what an MCP client sees beyond text: `log_levels` (one `log` record per level,
+//! one field a credential), `progress(steps, pause_ms)` (reports `1..=steps` of `steps`),
+//! `picture` (text, a 1x1 PNG and a resource link), `structured(sum?)` (a JSON block under an
+//! output schema: `{"sum": <n>}`, or `{"sum": "oops"}` when `broken`), and hints on `echo`.
+
+use skill_sdk::{Block, Tool, ToolResult, Value, json, log, progress};
+
+/// A 1x1 red PNG.
+pub const PIXEL: [u8; 69] = [
+    0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x48, 0x44, 0x52, 0x00, 0x00,
+    0x00, 0x01, 0x00, 0x00, 0x00, 0x01, 0x08, 0x02, 0x00, 0x00, 0x00, 0x90, 0x77, 0x53, 0xde, 0x00, 0x00, 0x00,
+    0x0c, 0x49, 0x44, 0x41, 0x54, 0x78, 0x9c, 0x63, 0xf8, 0xcf, 0xc0, 0x00, 0x00, 0x03, 0x01, 0x01, 0x00, 0xc9,
+    0xfe, 0x92, 0xef, 0x00, 0x00, 0x00, 0x00, 0x49, 0x45, 0x4e, 0x44, 0xae, 0x42, 0x60, 0x82,
+];
+
+/// The feature tools.
+pub fn tools() -> Vec<Tool> {
+    vec![
+        Tool::without_input("log_levels", "Log one record at each level."),
+        Tool::with_schema(
+            "progress",
+            "Report progress `steps` times, pausing `pause_ms` between reports.",
+            json!({ "type": "object", "properties": {
+                "steps": { "type": "integer", "minimum": 0, "maximum": 1000 },
+                "pause_ms": { "type": "integer", "minimum": 0, "maximum": 1000 },
+            } }),
+        ),
+        Tool::without_input("picture", "Return text, an image and a resource link."),
+        Tool::with_schema(
+            "structured",
+            "Return a structured sum.",
+            json!({ "type": "object", "properties": { "broken": { "type": "boolean" } } }),
+        )
+        .output_schema(json!({
+            "type": "object",
+            "properties": { "sum": { "type": "integer" } },
+            "required": ["sum"],
+        }))
+        .read_only()
+        .idempotent()
+        .open_world(false),
+    ]
+}
+
+/// Runs a feature tool; `None` for any other name.
+pub fn handle(name: &str, input: &Value) -> Option<ToolResult> {
+    Some(match name {
+        "log_levels" => {
+            log::debug("debug detail", &[]);
+            log::info("checked", &[("url", "https://example.com"), ("api_token", "s3cr3t")]);
+            log::warn("slow", &[]);
+            log::error("failed", &[]);
+            ToolResult::ok(json!({ "logged": 4 }))
+        }
+        "progress" => {
+            let steps = input["steps"].as_u64().unwrap_or(3);
+            let pause = std::time::Duration::from_millis(input["pause_ms"].as_u64().unwrap_or(0));
+            for step in 1..=steps {
+                std::thread::sleep(pause);
+                progress::report(step as f64, Some(steps as f64), Some(&format!("step {step}")));
+            }
+            ToolResult::ok(json!({ "steps": steps }))
+        }
+        "picture" => ToolResult::ok("a red pixel").with_image("image/png", PIXEL.to_vec()).with_block(
+            Block::ResourceLink {
+                uri: "skill://probe/prompt.md".into(),
+                name: "prompt.md".into(),
+                mime_type: Some("text/markdown".into()),
+                description: None,
+            },
+        ),
+        "structured" => {
+            let sum = if input["broken"].as_bool() == Some(true) { json!("oops") } else { json!(3) };
+            ToolResult::ok("1 + 2").with_json(json!({ "sum": sum }))
+        }
+        _ => return None,
+    })
+}
