@@ -4,8 +4,10 @@
 
 use crate::engine::{ApprovalOutcome, ApprovalRequest, Approver, Engine, EngineEvent, EventSink, TurnRequest};
 use crate::tools::{CONFIRMATION_CHALLENGE, Level};
+use crate::mcp::elicit::{Answer, Question};
 use std::io::{BufRead, IsTerminal, Write};
 use std::sync::Arc;
+use std::time::Duration;
 use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::sync::{Mutex, mpsc};
 
@@ -181,6 +183,19 @@ impl Approver for TerminalApprover {
         } else {
             self.terminal.note(&format!("✗ {tool}: denied"));
             ApprovalOutcome::Denied(None)
+        }
+    }
+
+    /// A question (an MCP server's elicitation) on the terminal; the answer is the next line.
+    async fn ask(&self, question: Question, _timeout: Duration) -> Answer {
+        let choices = if question.choices.is_empty() { String::new() } else { format!(" [{}]", question.choices.join(" / ")) };
+        self.terminal.ask(&format!("{}{choices}", question.prompt));
+        match self.input.line().await {
+            Some(answer) => Answer::Answered(answer.trim().to_owned()),
+            None => {
+                self.terminal.note("(end of input: cancelled)");
+                Answer::Cancelled
+            }
         }
     }
 }

@@ -2,6 +2,8 @@
 //! skill (or agent) needs. A server that fails to start or dies is logged, marked down (its
 //! tools leave the offered list) and reconnected with exponential backoff; the host goes on.
 
+use super::elicit::Person;
+use super::handler::{Askers, Handler};
 use super::transport::{self, Session};
 use crate::config::{McpServer, ToolFilter};
 use crate::sandbox::capabilities::{McpBridge, McpCallError, McpFuture};
@@ -10,7 +12,8 @@ use rmcp::model::{CallToolRequestParams, CallToolResult, JsonObject, Tool};
 use rmcp::service::{Peer, RoleClient};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::Duration;
 use tokio::sync::watch;
 
@@ -48,6 +51,8 @@ struct Server {
     config: McpServer,
     state: RwLock<State>,
     changed: watch::Sender<u64>,
+    /// Its calls in flight that can ask a person (for its elicitations).
+    askers: Arc<Askers>,
 }
 
 impl Server {
@@ -79,6 +84,8 @@ pub struct McpManager {
     /// reaches only those.
     declared: RwLock<BTreeMap<String, BTreeSet<String>>>,
     tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    /// Whether a person can be asked in this process: the elicitation capability is declared.
+    people: AtomicBool,
 }
 
 impl Drop for McpManager {
@@ -99,10 +106,19 @@ impl McpManager {
                 config: config.clone(),
                 state: RwLock::new(state),
                 changed: watch::channel(0).0,
+                askers: Arc::default(),
             };
             (name.clone(), Arc::new(server))
         });
-        Arc::new(McpManager { servers: servers.collect(), declared: RwLock::default(), tasks: Mutex::default() })
+        let (declared, tasks, people) = (RwLock::default(), Mutex::default(), AtomicBool::new(false));
+        Arc::new(McpManager { servers: servers.collect(), declared, tasks, people })
+    }
+
+    /// Whether a person can be asked in this process (a terminal, the API's interactive
+    /// runs): servers started from now on are told the client can elicit. Off by default,
+    /// as where nobody can be asked (`skillhost mcp`) every elicitation is declined.
+    pub fn set_people(&self, people: bool) {
+        self.people.store(people, Ordering::Relaxed);
     }
 
     /// Whether any server is configured.
@@ -130,7 +146,7 @@ impl McpManager {
                 continue;
             }
             server.update(|s| s.status = Status::Starting);
-            let task = tokio::spawn(supervise(server.clone()));
+            let task = tokio::spawn(supervise(server.clone(), self.people.load(Ordering::Relaxed)));
             self.tasks.lock().unwrap_or_else(|p| p.into_inner()).push(task);
         }
     }
@@ -198,6 +214,15 @@ impl McpManager {
         let request = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
         peer.call_tool(request).await.map_err(|e| format!("MCP server `{server}`: {e}"))
     }
+
+    /// Runs `work` (calls to `server`) with `person` answering the server's elicitations
+    /// meanwhile; outside it they are declined.
+    pub async fn asking<T>(&self, server: &str, person: &dyn Person, work: impl Future<Output = T>) -> T {
+        match self.servers.get(server) {
+            Some(s) => s.askers.asking(server, person, work).await,
+            None => work.await,
+        }
+    }
 }
 
 /// The servers a skill declares: used (`mcp-tools`) or owned (`mcp-servers`).
@@ -214,10 +239,17 @@ fn allows(filter: &ToolFilter, tool: &str) -> bool {
 
 /// Connects, lists tools, waits for the connection to end; again, with backoff, forever
 /// (the task is aborted when the manager goes).
-async fn supervise(server: Arc<Server>) {
+async fn supervise(server: Arc<Server>, people: bool) {
     let mut delay = BACKOFF_START;
+    let weak = Arc::downgrade(&server);
+    let handler = Handler {
+        server: server.name.clone(),
+        people,
+        askers: server.askers.clone(),
+        tools_changed: Arc::new(move |peer| relist(weak.clone(), peer)),
+    };
     loop {
-        match tokio::time::timeout(CONNECT_TIMEOUT, open(&server.config)).await {
+        match tokio::time::timeout(CONNECT_TIMEOUT, open(&server.config, handler.clone())).await {
             Ok(Ok((session, tools))) => {
                 tracing::info!(server = %server.name, tools = tools.len(), "MCP server ready");
                 let peer = session.peer().clone();
@@ -249,8 +281,28 @@ async fn supervise(server: Arc<Server>) {
     }
 }
 
-async fn open(config: &McpServer) -> anyhow::Result<(Session, Vec<Tool>)> {
-    let session = transport::connect(config).await?;
+/// Lists a server's tools again on its session after it said they changed; the next round
+/// offers the new list. A failure keeps the old one (the server will say so again or die).
+fn relist(server: Weak<Server>, peer: Peer<RoleClient>) {
+    tokio::spawn(async move {
+        let Some(server) = server.upgrade() else { return };
+        match tokio::time::timeout(CONNECT_TIMEOUT, peer.list_all_tools()).await {
+            Ok(Ok(tools)) => {
+                tracing::info!(server = %server.name, tools = tools.len(), "MCP server's tools changed");
+                server.update(|s| {
+                    if s.status == Status::Ready {
+                        s.tools = Arc::new(tools);
+                    }
+                });
+            }
+            Ok(Err(e)) => tracing::warn!(server = %server.name, "listing the changed tools failed: {e}"),
+            Err(_) => tracing::warn!(server = %server.name, "listing the changed tools took too long"),
+        }
+    });
+}
+
+async fn open(config: &McpServer, handler: Handler) -> anyhow::Result<(Session, Vec<Tool>)> {
+    let session = transport::connect(config, handler).await?;
     let tools = session.list_all_tools().await?;
     Ok((session, tools))
 }

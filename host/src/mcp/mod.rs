@@ -5,9 +5,13 @@
 //! ([`crate::adapters::mcp`]).
 //!
 //! Layout: `transport.rs` (connecting by transport), `sse.rs` (the legacy HTTP+SSE transport,
-//! which rmcp dropped), `client.rs` (manager, supervision, bridge).
+//! which rmcp dropped), `client.rs` (manager, supervision, bridge), `handler.rs` (what the
+//! client answers a server: capabilities, elicitation, list changes), `elicit.rs` (a form as
+//! questions to a person).
 
 pub mod client;
+pub mod elicit;
+mod handler;
 mod sse;
 pub mod transport;
 
