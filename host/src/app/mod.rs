@@ -106,6 +106,8 @@ impl App {
         let sandbox = Arc::new(sandbox(&config)?);
         let mcp = McpManager::new(&config.config.mcp_servers);
         mcp.set_people(options.asks_people());
+        let c = &config.config;
+        mcp.set_state(crate::store::StateStore::new(config.resolve(&c.state.filesystem.path)));
         let mut agents = Vec::new();
         for (name, agent_config) in agent_configs(&config, &options.agents)? {
             agents.push(build_agent(&sandbox, &mcp, name, agent_config, &options).await?);

@@ -10,6 +10,7 @@
 //! ("conflict initialized response id"), failing the first attempt at every slow server.
 
 use super::handler::Handler;
+use super::oauth::OAuth;
 use super::sse::SseTransport;
 use crate::config::McpServer;
 use rmcp::model::ProtocolVersion;
@@ -22,30 +23,37 @@ use std::process::Stdio;
 /// A live client session with one server.
 pub type Session = RunningService<RoleClient, Handler>;
 
-/// Starts the transport and opens the session: the handshake, else discovery.
-pub async fn connect(config: &McpServer, handler: Handler) -> anyhow::Result<Session> {
-    match open(config, handler.clone(), ClientLifecycleMode::Initialize).await {
-        Err(Refused::Init(ClientInitializeError::JsonRpcError(refusal))) => {
-            tracing::info!(server = %handler.server, "MCP server refused the handshake ({}); trying server/discover", refusal.message);
+/// Starts the transport and opens the session: the handshake, else discovery. A server with
+/// `auth` gets its requests through `oauth`'s client (tokens added, refreshed).
+pub async fn connect(config: &McpServer, handler: Handler, oauth: Option<&OAuth>) -> Result<Session, ConnectError> {
+    match open(config, handler.clone(), oauth, ClientLifecycleMode::Initialize).await {
+        Err(ConnectError::Init(ClientInitializeError::JsonRpcError(refusal))) => {
+            let message = refusal.message;
+            tracing::info!(server = %handler.server, "MCP server refused the handshake ({message}); trying server/discover");
             let discover = ClientLifecycleMode::Discover { preferred_versions: vec![ProtocolVersion::LATEST] };
-            Ok(open(config, handler, discover).await?)
+            open(config, handler, oauth, discover).await
         }
-        outcome => Ok(outcome?),
+        outcome => outcome,
     }
 }
 
 /// Why a session did not open.
 #[derive(Debug, thiserror::Error)]
-enum Refused {
+pub enum ConnectError {
     /// The transport could not start.
     #[error(transparent)]
     Transport(#[from] anyhow::Error),
-    /// The lifecycle failed.
+    /// The lifecycle failed (the server may have asked for authorization: `auth_challenge`).
     #[error(transparent)]
     Init(#[from] ClientInitializeError),
 }
 
-async fn open(config: &McpServer, handler: Handler, lifecycle: ClientLifecycleMode) -> Result<Session, Refused> {
+async fn open(
+    config: &McpServer,
+    handler: Handler,
+    oauth: Option<&OAuth>,
+    lifecycle: ClientLifecycleMode,
+) -> Result<Session, ConnectError> {
     match config {
         McpServer::Stdio { command, args, env, .. } => {
             let mut cmd = tokio::process::Command::new(command);
@@ -62,8 +70,18 @@ async fn open(config: &McpServer, handler: Handler, lifecycle: ClientLifecycleMo
         }
         McpServer::Streamablehttp { url, headers, .. } => {
             let config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
-            let transport = StreamableHttpClientTransport::with_client(http_client(headers)?, config);
-            Ok(handler.serve_with_lifecycle(transport, lifecycle).await?)
+            let http = http_client(headers)?;
+            match oauth {
+                Some(oauth) => {
+                    let client = oauth.client(http).await.map_err(anyhow::Error::from)?;
+                    let transport = StreamableHttpClientTransport::with_client(client, config);
+                    Ok(handler.serve_with_lifecycle(transport, lifecycle).await?)
+                }
+                None => {
+                    let transport = StreamableHttpClientTransport::with_client(http, config);
+                    Ok(handler.serve_with_lifecycle(transport, lifecycle).await?)
+                }
+            }
         }
     }
 }
