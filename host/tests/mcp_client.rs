@@ -7,9 +7,9 @@
 mod support;
 
 use serde_json::{Value, json};
-use skillhost_tests::{Workspace, run_on_terminal};
 use skillhost_tests::api_client::Sse;
 use skillhost_tests::llm_server::{Answer, LlmServer};
+use skillhost_tests::{Workspace, run_on_terminal};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -166,7 +166,10 @@ async fn over_the_api_the_form_is_asked_in_the_stream_and_a_changed_list_is_offe
     let done = stream.until("run_completed").await;
     assert_eq!(done.last().unwrap().data["text"], "Done.");
     let result = tool_results(&llm, 1)[0]["content"].as_str().unwrap().to_owned();
-    assert_eq!(serde_json::from_str::<Value>(&result).unwrap(), json!({"action": "accept", "content": {"age": 30, "name": "Ada"}}));
+    assert_eq!(
+        serde_json::from_str::<Value>(&result).unwrap(),
+        json!({"action": "accept", "content": {"age": 30, "name": "Ada"}})
+    );
     assert!(!offered(&llm, 0).contains(&"ask__grown".to_owned()));
 
     // The server said its list changed: the next turn offers the new tool, same session.

@@ -3,12 +3,12 @@
 //! the answer and shows tool calls, and an [`Approver`] that asks inline.
 
 use crate::engine::{ApprovalOutcome, ApprovalRequest, Approver, Engine, EngineEvent, EventSink, TurnRequest};
-use crate::tools::{CONFIRMATION_CHALLENGE, Level};
 use crate::mcp::elicit::{Answer, Question};
+use crate::tools::{CONFIRMATION_CHALLENGE, Level};
 use std::io::{BufRead, IsTerminal, Write};
 use std::sync::Arc;
-use std::time::Duration;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 use tokio::sync::{Mutex, mpsc};
 
 /// Lines typed on stdin. One reader for the whole session, so the prompt and an approval
@@ -188,7 +188,8 @@ impl Approver for TerminalApprover {
 
     /// A question (an MCP server's elicitation) on the terminal; the answer is the next line.
     async fn ask(&self, question: Question, _timeout: Duration) -> Answer {
-        let choices = if question.choices.is_empty() { String::new() } else { format!(" [{}]", question.choices.join(" / ")) };
+        let choices =
+            if question.choices.is_empty() { String::new() } else { format!(" [{}]", question.choices.join(" / ")) };
         self.terminal.ask(&format!("{}{choices}", question.prompt));
         match self.input.line().await {
             Some(answer) => Answer::Answered(answer.trim().to_owned()),

@@ -103,7 +103,8 @@ impl Approver for Ask {
 /// Shows `question` on stderr and reads one line; `None` at the end of input.
 fn read_answer(question: &Question) -> std::io::Result<Option<String>> {
     let mut err = std::io::stderr();
-    let choices = if question.choices.is_empty() { String::new() } else { format!(" [{}]", question.choices.join(" / ")) };
+    let choices =
+        if question.choices.is_empty() { String::new() } else { format!(" [{}]", question.choices.join(" / ")) };
     write!(err, "{}{choices}\n> ", question.prompt)?;
     err.flush()?;
     let mut answer = String::new();

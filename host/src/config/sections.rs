@@ -563,7 +563,9 @@ impl McpServer {
     fn check(&self) -> Result<(), String> {
         match self {
             McpServer::Stdio { command, .. } if command.trim().is_empty() => Err("command is empty".into()),
-            McpServer::Streamablehttp { auth: Some(auth), .. } if auth.client_secret.is_some() && auth.client_id.is_none() => {
+            McpServer::Streamablehttp { auth: Some(auth), .. }
+                if auth.client_secret.is_some() && auth.client_id.is_none() =>
+            {
                 Err("auth.client_secret needs auth.client_id (a secret belongs to a registered client)".into())
             }
             McpServer::Sse { url, .. } | McpServer::Streamablehttp { url, .. } => {

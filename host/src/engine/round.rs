@@ -9,8 +9,8 @@ use super::deadline::Deadline;
 use super::events::{EngineEvent, EventSink};
 use super::gate::{Decision, Gate};
 use super::tool_budget::TurnBudget;
-use crate::mcp::elicit::{Answer, Question};
 use crate::llm::{Block, ToolDecl};
+use crate::mcp::elicit::{Answer, Question};
 use crate::sandbox::CallContext;
 use crate::tools::{
     CallScope, CoverageEntry, Level, Prepared, ToolCall, ToolInfo, ToolOutcome, ToolSource, Tools, unknown_tool,

@@ -69,9 +69,12 @@ pub async fn elicit(server: &str, params: ElicitRequestParams, person: &dyn Pers
     let fields = fields(&schema);
     let context = format!("MCP server `{server}` asks: {message}");
     if fields.is_empty() {
-        let question = Question { prompt: format!("{context}\nAccept?"), choices: vec!["accept".into(), DECLINE.into()] };
+        let question =
+            Question { prompt: format!("{context}\nAccept?"), choices: vec!["accept".into(), DECLINE.into()] };
         return match person.ask(question).await {
-            Answer::Answered(a) if a.trim().eq_ignore_ascii_case(DECLINE) => ElicitResult::new(ElicitationAction::Decline),
+            Answer::Answered(a) if a.trim().eq_ignore_ascii_case(DECLINE) => {
+                ElicitResult::new(ElicitationAction::Decline)
+            }
             Answer::Answered(_) => ElicitResult::new(ElicitationAction::Accept).with_content(Value::Object(Map::new())),
             other => unanswered(other),
         };
@@ -120,7 +123,8 @@ async fn ask_field(context: &str, field: &Field, person: &dyn Person) -> Result<
     let choices = choices(&field.schema);
     let mut problem = String::new();
     for _ in 0..ATTEMPTS {
-        let question = Question { prompt: format!("{context}\n{problem}{}", describe(field)), choices: choices.clone() };
+        let question =
+            Question { prompt: format!("{context}\n{problem}{}", describe(field)), choices: choices.clone() };
         let answer = match person.ask(question).await {
             Answer::Answered(answer) => answer,
             other => return Err(unanswered(other)),
@@ -195,7 +199,9 @@ fn parse(field: &Field, answer: &str) -> Result<Option<Value>, String> {
     }
     let allowed = choices(s);
     let value = match s.get("type").and_then(Value::as_str) {
-        Some("integer") => answer.parse::<i64>().map(Value::from).map_err(|_| format!("`{answer}` is not an integer"))?,
+        Some("integer") => {
+            answer.parse::<i64>().map(Value::from).map_err(|_| format!("`{answer}` is not an integer"))?
+        }
         Some("number") => answer
             .parse::<f64>()
             .ok()

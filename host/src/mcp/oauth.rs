@@ -105,7 +105,11 @@ impl OAuth {
     }
 
     /// The flow; the manager comes back whatever happens (it holds the stores and metadata).
-    async fn run(&self, manager: AuthorizationManager, challenge: &str) -> (AuthorizationManager, Result<(), OAuthError>) {
+    async fn run(
+        &self,
+        manager: AuthorizationManager,
+        challenge: &str,
+    ) -> (AuthorizationManager, Result<(), OAuthError>) {
         let redirect = match self.redirect_uri().await {
             Ok(uri) => uri,
             Err(e) => return (manager, Err(e)),
@@ -230,7 +234,10 @@ async fn redirected(listener: &TcpListener, redirect: &str) -> std::io::Result<S
         let found = target.starts_with(CALLBACK) && target[CALLBACK.len()..].starts_with('?');
         let (status, body) =
             if found { ("200 OK", "Authorized. You can close this window.") } else { ("404 Not Found", "Not found.") };
-        let response = format!("HTTP/1.1 {status}\r\ncontent-type: text/plain\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}", body.len());
+        let response = format!(
+            "HTTP/1.1 {status}\r\ncontent-type: text/plain\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            body.len()
+        );
         let _ = socket.write_all(response.as_bytes()).await;
         if found {
             let origin = redirect.strip_suffix(CALLBACK).unwrap_or(redirect);

@@ -73,7 +73,10 @@ async fn open(server: &Server, settings: &Settings, handler: Handler) -> anyhow:
     let oauth = oauth(server, settings).await?;
     let mut attempts = 0;
     let session = loop {
-        let connecting = tokio::time::timeout(CONNECT_TIMEOUT, transport::connect(&server.config, handler.clone(), oauth.as_deref()));
+        let connecting = tokio::time::timeout(
+            CONNECT_TIMEOUT,
+            transport::connect(&server.config, handler.clone(), oauth.as_deref()),
+        );
         let error = match connecting.await {
             Ok(Ok(session)) => break session,
             Ok(Err(transport::ConnectError::Init(e))) => e,
@@ -82,13 +85,17 @@ async fn open(server: &Server, settings: &Settings, handler: Handler) -> anyhow:
         };
         match (error.auth_challenge(), &oauth) {
             (Some(challenge), Some(oauth)) if attempts < AUTH_ATTEMPTS => oauth.authorize(challenge).await?,
-            (Some(_), None) => anyhow::bail!("the server asks for authorization: configure `mcp_servers.{}.auth`", server.name),
+            (Some(_), None) => {
+                anyhow::bail!("the server asks for authorization: configure `mcp_servers.{}.auth`", server.name)
+            }
             _ => return Err(error.into()),
         }
         attempts += 1;
     };
     let listing = authorized(oauth.as_deref(), || session.list_all_tools());
-    let tools = tokio::time::timeout(CONNECT_TIMEOUT, listing).await.map_err(|_| anyhow::anyhow!("tools/list took over {} s", CONNECT_TIMEOUT.as_secs()))??;
+    let tools = tokio::time::timeout(CONNECT_TIMEOUT, listing)
+        .await
+        .map_err(|_| anyhow::anyhow!("tools/list took over {} s", CONNECT_TIMEOUT.as_secs()))??;
     Ok((session, tools))
 }
 

@@ -27,8 +27,11 @@ pub type Session = RunningService<RoleClient, Handler>;
 /// `auth` gets its requests through `oauth`'s client (tokens added, refreshed).
 pub async fn connect(config: &McpServer, handler: Handler, oauth: Option<&OAuth>) -> Result<Session, ConnectError> {
     match open(config, handler.clone(), oauth, ClientLifecycleMode::Initialize).await {
-        Err(ConnectError::Init(ClientInitializeError::JsonRpcError(refusal))) => {
-            let message = refusal.message;
+        Err(ConnectError::Init(e)) if matches!(*e, ClientInitializeError::JsonRpcError(_)) => {
+            let message = match *e {
+                ClientInitializeError::JsonRpcError(refusal) => refusal.message,
+                _ => Default::default(),
+            };
             tracing::info!(server = %handler.server, "MCP server refused the handshake ({message}); trying server/discover");
             let discover = ClientLifecycleMode::Discover { preferred_versions: vec![ProtocolVersion::LATEST] };
             open(config, handler, oauth, discover).await
@@ -45,7 +48,13 @@ pub enum ConnectError {
     Transport(#[from] anyhow::Error),
     /// The lifecycle failed (the server may have asked for authorization: `auth_challenge`).
     #[error(transparent)]
-    Init(#[from] ClientInitializeError),
+    Init(Box<ClientInitializeError>),
+}
+
+impl From<ClientInitializeError> for ConnectError {
+    fn from(e: ClientInitializeError) -> Self {
+        ConnectError::Init(Box::new(e))
+    }
 }
 
 async fn open(

@@ -40,8 +40,8 @@ pub use script::ScriptTools;
 pub use skill::SkillTools;
 pub use target::ToolTarget;
 
-use crate::mcp::elicit::{Answer, Question};
 use crate::llm::ToolDecl;
+use crate::mcp::elicit::{Answer, Question};
 use crate::sandbox::CallContext;
 use serde_json::Value;
 use std::sync::Arc;
