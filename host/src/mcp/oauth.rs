@@ -273,3 +273,31 @@ impl CredentialStore for Stored {
         self.state.delete(NAMESPACE, &self.key).map_err(store_error)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn get(port: u16, path: &str) -> String {
+        let mut socket = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+        socket.write_all(format!("GET {path} HTTP/1.1\r\nhost: x\r\n\r\n").as_bytes()).await.unwrap();
+        let mut answer = String::new();
+        socket.read_to_string(&mut answer).await.unwrap();
+        answer
+    }
+
+    #[tokio::test]
+    async fn the_loopback_answers_until_the_redirect_with_its_code_arrives() {
+        let listener = TcpListener::bind(("127.0.0.1", 0)).await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let redirect = format!("http://127.0.0.1:{port}{CALLBACK}");
+        let browser = async {
+            assert!(get(port, "/favicon.ico").await.starts_with("HTTP/1.1 404"));
+            assert!(get(port, "/callbackx?code=1").await.starts_with("HTTP/1.1 404"));
+            get(port, "/callback?code=abc&state=s1").await
+        };
+        let (caught, shown) = tokio::join!(redirected(&listener, &redirect), browser);
+        assert_eq!(caught.unwrap(), format!("{redirect}?code=abc&state=s1"));
+        assert!(shown.starts_with("HTTP/1.1 200") && shown.ends_with("You can close this window."), "{shown}");
+    }
+}
