@@ -47,6 +47,15 @@ fn call_prints_the_result() {
     assert_eq!(code, 0, "{stdout}{stderr}");
     let out: serde_json::Value = serde_json::from_str(&stdout).unwrap();
     assert_eq!(out["healthy"], true);
+    // Without `sandbox.cache_dir` nor SKILLHOST_CACHE_DIR (which cargo sets for the tests),
+    // compiled components are cached beside the config.
+    let status = Command::new(env!("CARGO_BIN_EXE_skillhost"))
+        .current_dir(ws.path())
+        .args(["skill", "list"])
+        .env_remove("SKILLHOST_CACHE_DIR")
+        .output()
+        .unwrap();
+    assert!(status.status.success(), "{}", String::from_utf8_lossy(&status.stderr));
     assert!(ws.path().join(".skillhost/cache").read_dir().unwrap().next().is_some(), "compiled components are cached");
 }
 

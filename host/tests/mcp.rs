@@ -35,7 +35,8 @@ fn client(ws: &Workspace, elicit: &str, calls: Value) -> Value {
     client_in_mode(ws, "legacy", elicit, calls)
 }
 
-/// [`client`] in the SDK's connect `mode` (`legacy`, `auto`: discover first, or a revision).
+/// [`client`] in the SDK's connect `mode` (`legacy`, `auto`: discover first, a revision, or
+/// `default`: none given).
 fn client_in_mode(ws: &Workspace, mode: &str, elicit: &str, calls: Value) -> Value {
     let dir = mcp_dir();
     let config = ws.path().join("config.yaml");
@@ -158,8 +159,9 @@ fn two_mcp_clients_keep_separate_channels() {
     assert!(a.starts_with("mcp-") && b.starts_with("mcp-") && a != b, "{a} {b}");
 }
 
-/// The SDK's default connect mode discovers first: it gets the newest revision (2026-07-28,
-/// no handshake), where approvals travel as `input_required` results the client answers.
+/// The SDK as it comes (no mode given: it discovers first) gets the newest revision
+/// (2026-07-28, no handshake), where approvals travel as `input_required` results the client
+/// answers.
 #[test]
 fn a_client_asking_the_newest_revision_gets_it_with_approvals_and_refusals() {
     let ws = workspace();
@@ -168,7 +170,7 @@ fn a_client_asking_the_newest_revision_gets_it_with_approvals_and_refusals() {
         ["hooks_all__dyn_tool", {"level": "approve"}],
         ["probe__echo", {"x": 1}],
     ]);
-    let report = client_in_mode(&ws, "auto", "approve", calls.clone());
+    let report = client_in_mode(&ws, "default", "approve", calls.clone());
     assert_eq!(report["protocol_version"], "2026-07-28", "{report}");
     assert!(report["prompts"].as_array().unwrap().contains(&json!("hooks_all")), "{report}");
     assert!(!result(&report, 0).0, "{report}");
@@ -178,10 +180,10 @@ fn a_client_asking_the_newest_revision_gets_it_with_approvals_and_refusals() {
     assert_eq!(asked.len(), 2, "only the gated calls ask: {report}");
     assert!(asked[1].as_str().unwrap().contains("CONFIRM"), "{report}");
 
-    let denied = client_in_mode(&ws, "auto", "deny", calls.clone());
+    let denied = client_in_mode(&ws, "default", "deny", calls.clone());
     assert!(result(&denied, 1).0 && result(&denied, 1).1.contains("denied"), "{denied}");
     assert!(result(&denied, 2).0 && result(&denied, 2).1.contains("denied"), "{denied}");
-    let unaskable = client_in_mode(&ws, "auto", "none", calls);
+    let unaskable = client_in_mode(&ws, "default", "none", calls);
     assert!(result(&unaskable, 1).0 && result(&unaskable, 1).1.contains("elicitation"), "{unaskable}");
     assert!(unaskable["asked"].as_array().unwrap().is_empty(), "{unaskable}");
 }

@@ -10,7 +10,7 @@ each call's result and the elicitation messages it was asked.
 
 MCP_MODE (environment) is the SDK's connect mode: `legacy` (the default: the `initialize`
 handshake), `auto` (`server/discover` at the newest revision, falling back to the handshake),
-or a revision to adopt directly.
+a revision to adopt directly, or `default` (no mode given: the SDK's own default).
 """
 
 import asyncio
@@ -42,7 +42,9 @@ async def main() -> None:
         server = streamable_http_client(target, http_client=httpx2.AsyncClient(headers=headers, timeout=60))
     callback = None if elicit == "none" else on_elicit
     mode = os.environ.get("MCP_MODE", "legacy")
-    async with Client(server, mode=mode, elicitation_callback=callback) as client:
+    # `default`: whatever the SDK does when no mode is given.
+    modes = {} if mode == "default" else {"mode": mode}
+    async with Client(server, elicitation_callback=callback, **modes) as client:
         version = client.protocol_version
         tools = await client.list_tools()
         prompts = await client.list_prompts()

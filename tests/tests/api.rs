@@ -595,3 +595,46 @@ async fn a_client_leaving_a_wait_request_cancels_its_run() {
     eventually(async || std::fs::read_dir(&markers).map(|d| d.count() == 0).unwrap_or(true)).await;
     assert_eq!(h.llm.requests().len(), 1);
 }
+
+#[tokio::test]
+async fn calls_the_tool_budget_refused_count_as_unverified_coverage() {
+    // `obs` (the official Python SDK; its owner is `hooks_all`): `search_events` advertises
+    // coverage and declares it complete; `get_logs` neither advertises nor declares.
+    let mcp = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("mcp");
+    assert!(mcp.join("pylib/mcp").exists(), "install the MCP test servers as .ci/run does");
+    let servers = format!(
+        "mcp_servers:\n  obs:\n    transport: stdio\n    command: python3\n    args: ['{}']\n    env: {{PYTHONPATH: '{}'}}\n    tools: [list_things, get_logs, search_events]\n",
+        mcp.join("obs_server.py").display(),
+        mcp.join("pylib").display()
+    );
+    let budget =
+        "engine:\n  tool_budget:\n    enabled: true\n    tools: [search_events, get_logs]\n    max_per_turn: 2\n";
+    let first = Answer::text(&["Searching."])
+        .call("c1", "obs__search_events", json!({"case": "valid"}))
+        .call("c2", "obs__get_logs", json!({}))
+        .call("c3", "obs__get_logs", json!({"service": "refused"}));
+    let plain = Answer::text(&["Reading."])
+        .call("d1", "obs__get_logs", json!({}))
+        .call("d2", "obs__get_logs", json!({}))
+        .call("d3", "obs__get_logs", json!({}));
+    // `hooks_all` verifies: each turn ends with a fact check, answered `OK`.
+    let (done, ok) = (|| Answer::text(&["Done."]).into(), || Answer::text(&["OK"]).into());
+    let replies = vec![first.into(), done(), ok(), plain.into(), done(), ok()];
+    let skills = [("hooks_all", guests::HOOKS_ALL, "")];
+    let h = harness_with(&skills, replies, &format!("{servers}{budget}"), "", api_client::config()).await;
+
+    let (status, body) = ApiServer::call(h.server.post("/api/trigger?wait=true").json(&json!({"message": "go"}))).await;
+    assert_eq!(status, 200, "{body}");
+    let refused = tool_results(&h.llm, 1);
+    assert!(refused[2].2, "the third call is past the budget: {refused:?}");
+    assert_eq!(
+        body["coverage"],
+        json!({"status": "partial", "observations": [{"status": "complete", "result_state": "data"}]}),
+        "one verified complete observation plus a refused budgeted call: partial"
+    );
+
+    // No tool here advertises coverage: only the refused call is coverage-relevant.
+    let (status, body) = ApiServer::call(h.server.post("/api/trigger?wait=true").json(&json!({"message": "go"}))).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["coverage"], json!({"status": "unknown", "observations": []}), "{body}");
+}

@@ -768,7 +768,50 @@ async fn a_prerequisite_retry_passes_the_tool_budget_again() {
     let (engine, _tools) = setup(&ws, &llm.url(), &extra).await;
     run(&engine, &NonInteractive).await;
     let r = results(&llm, 1);
-    assert!(r[0].2 && r[0].1.contains("retried call was not run"), "{r:?}");
+    assert!(r[0].2 && r[0].1.contains("the budget for this tool in this request is spent"), "{r:?}");
+}
+
+/// Answers every approval with `outcome`, counting the questions.
+struct Answering(ApprovalOutcome, std::sync::atomic::AtomicUsize);
+
+#[async_trait::async_trait]
+impl Approver for Answering {
+    async fn decide(&self, _request: ApprovalRequest) -> ApprovalOutcome {
+        self.1.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.0.clone()
+    }
+}
+
+#[tokio::test]
+async fn a_prerequisite_retry_that_needs_a_person_is_asked() {
+    // The first call needs nobody; the policy's retry asks for `level: approve`.
+    let ws = workspace(&[("hooks_all", guests::HOOKS_ALL)]);
+    let call =
+        || Answer::text(&["Reading."]).call("a", "obs__get_logs", json!({"_decision": "prerequisite_then_approve"}));
+    // `hooks_all` verifies: each turn ends with a fact check, answered `OK`.
+    let turn = || [call().into(), Answer::text(&["Done."]).into(), Answer::text(&["OK"]).into()];
+    let llm = LlmServer::start(turn().into_iter().chain(turn()).collect()).await;
+    let (engine, _tools) = setup(&ws, &llm.url(), &servers(OBS_TOOLS)).await;
+
+    let approve = Answering(ApprovalOutcome::Approved, Default::default());
+    let (_, events) = run(&engine, &approve).await;
+    assert_eq!(approve.1.load(std::sync::atomic::Ordering::SeqCst), 1, "the retry was put to the person once");
+    let r = results(&llm, 1);
+    let ran = parse(&r[0].1);
+    assert!(!r[0].2, "approved, the retry ran: {ran}");
+    assert!(ran["_mithai_prerequisite_retry"].as_str().unwrap().contains("list_things"), "{ran}");
+    let asked = events.iter().filter(|e| matches!(e, EngineEvent::ApprovalRequested { .. })).count();
+    assert_eq!(asked, 1, "one approval_requested for the retry");
+
+    let deny = Answering(ApprovalOutcome::Denied(Some("not now".into())), Default::default());
+    run(&engine, &deny).await;
+    assert_eq!(deny.1.load(std::sync::atomic::Ordering::SeqCst), 1);
+    let r = results(&llm, 4);
+    let refused = parse(&r[0].1);
+    assert!(r[0].2, "{refused}");
+    assert_eq!(refused["kind"], "denied", "a denied retry is refused as any denied call: {refused}");
+    assert_eq!(refused["reason"], "not now");
+    assert!(refused.get("_mithai_prerequisite_retry").is_none(), "a refused retry did not run: {refused}");
 }
 
 #[tokio::test]

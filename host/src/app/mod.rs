@@ -18,6 +18,7 @@ use crate::sandbox::{LimitPolicy, McpBridge, Sandbox, SandboxOptions};
 use crate::skills::{LoadMode, LoadProblem, Loader, SkillSet};
 use crate::tools::{ScriptTools, SkillTools, ToolSource, Tools};
 use anyhow::{Context, bail};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 /// Which agents to build.
@@ -121,11 +122,20 @@ impl App {
     }
 }
 
+/// The environment variable naming the compile cache when `sandbox.cache_dir` is not set
+/// (else `./.skillhost/cache` beside the config). The repository's `.cargo/config.toml` sets
+/// it for `cargo test`, so every test binary shares one cache under `target/`.
+pub const CACHE_DIR_VAR: &str = "SKILLHOST_CACHE_DIR";
+
 /// The sandbox the config describes.
 pub fn sandbox(config: &LoadedConfig) -> anyhow::Result<Sandbox> {
     let c = &config.config;
     let policy = LimitPolicy::from_config(&c.sandbox.defaults, &c.sandbox.maximums);
-    let cache_dir = config.resolve(c.sandbox.cache_dir.as_deref().unwrap_or(".skillhost/cache".as_ref()));
+    let cache_dir = match (&c.sandbox.cache_dir, std::env::var_os(CACHE_DIR_VAR)) {
+        (Some(dir), _) => config.resolve(dir),
+        (None, Some(dir)) if !dir.is_empty() => PathBuf::from(dir),
+        (None, _) => config.resolve(".skillhost/cache".as_ref()),
+    };
     let options = SandboxOptions {
         max_memory_bytes: policy.maximums.memory_bytes,
         cache_dir: Some(cache_dir),

@@ -107,7 +107,7 @@ fn http(agent: &Agent) -> axum::Router {
     let settings = ApiConfig::from_ui(&agent.ui, true).named(&agent.display_name);
     let token = settings.auth_token.clone();
     let mcp = http_app(SkillServer::new(agent.engine.clone(), &agent.display_name), token.as_deref(), &agent.ui);
-    api::app(Api::new(agent.engine.clone(), settings)).merge(mcp)
+    api::app_with(Api::new(agent.engine.clone(), settings), mcp)
 }
 
 /// Without a token the server listens on 127.0.0.1 only: the trigger route is then open to

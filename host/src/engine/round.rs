@@ -122,7 +122,7 @@ impl Round<'_> {
         let answers = settled.into_iter().map(|(id, name, answer)| async move {
             let Settled { input, decision, verify, refused, prepared } = answer;
             let executed = refused.is_none() && decision.allows();
-            let outcome = match refused {
+            let mut outcome = match refused {
                 Some(outcome) => outcome,
                 None if !executed => {
                     self.gate.refusal(decision.approval.as_ref().unwrap_or(&ApprovalOutcome::Cancelled))
@@ -135,6 +135,11 @@ impl Round<'_> {
                     }
                 }
             };
+            // A coverage-capable tool's call that did not run (denied, unknown input) is
+            // unverified coverage, whichever source the tool comes from.
+            if !executed && outcome.coverage.is_none() && self.find(&name).is_some_and(|(_, i)| i.declares_coverage) {
+                outcome.coverage = Some(CoverageEntry::Unverified);
+            }
             let Decision { level, approval, promoted } = decision;
             ToolCallRecord {
                 tool_call_id: id,
@@ -165,8 +170,9 @@ impl Round<'_> {
         };
         let input = prepared.as_ref().map_or(input, |p| p.input.clone());
         if let Some(mut refusal) = self.tool_budget.admit(name, &input) {
-            // A budgeted call that did not run still counts toward coverage, as unverified.
-            refusal.coverage = info.declares_coverage.then_some(CoverageEntry::Unverified);
+            // A budgeted call that did not run still counts toward coverage, as unverified
+            // (the spec: truncated calls are coverage-relevant when the tool is budgeted).
+            refusal.coverage = Some(CoverageEntry::Unverified);
             return Settled::unasked(input, info.verify, Some(refusal));
         }
         if let Err(outcome) = source.check(name, &input) {
@@ -190,7 +196,10 @@ impl Round<'_> {
         if info.answered_by_person {
             return self.deadline.paused(source.execute(call, self)).await;
         }
-        let target = source.target(call).await;
+        // The hooks deciding the target and emptiness are bounded by the turn deadline too,
+        // falling back as the spec says (no target; the generic emptiness check).
+        let deadline = tokio::time::Instant::from(self.deadline.deadline());
+        let target = tokio::time::timeout_at(deadline, source.target(call)).await.ok().flatten();
         self.events.emit(EngineEvent::ToolStarted {
             tool_call_id: id.into(),
             tool_name: name.into(),
@@ -198,11 +207,11 @@ impl Round<'_> {
             target,
         });
         let run = source.execute(call, self);
-        let outcome = tokio::time::timeout_at(self.deadline.deadline().into(), run)
-            .await
-            .unwrap_or_else(|_| deadline_error(started));
+        let outcome = tokio::time::timeout_at(deadline, run).await.unwrap_or_else(|_| deadline_error(started));
         let (duration, is_error) = (outcome.duration, outcome.is_error);
-        let is_empty = source.is_empty(call, &outcome).await;
+        let generic =
+            !is_error && outcome.is_empty.unwrap_or_else(|| crate::tools::generically_empty(&outcome.content));
+        let is_empty = tokio::time::timeout_at(deadline, source.is_empty(call, &outcome)).await.unwrap_or(generic);
         // Only calls allowed to run get here (auto, promoted or approved by a person): the
         // approval-v1 stream reports those as `approved: true`, whatever the outcome.
         let approved = true;
@@ -222,13 +231,12 @@ impl Round<'_> {
 impl CallScope for Round<'_> {
     /// A retried call (the MCP prerequisite retry) passes the tool budget and the approval
     /// again: a level that the original call's decision does not cover is asked anew.
-    async fn admit_again(&self, original: ToolCall<'_>, input: &Value) -> Result<(), String> {
-        if self.tool_budget.admit(original.name, input).is_some() {
-            return Err("the retried call was not run: the budget for this tool in this request is spent".into());
+    async fn admit_again(&self, original: ToolCall<'_>, input: &Value) -> Result<(), ToolOutcome> {
+        let Some((source, info)) = self.find(original.name) else { return Err(unknown_tool(original.name)) };
+        if let Some(mut refusal) = self.tool_budget.admit(original.name, input) {
+            refusal.coverage = Some(CoverageEntry::Unverified);
+            return Err(refusal);
         }
-        let Some((source, info)) = self.find(original.name) else {
-            return Err(format!("`{}` is no longer available", original.name));
-        };
         let retry = ToolCall { input, ..original };
         let (before, after) =
             (self.gate.level(source, &info, original).await, self.gate.level(source, &info, retry).await);
@@ -237,11 +245,8 @@ impl CallScope for Round<'_> {
         }
         let decision = self.gate.decide(source, &info, retry, after, self.events, self.approver, &self.deadline).await;
         match decision.approval {
-            Some(ApprovalOutcome::Approved) => Ok(()),
-            Some(outcome) => {
-                Err(format!("the retried call needs a person's approval and was not approved ({})", outcome.as_str()))
-            }
-            None => Ok(()),
+            Some(ApprovalOutcome::Approved) | None => Ok(()),
+            Some(outcome) => Err(self.gate.refusal(&outcome)),
         }
     }
 

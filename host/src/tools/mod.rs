@@ -104,8 +104,10 @@ impl Prepared {
 pub trait CallScope: Send + Sync {
     /// Admits a further call of `name` with `input` made on behalf of `original` (same id):
     /// the tool budget and, when its level now needs a person that the original call did
-    /// not already settle, the approval. `Err` is the refusal's reason.
-    async fn admit_again(&self, original: ToolCall<'_>, input: &Value) -> Result<(), String>;
+    /// not already settle, the approval. `Err` is the refusal as the model is told it, with
+    /// the kind a first call would have been refused with (`denied`, `approval_timeout`,
+    /// the budget's).
+    async fn admit_again(&self, original: ToolCall<'_>, input: &Value) -> Result<(), ToolOutcome>;
 
     /// How long a person has to answer (`human.timeout_seconds`).
     fn person_timeout(&self) -> Duration;
@@ -123,7 +125,7 @@ pub struct NoScope;
 
 #[async_trait::async_trait]
 impl CallScope for NoScope {
-    async fn admit_again(&self, _original: ToolCall<'_>, _input: &Value) -> Result<(), String> {
+    async fn admit_again(&self, _original: ToolCall<'_>, _input: &Value) -> Result<(), ToolOutcome> {
         Ok(())
     }
 

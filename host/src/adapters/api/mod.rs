@@ -130,6 +130,12 @@ impl Api {
 
 /// The router: `/api/*` behind bearer auth, the probes open.
 pub fn app(api: Arc<Api>) -> Router {
+    app_with(api, Router::new())
+}
+
+/// [`app`] with `extra` routes (the agent's `/mcp`) merged in, so that their answers too
+/// carry the [`AGENT_HEADER`].
+pub fn app_with(api: Arc<Api>, extra: Router) -> Router {
     let protected = Router::new()
         .route("/api/trigger", post(trigger::trigger))
         .route("/api/approvals/{id}/decision", post(decisions::decide_approval))
@@ -146,8 +152,9 @@ pub fn app(api: Arc<Api>) -> Router {
             ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "method not allowed on this route")
         })
         .layer(DefaultBodyLimit::max(api.config.body_limit))
-        .layer(middleware::map_response_with_state(api.clone(), agent_header))
-        .with_state(api)
+        .with_state(api.clone())
+        .merge(extra)
+        .layer(middleware::map_response_with_state(api, agent_header))
 }
 
 /// Names the agent (`bot.name`, or the agent's `name`) on every response.

@@ -131,7 +131,9 @@ pub fn tool_results(skills: &SkillSet, calls: &[ToolCallRecord]) -> Vec<Value> {
 }
 
 /// The turn's coverage: each call's declaration, and calls of coverage-capable tools
-/// without a valid one (including those that never ran) as unverified.
+/// without a valid one (including those that never ran) as unverified. Calls that did not
+/// run carry the engine's own mark: unverified when the tool is budgeted (a call the budget
+/// refused) or coverage-capable (a skill's `declares_coverage`, an MCP tool's `_meta`).
 pub fn coverage(skills: &SkillSet, calls: &[ToolCallRecord]) -> CoverageSummary {
     let entries: Vec<CoverageEntry> = calls
         .iter()
@@ -139,8 +141,9 @@ pub fn coverage(skills: &SkillSet, calls: &[ToolCallRecord]) -> CoverageSummary 
             let declared = skills.find_tool(&c.tool_name).is_some_and(|(_, tool)| tool.declares_coverage);
             match c.outcome.coverage {
                 Some(entry) if c.executed => Some(entry),
-                _ if declared => Some(CoverageEntry::Unverified),
-                _ => None,
+                Some(_) => Some(CoverageEntry::Unverified),
+                None if declared => Some(CoverageEntry::Unverified),
+                None => None,
             }
         })
         .collect();

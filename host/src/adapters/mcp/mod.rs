@@ -17,9 +17,11 @@
 //! per-request metadata instead, and hears of list changes through `subscriptions/listen`.
 
 mod elicit;
+mod http;
 mod stdio;
 
-use crate::adapters::auth::{self, Token};
+pub use http::http_app;
+
 use crate::engine::gate::new_id;
 use crate::engine::tool_budget::TurnBudget;
 use crate::engine::{ApprovalOutcome, ApprovalRequest, Approver, Engine, NoEvents};
@@ -289,41 +291,4 @@ impl ServerHandler for SkillServer {
 /// Serves `server` on stdin/stdout until stdin ends; no input line ends it ([`stdio`]).
 pub async fn stdio(server: SkillServer) -> anyhow::Result<()> {
     stdio::serve(server).await
-}
-
-/// The streamable HTTP endpoint at `/mcp`, behind the API's bearer token when one is set
-/// (`ui.auth_token` / `SKILLHOST_UI_TOKEN`): merge it into the API's router. `Host` and
-/// `Origin` are checked against the loopback names and `ui.allowed_hosts` /
-/// `ui.allowed_origins`, so that a web page cannot reach it through DNS rebinding.
-pub fn http_app(server: SkillServer, token: Option<&str>, ui: &crate::config::Ui) -> axum::Router {
-    use rmcp::transport::StreamableHttpService;
-    use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
-    let service = StreamableHttpService::new(
-        move || Ok(server.session()),
-        Arc::new(LocalSessionManager::default()),
-        http_config(ui),
-    );
-    let token = token.and_then(Token::new);
-    axum::Router::new().nest_service("/mcp", service).layer(axum::middleware::from_fn_with_state(token, auth::require))
-}
-
-/// The names every local client uses.
-const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
-
-fn http_config(ui: &crate::config::Ui) -> rmcp::transport::StreamableHttpServerConfig {
-    let any = |list: &[String]| list.iter().any(|h| h == "*");
-    let mut config = rmcp::transport::StreamableHttpServerConfig::default();
-    config = if any(&ui.allowed_hosts) {
-        config.disable_allowed_hosts()
-    } else {
-        config.with_allowed_hosts(LOOPBACK_HOSTS.iter().map(|h| h.to_string()).chain(ui.allowed_hosts.iter().cloned()))
-    };
-    if any(&ui.allowed_origins) {
-        config.disable_allowed_origins()
-    } else {
-        let loopback = ["http", "https"]
-            .into_iter()
-            .flat_map(|scheme| ["localhost", "127.0.0.1", "[::1]"].map(|h| format!("{scheme}://{h}:*")));
-        config.with_allowed_origins(loopback.chain(ui.allowed_origins.iter().cloned())).enforce_origin_validation()
-    }
 }

@@ -45,7 +45,7 @@ const KNOWN_METHODS: &[&str] = &[
 
 /// What the front does with one line of input.
 #[derive(Debug, PartialEq)]
-enum Line {
+pub(super) enum Line {
     /// A message rmcp decodes: to the session.
     Forward(ClientMessage),
     /// Answer this (an error response) without bothering the session.
@@ -58,10 +58,10 @@ enum Line {
 
 /// A decodable message and the facts the front needs about it.
 #[derive(Debug, PartialEq)]
-struct ClientMessage {
+pub(super) struct ClientMessage {
     text: String,
     /// The request id (as JSON text), for requests.
-    id: Option<String>,
+    pub(super) id: Option<String>,
     /// Whether it is a request (not a notification or a response).
     is_request: bool,
     /// The method, for requests and notifications.
@@ -74,8 +74,8 @@ fn error(id: Value, code: i64, message: impl Into<String>) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message.into()}})
 }
 
-/// Classifies one line of input.
-fn classify(line: &[u8]) -> Line {
+/// Classifies one line of input (also a `/mcp` POST body: [`super::http`]).
+pub(super) fn classify(line: &[u8]) -> Line {
     let line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line);
     if line.iter().all(u8::is_ascii_whitespace) {
         return Line::Ignore;

@@ -304,10 +304,10 @@ impl McpTools {
                     tracing::info!(tool = %call.name, "prerequisite `{tool}` failed: {why}");
                     return refused(&correction, "mcp_prerequisite_failed", context, started);
                 }
-                let outcome = self.retry(&mcp, call, retry, scope, started).await;
-                if outcome.error_kind.as_deref() == Some("mcp_retry_refused") {
-                    return outcome;
-                }
+                let outcome = match self.retry(&mcp, call, retry, scope, started).await {
+                    Ok(outcome) => outcome,
+                    Err(refusal) => return refusal,
+                };
                 let note = Some(json!(format!("retried once after the prerequisite `{tool}` succeeded")));
                 with_field(with_field(outcome, RETRY_NOTE, note), CONTEXT_FIELD, context)
             }

@@ -117,8 +117,9 @@ impl McpTools {
     }
 
     /// Runs a call whose prerequisite succeeded: the retry passes the temporal guardrails,
-    /// the owner's policy, the approval and the tool budget again (through `scope`); a
-    /// refusal returns its new correction, and no second prerequisite runs.
+    /// the owner's policy, the approval and the tool budget again (through `scope`). `Err`
+    /// is a refusal (the new correction, or the budget's or the person's answer), and no
+    /// second prerequisite runs.
     pub(super) async fn retry(
         &self,
         call: &McpCall,
@@ -126,8 +127,8 @@ impl McpTools {
         retry: Map<String, Value>,
         scope: &dyn CallScope,
         started: Instant,
-    ) -> ToolOutcome {
-        let refuse = |why: &str| refused(why, "mcp_retry_refused", None, started);
+    ) -> Result<ToolOutcome, ToolOutcome> {
+        let refuse = |why: &str| Err(refused(why, "mcp_retry_refused", None, started));
         let (retry, first_note) = match self.guard(original.name, call, retry) {
             Ok(guarded) => guarded,
             Err(why) => return refuse(&why),
@@ -135,7 +136,7 @@ impl McpTools {
         let retry = match self.preflight(call, &retry, original.ctx).await {
             Decision::Proceed { arguments, .. } => arguments,
             Decision::Deny { correction, context } | Decision::Prerequisite { correction, context, .. } => {
-                return refused(&correction, "mcp_retry_refused", context, started);
+                return Err(refused(&correction, "mcp_retry_refused", context, started));
             }
         };
         // The policy may have corrected the arguments again.
@@ -143,9 +144,7 @@ impl McpTools {
             Ok((retry, note)) => (retry, note.or(first_note)),
             Err(why) => return refuse(&why),
         };
-        if let Err(why) = scope.admit_again(original, &Value::Object(retry.clone())).await {
-            return refuse(&why);
-        }
-        with_field(self.dispatch(call, retry, original.ctx).await, NOTE_FIELD, note)
+        scope.admit_again(original, &Value::Object(retry.clone())).await?;
+        Ok(with_field(self.dispatch(call, retry, original.ctx).await, NOTE_FIELD, note))
     }
 }

