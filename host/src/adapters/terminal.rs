@@ -3,10 +3,12 @@
 //! the answer and shows tool calls, and an [`Approver`] that asks inline.
 
 use crate::engine::{ApprovalOutcome, ApprovalRequest, Approver, Engine, EngineEvent, EventSink, TurnRequest};
+use crate::mcp::elicit::{Answer, Question};
 use crate::tools::{CONFIRMATION_CHALLENGE, Level};
 use std::io::{BufRead, IsTerminal, Write};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 use tokio::sync::{Mutex, mpsc};
 
 /// Lines typed on stdin. One reader for the whole session, so the prompt and an approval
@@ -181,6 +183,20 @@ impl Approver for TerminalApprover {
         } else {
             self.terminal.note(&format!("✗ {tool}: denied"));
             ApprovalOutcome::Denied(None)
+        }
+    }
+
+    /// A question (an MCP server's elicitation) on the terminal; the answer is the next line.
+    async fn ask(&self, question: Question, _timeout: Duration) -> Answer {
+        let choices =
+            if question.choices.is_empty() { String::new() } else { format!(" [{}]", question.choices.join(" / ")) };
+        self.terminal.ask(&format!("{}{choices}", question.prompt));
+        match self.input.line().await {
+            Some(answer) => Answer::Answered(answer.trim().to_owned()),
+            None => {
+                self.terminal.note("(end of input: cancelled)");
+                Answer::Cancelled
+            }
         }
     }
 }

@@ -44,6 +44,16 @@ pub struct Options {
     pub agents: Agents,
 }
 
+impl Options {
+    /// Whether a person can be asked in this process, so MCP servers may elicit: every build
+    /// that runs turns (the terminal, the API's interactive runs), and `call` on a terminal;
+    /// not `skillhost mcp`, which serves with no LLM and nobody to ask.
+    pub fn asks_people(&self) -> bool {
+        use std::io::IsTerminal;
+        self.llm || (self.mode == LoadMode::Inspect && std::io::stdin().is_terminal())
+    }
+}
+
 /// One agent, ready to serve.
 pub struct Agent {
     /// Its `agents` key; `None` for the single top-level agent.
@@ -96,6 +106,9 @@ impl App {
     pub async fn build(config: LoadedConfig, options: Options) -> anyhow::Result<App> {
         let sandbox = Arc::new(sandbox(&config)?);
         let mcp = McpManager::new(&config.config.mcp_servers);
+        mcp.set_people(options.asks_people());
+        let c = &config.config;
+        mcp.set_state(crate::store::StateStore::new(config.resolve(&c.state.filesystem.path)));
         let mut agents = Vec::new();
         for (name, agent_config) in agent_configs(&config, &options.agents)? {
             agents.push(build_agent(&sandbox, &mcp, name, agent_config, &options).await?);

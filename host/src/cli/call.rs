@@ -4,12 +4,14 @@
 use clap::Args;
 use skillhost::app::{self, Agents, App, Options};
 use skillhost::engine::{ApprovalOutcome, ApprovalRequest, Approver, AutoApprove, NoEvents};
+use skillhost::mcp::elicit::{Answer, Question};
 use skillhost::sandbox::CallContext;
 use skillhost::skills::LoadMode;
 use skillhost::tools::{CONFIRMATION_CHALLENGE, Level};
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::Path;
 use std::process::ExitCode;
+use std::time::Duration;
 
 #[derive(Debug, Args)]
 pub struct CallArgs {
@@ -85,6 +87,31 @@ impl Approver for Ask {
             _ => ApprovalOutcome::Cancelled,
         }
     }
+
+    /// A question (an MCP server's elicitation) on the terminal; none without one.
+    async fn ask(&self, question: Question, _timeout: Duration) -> Answer {
+        if !std::io::stdin().is_terminal() {
+            return Answer::Unavailable(NO_TERMINAL.into());
+        }
+        match tokio::task::spawn_blocking(move || read_answer(&question)).await {
+            Ok(Ok(Some(answer))) => Answer::Answered(answer),
+            _ => Answer::Cancelled,
+        }
+    }
+}
+
+/// Shows `question` on stderr and reads one line; `None` at the end of input.
+fn read_answer(question: &Question) -> std::io::Result<Option<String>> {
+    let mut err = std::io::stderr();
+    let choices =
+        if question.choices.is_empty() { String::new() } else { format!(" [{}]", question.choices.join(" / ")) };
+    write!(err, "{}{choices}\n> ", question.prompt)?;
+    err.flush()?;
+    let mut answer = String::new();
+    if std::io::stdin().lock().read_line(&mut answer)? == 0 {
+        return Ok(None);
+    }
+    Ok(Some(answer.trim().to_owned()))
 }
 
 fn ask(tool: &str, input: &serde_json::Value, level: Level) -> std::io::Result<bool> {

@@ -2,6 +2,7 @@
 
 mod call;
 mod chat;
+mod conformance;
 mod mcp;
 mod skill;
 
@@ -40,6 +41,9 @@ enum Command {
     Run(chat::RunArgs),
     /// Serve every skill tool as an MCP tool on stdin/stdout (no LLM needed).
     Mcp(mcp::McpArgs),
+    /// The MCP client as the official conformance suite's client scenarios drive it.
+    #[command(hide = true)]
+    ConformanceClient(conformance::ConformanceArgs),
 }
 
 /// Sets up logging to stderr: warnings by default, debug with `--verbose`.
@@ -59,6 +63,7 @@ pub async fn run(args: Args) -> ExitCode {
         Command::Chat(chat) => chat::run(chat, args.config.as_deref()).await,
         Command::Run(run) => chat::run_adapter(run, args.config.as_deref()).await,
         Command::Mcp(mcp) => mcp::run(mcp, args.config.as_deref()).await,
+        Command::ConformanceClient(c) => conformance::run(c).await,
     };
     match result {
         Ok(code) => code,

@@ -528,13 +528,46 @@ pub enum McpServer {
         /// Which tools to offer.
         #[serde(default)]
         tools: ToolFilter,
+        /// OAuth 2.1 per the MCP authorization spec, when the server asks for it.
+        #[serde(default)]
+        auth: Option<McpAuth>,
     },
+}
+
+/// `mcp_servers.<name>.auth`: how skillhost authorizes with a remote server (OAuth 2.1, the
+/// MCP authorization spec). Without `client_id`, the client registers itself (dynamic client
+/// registration, or a client ID metadata document when `client_metadata_url` is set and the
+/// authorization server supports it).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpAuth {
+    /// A client id registered with the authorization server beforehand.
+    pub client_id: Option<String>,
+    /// Its secret (a confidential client); sent as the server's metadata prefers
+    /// (`client_secret_basic`, else `client_secret_post`).
+    pub client_secret: Option<String>,
+    /// The scopes to ask for; by default the server's challenge, else its protected-resource
+    /// metadata's `scopes_supported`, else none.
+    #[serde(default)]
+    pub scopes: Vec<String>,
+    /// The loopback port the authorization redirect comes back to (`http://127.0.0.1:PORT/callback`);
+    /// by default any free port (fine for dynamic registration; a pre-registered client's
+    /// redirect URI usually names a fixed one).
+    pub redirect_port: Option<u16>,
+    /// An HTTPS URL of the client's metadata document (SEP-991), used as its client id where
+    /// the authorization server supports it.
+    pub client_metadata_url: Option<String>,
 }
 
 impl McpServer {
     fn check(&self) -> Result<(), String> {
         match self {
             McpServer::Stdio { command, .. } if command.trim().is_empty() => Err("command is empty".into()),
+            McpServer::Streamablehttp { auth: Some(auth), .. }
+                if auth.client_secret.is_some() && auth.client_id.is_none() =>
+            {
+                Err("auth.client_secret needs auth.client_id (a secret belongs to a registered client)".into())
+            }
             McpServer::Sse { url, .. } | McpServer::Streamablehttp { url, .. } => {
                 url::Url::parse(url).map(|_| ()).map_err(|e| format!("url `{url}` is not a valid URL: {e}"))
             }

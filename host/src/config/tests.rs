@@ -20,6 +20,19 @@ fn example_config_parses() {
     assert_eq!(config.skills.loading, Loading::OnDemand);
     assert_eq!(config.skills.loading_overrides["git_discipline"], Loading::Always);
     assert!(config.engine.temporal_guardrails.is_on(), "the example shows the guardrails");
+    let McpServer::Streamablehttp { auth: Some(auth), .. } = &config.mcp_servers["notes"] else { panic!("notes") };
+    assert_eq!((auth.client_id.as_deref(), auth.redirect_port), (Some("skillhost-notes"), Some(8765)));
+}
+
+#[test]
+fn mcp_auth_keys_are_checked() {
+    let server = "mcp_servers:\n  a:\n    transport: streamablehttp\n    url: http://127.0.0.1:1/mcp\n    auth:\n";
+    let (config, _) = parse(&format!("{server}      scopes: [x]\n"), env(&[])).unwrap();
+    assert!(matches!(&config.mcp_servers["a"], McpServer::Streamablehttp { auth: Some(a), .. } if a.scopes == ["x"]));
+    let err = parse(&format!("{server}      client_secret: s\n"), env(&[])).unwrap_err();
+    assert!(err.contains("auth.client_secret needs auth.client_id"), "{err}");
+    let err = parse(&format!("{server}      token: t\n"), env(&[])).unwrap_err();
+    assert!(err.contains("token"), "{err}");
 }
 
 #[test]

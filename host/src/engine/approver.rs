@@ -3,9 +3,10 @@
 //! [`NonInteractive`] and [`AutoApprove`] cover runs with nobody to ask. The policy that
 //! decides *when* to ask is the [`super::gate`].
 
+use crate::mcp::elicit::{Answer, Question};
 use crate::tools::{Level, ToolSource};
 use serde_json::Value;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 /// A gated call waiting for a decision.
 #[derive(Debug, Clone, PartialEq)]
@@ -63,6 +64,13 @@ pub trait Approver: Send + Sync {
     /// routed before every other source; none by default. Asked once per LLM request.
     fn tools(&self) -> Option<&dyn ToolSource> {
         None
+    }
+
+    /// Asks the person a question during a call (an MCP server's elicitation), waiting at
+    /// most `timeout`; nobody can be asked by default.
+    async fn ask(&self, question: Question, timeout: Duration) -> Answer {
+        let _ = (question, timeout);
+        Answer::Unavailable("this adapter cannot ask questions".into())
     }
 }
 

@@ -10,6 +10,7 @@ use super::events::{EngineEvent, EventSink};
 use super::gate::{Decision, Gate};
 use super::tool_budget::TurnBudget;
 use crate::llm::{Block, ToolDecl};
+use crate::mcp::elicit::{Answer, Question};
 use crate::sandbox::CallContext;
 use crate::tools::{
     CallScope, CoverageEntry, Level, Prepared, ToolCall, ToolInfo, ToolOutcome, ToolSource, Tools, unknown_tool,
@@ -251,6 +252,14 @@ impl CallScope for Round<'_> {
 
     fn person_timeout(&self) -> Duration {
         self.gate.timeout()
+    }
+
+    /// The adapter's person, bounded by `human.timeout_seconds`; the wait is not charged to
+    /// the turn's time budget.
+    async fn ask(&self, question: Question) -> Answer {
+        let timeout = self.gate.timeout();
+        let asked = tokio::time::timeout(timeout, self.approver.ask(question, timeout));
+        self.deadline.paused(asked).await.unwrap_or(Answer::TimedOut)
     }
 }
 

@@ -2,10 +2,14 @@
 //! skill (or agent) needs. A server that fails to start or dies is logged, marked down (its
 //! tools leave the offered list) and reconnected with exponential backoff; the host goes on.
 
-use super::transport::{self, Session};
+use super::elicit::Person;
+use super::handler::Askers;
+use super::oauth::{Browser, OAuth};
+use super::supervise::{Settings, authorized, supervise};
 use crate::config::{McpServer, ToolFilter};
 use crate::sandbox::capabilities::{McpBridge, McpCallError, McpFuture};
 use crate::skills::SkillSet;
+use crate::store::StateStore;
 use rmcp::model::{CallToolRequestParams, CallToolResult, JsonObject, Tool};
 use rmcp::service::{Peer, RoleClient};
 use serde_json::Value;
@@ -34,24 +38,28 @@ pub enum Status {
     Down(String),
 }
 
-struct State {
-    status: Status,
-    peer: Option<Peer<RoleClient>>,
-    tools: Arc<Vec<Tool>>,
+pub(super) struct State {
+    pub(super) status: Status,
+    pub(super) peer: Option<Peer<RoleClient>>,
+    pub(super) tools: Arc<Vec<Tool>>,
     /// Connection attempts finished (successful or not), for waiting on the first one.
-    attempts: u64,
+    pub(super) attempts: u64,
 }
 
 /// One configured server and its connection.
-struct Server {
-    name: String,
-    config: McpServer,
+pub(super) struct Server {
+    pub(super) name: String,
+    pub(super) config: McpServer,
     state: RwLock<State>,
     changed: watch::Sender<u64>,
+    /// Its calls in flight that can ask a person (for its elicitations).
+    pub(super) askers: Arc<Askers>,
+    /// Its OAuth authorization, once supervision made it (servers with `auth`).
+    pub(super) oauth: RwLock<Option<Arc<OAuth>>>,
 }
 
 impl Server {
-    fn update(&self, f: impl FnOnce(&mut State)) {
+    pub(super) fn update(&self, f: impl FnOnce(&mut State)) {
         let mut state = self.state.write().unwrap_or_else(|p| p.into_inner());
         f(&mut state);
         let attempts = state.attempts;
@@ -59,7 +67,7 @@ impl Server {
         self.changed.send_replace(attempts);
     }
 
-    fn read<T>(&self, f: impl FnOnce(&State) -> T) -> T {
+    pub(super) fn read<T>(&self, f: impl FnOnce(&State) -> T) -> T {
         f(&self.state.read().unwrap_or_else(|p| p.into_inner()))
     }
 
@@ -79,6 +87,8 @@ pub struct McpManager {
     /// reaches only those.
     declared: RwLock<BTreeMap<String, BTreeSet<String>>>,
     tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    /// What servers started from now on are told and use.
+    settings: Mutex<Settings>,
 }
 
 impl Drop for McpManager {
@@ -99,10 +109,34 @@ impl McpManager {
                 config: config.clone(),
                 state: RwLock::new(state),
                 changed: watch::channel(0).0,
+                askers: Arc::default(),
+                oauth: RwLock::default(),
             };
             (name.clone(), Arc::new(server))
         });
-        Arc::new(McpManager { servers: servers.collect(), declared: RwLock::default(), tasks: Mutex::default() })
+        let (declared, tasks, settings) = (RwLock::default(), Mutex::default(), Mutex::default());
+        Arc::new(McpManager { servers: servers.collect(), declared, tasks, settings })
+    }
+
+    fn settings(&self) -> std::sync::MutexGuard<'_, Settings> {
+        self.settings.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether a person can be asked in this process (a terminal, the API's interactive
+    /// runs): servers started from now on are told the client can elicit. Off by default,
+    /// as where nobody can be asked (`skillhost mcp`) every elicitation is declined.
+    pub fn set_people(&self, people: bool) {
+        self.settings().people = people;
+    }
+
+    /// Where servers' OAuth tokens are kept (in memory only, for this process, without it).
+    pub fn set_state(&self, state: StateStore) {
+        self.settings().state = Some(state);
+    }
+
+    /// How an authorization URL reaches a person ([`Browser::Person`] by default).
+    pub fn set_browser(&self, browser: Browser) {
+        self.settings().browser = browser;
     }
 
     /// Whether any server is configured.
@@ -130,7 +164,7 @@ impl McpManager {
                 continue;
             }
             server.update(|s| s.status = Status::Starting);
-            let task = tokio::spawn(supervise(server.clone()));
+            let task = tokio::spawn(supervise(server.clone(), self.settings().clone()));
             self.tasks.lock().unwrap_or_else(|p| p.into_inner()).push(task);
         }
     }
@@ -196,7 +230,18 @@ impl McpManager {
             _ => Err(format!("MCP server `{server}` is not available; it is starting")),
         })?;
         let request = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
-        peer.call_tool(request).await.map_err(|e| format!("MCP server `{server}`: {e}"))
+        let oauth = s.oauth.read().unwrap_or_else(|p| p.into_inner()).clone();
+        let called = authorized(oauth.as_deref(), || peer.call_tool(request.clone())).await;
+        called.map_err(|e| format!("MCP server `{server}`: {e:#}"))
+    }
+
+    /// Runs `work` (calls to `server`) with `person` answering the server's elicitations
+    /// meanwhile; outside it they are declined.
+    pub async fn asking<T>(&self, server: &str, person: &dyn Person, work: impl Future<Output = T>) -> T {
+        match self.servers.get(server) {
+            Some(s) => s.askers.asking(server, person, work).await,
+            None => work.await,
+        }
     }
 }
 
@@ -210,49 +255,6 @@ fn allows(filter: &ToolFilter, tool: &str) -> bool {
         ToolFilter::All => true,
         ToolFilter::Only(names) => names.iter().any(|n| n == tool),
     }
-}
-
-/// Connects, lists tools, waits for the connection to end; again, with backoff, forever
-/// (the task is aborted when the manager goes).
-async fn supervise(server: Arc<Server>) {
-    let mut delay = BACKOFF_START;
-    loop {
-        match tokio::time::timeout(CONNECT_TIMEOUT, open(&server.config)).await {
-            Ok(Ok((session, tools))) => {
-                tracing::info!(server = %server.name, tools = tools.len(), "MCP server ready");
-                let peer = session.peer().clone();
-                server.update(|s| {
-                    (s.status, s.peer, s.tools) = (Status::Ready, Some(peer), Arc::new(tools));
-                    s.attempts += 1;
-                });
-                let reason = session.waiting().await;
-                let why = format!("the connection ended ({reason:?})");
-                tracing::warn!(server = %server.name, "MCP server stopped: {why}; restarting in {delay:?}");
-                server.update(|s| (s.status, s.peer, s.tools) = (Status::Down(why), None, Arc::default()));
-                delay = BACKOFF_START;
-            }
-            outcome => {
-                let why = match outcome {
-                    Ok(Err(e)) => format!("{e:#}"),
-                    _ => format!("no answer within {} s", CONNECT_TIMEOUT.as_secs()),
-                };
-                tracing::warn!(server = %server.name, "MCP server failed to start: {why}; retrying in {delay:?}");
-                server.update(|s| {
-                    (s.status, s.peer, s.tools) = (Status::Down(why), None, Arc::default());
-                    s.attempts += 1;
-                });
-            }
-        }
-        tokio::time::sleep(delay).await;
-        delay = (delay * 2).min(BACKOFF_MAX);
-        server.update(|s| s.status = Status::Starting);
-    }
-}
-
-async fn open(config: &McpServer) -> anyhow::Result<(Session, Vec<Tool>)> {
-    let session = transport::connect(config).await?;
-    let tools = session.list_all_tools().await?;
-    Ok((session, tools))
 }
 
 /// The text the model reads of a result: its text blocks joined by newlines; other blocks as

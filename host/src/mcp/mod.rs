@@ -5,10 +5,17 @@
 //! ([`crate::adapters::mcp`]).
 //!
 //! Layout: `transport.rs` (connecting by transport), `sse.rs` (the legacy HTTP+SSE transport,
-//! which rmcp dropped), `client.rs` (manager, supervision, bridge).
+//! which rmcp dropped), `client.rs` (manager, supervision, bridge), `handler.rs` (what the
+//! client answers a server: capabilities, elicitation, list changes), `elicit.rs` (a form as
+//! questions to a person), `supervise.rs` (connecting, reconnecting, re-listing),
+//! `oauth.rs` (OAuth 2.1 for remote servers).
 
 pub mod client;
+pub mod elicit;
+mod handler;
+pub mod oauth;
 mod sse;
+mod supervise;
 pub mod transport;
 
 pub use client::{McpManager, Status};

@@ -2,24 +2,67 @@
 //! HTTP+SSE transport, or streamable HTTP. Headers come from the config, whose `${VAR}`
 //! references were substituted when it loaded.
 //!
-//! Every transport starts the same way: `server/discover` at the newest protocol revision
-//! (2026-07-28, no handshake), falling back to the `initialize` handshake at the newest
-//! revision that has one when the server answers as a legacy server.
+//! Every transport starts the same way: the `initialize` handshake at 2025-11-25, the newest
+//! revision that has one (a server may answer with an older one). A server that refuses the
+//! handshake with a JSON-RPC error is connected again and asked `server/discover` at
+//! 2026-07-28. The handshake comes first because rmcp's discover-first mode gives up on a
+//! slow server after 10 s and then reads the late discover answer as the handshake's
+//! ("conflict initialized response id"), failing the first attempt at every slow server.
 
+use super::handler::Handler;
+use super::oauth::OAuth;
 use super::sse::SseTransport;
 use crate::config::McpServer;
 use rmcp::model::ProtocolVersion;
-use rmcp::service::{ClientLifecycleMode, ClientServiceExt, RoleClient, RunningService};
+use rmcp::service::{ClientInitializeError, ClientLifecycleMode, ClientServiceExt, RoleClient, RunningService};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use std::collections::BTreeMap;
 use std::process::Stdio;
 
 /// A live client session with one server.
-pub type Session = RunningService<RoleClient, ()>;
+pub type Session = RunningService<RoleClient, Handler>;
 
-/// Starts the transport and opens the session (discovery, or the legacy handshake).
-pub async fn connect(config: &McpServer) -> anyhow::Result<Session> {
+/// Starts the transport and opens the session: the handshake, else discovery. A server with
+/// `auth` gets its requests through `oauth`'s client (tokens added, refreshed).
+pub async fn connect(config: &McpServer, handler: Handler, oauth: Option<&OAuth>) -> Result<Session, ConnectError> {
+    match open(config, handler.clone(), oauth, ClientLifecycleMode::Initialize).await {
+        Err(ConnectError::Init(e)) if matches!(*e, ClientInitializeError::JsonRpcError(_)) => {
+            let message = match *e {
+                ClientInitializeError::JsonRpcError(refusal) => refusal.message,
+                _ => Default::default(),
+            };
+            tracing::info!(server = %handler.server, "MCP server refused the handshake ({message}); trying server/discover");
+            let discover = ClientLifecycleMode::Discover { preferred_versions: vec![ProtocolVersion::LATEST] };
+            open(config, handler, oauth, discover).await
+        }
+        outcome => outcome,
+    }
+}
+
+/// Why a session did not open.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    /// The transport could not start.
+    #[error(transparent)]
+    Transport(#[from] anyhow::Error),
+    /// The lifecycle failed (the server may have asked for authorization: `auth_challenge`).
+    #[error(transparent)]
+    Init(Box<ClientInitializeError>),
+}
+
+impl From<ClientInitializeError> for ConnectError {
+    fn from(e: ClientInitializeError) -> Self {
+        ConnectError::Init(Box::new(e))
+    }
+}
+
+async fn open(
+    config: &McpServer,
+    handler: Handler,
+    oauth: Option<&OAuth>,
+    lifecycle: ClientLifecycleMode,
+) -> Result<Session, ConnectError> {
     match config {
         McpServer::Stdio { command, args, env, .. } => {
             let mut cmd = tokio::process::Command::new(command);
@@ -28,26 +71,27 @@ pub async fn connect(config: &McpServer) -> anyhow::Result<Session> {
                 .stderr(Stdio::inherit())
                 .spawn()
                 .map_err(|e| anyhow::anyhow!("cannot start `{command}`: {e}"))?;
-            Ok(().serve_with_lifecycle(process, lifecycle()).await?)
+            Ok(handler.serve_with_lifecycle(process, lifecycle).await?)
         }
         McpServer::Sse { url, headers, .. } => {
-            let transport = SseTransport::connect(http_client(headers)?, url).await?;
-            Ok(().serve_with_lifecycle(transport, lifecycle()).await?)
+            let transport = SseTransport::connect(http_client(headers)?, url).await.map_err(anyhow::Error::from)?;
+            Ok(handler.serve_with_lifecycle(transport, lifecycle).await?)
         }
         McpServer::Streamablehttp { url, headers, .. } => {
             let config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
-            let transport = StreamableHttpClientTransport::with_client(http_client(headers)?, config);
-            Ok(().serve_with_lifecycle(transport, lifecycle()).await?)
+            let http = http_client(headers)?;
+            match oauth {
+                Some(oauth) => {
+                    let client = oauth.client(http).await.map_err(anyhow::Error::from)?;
+                    let transport = StreamableHttpClientTransport::with_client(client, config);
+                    Ok(handler.serve_with_lifecycle(transport, lifecycle).await?)
+                }
+                None => {
+                    let transport = StreamableHttpClientTransport::with_client(http, config);
+                    Ok(handler.serve_with_lifecycle(transport, lifecycle).await?)
+                }
+            }
         }
-    }
-}
-
-/// The newest revision first; a server that does not know `server/discover` gets the
-/// handshake at the newest revision that has one (it may answer with an older one).
-fn lifecycle() -> ClientLifecycleMode {
-    ClientLifecycleMode::Auto {
-        preferred_versions: vec![ProtocolVersion::LATEST],
-        legacy_version: Some(ProtocolVersion::LATEST_WITH_INITIALIZE),
     }
 }
 

@@ -41,6 +41,7 @@ pub use skill::SkillTools;
 pub use target::ToolTarget;
 
 use crate::llm::ToolDecl;
+use crate::mcp::elicit::{Answer, Question};
 use crate::sandbox::CallContext;
 use serde_json::Value;
 use std::sync::Arc;
@@ -110,6 +111,13 @@ pub trait CallScope: Send + Sync {
 
     /// How long a person has to answer (`human.timeout_seconds`).
     fn person_timeout(&self) -> Duration;
+
+    /// Asks the person the adapter running the call can reach (an MCP server's elicitation),
+    /// within `human.timeout_seconds`; nobody by default.
+    async fn ask(&self, question: Question) -> Answer {
+        let _ = question;
+        Answer::Unavailable("nobody can be asked here".into())
+    }
 }
 
 /// A scope with no budget and nobody to ask: every retry needing a person is refused.

@@ -6,12 +6,13 @@ use super::stream::{Translator, WireEvent};
 use crate::engine::gate::new_id;
 use crate::engine::{ApprovalOutcome, ApprovalRequest, Approver, EngineEvent, EventSink};
 use crate::llm::ToolDecl;
+use crate::mcp::elicit::{Answer, Question};
 use crate::tools::{CONFIRMATION_CHALLENGE, CallScope, Level, ToolCall, ToolInfo, ToolOutcome, ToolSource};
 use bytes::Bytes;
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 use tokio::sync::{mpsc, oneshot};
 
 /// The question tool offered inside the approval-v1 stream.
@@ -109,6 +110,42 @@ impl Approver for ApiRun {
     fn tools(&self) -> Option<&dyn ToolSource> {
         Some(self)
     }
+
+    /// A question in the stream (`question_requested`), as `human__ask` asks it.
+    async fn ask(&self, question: Question, timeout: Duration) -> Answer {
+        match self.question(question.prompt, question.choices, timeout).await {
+            Some(Resolution::Answered(answer)) => Answer::Answered(answer),
+            Some(Resolution::TimedOut) => Answer::TimedOut,
+            Some(_) => Answer::Cancelled,
+            None => Answer::Unavailable("no question id: the OS random source failed".into()),
+        }
+    }
+}
+
+impl ApiRun {
+    /// Asks in the stream and waits for the decision route's answer, at most `timeout`;
+    /// `None` when no id could be made.
+    async fn question(&self, prompt: String, choices: Vec<String>, timeout: Duration) -> Option<Resolution> {
+        let id = new_id().ok()?;
+        let expires_at = SystemTime::now() + timeout;
+        let info = QuestionInfo { prompt: prompt.clone(), choices: choices.clone() };
+        let rx = self.interactions.questions.open(&id, self.owner(expires_at), info);
+        self.send(|t| t.question_requested(&id, &prompt, &choices, expires_at));
+        let mut guard = QuestionGuard { run: self, id: id.clone(), done: false };
+        let resolution = match tokio::time::timeout(timeout, rx).await {
+            Ok(Ok(resolution)) => resolution,
+            Ok(Err(_)) => Resolution::Cancelled,
+            Err(_) => Resolution::TimedOut,
+        };
+        guard.done = true;
+        self.interactions.questions.settle(&id, resolution.clone());
+        let answer = match &resolution {
+            Resolution::Answered(a) => Some(a.as_str()),
+            _ => None,
+        };
+        self.send(|t| t.question_resolved(&id, resolution.name(), answer));
+        Some(resolution)
+    }
 }
 
 /// Marks a question cancelled if the wait is dropped before it ends (turn cut off).
@@ -160,27 +197,10 @@ Use it only when you cannot proceed without their input.";
                 return ToolOutcome::error(&json!({"error": problem, "kind": "invalid_input"}), started.elapsed());
             }
         };
-        let Ok(id) = new_id() else {
+        let Some(resolution) = self.question(prompt, choices, timeout).await else {
             let error = json!({"error": "no question id: the OS random source failed", "kind": "host"});
             return ToolOutcome::error(&error, started.elapsed());
         };
-        let expires_at = SystemTime::now() + timeout;
-        let info = QuestionInfo { prompt: prompt.clone(), choices: choices.clone() };
-        let rx = self.interactions.questions.open(&id, self.owner(expires_at), info);
-        self.send(|t| t.question_requested(&id, &prompt, &choices, expires_at));
-        let mut guard = QuestionGuard { run: self, id: id.clone(), done: false };
-        let resolution = match tokio::time::timeout(timeout, rx).await {
-            Ok(Ok(resolution)) => resolution,
-            Ok(Err(_)) => Resolution::Cancelled,
-            Err(_) => Resolution::TimedOut,
-        };
-        guard.done = true;
-        self.interactions.questions.settle(&id, resolution.clone());
-        let answer = match &resolution {
-            Resolution::Answered(a) => Some(a.as_str()),
-            _ => None,
-        };
-        self.send(|t| t.question_resolved(&id, resolution.name(), answer));
         let (duration, secs) = (started.elapsed(), timeout.as_secs());
         match resolution {
             Resolution::Answered(answer) => ToolOutcome::text(json!({ "answer": answer }).to_string(), duration),

@@ -17,6 +17,7 @@ use super::temporal::{Guardrails, NOTE_FIELD};
 use super::{CallScope, Level, Prepared, ToolCall, ToolInfo, ToolOutcome, ToolSource, ToolTarget, generically_empty};
 use crate::llm::ToolDecl;
 use crate::mcp::client::{McpManager, result_text};
+use crate::mcp::elicit::{Answer, Person, Question};
 use crate::sandbox::CallContext;
 use crate::skills::skill::{MAX_TOOL_NAME, SEPARATOR};
 use crate::skills::{Skill, SkillSet};
@@ -259,9 +260,26 @@ impl ToolSource for McpTools {
         }
     }
 
+    /// The call, with the server's elicitations meanwhile asked of the scope's person.
+    async fn execute(&self, call: ToolCall<'_>, scope: &dyn CallScope) -> ToolOutcome {
+        let Some(mcp) = self.resolve(call.name) else { return super::unknown_tool(call.name) };
+        self.manager.asking(&mcp.server, &ScopePerson(scope), self.run(call, scope)).await
+    }
+
+    /// Decided when the call ran, on the server's result before any observer augmented it.
+    async fn is_empty(&self, _call: ToolCall<'_>, outcome: &ToolOutcome) -> bool {
+        !outcome.is_error && outcome.is_empty.unwrap_or_else(|| generically_empty(&outcome.content))
+    }
+
+    fn begin_round(&self, channel: &str) {
+        self.batches.lock().unwrap_or_else(|p| p.into_inner()).remove(channel);
+    }
+}
+
+impl McpTools {
     /// The guardrails (a no-op for prepared input), the owning skill's preflight, the call
     /// (or its prerequisite and one retry), then its observer.
-    async fn execute(&self, call: ToolCall<'_>, scope: &dyn CallScope) -> ToolOutcome {
+    async fn run(&self, call: ToolCall<'_>, scope: &dyn CallScope) -> ToolOutcome {
         let started = Instant::now();
         let Some(mcp) = self.resolve(call.name) else { return super::unknown_tool(call.name) };
         if let Err(refusal) = self.check(call.name, call.input) {
@@ -300,14 +318,15 @@ impl ToolSource for McpTools {
         outcome.duration = started.elapsed();
         outcome
     }
+}
 
-    /// Decided when the call ran, on the server's result before any observer augmented it.
-    async fn is_empty(&self, _call: ToolCall<'_>, outcome: &ToolOutcome) -> bool {
-        !outcome.is_error && outcome.is_empty.unwrap_or_else(|| generically_empty(&outcome.content))
-    }
+/// The person of a call's scope, as the MCP client asks them.
+struct ScopePerson<'a>(&'a dyn CallScope);
 
-    fn begin_round(&self, channel: &str) {
-        self.batches.lock().unwrap_or_else(|p| p.into_inner()).remove(channel);
+#[async_trait::async_trait]
+impl Person for ScopePerson<'_> {
+    async fn ask(&self, question: Question) -> Answer {
+        self.0.ask(question).await
     }
 }
 

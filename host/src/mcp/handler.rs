@@ -1,0 +1,117 @@
+//! What skillhost answers a server on a client session: who it is (revision, client info, the
+//! elicitation capability when a person can be asked), a server's `elicitation/create`
+//! (passed to the call in flight, see [`Askers`]), and `notifications/tools/list_changed`
+//! (the server's tools listed again on the same session).
+
+use super::elicit::{self, Person};
+use rmcp::ClientHandler;
+use rmcp::model::{
+    ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationCapability,
+    ErrorData, FormElicitationCapability, Implementation, ProtocolVersion,
+};
+use rmcp::service::{NotificationContext, Peer, RequestContext, RoleClient};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use tokio::sync::{mpsc, oneshot};
+
+/// A server's elicitation on its way to a person, and where the result goes.
+type Pending = (ElicitRequestParams, oneshot::Sender<ElicitResult>);
+
+/// The calls of one server now in flight that have a person to ask. A server's elicitation
+/// goes to the newest of them: MCP does not say which request an elicitation belongs to on
+/// every transport, and the newest call is the one most likely still waiting.
+#[derive(Default)]
+pub struct Askers {
+    next: AtomicU64,
+    open: Mutex<Vec<(u64, mpsc::UnboundedSender<Pending>)>>,
+}
+
+/// Removes its call from [`Askers`] when the call ends.
+pub struct Registered<'a> {
+    askers: &'a Askers,
+    id: u64,
+}
+
+impl Drop for Registered<'_> {
+    fn drop(&mut self) {
+        self.askers.open.lock().unwrap_or_else(|p| p.into_inner()).retain(|(id, _)| *id != self.id);
+    }
+}
+
+impl Askers {
+    fn register(&self, tx: mpsc::UnboundedSender<Pending>) -> Registered<'_> {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        self.open.lock().unwrap_or_else(|p| p.into_inner()).push((id, tx));
+        Registered { askers: self, id }
+    }
+
+    fn newest(&self) -> Option<mpsc::UnboundedSender<Pending>> {
+        self.open.lock().unwrap_or_else(|p| p.into_inner()).last().map(|(_, tx)| tx.clone())
+    }
+
+    /// Runs `work` (a call to the server) while answering the server's elicitations through
+    /// `person`; the work goes on being polled while the person is asked.
+    pub async fn asking<T>(&self, server: &str, person: &dyn Person, work: impl Future<Output = T>) -> T {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let _registered = self.register(tx);
+        tokio::pin!(work);
+        loop {
+            tokio::select! {
+                out = &mut work => return out,
+                Some((params, reply)) = rx.recv() => {
+                    tokio::select! {
+                        out = &mut work => return out,
+                        result = elicit::elicit(server, params, person) => { let _ = reply.send(result); }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The client side of one server's session.
+#[derive(Clone)]
+pub struct Handler {
+    /// The server's name, shown to the person who is asked.
+    pub server: String,
+    /// Whether a person can ever be asked in this process (the capability is declared then).
+    pub people: bool,
+    /// The server's calls in flight that can ask a person.
+    pub askers: Arc<Askers>,
+    /// Called with the session's peer when the server's tool list changed.
+    pub tools_changed: Arc<dyn Fn(Peer<RoleClient>) + Send + Sync>,
+}
+
+impl ClientHandler for Handler {
+    fn get_info(&self) -> ClientConfig {
+        let mut capabilities = ClientCapabilities::default();
+        if self.people {
+            capabilities.elicitation =
+                Some(ElicitationCapability::new().with_form(FormElicitationCapability::default()));
+        }
+        let implementation = Implementation::new("skillhost", env!("CARGO_PKG_VERSION"));
+        ClientConfig::new(capabilities, implementation).with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        let declined = ElicitResult::new(ElicitationAction::Decline);
+        let Some(tx) = self.askers.newest().filter(|_| self.people) else {
+            tracing::info!(server = %self.server, "MCP server asked for input with nobody to ask: declined");
+            return Ok(declined);
+        };
+        let (reply, answer) = oneshot::channel();
+        if tx.send((request, reply)).is_err() {
+            return Ok(declined);
+        }
+        // The call ended before the person answered: there is nobody left to ask.
+        Ok(answer.await.unwrap_or(ElicitResult::new(ElicitationAction::Cancel)))
+    }
+
+    async fn on_tool_list_changed(&self, context: NotificationContext<RoleClient>) {
+        (self.tools_changed)(context.peer);
+    }
+}
