@@ -103,6 +103,9 @@ pub struct SkillComponent {
 
 type CallFuture<'s, R> = Pin<Box<dyn Future<Output = wasmtime::Result<R>> + Send + 's>>;
 
+/// The `handle` export as the host calls it.
+type HandleFunc<'a> = TypedFunc<(&'a str, &'a str, &'a WitContext), (ToolResult,)>;
+
 /// The interface a skill's tools are exported in.
 const TOOLS_INTERFACE: &str = "skillhost:skill/tools@0.1.0";
 
@@ -215,13 +218,13 @@ impl SkillComponent {
         &self,
         store: &mut Store<HostState>,
         instance: &Instance,
-    ) -> wasmtime::Result<TypedFunc<(&'a str, &'a str, &'a WitContext), (ToolResult,)>> {
+    ) -> wasmtime::Result<HandleFunc<'a>> {
         if !self.typechecked.load(Ordering::Acquire) {
             self.tools.load(&mut *store, instance)?;
             self.typechecked.store(true, Ordering::Release);
         }
         let func = instance
-            .get_func(&mut *store, &self.handle_export)
+            .get_func(&mut *store, self.handle_export)
             .ok_or_else(|| wasmtime::Error::msg("the instance has no `handle`"))?;
         // SAFETY: `tools.load` above checked `handle` against exactly this signature on an
         // instance of this component, and every instance of a component has the same types.
