@@ -214,11 +214,7 @@ impl SkillComponent {
 
     /// The instance's `handle`: type-checked the first time (the bindings' own lookup), then
     /// found by its index alone.
-    fn handle_func<'a>(
-        &self,
-        store: &mut Store<HostState>,
-        instance: &Instance,
-    ) -> wasmtime::Result<HandleFunc<'a>> {
+    fn handle_func<'a>(&self, store: &mut Store<HostState>, instance: &Instance) -> wasmtime::Result<HandleFunc<'a>> {
         if !self.typechecked.load(Ordering::Acquire) {
             self.tools.load(&mut *store, instance)?;
             self.typechecked.store(true, Ordering::Release);
