@@ -15,11 +15,15 @@ cd "$(dirname "$0")/.."
 export SKILLHOST_OFFLINE="${SKILLHOST_OFFLINE:-1}"
 
 if [ $# -gt 0 ]; then benches=("$@"); else benches=(sandbox start mcp_roundtrip api_load); fi
+# BENCH_CARGO_PROFILE=dev measures with the dev profile's optimised dependencies instead of a
+# release build (where one does not fit the time; say so next to the figures).
+profile=()
+[ -n "${BENCH_CARGO_PROFILE:-}" ] && profile=(--profile "$BENCH_CARGO_PROFILE")
 package_of() { case "$1" in api_load) echo skillhost-tests ;; *) echo skillhost ;; esac; }
 
 # Build everything first, so no compiler shares the cores with a measurement.
 for bench in "${benches[@]}"; do
-  cargo bench -q -p "$(package_of "$bench")" --bench "$bench" --no-run
+  cargo bench -q "${profile[@]}" -p "$(package_of "$bench")" --bench "$bench" --no-run
 done
 
 mkdir -p target/bench-logs
@@ -28,7 +32,7 @@ details=""
 for bench in "${benches[@]}"; do
   echo "running $bench..." >&2
   log="target/bench-logs/$bench.log"
-  if ! out=$(BENCH_NO_HEADER=1 cargo bench -q -p "$(package_of "$bench")" --bench "$bench" 2>"$log"); then
+  if ! out=$(BENCH_NO_HEADER=1 cargo bench -q "${profile[@]}" -p "$(package_of "$bench")" --bench "$bench" 2>"$log"); then
     echo "$bench failed (see $log):" >&2
     tail -20 "$log" >&2
     exit 1
@@ -39,7 +43,7 @@ for bench in "${benches[@]}"; do
 done
 
 cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
-echo "skillhost benchmarks: $(nproc) cores ($cpu), $(uname -sr), $(date -u +%Y-%m-%d)"
+echo "skillhost benchmarks: $(nproc) cores ($cpu), $(uname -sr), $(date -u +%Y-%m-%d), profile ${BENCH_CARGO_PROFILE:-bench}"
 echo
 echo "| # | figure | p50 | p99 | ratio (same run) | goal |"
 echo "|---|---|---:|---:|---:|---|"

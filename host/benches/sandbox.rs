@@ -18,11 +18,12 @@ mod common;
 use common::{header, latency_row, sample, value_row};
 use serde_json::{Value, json};
 use skillhost::sandbox::bindings::guest;
-use skillhost::sandbox::{CallContext, Sandbox, SandboxOptions, engine_config, wit_context};
+use skillhost::sandbox::{CallContext, Sandbox, SandboxOptions, WARM_INSTANCES, engine_config, wit_context};
 use skillhost::skills::{LoadMode, Loader, Skill};
 use skillhost_tests::{Workspace, guests};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use wasmtime::component::types::ComponentItem;
 use wasmtime::component::{Component, InstancePre, Linker, ResourceTable};
 use wasmtime::{Engine, Store};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
@@ -65,7 +66,7 @@ impl Raw {
     fn new(engine: &Engine, component: &Component, limits: bool) -> Raw {
         let mut linker = Linker::<Bare>::new(engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).unwrap();
-        linker.define_unknown_imports_as_traps(component).unwrap();
+        stub_skill_imports(&mut linker, engine, component);
         let pre = linker.instantiate_pre(component).unwrap();
         let tools = guest::tools::GuestIndices::new(&pre).unwrap();
         Raw { engine: engine.clone(), pre, tools, limits }
@@ -97,6 +98,28 @@ impl Raw {
     }
 }
 
+/// The skill contract's imports as functions that fail (the calls measured make none).
+/// Not `define_unknown_imports_as_traps`: it would also stub WASI interfaces of a newer
+/// minor version than the linker's, shadowing the linker's semver match.
+fn stub_skill_imports(linker: &mut Linker<Bare>, engine: &Engine, component: &Component) {
+    for (name, item) in component.component_type().imports(engine) {
+        let ComponentItem::ComponentInstance(instance) = item.ty else { continue };
+        if !name.starts_with("skillhost:") {
+            continue;
+        }
+        let mut stub = linker.instance(name).unwrap();
+        for (func, item) in instance.exports(engine) {
+            if matches!(item.ty, ComponentItem::ComponentFunc(_)) {
+                // Those without results (`log`) succeed; the rest fail.
+                stub.func_new(func, |_, _, _, results| {
+                    if results.is_empty() { Ok(()) } else { wasmtime::bail!("not provided by the floor") }
+                })
+                .unwrap();
+            }
+        }
+    }
+}
+
 fn echo_input() -> Value {
     json!({"message": "hello", "n": 42})
 }
@@ -112,14 +135,27 @@ async fn call(skill: &Skill, tool: &str, input: &Value) -> String {
     out.value.content
 }
 
+/// The probe and the Python example loaded by a sandbox making `warm` instances ahead.
+async fn load(ws: &Workspace, warm: usize) -> (Arc<Sandbox>, Arc<Skill>, Arc<Skill>) {
+    // A compile cache kept between runs: the Python component takes a minute to compile.
+    let cache = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/bench-cache");
+    let options = SandboxOptions { warm_instances: warm, cache_dir: Some(cache), ..SandboxOptions::default() };
+    let sandbox = Arc::new(Sandbox::new(&options).unwrap());
+    let loader = Loader::new(sandbox.clone(), ws.config("skills:\n  paths: [skills]\n"));
+    let set = loader.load_all(LoadMode::Serve).await.unwrap();
+    (sandbox, set.skills["probe"].clone(), set.skills["word_stats"].clone())
+}
+
 async fn run(cores: usize) {
     let ws = Workspace::new();
     ws.add_skill("skills", "probe", guests::PROBE, "");
     ws.add_skill("skills", "word_stats", guests::WORD_STATS, "");
-    let sandbox = Arc::new(Sandbox::new(&SandboxOptions::default()).unwrap());
-    let loader = Loader::new(sandbox.clone(), ws.config("skills:\n  paths: [skills]\n"));
-    let set = loader.load_all(LoadMode::Serve).await.unwrap();
-    let (probe, python) = (set.skills["probe"].clone(), set.skills["word_stats"].clone());
+    // Target 1 compares fresh instances made in the call; the warm rows show the default.
+    let (sandbox, probe, python) = load(&ws, 0).await;
+    let before = rss_kib();
+    let (_, warm_probe, warm_python) = load(&ws, WARM_INSTANCES).await;
+    tokio::time::sleep(Duration::from_secs(2)).await; // The warm instances are made.
+    let warm_rss = before.zip(rss_kib()).map(|(a, b)| b.saturating_sub(a));
     let probe_wasm = sandbox.compile(&std::fs::read(guests::PROBE).unwrap()).unwrap();
     let python_wasm = sandbox.compile(&std::fs::read(guests::WORD_STATS).unwrap()).unwrap();
     let raw_probe = Raw::new(sandbox.engine(), &probe_wasm, true);
@@ -140,13 +176,22 @@ async fn run(cores: usize) {
     let floor =
         sample(WARMUP, SAMPLES, || async { assert_eq!(raw_probe.call("echo", &echo_text).await, echo_text) }).await;
     let ours = sample(WARMUP, SAMPLES, || async { assert_eq!(call(&probe, "echo", &echo).await, echo_text) }).await;
+    let warm =
+        sample(WARMUP, SAMPLES, || async { assert_eq!(call(&warm_probe, "echo", &echo).await, echo_text) }).await;
     latency_row("1", "raw wasmtime floor: probe `echo` (fresh Store + WASI, pooled InstancePre)", &floor, None, "");
-    latency_row("1", "skillhost call: probe `echo`", &ours, Some(ours.ratio(&floor)), "<= 1.2x floor");
+    let label = "skillhost call: probe `echo`, instantiated in the call (`warm_instances: 0`)";
+    latency_row("1", label, &ours, Some(ours.ratio(&floor)), "<= 1.2x floor");
+    let label = format!("skillhost call: probe `echo`, {WARM_INSTANCES} warm instances (the default)");
+    latency_row("1", &label, &warm, Some(warm.ratio(&floor)), "");
 
     let words = words_input();
     let words_text = words.to_string();
     let py = sample(20, PY_SAMPLES, || async { drop(call(&python, "count_words", &words).await) }).await;
-    latency_row("2", "skillhost call: Python `word_stats count_words`", &py, Some(py.ratio(&ours)), "<= 5x probe");
+    let label = "skillhost call: Python `word_stats count_words`, instantiated in the call";
+    latency_row("2", label, &py, Some(py.ratio(&ours)), "<= 5x probe");
+    let py_warm = sample(20, PY_SAMPLES, || async { drop(call(&warm_python, "count_words", &words).await) }).await;
+    let label = format!("skillhost call: Python `count_words`, {WARM_INSTANCES} warm instances (vs probe, same)");
+    latency_row("2", &label, &py_warm, Some(py_warm.ratio(&warm)), "<= 5x probe");
     let py_floor = sample(20, PY_SAMPLES, || async { drop(raw_python.call("count_words", &words_text).await) }).await;
     latency_row("2", "raw wasmtime: Python instantiate + call", &py_floor, Some(py.ratio(&py_floor)), "");
     let py_inst = sample(20, PY_SAMPLES, || raw_python.instantiate()).await;
@@ -160,14 +205,25 @@ async fn run(cores: usize) {
     latency_row("2", "raw wasmtime: probe instantiate only", &probe_inst, None, "");
 
     let tasks = cores * 2;
-    let rust_rate = throughput(probe.clone(), "echo", echo.clone(), tasks).await;
-    let py_rate = throughput(python.clone(), "count_words", words.clone(), tasks).await;
+    let rust_rate = throughput(warm_probe.clone(), "echo", echo.clone(), tasks).await;
+    let py_rate = throughput(warm_python.clone(), "count_words", words.clone(), tasks).await;
     let label = format!("calls/s, {tasks} callers in flight: probe `echo`");
     value_row("2", &label, &format!("{rust_rate:.0}/s"), None, "");
     let label = format!("calls/s, {tasks} callers in flight: Python `count_words`");
     value_row("2", &label, &format!("{py_rate:.0}/s"), Some(rust_rate / py_rate), "<= 5x fewer");
+    if let Some(kib) = warm_rss {
+        let label =
+            format!("VmRSS added by a second sandbox with {WARM_INSTANCES} warm instances of each (code mapped too)");
+        value_row("2", &label, &format!("{:.1} MiB", kib as f64 / 1024.0), None, "");
+    }
 
     limits(&probe, &raw_probe).await;
+}
+
+/// The process's resident memory, in KiB.
+fn rss_kib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    status.lines().find(|l| l.starts_with("VmRSS:"))?.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// `component` on an engine that unmaps linear memory between instances (no

@@ -100,19 +100,22 @@ fn main() {
         }
         let elapsed = started.elapsed();
         latencies.sort();
-        println!("api_load: {runs} concurrent approval-v1 runs, one approval each");
-        println!("  completed        {} ({} failed)", latencies.len(), failures.len());
-        println!("  wall time        {:.2} s", elapsed.as_secs_f64());
-        println!("  throughput       {:.1} runs/s", latencies.len() as f64 / elapsed.as_secs_f64());
-        println!("  decision -> approval_resolved  p50 {:.2} ms  p99 {:.2} ms  max {:.2} ms",
-            percentile(&latencies, 0.5).as_secs_f64() * 1e3,
-            percentile(&latencies, 0.99).as_secs_f64() * 1e3,
-            latencies.last().copied().unwrap_or_default().as_secs_f64() * 1e3);
-        if let (Some(before), Some(peak)) = (rss_before, peak_rss_kib()) {
-            println!("  peak RSS (VmHWM) {:.1} MiB (before the runs: {:.1} MiB; server, LLM and clients in one process)",
-                peak as f64 / 1024.0, before as f64 / 1024.0);
+        let (p50, p99) = (percentile(&latencies, 0.5), percentile(&latencies, 0.99));
+        let rate = latencies.len() as f64 / elapsed.as_secs_f64();
+        if std::env::var_os("BENCH_NO_HEADER").is_none() {
+            println!("api_load ({} cores)\n", std::thread::available_parallelism().map_or(1, |n| n.get()));
+            println!("| # | figure | p50 | p99 | ratio (same run) | goal |\n|---|---|---:|---:|---:|---|");
         }
-        println!("  approval entries held (resolved, kept for the status route): {}", server.api.interactions().approvals.len());
+        let ms = |d: Duration| format!("{:.2} ms", d.as_secs_f64() * 1e3);
+        println!("| 4 | {runs} concurrent approval-v1 runs: decision -> `approval_resolved` | {} | {} | | p99 <= 50 ms |", ms(p50), ms(p99));
+        println!("| 4 | {runs} concurrent approval-v1 runs: completed runs/s ({} failed) | {rate:.0}/s | | | >= 1,000/s |", failures.len());
+        if let (Some(before), Some(peak)) = (rss_before, peak_rss_kib()) {
+            let per_run = peak.saturating_sub(before) as f64 / runs as f64;
+            println!("| 4 | peak RSS per concurrent run (VmHWM growth / runs; server, LLM stub and clients in one process) | {per_run:.0} KiB | | | reported |");
+        }
+        println!("wall time {:.2} s; max decision latency {}; peak RSS {} MiB; approval entries held {}",
+            elapsed.as_secs_f64(), ms(latencies.last().copied().unwrap_or_default()),
+            peak_rss_kib().unwrap_or(0) >> 10, server.api.interactions().approvals.len());
         for failure in failures.iter().take(5) {
             println!("  failure: {failure}");
         }

@@ -14,7 +14,7 @@ use crate::config::{self, AdapterKind, LoadedConfig, Ui};
 use crate::engine::{Engine, EngineSettings};
 
 use crate::mcp::McpManager;
-use crate::sandbox::{LimitPolicy, McpBridge, Sandbox, SandboxOptions};
+use crate::sandbox::{LimitPolicy, McpBridge, Sandbox, SandboxOptions, WARM_INSTANCES};
 use crate::skills::{LoadMode, LoadProblem, Loader, SkillSet};
 use crate::tools::{ScriptTools, SkillTools, ToolSource, Tools};
 use anyhow::{Context, bail};
@@ -139,6 +139,7 @@ pub fn sandbox(config: &LoadedConfig) -> anyhow::Result<Sandbox> {
     let options = SandboxOptions {
         max_memory_bytes: policy.maximums.memory_bytes,
         cache_dir: Some(cache_dir),
+        warm_instances: c.sandbox.warm_instances.unwrap_or(WARM_INSTANCES),
         ..Default::default()
     };
     Sandbox::new(&options)

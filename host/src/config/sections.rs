@@ -385,6 +385,9 @@ pub struct Sandbox {
     pub maximums: LimitSettings,
     /// Where compiled components are cached (default `./.skillhost/cache`).
     pub cache_dir: Option<PathBuf>,
+    /// Fresh instances of each skill component made ahead of need (default 2; 0: every call
+    /// instantiates its own).
+    pub warm_instances: Option<usize>,
 }
 
 /// An approval level an operator can set in `human.overrides` (`null` means auto).

@@ -13,11 +13,13 @@ use super::host_state::{CallContext, HostState, RouteAttributes};
 use super::limits::Limits;
 use super::observer::Observer;
 use super::output::LogRecord;
+use super::warm::{Ready, Warm};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
-use wasmtime::component::{Component, Instance, InstancePre, Linker};
+use wasmtime::component::{Component, ComponentExportIndex, Instance, InstancePre, Linker, TypedFunc};
 use wasmtime::{Store, UpdateDeadline};
 
 /// Which optional hooks a component exports.
@@ -91,18 +93,34 @@ impl<T> Outcome<T> {
 pub struct SkillComponent {
     pre: InstancePre<HostState>,
     tools: guest::tools::GuestIndices,
+    /// `tools.handle`, looked up once: a call finds the function without a name lookup.
+    handle_export: ComponentExportIndex,
+    /// Whether `tools` was type-checked against an instance (once per component suffices:
+    /// every instance of it has the same exports).
+    typechecked: Arc<AtomicBool>,
     hooks: Hooks,
+    warm: Warm,
 }
 
 type CallFuture<'s, R> = Pin<Box<dyn Future<Output = wasmtime::Result<R>> + Send + 's>>;
+
+/// The `handle` export as the host calls it.
+type HandleFunc<'a> = TypedFunc<(&'a str, &'a str, &'a WitContext), (ToolResult,)>;
+
+/// The interface a skill's tools are exported in.
+const TOOLS_INTERFACE: &str = "skillhost:skill/tools@0.1.0";
 
 /// Extra wall-clock time after the deadline before a call stuck in a host import is dropped.
 const DEADLINE_GRACE: Duration = Duration::from_millis(250);
 
 impl SkillComponent {
-    pub(super) fn new(linker: &Linker<HostState>, component: &Component) -> Result<Self, LoadError> {
+    pub(super) fn new(linker: &Linker<HostState>, component: &Component, warm: usize) -> Result<Self, LoadError> {
         let pre = linker.instantiate_pre(component).map_err(|e| LoadError::UnsupportedImport(format!("{e:#}")))?;
         let tools = guest::tools::GuestIndices::new(&pre).map_err(|e| wrong_exports(component, pre.engine(), e))?;
+        let handle_export = component
+            .get_export_index(None, TOOLS_INTERFACE)
+            .and_then(|tools| component.get_export_index(Some(&tools), "handle"))
+            .ok_or_else(|| LoadError::WrongExports(format!("no `handle` in `{TOOLS_INTERFACE}`")))?;
         let hooks = Hooks {
             resolve_human: guest::resolve_human::GuestIndices::new(&pre).ok(),
             availability: guest::availability::GuestIndices::new(&pre).ok(),
@@ -112,7 +130,13 @@ impl SkillComponent {
             tool_result_empty: guest::tool_result_empty::GuestIndices::new(&pre).ok(),
             tool_target: guest::tool_target::GuestIndices::new(&pre).ok(),
         };
-        Ok(SkillComponent { pre, tools, hooks })
+        let typechecked = Arc::default();
+        Ok(SkillComponent { pre, tools, handle_export, typechecked, hooks, warm: Warm::new(warm) })
+    }
+
+    /// How many instances made ahead of need are ready now.
+    pub fn warm_instances(&self) -> usize {
+        self.warm.ready()
     }
 
     /// The optional hooks this component exports.
@@ -125,7 +149,7 @@ impl SkillComponent {
     pub async fn describe(&self, env: &CallEnv) -> Result<Outcome<(Vec<ToolDef>, SkillInfo)>, LoadError> {
         let this = self.clone();
         let outcome = self
-            .run(env, RouteAttributes::default(), "describe", move |store, instance| {
+            .run(env, RouteAttributes::default(), "describe".into(), move |store, instance| {
                 Box::pin(async move {
                     this.typecheck_hooks(&mut *store, &instance)?;
                     let tools = this.tools.load(&mut *store, &instance)?;
@@ -170,14 +194,15 @@ impl SkillComponent {
         input: &str,
         ctx: &CallContext,
     ) -> Result<Outcome<ToolResult>, CallError> {
-        let (indices, name, input, wit_ctx) =
-            (self.tools.clone(), name.to_string(), input.to_string(), wit_context(ctx));
         let operation = format!("handle {name}");
+        let (name, input, wit_ctx) = (name.to_string(), input.to_string(), wit_context(ctx));
+        let this = self.clone();
         let outcome = self
-            .run_observed(env, ctx.route.clone(), ctx.observer.clone(), &operation, move |store, instance| {
+            .run_observed(env, ctx.route.clone(), ctx.observer.clone(), operation, move |store, instance| {
                 Box::pin(async move {
-                    let tools = indices.load(&mut *store, &instance)?;
-                    tools.call_handle(&mut *store, &name, &input, &wit_ctx).await
+                    let handle = this.handle_func(&mut *store, &instance)?;
+                    let (result,) = handle.call_async(&mut *store, (&name, &input, &wit_ctx)).await?;
+                    Ok(result)
                 })
             })
             .await?;
@@ -186,6 +211,21 @@ impl SkillComponent {
             return Err(CallError::ResultTooLarge { size: Some(size), limit: env.limits.max_result_bytes });
         }
         Ok(outcome)
+    }
+
+    /// The instance's `handle`: type-checked the first time (the bindings' own lookup), then
+    /// found by its index alone.
+    fn handle_func<'a>(&self, store: &mut Store<HostState>, instance: &Instance) -> wasmtime::Result<HandleFunc<'a>> {
+        if !self.typechecked.load(Ordering::Acquire) {
+            self.tools.load(&mut *store, instance)?;
+            self.typechecked.store(true, Ordering::Release);
+        }
+        let func = instance
+            .get_func(&mut *store, self.handle_export)
+            .ok_or_else(|| wasmtime::Error::msg("the instance has no `handle`"))?;
+        // SAFETY: `tools.load` above checked `handle` against exactly this signature on an
+        // instance of this component, and every instance of a component has the same types.
+        Ok(unsafe { TypedFunc::new_unchecked(func) })
     }
 
     /// `resolve-human`, or `None` when the component does not export it.
@@ -199,7 +239,7 @@ impl SkillComponent {
         let indices = self.hooks.resolve_human.clone()?;
         let (name, input, wit_ctx) = (name.to_string(), input.to_string(), wit_context(ctx));
         Some(
-            self.run(env, ctx.route.clone(), "resolve-human", move |store, instance| {
+            self.run(env, ctx.route.clone(), "resolve-human".into(), move |store, instance| {
                 Box::pin(async move {
                     let g = indices.load(&mut *store, &instance)?;
                     g.call_resolve_human(&mut *store, &name, &input, &wit_ctx).await
@@ -219,7 +259,7 @@ impl SkillComponent {
         let indices = self.hooks.availability.clone()?;
         let config = config.to_string();
         Some(
-            self.run(env, RouteAttributes::default(), "is-available", move |store, instance| {
+            self.run(env, RouteAttributes::default(), "is-available".into(), move |store, instance| {
                 Box::pin(
                     async move { indices.load(&mut *store, &instance)?.call_is_available(&mut *store, &config).await },
                 )
@@ -237,7 +277,7 @@ impl SkillComponent {
         let indices = self.hooks.startup.clone()?;
         let config = config.to_string();
         Some(
-            self.run(env, RouteAttributes::default(), "startup", move |store, instance| {
+            self.run(env, RouteAttributes::default(), "startup".into(), move |store, instance| {
                 Box::pin(async move { indices.load(&mut *store, &instance)?.call_startup(&mut *store, &config).await })
             })
             .await,
@@ -257,7 +297,7 @@ impl SkillComponent {
         let (server, tool, arguments, wit_ctx) =
             (server.to_string(), tool.to_string(), arguments.to_string(), wit_context(ctx));
         Some(
-            self.run(env, ctx.route.clone(), "before-mcp-call", move |store, instance| {
+            self.run(env, ctx.route.clone(), "before-mcp-call".into(), move |store, instance| {
                 Box::pin(async move {
                     let g = indices.load(&mut *store, &instance)?;
                     g.call_before_mcp_call(&mut *store, &server, &tool, &arguments, &wit_ctx).await
@@ -281,7 +321,7 @@ impl SkillComponent {
         let (server, tool, arguments, output, wit_ctx) =
             (server.to_string(), tool.to_string(), arguments.to_string(), output.to_string(), wit_context(ctx));
         Some(
-            self.run(env, ctx.route.clone(), "observe-mcp-result", move |store, instance| {
+            self.run(env, ctx.route.clone(), "observe-mcp-result".into(), move |store, instance| {
                 Box::pin(async move {
                     let g = indices.load(&mut *store, &instance)?;
                     g.call_observe_mcp_result(&mut *store, &server, &tool, &arguments, &output, &wit_ctx).await
@@ -301,7 +341,7 @@ impl SkillComponent {
         let indices = self.hooks.tool_result_empty.clone()?;
         let (tool, raw) = (tool.to_string(), raw_result.to_string());
         Some(
-            self.run(env, RouteAttributes::default(), "tool-result-empty", move |store, instance| {
+            self.run(env, RouteAttributes::default(), "tool-result-empty".into(), move |store, instance| {
                 Box::pin(async move {
                     indices.load(&mut *store, &instance)?.call_tool_result_empty(&mut *store, &tool, &raw).await
                 })
@@ -320,7 +360,7 @@ impl SkillComponent {
         let indices = self.hooks.tool_target.clone()?;
         let (tool, input) = (tool.to_string(), input.to_string());
         Some(
-            self.run(env, RouteAttributes::default(), "tool-target", move |store, instance| {
+            self.run(env, RouteAttributes::default(), "tool-target".into(), move |store, instance| {
                 Box::pin(async move {
                     indices.load(&mut *store, &instance)?.call_tool_target(&mut *store, &tool, &input).await
                 })
@@ -329,13 +369,14 @@ impl SkillComponent {
         )
     }
 
-    /// Instantiates into a fresh store, runs `call`, and turns every way it can fail into a
-    /// [`CallError`] naming the cause. The store is dropped on return.
+    /// Runs `call` in a fresh instance (one made ahead of need, or one instantiated now), and
+    /// turns every way it can fail into a [`CallError`] naming the cause. The store is
+    /// dropped on return.
     async fn run<R: Send + 'static>(
         &self,
         env: &CallEnv,
         route: RouteAttributes,
-        operation: &str,
+        operation: String,
         call: impl for<'s> FnOnce(&'s mut Store<HostState>, Instance) -> CallFuture<'s, R> + Send,
     ) -> Result<Outcome<R>, CallError> {
         self.run_observed(env, route, None, operation, call).await
@@ -347,15 +388,27 @@ impl SkillComponent {
         env: &CallEnv,
         route: RouteAttributes,
         observer: Option<Observer>,
-        operation: &str,
+        operation: String,
         call: impl for<'s> FnOnce(&'s mut Store<HostState>, Instance) -> CallFuture<'s, R> + Send,
     ) -> Result<Outcome<R>, CallError> {
         let started = Instant::now();
-        let mut store = self.new_store(env, route, operation);
+        let (mut store, ready) = match self.warm.take(env) {
+            Some(Ready { store, instance }) => (store, Some(instance)),
+            None => (fresh_store(&self.pre, env), None),
+        };
+        store.data_mut().begin(route, operation);
         store.data_mut().observer = observer;
-        let pre = self.pre.clone();
+        store.set_epoch_deadline(1);
+        let (pre, warm) = (&self.pre, &self.warm);
         let work = async {
-            let instance = pre.instantiate_async(&mut store).await?;
+            let instance = match ready {
+                Some(instance) => instance,
+                None => {
+                    let instance = pre.instantiate_async(&mut store).await?;
+                    warm.note(started.elapsed());
+                    instance
+                }
+            };
             call(&mut store, instance).await
         };
         let result = match tokio::time::timeout(env.limits.timeout + DEADLINE_GRACE, work).await {
@@ -365,7 +418,10 @@ impl SkillComponent {
         // Classify before taking the logs: a crash report quotes the guest's last stderr.
         let result = result.map_err(|error| classify(&store, &env.limits, error));
         let fuel_used = env.limits.fuel.saturating_sub(store.get_fuel().unwrap_or(0));
+        // After the call, so that making the next call's instance does not slow this one.
+        self.warm.refill(&self.pre, env, fresh_store);
         let (logs, logs_dropped) = store.data().take_logs();
+        let operation = store.data().operation.as_str();
         if logs_dropped > 0 {
             tracing::warn!(skill = %env.caps.skill, operation, logs_dropped, "log output over the cap was dropped");
         }
@@ -380,24 +436,24 @@ impl SkillComponent {
             }
         }
     }
+}
 
-    fn new_store(&self, env: &CallEnv, route: RouteAttributes, operation: &str) -> Store<HostState> {
-        let state = HostState::new(env.caps.clone(), &env.limits, route, operation.to_string());
-        let deadline = state.deadline;
-        let mut store = Store::new(self.pre.engine(), state);
-        store.limiter(|s| &mut s.limiter);
-        store.set_fuel(env.limits.fuel).expect("fuel is enabled on the engine");
-        store.set_hostcall_fuel(HOST_COPY_LIMIT as usize);
-        store.set_epoch_deadline(1);
-        store.epoch_deadline_callback(move |_| {
-            if Instant::now() >= deadline {
-                Err(wasmtime::Error::new(DeadlineHit))
-            } else {
-                Ok(UpdateDeadline::Yield(1))
-            }
-        });
-        store
-    }
+/// A fresh store for a call under `env`: fuel, memory cap, the host-copy limit, and the
+/// deadline (checked at each epoch tick against the one [`HostState::begin`] set).
+fn fresh_store(pre: &InstancePre<HostState>, env: &CallEnv) -> Store<HostState> {
+    let mut store = Store::new(pre.engine(), HostState::new(env.caps.clone(), &env.limits));
+    store.limiter(|s| &mut s.limiter);
+    store.set_fuel(env.limits.fuel).expect("fuel is enabled on the engine");
+    store.set_hostcall_fuel(HOST_COPY_LIMIT as usize);
+    store.set_epoch_deadline(1);
+    store.epoch_deadline_callback(|store| {
+        if Instant::now() >= store.data().deadline {
+            Err(wasmtime::Error::new(DeadlineHit))
+        } else {
+            Ok(UpdateDeadline::Yield(1))
+        }
+    });
+    store
 }
 
 /// The bytes a result holds: its text and every typed block (what the result cap bounds).

@@ -120,7 +120,9 @@ pub struct HostState {
 }
 
 impl HostState {
-    pub(crate) fn new(caps: Arc<Capabilities>, limits: &Limits, route: RouteAttributes, operation: String) -> Self {
+    /// The data of a fresh store for a call of a skill component; [`HostState::begin`] names
+    /// the call and starts its deadline.
+    pub(crate) fn new(caps: Arc<Capabilities>, limits: &Limits) -> Self {
         let logs = LogBuffer::new(limits.max_log_bytes as usize);
         let wasi = deny_by_default_wasi(&logs, &caps.env);
         HostState {
@@ -129,12 +131,20 @@ impl HostState {
             limiter: MemoryLimiter::new(limits.memory_bytes),
             caps,
             logs,
-            route,
-            operation,
+            route: RouteAttributes::default(),
+            operation: String::new(),
             deadline: Instant::now() + limits.timeout,
             limits: *limits,
             observer: None,
         }
+    }
+
+    /// The call this store now serves begins: its route attributes, what it runs, and its
+    /// deadline from now (a store made ahead of need waited before its call).
+    pub(crate) fn begin(&mut self, route: RouteAttributes, operation: String) {
+        self.route = route;
+        self.operation = operation;
+        self.deadline = Instant::now() + self.limits.timeout;
     }
 
     /// The data of a script's run (`command.rs`): its own WASI (arguments, the folder, stdout

@@ -18,6 +18,7 @@ mod host_state;
 pub mod limits;
 pub mod observer;
 pub mod output;
+mod warm;
 
 pub use cache::ComponentCache;
 pub use capabilities::{Capabilities, HostList, McpBridge, McpCallError};
@@ -27,6 +28,7 @@ pub use error::{CallError, HOST_COPY_LIMIT, LoadError};
 pub use host_state::{CallContext, HostState, RouteAttributes};
 pub use limits::{LimitPolicy, Limits};
 pub use observer::{CallObserver, Observer};
+pub use warm::WARM_INSTANCES;
 
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
@@ -54,6 +56,10 @@ pub struct SandboxOptions {
     /// component's initial image, page by page, rather than unmapped): a call then does not
     /// page-fault its way back into the memory the previous call touched. Zero unmaps all.
     pub keep_resident_bytes: usize,
+    /// How many fresh instances of each skill component are made ahead of need, so that a
+    /// call does not wait for its instantiation (each serves one call, then is dropped:
+    /// `warm.rs`). Each holds an instance slot and the memory its instantiation wrote.
+    pub warm_instances: usize,
 }
 
 /// [`SandboxOptions::keep_resident_bytes`] by default: enough for a Python interpreter's
@@ -77,6 +83,7 @@ impl Default for SandboxOptions {
             max_memory_bytes: Limits::MAXIMUM.memory_bytes,
             cache_dir: None,
             keep_resident_bytes: if has_pagemap_scan() { KEEP_RESIDENT_BYTES } else { 0 },
+            warm_instances: WARM_INSTANCES,
         }
     }
 }
@@ -92,6 +99,8 @@ pub struct Sandbox {
     /// Components compiled by this process, by content hash: loading the same bytes twice
     /// (a reload, two folders sharing a build) compiles once.
     compiled: Mutex<HashMap<[u8; 32], Component>>,
+    /// [`SandboxOptions::warm_instances`].
+    warm_instances: usize,
 }
 
 impl Sandbox {
@@ -105,7 +114,8 @@ impl Sandbox {
         wasmtime_wasi::p2::add_to_linker_async(&mut command_linker)?;
         let cache = options.cache_dir.clone().map(|dir| ComponentCache::new(dir, &engine));
         spawn_ticker(engine.weak())?;
-        Ok(Sandbox { engine, linker, command_linker, cache, compiled: Mutex::default() })
+        let warm_instances = options.warm_instances;
+        Ok(Sandbox { engine, linker, command_linker, cache, compiled: Mutex::default(), warm_instances })
     }
 
     /// The wasmtime engine.
@@ -116,7 +126,7 @@ impl Sandbox {
     /// Compiles (or loads from the cache) and pre-instantiates a component.
     pub fn load(&self, wasm: &[u8]) -> Result<SkillComponent, LoadError> {
         let component = self.compile(wasm)?;
-        SkillComponent::new(&self.linker, &component)
+        SkillComponent::new(&self.linker, &component, self.warm_instances)
     }
 
     /// Compiles (or loads from the cache) and pre-instantiates a script's command component.
@@ -129,7 +139,7 @@ impl Sandbox {
     /// sound is neither read nor hashed: the entry is memory-mapped.
     pub fn load_file(&self, path: &Path) -> Result<SkillComponent, LoadError> {
         let component = self.compile_file(path)?;
-        SkillComponent::new(&self.linker, &component)
+        SkillComponent::new(&self.linker, &component, self.warm_instances)
     }
 
     /// Compiles, in parallel, the components not compiled yet (not in this process, not in

@@ -80,6 +80,9 @@ pub(super) fn classify(line: &[u8]) -> Line {
     if line.iter().all(u8::is_ascii_whitespace) {
         return Line::Ignore;
     }
+    if let Some(request) = classify_request(line) {
+        return Line::Forward(request);
+    }
     match serde_json::from_slice::<Value>(line) {
         Err(e) => Line::Answer(error(Value::Null, -32700, format!("Parse error: {e}"))),
         Ok(Value::Array(items)) if items.is_empty() => {
@@ -88,6 +91,21 @@ pub(super) fn classify(line: &[u8]) -> Line {
         Ok(Value::Array(items)) => Line::Batch(items),
         Ok(message) => classify_message(message),
     }
+}
+
+/// The common case in one decode: a request for a method rmcp serves, forwarded as the
+/// client wrote it. `None` sends the line the long way ([`classify_message`]), which also
+/// answers what this does not take.
+fn classify_request(line: &[u8]) -> Option<ClientMessage> {
+    let Ok(ClientJsonRpcMessage::Request(request)) = serde_json::from_slice(line) else { return None };
+    if matches!(request.request, ClientRequest::CustomRequest(_)) {
+        return None;
+    }
+    let text = std::str::from_utf8(line).ok()?.to_owned();
+    // The id as JSON text, as the session's answer will spell it.
+    let id = serde_json::to_string(&request.id).ok()?;
+    let method = Some(request.request.method().to_owned());
+    Some(ClientMessage { text, id: Some(id), is_request: true, method, cancels: None })
 }
 
 /// Classifies one decoded JSON value (a line, or a member of a batch).
@@ -191,9 +209,10 @@ impl Session {
 
     /// Hands `message` to the session; `false` when the session is gone.
     async fn send(&mut self, message: &ClientMessage) -> bool {
-        let sent = self.input.write_all(message.text.as_bytes()).await.is_ok()
-            && self.input.write_all(b"\n").await.is_ok()
-            && self.input.flush().await.is_ok();
+        let mut text = Vec::with_capacity(message.text.len() + 1);
+        text.extend_from_slice(message.text.as_bytes());
+        text.push(b'\n');
+        let sent = self.input.write_all(&text).await.is_ok() && self.input.flush().await.is_ok();
         if sent && message.is_request && message.method.as_deref() != Some("ping") {
             self.started = true;
         }
@@ -219,12 +238,16 @@ async fn pump(mut from: impl AsyncBufRead + Unpin, out: mpsc::UnboundedSender<St
             Ok(_) => {}
         }
         let text = line.trim_end();
-        let value: Option<Value> = serde_json::from_str(text).ok();
+        let peek: Option<Peek> = serde_json::from_str(text).ok();
         let mut shared = lock(&shared);
-        if let Some(version) = value.as_ref().and_then(|v| v["result"]["protocolVersion"].as_str()) {
-            shared.revision = Some(version.to_owned());
+        // Only the `initialize` answer names the revision: once it is known, no line is
+        // searched for it or decoded whole.
+        if shared.revision.is_none()
+            && let Some(version) = text.contains("\"protocolVersion\"").then(|| revision_of(text)).flatten()
+        {
+            shared.revision = Some(version);
         }
-        let id = value.as_ref().filter(|v| v.get("method").is_none()).map(|v| v["id"].to_string());
+        let id = peek.filter(|p| p.method.is_none()).map(|p| p.id.unwrap_or(Value::Null).to_string());
         if let Some(id) = &id {
             shared.open.remove(id);
             if shared.cancelled.remove(id) {
@@ -236,7 +259,7 @@ async fn pump(mut from: impl AsyncBufRead + Unpin, out: mpsc::UnboundedSender<St
             Some((i, id)) => {
                 let batch = &mut shared.batches[i];
                 batch.waiting.remove(&id);
-                batch.answers.extend(value);
+                batch.answers.extend(serde_json::from_str::<Value>(text).ok());
                 if batch.waiting.is_empty() {
                     let done = shared.batches.remove(i);
                     let _ = out.send(Value::Array(done.answers).to_string());
@@ -247,6 +270,22 @@ async fn pump(mut from: impl AsyncBufRead + Unpin, out: mpsc::UnboundedSender<St
             }
         }
     }
+}
+
+/// What the output pump needs of a line the session wrote: its id, and whether it is a
+/// request or notification of the server's (which has a `method`) rather than an answer.
+#[derive(serde::Deserialize)]
+struct Peek {
+    #[serde(default)]
+    id: Option<Value>,
+    #[serde(default)]
+    method: Option<serde::de::IgnoredAny>,
+}
+
+/// The revision an `initialize` answer names.
+fn revision_of(text: &str) -> Option<String> {
+    let value: Value = serde_json::from_str(text).ok()?;
+    value["result"]["protocolVersion"].as_str().map(str::to_owned)
 }
 
 /// Reads one line of at most `max` bytes into `buf` (without the newline). `Ok(None)` at
@@ -285,9 +324,10 @@ pub async fn serve(server: SkillServer) -> anyhow::Result<()> {
     let (out, mut lines) = mpsc::unbounded_channel::<String>();
     let writer = tokio::spawn(async move {
         let mut stdout = tokio::io::stdout();
-        while let Some(mut line) = lines.recv().await {
-            line.push('\n');
-            if stdout.write_all(line.as_bytes()).await.is_err() || stdout.flush().await.is_err() {
+        while let Some(first) = lines.recv().await {
+            // Answers that finished together go out in one write.
+            let text = gather(first, &mut lines);
+            if stdout.write_all(text.as_bytes()).await.is_err() || stdout.flush().await.is_err() {
                 return;
             }
         }
@@ -342,6 +382,21 @@ pub async fn serve(server: SkillServer) -> anyhow::Result<()> {
     drop(out);
     let _ = writer.await;
     Ok(())
+}
+
+/// At most this much output is gathered into one write.
+const MAX_WRITE: usize = 1 << 20;
+
+/// `first` and the lines queued behind it (up to [`MAX_WRITE`] bytes), each ending in a
+/// newline; a line alone is not copied.
+fn gather(mut first: String, lines: &mut mpsc::UnboundedReceiver<String>) -> String {
+    first.push('\n');
+    while first.len() < MAX_WRITE {
+        let Ok(line) = lines.try_recv() else { break };
+        first.push_str(&line);
+        first.push('\n');
+    }
+    first
 }
 
 /// The members of a batch to hand to the session, after answering what cannot run; `None`
@@ -422,6 +477,30 @@ mod tests {
             assert_eq!(classify(line.as_bytes()), Line::Ignore, "{line:?}");
         }
         assert!(matches!(classify(b"[1, 2]"), Line::Batch(items) if items.len() == 2));
+    }
+
+    #[test]
+    fn a_request_decoded_once_carries_the_facts_the_long_way_finds() {
+        for line in [
+            r#"{"jsonrpc":"2.0","id":"a\"b","method":"tools/call","params":{"name":"x","arguments":{"k":1}}}"#,
+            r#"{"jsonrpc":"2.0","id":12,"method":"ping"}"#,
+        ] {
+            let fast = classify_request(line.as_bytes()).expect("a well-formed request");
+            let Line::Forward(slow) = classify_message(serde_json::from_str(line).unwrap()) else { panic!("{line}") };
+            assert_eq!((&fast.id, &fast.method, fast.is_request), (&slow.id, &slow.method, slow.is_request));
+            assert_eq!(fast.text, line, "forwarded as written");
+        }
+        // A known method whose params do not fit goes the long way, which answers it.
+        assert!(classify_request(br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{}}"#).is_none());
+    }
+
+    #[test]
+    fn answers_finished_together_are_written_together() {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        tx.send("b".to_owned()).unwrap();
+        tx.send("c".to_owned()).unwrap();
+        assert_eq!(gather("a".to_owned(), &mut rx), "a\nb\nc\n");
+        assert!(rx.try_recv().is_err());
     }
 
     #[tokio::test]
