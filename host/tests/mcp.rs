@@ -89,7 +89,9 @@ fn skills_are_served_with_prompts_and_gated_calls_elicit_approval() {
         !result(&report, 2).0 && result(&report, 2).1.contains("\"x\":1"),
         "confirmed through elicitation: {report}"
     );
-    assert!(result(&report, 3).0 && result(&report, 3).1.contains("unknown_tool"), "{report}");
+    // An unknown tool is the spec's protocol error (-32602), not a tool result.
+    assert_eq!(report["results"][3]["error_code"], -32602, "{report}");
+    assert!(result(&report, 3).1.contains("Unknown tool: nope__missing"), "{report}");
     let asked = report["asked"].as_array().unwrap();
     assert_eq!(asked.len(), 2, "only the gated calls ask: {report}");
     assert!(asked[1].as_str().unwrap().contains("CONFIRM"), "{report}");

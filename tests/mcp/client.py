@@ -22,6 +22,7 @@ import httpx2
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
 from mcp_types import ElicitResult
 
 
@@ -54,7 +55,12 @@ async def main() -> None:
             first = got.messages[0].content.text
         results = []
         for name, arguments in json.loads(calls):
-            result = await client.call_tool(name, arguments)
+            try:
+                result = await client.call_tool(name, arguments)
+            except MCPError as e:
+                # A JSON-RPC error (an unknown tool): reported with its code.
+                results.append({"tool": name, "is_error": True, "error_code": e.code, "text": e.message})
+                continue
             text = "".join(c.text for c in result.content if getattr(c, "type", "") == "text")
             results.append({"tool": name, "is_error": bool(result.is_error), "text": text})
     print(json.dumps({

@@ -13,6 +13,7 @@ use skillhost_tests::{Workspace, ctx, guests, http_server, json as parse};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Mutex;
+use std::time::Duration;
 
 fn fixture(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures/mithai").join(name)
@@ -216,4 +217,30 @@ async fn what_the_sandbox_cannot_do_fails_naming_the_line() {
     let at = format!("tools.py, line {}: threading.Thread.start(): ", line_of("sandbox_limits", "t.start()"));
     assert!(err.contains("skill `sandbox_limits`: startup failed: ") && err.contains(&at), "{err}");
     assert!(err.contains("a skill cannot start threads"), "{err}");
+}
+
+#[tokio::test]
+async fn warm_instances_serve_one_call_each_with_fresh_state() {
+    // A Python interpreter is dear to instantiate: after a first call the sandbox makes
+    // instances ahead (`sandbox.warm_instances`, default 2), each for exactly one call.
+    let ws = Workspace::new();
+    add(&ws, "sandbox_limits", guests::MITHAI_SANDBOX_LIMITS);
+    let set = load(&ws, "", LoadMode::Inspect).await;
+    let (component, _) = set.skills["sandbox_limits"].component().unwrap();
+    assert_eq!(call(&set, "sandbox_limits__count", json!({})).await.1, json!({"calls": 1}));
+    for round in 0..3 {
+        let ready = async {
+            while component.warm_instances() < skillhost::sandbox::WARM_INSTANCES {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(60), ready).await.expect("the warm instances are made");
+        let served = component.warm_served();
+        assert_eq!(call(&set, "sandbox_limits__count", json!({})).await.1, json!({"calls": 1}), "round {round}");
+        assert_eq!(component.warm_served(), served + 1, "the call took a warm instance");
+    }
+    // Two at once: both warm, both fresh.
+    let (a, b) =
+        tokio::join!(call(&set, "sandbox_limits__count", json!({})), call(&set, "sandbox_limits__count", json!({})));
+    assert_eq!((a.1, b.1), (json!({"calls": 1}), json!({"calls": 1})));
 }

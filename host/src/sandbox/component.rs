@@ -139,6 +139,11 @@ impl SkillComponent {
         self.warm.ready()
     }
 
+    /// How many calls (and hooks) of this component a warm instance served.
+    pub fn warm_served(&self) -> u64 {
+        self.warm.served()
+    }
+
     /// The optional hooks this component exports.
     pub fn hooks(&self) -> &Hooks {
         &self.hooks

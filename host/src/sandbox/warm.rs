@@ -48,12 +48,14 @@ struct State {
 pub(super) struct Warm {
     size: usize,
     state: Arc<Mutex<State>>,
+    /// Calls served by a warm instance (for tests and benchmarks).
+    served: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl Warm {
     /// Up to `size` instances ahead; zero makes every call instantiate its own.
     pub fn new(size: usize) -> Self {
-        Warm { size, state: Arc::default() }
+        Warm { size, state: Arc::default(), served: Arc::default() }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -70,6 +72,7 @@ impl Warm {
         while let Some(ready) = state.ready.pop() {
             let data = ready.store.data();
             if Arc::ptr_eq(&data.caps, &env.caps) && data.limits == env.limits {
+                self.served.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 return Some(ready);
             }
         }
@@ -140,5 +143,10 @@ impl Warm {
     /// How many instances are ready (for tests and benchmarks).
     pub fn ready(&self) -> usize {
         self.lock().ready.len()
+    }
+
+    /// How many calls a warm instance served (for tests and benchmarks).
+    pub fn served(&self) -> u64 {
+        self.served.load(std::sync::atomic::Ordering::Relaxed)
     }
 }

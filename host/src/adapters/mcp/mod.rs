@@ -229,6 +229,11 @@ impl ServerHandler for SkillServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let engine = self.engine();
+        // The spec's protocol error for a tool the server does not have (a tool that fails
+        // is an `isError` result instead).
+        if engine.tools().find(&request.name).is_none() {
+            return Err(ErrorData::invalid_params(format!("Unknown tool: {}", request.name), None));
+        }
         let input = Value::Object(request.arguments.clone().unwrap_or_default());
         let token =
             request.meta.as_ref().and_then(|m| m.get_progress_token()).or_else(|| context.meta.get_progress_token());
