@@ -10,85 +10,9 @@ use serde_json::{Value, json};
 use skillhost_tests::api_client::Sse;
 use skillhost_tests::llm_server::{Answer, LlmServer, Reply};
 use std::collections::HashMap;
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use support::api::ApiProcess;
 use support::*;
-
-const TOKEN: &str = "deadline-token";
-
-/// `skillhost run --adapter api` on a free port of 127.0.0.1, killed when dropped.
-struct ApiProcess {
-    child: Child,
-    base: String,
-    client: reqwest::Client,
-    stderr: Arc<Mutex<String>>,
-}
-
-impl ApiProcess {
-    /// Starts it in `ws` and waits (bounded) until `/healthz` answers.
-    async fn start(ws: &skillhost_tests::Workspace) -> Self {
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_skillhost"))
-            .current_dir(ws.path())
-            .args(["run", "--adapter", "api"])
-            .env("SKILLHOST_UI_PORT", port.to_string())
-            .env("SKILLHOST_UI_TOKEN", TOKEN)
-            .env_remove("RUST_LOG")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let stderr = Arc::new(Mutex::new(String::new()));
-        let (sink, mut pipe) = (stderr.clone(), child.stderr.take().unwrap());
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            while let Ok(n @ 1..) = std::io::Read::read(&mut pipe, &mut buf) {
-                sink.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
-            }
-        });
-        let client = reqwest::Client::builder().timeout(Duration::from_secs(30)).build().unwrap();
-        let api = ApiProcess { child, base: format!("http://127.0.0.1:{port}"), client, stderr };
-        let started = Instant::now();
-        while api.client.get(format!("{}/healthz", api.base)).send().await.is_err() {
-            assert!(started.elapsed() < PROCESS_LIMIT, "never listened: {}", api.stderr());
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        api
-    }
-
-    fn stderr(&self) -> String {
-        self.stderr.lock().unwrap().clone()
-    }
-
-    fn trigger(&self, query: &str, message: &str, channel: &str) -> reqwest::RequestBuilder {
-        let body = json!({"message": message, "channel_id": channel});
-        self.client.post(format!("{}/api/trigger?{query}", self.base)).bearer_auth(TOKEN).json(&body)
-    }
-
-    /// Opens an approval-v1 stream of a run on `channel`.
-    async fn stream(&self, message: &str, channel: &str) -> Sse {
-        let response = self.trigger("wait=1&stream=approval-v1", message, channel).send().await.unwrap();
-        assert_eq!(response.status(), 200, "{}", self.stderr());
-        Sse::new(response)
-    }
-
-    /// How long `/healthz` took to answer 200.
-    async fn healthz(&self) -> Duration {
-        let asked = Instant::now();
-        let response = self.client.get(format!("{}/healthz", self.base)).send().await.unwrap();
-        assert_eq!(response.status(), 200);
-        asked.elapsed()
-    }
-}
-
-impl Drop for ApiProcess {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_triggered_run_gets_the_looping_tools_deadline_error() {

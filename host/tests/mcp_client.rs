@@ -7,15 +7,11 @@
 mod support;
 
 use serde_json::{Value, json};
-use skillhost_tests::api_client::Sse;
 use skillhost_tests::llm_server::{Answer, LlmServer};
 use skillhost_tests::{Workspace, run_on_terminal};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use support::api::ApiProcess;
 use support::*;
-
-const TOKEN: &str = "client-token";
 
 /// A workspace whose config starts the `ask` server (stdio) for the top-level agent.
 fn ask_workspace(extra: &str) -> Workspace {
@@ -71,68 +67,6 @@ fn on_a_terminal_the_person_answers_the_servers_form() {
     assert_eq!(printed(&screen), json!({"action": "accept", "content": {"age": 30, "name": "Ada"}}));
 }
 
-/// `skillhost run --adapter api` on a free port of 127.0.0.1, killed when dropped.
-struct ApiProcess {
-    child: Child,
-    base: String,
-    client: reqwest::Client,
-    stderr: Arc<Mutex<String>>,
-}
-
-impl Drop for ApiProcess {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl ApiProcess {
-    async fn start(ws: &Workspace) -> Self {
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_skillhost"))
-            .current_dir(ws.path())
-            .args(["run", "--adapter", "api"])
-            .env("SKILLHOST_UI_PORT", port.to_string())
-            .env("SKILLHOST_UI_TOKEN", TOKEN)
-            .env_remove("RUST_LOG")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let stderr = Arc::new(Mutex::new(String::new()));
-        let (sink, mut pipe) = (stderr.clone(), child.stderr.take().unwrap());
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            while let Ok(n @ 1..) = std::io::Read::read(&mut pipe, &mut buf) {
-                sink.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
-            }
-        });
-        let client = reqwest::Client::builder().timeout(Duration::from_secs(30)).build().unwrap();
-        let api = ApiProcess { child, base: format!("http://127.0.0.1:{port}"), client, stderr };
-        let started = Instant::now();
-        while api.client.get(format!("{}/healthz", api.base)).send().await.is_err() {
-            assert!(started.elapsed() < PROCESS_LIMIT, "never listened: {}", api.stderr.lock().unwrap());
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        api
-    }
-
-    async fn stream(&self, message: &str) -> Sse {
-        let body = json!({"message": message, "channel_id": "c"});
-        let url = format!("{}/api/trigger?wait=1&stream=approval-v1", self.base);
-        let response = self.client.post(url).bearer_auth(TOKEN).json(&body).send().await.unwrap();
-        assert_eq!(response.status(), 200, "{}", self.stderr.lock().unwrap());
-        Sse::new(response)
-    }
-
-    async fn answer(&self, id: &str, answer: &str) {
-        let url = format!("{}/api/questions/{id}/answer", self.base);
-        let response = self.client.post(url).bearer_auth(TOKEN).json(&json!({"answer": answer})).send().await.unwrap();
-        assert_eq!(response.status(), 200, "answering {id}");
-    }
-}
-
 fn llm_yaml(llm: &LlmServer) -> String {
     format!(
         "adapter:\n  type: api\nllm:\n  provider: anthropic\n  model: test-model\n  max_tokens: 500\n  anthropic: {{api_key: test, base_url: '{}'}}\n",
@@ -157,7 +91,7 @@ async fn over_the_api_the_form_is_asked_in_the_stream_and_a_changed_list_is_offe
     let ws = ask_workspace(&llm_yaml(&llm));
     let api = ApiProcess::start(&ws).await;
 
-    let mut stream = api.stream("who?").await;
+    let mut stream = api.stream("who?", "c").await;
     for answer in ["-", "Ada"] {
         let asked = stream.until("question_requested").await.pop().unwrap();
         assert!(asked.data["prompt"].as_str().unwrap().contains("Who is there?"), "{asked:?}");
@@ -175,7 +109,7 @@ async fn over_the_api_the_form_is_asked_in_the_stream_and_a_changed_list_is_offe
     // The server said its list changed: the next turn offers the new tool, same session.
     let started = Instant::now();
     loop {
-        let _ = api.stream("again").await.until("run_completed").await;
+        let _ = api.stream("again", "c").await.until("run_completed").await;
         let n = llm.requests().len() - 1;
         if offered(&llm, n).contains(&"ask__grown".to_owned()) {
             break;
@@ -183,5 +117,5 @@ async fn over_the_api_the_form_is_asked_in_the_stream_and_a_changed_list_is_offe
         assert!(started.elapsed() < Duration::from_secs(10), "never re-listed: {:?}", offered(&llm, n));
         llm.push(Answer::text(&["Again."]));
     }
-    assert!(!api.stderr.lock().unwrap().contains("MCP server stopped"), "no reconnect: {}", api.stderr.lock().unwrap());
+    assert!(!api.stderr().contains("MCP server stopped"), "no reconnect: {}", api.stderr());
 }

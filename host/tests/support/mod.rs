@@ -1,6 +1,8 @@
-//! What `deadline.rs` and `deadline_api.rs` share: the `hooks_loop` workspace, processes
+//! What the binary tests share: the `hooks_loop` workspace, processes
 //! bounded in time, and the scripted LLM server.
 #![allow(dead_code)] // each test binary uses its own part
+
+pub mod api;
 
 use serde_json::Value;
 use skillhost_tests::llm_server::{LlmServer, Reply};
