@@ -181,6 +181,7 @@ const LEAKY_ENV: &[&str] = &[
     "CARGO_BUILD_RUSTFLAGS",
     "RUSTC_BOOTSTRAP",
     "CARGO_PRIMARY_PACKAGE",
+    "CLIPPY_ARGS",
 ];
 
 /// Builds the cargo project (crate or workspace) at `manifest_dir` in release mode for
