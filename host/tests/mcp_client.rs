@@ -119,3 +119,220 @@ async fn over_the_api_the_form_is_asked_in_the_stream_and_a_changed_list_is_offe
     }
     assert!(!api.stderr().contains("MCP server stopped"), "no reconnect: {}", api.stderr());
 }
+
+/// A server process on a free loopback port, killed when dropped.
+struct Served {
+    child: std::process::Child,
+    port: u16,
+}
+
+impl Served {
+    /// `tests/mcp/<script> streamable-http PORT` with the Python SDK, once it listens.
+    fn python(script: &str) -> Served {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let child = std::process::Command::new("python3")
+            .arg(repo().join("tests/mcp").join(script))
+            .args(["streamable-http", &port.to_string()])
+            .env("PYTHONPATH", repo().join("tests/mcp/pylib"))
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let started = Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(started.elapsed() < Duration::from_secs(30), "{script} never listened on {port}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Served { child, port }
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The user message of the LLM request `n` (which run it belongs to).
+fn asked_in(llm: &LlmServer, n: usize) -> String {
+    llm.body(n)["messages"][0]["content"][0]["text"].as_str().unwrap_or_default().to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_runs_at_once_each_answer_their_own_calls_form() {
+    // Over streamable HTTP the server's elicitation arrives on its call's response stream:
+    // it must reach that run's person, not the newest call's. Run A's server waits before
+    // asking, so run B's call is in flight (and newest) when A's form arrives.
+    let served = Served::python("ask_server.py");
+    let replies = vec![
+        Answer::default().call("a", "ask__ask_name", json!({"wait": 1.5})).into(),
+        Answer::default().call("b", "ask__ask_name", json!({})).into(),
+        Answer::text(&["Done."]).into(),
+        Answer::text(&["Done."]).into(),
+    ];
+    let llm = LlmServer::start(replies).await;
+    let ws = Workspace::new();
+    let yaml = format!(
+        "skills:\n  paths: [skills]\n  builtins: []\n  allowed: [ask]\nstate:\n  filesystem: {{path: state}}\n\
+         mcp_servers:\n  ask:\n    transport: streamablehttp\n    url: http://127.0.0.1:{}/mcp\n{}",
+        served.port,
+        llm_yaml(&llm)
+    );
+    std::fs::create_dir_all(ws.path().join("skills")).unwrap();
+    std::fs::write(ws.path().join("config.yaml"), yaml).unwrap();
+    let api = ApiProcess::start(&ws).await;
+
+    let mut a = api.stream("run A", "a").await;
+    let _ = a.until("tool_started").await;
+    let mut b = api.stream("run B", "b").await;
+    let limit = Duration::from_secs(20);
+    async fn asked(stream: &mut skillhost_tests::api_client::Sse, limit: Duration, who: &str) -> String {
+        let asked = tokio::time::timeout(limit, stream.until("question_requested"))
+            .await
+            .unwrap_or_else(|_| panic!("{who}'s run was never asked"))
+            .pop()
+            .unwrap();
+        assert!(asked.data["prompt"].as_str().unwrap().contains("Who is there?"), "{asked:?}");
+        asked.data["question_id"].as_str().unwrap().to_owned()
+    }
+    // B's form is asked first and left open, so B's call is in flight when A's form arrives.
+    let b_first = asked(&mut b, limit, "B").await;
+    let a_first = asked(&mut a, limit, "A").await;
+    api.answer(&a_first, "-").await;
+    api.answer(&asked(&mut a, limit, "A").await, "Ada").await;
+    api.answer(&b_first, "-").await;
+    api.answer(&asked(&mut b, limit, "B").await, "Bea").await;
+    for stream in [&mut a, &mut b] {
+        let done = tokio::time::timeout(limit, stream.until("run_completed")).await.expect("run completed");
+        assert_eq!(done.last().unwrap().data["text"], "Done.");
+    }
+    // Each run's tool result holds its own person's answer.
+    let mut names = Vec::new();
+    for n in 2..4 {
+        let result: Value = serde_json::from_str(tool_results(&llm, n)[0]["content"].as_str().unwrap()).unwrap();
+        names.push((asked_in(&llm, n), result["content"]["name"].as_str().unwrap_or_default().to_owned()));
+    }
+    names.sort();
+    assert_eq!(names, vec![("run A".to_owned(), "Ada".to_owned()), ("run B".to_owned(), "Bea".to_owned())]);
+}
+
+/// What `oauth_server.py` recorded: grant counts and every token it issued.
+fn grants(stats: &std::path::Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(stats).unwrap()).unwrap()
+}
+
+/// `skillhost call <tool>` with every log on (`RUST_LOG=trace`), acting as the person when it
+/// asks for authorization: the URL it shows is opened (the server grants it at once and
+/// redirects to skillhost's loopback port). Returns the exit code, stdout and stderr.
+async fn call_authorizing(ws: &Workspace, tool: &str) -> (i32, String, String) {
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt};
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_skillhost"))
+        .args(["call", tool])
+        .current_dir(ws.path())
+        .env("RUST_LOG", "trace")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let out = tokio::spawn(async move {
+        let mut text = String::new();
+        let _ = stdout.read_to_string(&mut text).await;
+        text
+    });
+    let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let err = tokio::spawn(async move {
+        let (mut text, mut opening) = (String::new(), false);
+        while let Ok(Some(line)) = lines.next_line().await {
+            if opening && line.trim().starts_with("http") {
+                // The person's browser: follows the authorization server's redirect home.
+                let page = reqwest::get(line.trim()).await.unwrap();
+                assert_eq!(page.status(), 200, "{line}");
+            }
+            opening = line.contains("Open this URL in a browser");
+            text.push_str(&line);
+            text.push('\n');
+        }
+        text
+    });
+    let status = tokio::time::timeout(PROCESS_LIMIT, child.wait()).await.expect("skillhost call finished").unwrap();
+    (status.code().unwrap_or(-1), out.await.unwrap(), err.await.unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oauth_tokens_are_kept_reused_after_a_restart_refreshed_and_never_logged() {
+    let ws = Workspace::new();
+    let stats = ws.path().join("grants.json");
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let child = std::process::Command::new("python3")
+        .arg(repo().join("tests/mcp/oauth_server.py"))
+        .args(["streamable-http", &port.to_string(), stats.to_str().unwrap()])
+        .env("PYTHONPATH", repo().join("tests/mcp/pylib"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let _served = Served { child, port };
+    let started = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(started.elapsed() < Duration::from_secs(30), "oauth_server.py never listened");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let yaml = format!(
+        "skills:\n  paths: [skills]\n  builtins: []\n  allowed: [secure]\nstate:\n  filesystem: {{path: state}}\n\
+         mcp_servers:\n  secure:\n    transport: streamablehttp\n    url: http://127.0.0.1:{port}/mcp\n    auth: {{}}\n"
+    );
+    std::fs::create_dir_all(ws.path().join("skills")).unwrap();
+    std::fs::write(ws.path().join("config.yaml"), yaml).unwrap();
+    let mut logs = String::new();
+    let mut call = async |tool: &str| {
+        let (code, stdout, stderr) = call_authorizing(&ws, tool).await;
+        assert_eq!(code, 0, "{stdout}\n{stderr}");
+        logs += &stdout;
+        logs += &stderr;
+        (stdout, stderr)
+    };
+
+    // First run: the person authorizes once (dynamic registration, PKCE, code exchange).
+    let (out, err) = call("secure__hello").await;
+    assert!(out.contains("hello"), "{out}");
+    assert!(err.contains("needs authorization"), "{err}");
+    let first = grants(&stats);
+    assert_eq!((first["registrations"].as_u64(), first["authorizations"].as_u64()), (Some(1), Some(1)), "{first}");
+
+    // A new process reuses the stored tokens: nobody is asked, nothing is granted again.
+    let (out, err) = call("secure__hello").await;
+    assert!(out.contains("hello") && !err.contains("needs authorization"), "{out}\n{err}");
+    assert_eq!(grants(&stats)["tokens"], first["tokens"], "no new tokens: {}", grants(&stats));
+
+    // The server ends the access token early: the refused token is refreshed, nobody asked.
+    let _ = call("secure__expire").await;
+    let (out, err) = call("secure__hello").await;
+    assert!(out.contains("hello") && !err.contains("needs authorization"), "{out}\n{err}");
+    let refreshed = grants(&stats);
+    assert_eq!(refreshed["authorizations"].as_u64(), Some(1), "{refreshed}");
+    let refreshes = refreshed["refreshes"].as_u64().unwrap();
+    assert!(refreshes >= 1, "{refreshed}");
+
+    // A refreshed token lives six seconds, and is refreshed when half of it is gone: the next
+    // run, four seconds on, refreshes it before using it.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let (out, err) = call("secure__hello").await;
+    assert!(out.contains("hello") && !err.contains("needs authorization"), "{out}\n{err}");
+    let last = grants(&stats);
+    assert_eq!(last["authorizations"].as_u64(), Some(1), "{last}");
+    assert!(last["refreshes"].as_u64().unwrap() > refreshes, "refreshed before use: {last}");
+
+    // The tokens are kept in the state store, and no token ever reached a log or the screen.
+    let newest = last["tokens"].as_array().unwrap().last().unwrap().as_str().unwrap().to_owned();
+    let state = skillhost::store::StateStore::new(ws.path().join("state"));
+    let key = format!("secure http://127.0.0.1:{port}/mcp");
+    let stored = state.get(skillhost::mcp::oauth::NAMESPACE, &key).unwrap().expect("tokens stored");
+    assert!(stored.contains(&newest), "the newest refresh token is stored: {stored}");
+    assert!(logs.contains("MCP server authorized") && logs.contains("TRACE"), "logs were on: {logs}");
+    for token in last["tokens"].as_array().unwrap() {
+        assert!(!logs.contains(token.as_str().unwrap()), "a token reached the logs: {token}");
+    }
+}

@@ -2,8 +2,8 @@
 
 Tools:
 - `whoami()`: the revision and capabilities the client offered (from the handshake).
-- `ask_name()`: asks the client for a form (`name`, required; `age`, default 30) and returns
-  what came back: `{"action": ..., "content": ...}`.
+- `ask_name(wait=0)`: after `wait` seconds, asks the client for a form (`name`, required;
+  `age`, default 30) and returns what came back: `{"action": ..., "content": ...}`.
 - `grow()`: adds the tool `grown` and tells the client its tool list changed.
 
 Usage: `python3 ask_server.py` (stdio), `python3 ask_server.py sse PORT`,
@@ -12,6 +12,8 @@ Usage: `python3 ask_server.py` (stdio), `python3 ask_server.py sse PORT`,
 
 import json
 import sys
+
+import anyio
 
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
@@ -33,8 +35,9 @@ async def whoami(ctx: Context) -> str:
 
 
 @server.tool()
-async def ask_name(ctx: Context) -> str:
-    """Ask the person for their name."""
+async def ask_name(ctx: Context, wait: float = 0) -> str:
+    """Ask the person for their name (after `wait` seconds)."""
+    await anyio.sleep(wait)
     schema = {
         "type": "object",
         "properties": {

@@ -10,8 +10,11 @@ use crate::config::{McpServer, ToolFilter};
 use crate::sandbox::capabilities::{McpBridge, McpCallError, McpFuture};
 use crate::skills::SkillSet;
 use crate::store::StateStore;
-use rmcp::model::{CallToolRequestParams, CallToolResult, JsonObject, Tool};
-use rmcp::service::{Peer, RoleClient};
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam, ClientRequest, JsonObject,
+    RequestId, ServerResult, Tool,
+};
+use rmcp::service::{Peer, PeerRequestOptions, RoleClient, ServiceError};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, RwLock};
@@ -231,7 +234,7 @@ impl McpManager {
         })?;
         let request = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
         let oauth = s.oauth.read().unwrap_or_else(|p| p.into_inner()).clone();
-        let called = authorized(oauth.as_deref(), || peer.call_tool(request.clone())).await;
+        let called = authorized(oauth.as_deref(), || call_tool(&peer, request.clone(), &s.askers)).await;
         called.map_err(|e| format!("MCP server `{server}`: {e:#}"))
     }
 
@@ -242,6 +245,44 @@ impl McpManager {
             Some(s) => s.askers.asking(server, person, work).await,
             None => work.await,
         }
+    }
+}
+
+/// One `tools/call`, its request id tied to the asking call this task runs (the server's
+/// elicitations for it reach that call's person). Dropped before the answer (the turn's
+/// deadline, a cancelled turn), it tells the server `notifications/cancelled`.
+async fn call_tool(
+    peer: &Peer<RoleClient>,
+    params: CallToolRequestParams,
+    askers: &Askers,
+) -> Result<CallToolResult, ServiceError> {
+    let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+    let handle = peer.send_request_with_option(request, PeerRequestOptions::no_options()).await?;
+    askers.bind(&handle.id);
+    let mut abandoned = Abandoned { peer: Some(peer.clone()), id: handle.id.clone() };
+    let answer = handle.await_response().await;
+    abandoned.peer = None;
+    match answer? {
+        ServerResult::CallToolResult(result) => Ok(result),
+        // A result with nothing but `_meta` (some servers answer a void tool so).
+        ServerResult::EmptyResult(_) => Ok(CallToolResult::success(Vec::new())),
+        _ => Err(ServiceError::UnexpectedResponse),
+    }
+}
+
+/// Cancels a `tools/call` whose answer nobody waits for any more.
+struct Abandoned {
+    peer: Option<Peer<RoleClient>>,
+    id: RequestId,
+}
+
+impl Drop for Abandoned {
+    fn drop(&mut self) {
+        let (Some(peer), Ok(runtime)) = (self.peer.take(), tokio::runtime::Handle::try_current()) else { return };
+        let params = CancelledNotificationParam::new(Some(self.id.clone()), Some("the call was abandoned".into()));
+        runtime.spawn(async move {
+            let _ = peer.notify_cancelled(params).await;
+        });
     }
 }
 

@@ -5,11 +5,12 @@
 
 use super::elicit::{self, Person};
 use rmcp::ClientHandler;
+use rmcp::model::RequestId;
 use rmcp::model::{
     ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationCapability,
     ErrorData, FormElicitationCapability, Implementation, ProtocolVersion,
 };
-use rmcp::service::{NotificationContext, Peer, RequestContext, RoleClient};
+use rmcp::service::{InboundStreamOrigin, NotificationContext, Peer, RequestContext, RoleClient};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::sync::{mpsc, oneshot};
@@ -18,12 +19,28 @@ use tokio::sync::{mpsc, oneshot};
 type Pending = (ElicitRequestParams, oneshot::Sender<ElicitResult>);
 
 /// The calls of one server now in flight that have a person to ask. A server's elicitation
-/// goes to the newest of them: MCP does not say which request an elicitation belongs to on
-/// every transport, and the newest call is the one most likely still waiting.
+/// goes to the person of the call it belongs to: on streamable HTTP it arrives on the response
+/// stream of that call's POST (rmcp marks it with the call's request id, which
+/// [`Askers::bind`] tied to the asking call). Where the transport cannot tell (stdio, the
+/// legacy SSE stream, the standalone GET stream) it goes to the only call in flight, or, with
+/// several, to the newest: the one most likely still waiting.
 #[derive(Default)]
 pub struct Askers {
     next: AtomicU64,
-    open: Mutex<Vec<(u64, mpsc::UnboundedSender<Pending>)>>,
+    open: Mutex<Vec<Open>>,
+}
+
+/// One asking call: its registration, where its elicitations go, and the request ids of the
+/// `tools/call` requests it sent (a retry after authorization sends another).
+struct Open {
+    id: u64,
+    tx: mpsc::UnboundedSender<Pending>,
+    requests: Vec<RequestId>,
+}
+
+tokio::task_local! {
+    /// The asking call the current task polls (set by [`Askers::asking`] around its work).
+    static ASKING: u64;
 }
 
 /// Removes its call from [`Askers`] when the call ends.
@@ -34,26 +51,45 @@ pub struct Registered<'a> {
 
 impl Drop for Registered<'_> {
     fn drop(&mut self) {
-        self.askers.open.lock().unwrap_or_else(|p| p.into_inner()).retain(|(id, _)| *id != self.id);
+        self.askers.open.lock().unwrap_or_else(|p| p.into_inner()).retain(|open| open.id != self.id);
     }
 }
 
 impl Askers {
     fn register(&self, tx: mpsc::UnboundedSender<Pending>) -> Registered<'_> {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
-        self.open.lock().unwrap_or_else(|p| p.into_inner()).push((id, tx));
+        self.open.lock().unwrap_or_else(|p| p.into_inner()).push(Open { id, tx, requests: Vec::new() });
         Registered { askers: self, id }
     }
 
-    fn newest(&self) -> Option<mpsc::UnboundedSender<Pending>> {
-        self.open.lock().unwrap_or_else(|p| p.into_inner()).last().map(|(_, tx)| tx.clone())
+    /// Ties `request` (a `tools/call` just sent) to the asking call this task runs, if any, so
+    /// the server's elicitations on that request's stream reach its person.
+    pub fn bind(&self, request: &RequestId) {
+        let Ok(asking) = ASKING.try_with(|id| *id) else { return };
+        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(open) = open.iter_mut().find(|open| open.id == asking) {
+            open.requests.push(request.clone());
+        }
+    }
+
+    /// Where an elicitation goes: the call whose request it belongs to, when the transport
+    /// says (`origin`), else the only or the newest call in flight.
+    fn asker(&self, origin: Option<&InboundStreamOrigin>) -> Option<mpsc::UnboundedSender<Pending>> {
+        let open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(InboundStreamOrigin::OutboundRequest(request)) = origin
+            && let Some(open) = open.iter().find(|open| open.requests.contains(request))
+        {
+            return Some(open.tx.clone());
+        }
+        open.last().map(|open| open.tx.clone())
     }
 
     /// Runs `work` (a call to the server) while answering the server's elicitations through
     /// `person`; the work goes on being polled while the person is asked.
     pub async fn asking<T>(&self, server: &str, person: &dyn Person, work: impl Future<Output = T>) -> T {
         let (tx, mut rx) = mpsc::unbounded_channel();
-        let _registered = self.register(tx);
+        let registered = self.register(tx);
+        let work = ASKING.scope(registered.id, work);
         tokio::pin!(work);
         loop {
             tokio::select! {
@@ -96,10 +132,11 @@ impl ClientHandler for Handler {
     async fn create_elicitation(
         &self,
         request: ElicitRequestParams,
-        _context: RequestContext<RoleClient>,
+        context: RequestContext<RoleClient>,
     ) -> Result<ElicitResult, ErrorData> {
         let declined = ElicitResult::new(ElicitationAction::Decline);
-        let Some(tx) = self.askers.newest().filter(|_| self.people) else {
+        let origin = context.extensions.get::<InboundStreamOrigin>();
+        let Some(tx) = self.askers.asker(origin).filter(|_| self.people) else {
             tracing::info!(server = %self.server, "MCP server asked for input with nobody to ask: declined");
             return Ok(declined);
         };

@@ -11,6 +11,7 @@
 
 use crate::config::McpAuth;
 use crate::store::StateStore;
+use oauth2::TokenResponse;
 use rmcp::transport::auth::{
     AuthClient, AuthError, AuthorizationManager, AuthorizationRequest, AuthorizationSession, CredentialStore,
     StoredCredentials, WWWAuthenticateParams,
@@ -94,14 +95,44 @@ impl OAuth {
     }
 
     /// Authorizes after the server's `challenge` (a `WWW-Authenticate` value): a first
-    /// authorization, or a scope step-up after a 403. Requests wait meanwhile.
-    pub async fn authorize(&self, challenge: &str) -> Result<(), OAuthError> {
+    /// authorization, or a scope step-up after a 403. Requests wait meanwhile. On the first
+    /// `attempt` for a request, a refused token that has a refresh token is refreshed instead
+    /// (a server may end a token before its `expires_in`); the person is asked only when that
+    /// fails or the new token is refused too.
+    pub async fn authorize(&self, challenge: &str, attempt: usize) -> Result<(), OAuthError> {
         let mut guard = self.manager.lock().await;
+        if attempt == 0 && self.refreshed(&guard, challenge).await {
+            return Ok(());
+        }
         let placeholder = AuthorizationManager::new(self.url.as_str()).await?;
         let manager = std::mem::replace(&mut *guard, placeholder);
         let (manager, result) = self.run(manager, challenge).await;
         *guard = manager;
         result
+    }
+
+    /// Whether the refused token could be refreshed (not for a scope step-up: a refresh
+    /// cannot widen the grant).
+    async fn refreshed(&self, manager: &AuthorizationManager, challenge: &str) -> bool {
+        let Ok(base) = url::Url::parse(&self.url) else { return false };
+        if WWWAuthenticateParams::parse(challenge, &base).is_insufficient_scope() {
+            return false;
+        }
+        let refreshable =
+            manager.get_credentials().await.is_ok_and(|(_, token)| token.is_some_and(|t| t.refresh_token().is_some()));
+        if !refreshable {
+            return false;
+        }
+        match manager.refresh_token().await {
+            Ok(_) => {
+                tracing::info!(server = %self.server, "MCP server refused its token; refreshed it");
+                true
+            }
+            Err(e) => {
+                tracing::info!(server = %self.server, "refreshing the refused token failed ({e}); authorizing again");
+                false
+            }
+        }
     }
 
     /// The flow; the manager comes back whatever happens (it holds the stores and metadata).

@@ -84,7 +84,7 @@ async fn open(server: &Server, settings: &Settings, handler: Handler) -> anyhow:
             Err(_) => anyhow::bail!("no answer within {} s", CONNECT_TIMEOUT.as_secs()),
         };
         match (error.auth_challenge(), &oauth) {
-            (Some(challenge), Some(oauth)) if attempts < AUTH_ATTEMPTS => oauth.authorize(challenge).await?,
+            (Some(challenge), Some(oauth)) if attempts < AUTH_ATTEMPTS => oauth.authorize(challenge, attempts).await?,
             (Some(_), None) => {
                 anyhow::bail!("the server asks for authorization: configure `mcp_servers.{}.auth`", server.name)
             }
@@ -118,10 +118,10 @@ where
     Fut: Future<Output = Result<T, ServiceError>>,
 {
     let mut result = request().await;
-    for _ in 0..AUTH_ATTEMPTS {
+    for attempt in 0..AUTH_ATTEMPTS {
         let (Err(e), Some(oauth)) = (&result, oauth) else { break };
         let Some(challenge) = e.auth_challenge() else { break };
-        oauth.authorize(challenge).await?;
+        oauth.authorize(challenge, attempt).await?;
         result = request().await;
     }
     Ok(result?)
