@@ -15,12 +15,17 @@ use support::*;
 
 /// A workspace whose config starts the `ask` server (stdio) for the top-level agent.
 fn ask_workspace(extra: &str) -> Workspace {
+    ask_workspace_with("", extra)
+}
+
+/// [`ask_workspace`], the server started with `more` (YAML list items after the script).
+fn ask_workspace_with(more: &str, extra: &str) -> Workspace {
     let (server, pylib) = (repo().join("tests/mcp/ask_server.py"), repo().join("tests/mcp/pylib"));
     assert!(pylib.join("mcp").exists(), "install the Python SDK with `pip install --target tests/mcp/pylib mcp`");
     let ws = Workspace::new();
     let yaml = format!(
         "skills:\n  paths: [skills]\n  builtins: []\n  allowed: [ask]\nstate:\n  filesystem: {{path: state}}\n\
-         mcp_servers:\n  ask:\n    transport: stdio\n    command: python3\n    args: ['{}']\n    env: {{PYTHONPATH: '{}'}}\n{extra}",
+         mcp_servers:\n  ask:\n    transport: stdio\n    command: python3\n    args: ['{}'{more}]\n    env: {{PYTHONPATH: '{}'}}\n{extra}",
         server.display(),
         pylib.display()
     );
@@ -335,4 +340,40 @@ async fn oauth_tokens_are_kept_reused_after_a_restart_refreshed_and_never_logged
     for token in last["tokens"].as_array().unwrap() {
         assert!(!logs.contains(token.as_str().unwrap()), "a token reached the logs: {token}");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_2026_07_28_server_s_changed_list_is_heard_on_a_listen_stream() {
+    // The server refuses `initialize`: the session is opened with `server/discover`, where
+    // change notifications come only on a `subscriptions/listen` stream the client opens.
+    let replies = vec![
+        Answer::default().call("w", "ask__whoami", json!({})).into(),
+        Answer::default().call("g", "ask__grow", json!({})).into(),
+        Answer::text(&["Grown."]).into(),
+        Answer::text(&["Again."]).into(),
+    ];
+    let llm = LlmServer::start(replies).await;
+    let ws = ask_workspace_with(", '--modern'", &llm_yaml(&llm));
+    let api = ApiProcess::start(&ws).await;
+    let _ = api.stream("grow", "c").await.until("run_completed").await;
+    let me: Value = serde_json::from_str(tool_results(&llm, 1)[0]["content"].as_str().unwrap()).unwrap();
+    assert_eq!(me["protocol_version"], "2026-07-28", "{me}");
+    assert!(!offered(&llm, 0).contains(&"ask__grown".to_owned()));
+
+    let started = Instant::now();
+    loop {
+        let _ = api.stream("again", "c").await.until("run_completed").await;
+        let n = llm.requests().len() - 1;
+        if offered(&llm, n).contains(&"ask__grown".to_owned()) {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "never re-listed: {:?}\n{}",
+            offered(&llm, n),
+            api.stderr()
+        );
+        llm.push(Answer::text(&["Again."]));
+    }
+    assert!(!api.stderr().contains("MCP server stopped"), "no reconnect: {}", api.stderr());
 }

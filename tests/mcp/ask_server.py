@@ -7,7 +7,7 @@ Tools:
 - `grow()`: adds the tool `grown` and tells the client its tool list changed.
 
 Usage: `python3 ask_server.py` (stdio), `python3 ask_server.py sse PORT`,
-`python3 ask_server.py streamable-http PORT`.
+`python3 ask_server.py streamable-http PORT`; with `--modern` it refuses `initialize`.
 """
 
 import json
@@ -17,8 +17,22 @@ import anyio
 
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
+from mcp.shared.exceptions import MCPError
+from mcp.types.jsonrpc import METHOD_NOT_FOUND
 
-server = MCPServer("ask")
+# `--modern`: refuse `initialize`, so a client speaks the 2026-07-28 revision (`server/discover`,
+# change notifications only on `subscriptions/listen` streams).
+MODERN = "--modern" in sys.argv
+ARGS = [a for a in sys.argv[1:] if a != "--modern"]
+
+
+async def refuse_initialize(ctx, call_next):
+    if ctx.method == "initialize":
+        raise MCPError(code=METHOD_NOT_FOUND, message="Method not found", data="initialize")
+    return await call_next(ctx)
+
+
+server = MCPServer("ask", middleware=[refuse_initialize] if MODERN else None)
 
 
 @server.tool()
@@ -59,12 +73,13 @@ def grown() -> str:
 async def grow(ctx: Context) -> str:
     """Add the tool `grown` and tell the client."""
     server.add_tool(grown)
-    await ctx.session.send_tool_list_changed()
+    await ctx.session.send_tool_list_changed()  # sessions that began with `initialize`
+    await ctx.notify_tools_changed()  # `subscriptions/listen` streams
     return "added"
 
 
 if __name__ == "__main__":
-    if len(sys.argv) > 2:
-        server.run(sys.argv[1], host="127.0.0.1", port=int(sys.argv[2]))
+    if len(ARGS) > 1:
+        server.run(ARGS[0], host="127.0.0.1", port=int(ARGS[1]))
     else:
         server.run()

@@ -1,6 +1,7 @@
 //! One server's supervision: connect (authorizing when the server asks), list its tools, wait
 //! for the connection to end, again with backoff, forever (the task is aborted when the
-//! manager goes). A server's `tools/list_changed` lists its tools again on the same session.
+//! manager goes). A server's `tools/list_changed` lists its tools again on the same session
+//! (on a `subscriptions/listen` stream at the revisions without `initialize`).
 
 use super::client::{BACKOFF_MAX, BACKOFF_START, CONNECT_TIMEOUT, Server, Status};
 use super::handler::Handler;
@@ -9,7 +10,7 @@ use super::transport::{self, Session};
 use crate::config::McpServer;
 use crate::store::StateStore;
 use rmcp::ServiceError;
-use rmcp::model::Tool;
+use rmcp::model::{ServerNotification, SubscriptionFilter, Tool};
 use rmcp::service::{Peer, RoleClient};
 use std::sync::{Arc, Weak};
 
@@ -43,10 +44,12 @@ pub(super) async fn supervise(server: Arc<Server>, settings: Settings) {
                 tracing::info!(server = %server.name, tools = tools.len(), "MCP server ready");
                 let peer = session.peer().clone();
                 server.update(|s| {
-                    (s.status, s.peer, s.tools) = (Status::Ready, Some(peer), Arc::new(tools));
+                    (s.status, s.peer, s.tools) = (Status::Ready, Some(peer.clone()), Arc::new(tools));
                     s.attempts += 1;
                 });
+                let listening = listen_for_changes(Arc::downgrade(&server), peer);
                 let reason = session.waiting().await;
+                listening.abort();
                 let why = format!("the connection ended ({reason:?})");
                 tracing::warn!(server = %server.name, "MCP server stopped: {why}; restarting in {delay:?}");
                 server.update(|s| (s.status, s.peer, s.tools) = (Status::Down(why), None, Arc::default()));
@@ -125,6 +128,41 @@ where
         result = request().await;
     }
     Ok(result?)
+}
+
+/// A session at a revision without `initialize` (2026-07-28 on, after `server/discover`) gets
+/// change notifications only on a `subscriptions/listen` stream it opens: one is opened for
+/// `tools/list_changed` when the server says its list changes, and each notification re-lists
+/// the tools as on older sessions. Earlier sessions get the notification unasked, through
+/// the handler.
+fn listen_for_changes(server: Weak<Server>, peer: Peer<RoleClient>) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let Some(info) = peer.peer_info() else { return };
+        let changes = info.capabilities.tools.as_ref().and_then(|t| t.list_changed).unwrap_or(false);
+        if info.protocol_version.has_initialize() || !changes {
+            return;
+        }
+        let name = server.upgrade().map(|s| s.name.clone()).unwrap_or_default();
+        let filter = SubscriptionFilter::builder().tools_list_changed().build();
+        let mut subscription = match peer.listen(filter).await {
+            Ok(subscription) => subscription,
+            Err(e) => {
+                tracing::warn!(server = %name, "could not listen for tool list changes: {e}");
+                return;
+            }
+        };
+        loop {
+            match subscription.next().await {
+                Ok(Some(ServerNotification::ToolListChangedNotification(_))) => relist(server.clone(), peer.clone()),
+                Ok(Some(_)) => {}
+                Ok(None) => return,
+                Err(e) => {
+                    tracing::warn!(server = %name, "the tool list change subscription ended: {e}");
+                    return;
+                }
+            }
+        }
+    })
 }
 
 /// Lists a server's tools again on its session after it said they changed; the next round
