@@ -56,7 +56,11 @@ fn call_prints_the_result() {
         .output()
         .unwrap();
     assert!(status.status.success(), "{}", String::from_utf8_lossy(&status.stderr));
-    assert!(ws.path().join(".skillhost/cache").read_dir().unwrap().next().is_some(), "compiled components are cached");
+    let cached = ws.path().join(".skillhost/cache").read_dir().unwrap().flatten();
+    assert!(
+        cached.map(|e| e.path()).any(|p| p.extension().is_some_and(|x| x == "cwasm")),
+        "compiled components are cached"
+    );
 }
 
 #[test]

@@ -36,14 +36,13 @@ fn copy_fixture(ws: &Workspace, name: &str, wasm: Option<&str>) -> PathBuf {
     dir
 }
 
-/// `config.yaml` with `skills_extra` under `skills:`; compiled components are shared by the
-/// tests of this file (a Python component takes long to compile).
+/// `config.yaml` with `skills_extra` under `skills:`. Compiled components go to the cache
+/// `SKILLHOST_CACHE_DIR` names (one for every test binary: a Python component takes long to
+/// compile).
 fn config(ws: &Workspace, skills_extra: &str) {
-    let cache = Path::new(env!("CARGO_TARGET_TMPDIR")).join("mithai-components");
     let yaml = format!(
         "skills:\n  paths: [skills]\n  builtins: []\n{skills_extra}learning:\n  memory:\n    filesystem: {{path: mem}}\n\
-         state:\n  filesystem: {{path: state}}\nsandbox:\n  cache_dir: '{}'\n",
-        cache.display()
+         state:\n  filesystem: {{path: state}}\n"
     );
     std::fs::write(ws.path().join("config.yaml"), yaml).unwrap();
 }

@@ -134,10 +134,20 @@ pub fn run_on_terminal(dir: &Path, command: &str, typed: &str) -> (i32, String) 
     (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-/// One sandbox for the whole test binary (each engine reserves a large pool of memory).
+/// One sandbox for the whole test binary (each engine reserves a large pool of memory),
+/// compiling into the cache `SKILLHOST_CACHE_DIR` names (the repository's `.cargo/config.toml`
+/// sets one under `target/` for `cargo test`), as `skillhost` itself would: a component
+/// compiled by one test binary is loaded by the next, and a new one compiles only the
+/// functions no skill compiled before.
 pub fn sandbox() -> Arc<Sandbox> {
     static SANDBOX: OnceLock<Arc<Sandbox>> = OnceLock::new();
-    SANDBOX.get_or_init(|| Arc::new(Sandbox::new(&SandboxOptions::default()).expect("sandbox"))).clone()
+    SANDBOX
+        .get_or_init(|| {
+            let cache_dir =
+                std::env::var_os(skillhost::app::CACHE_DIR_VAR).filter(|d| !d.is_empty()).map(PathBuf::from);
+            Arc::new(Sandbox::new(&SandboxOptions { cache_dir, ..SandboxOptions::default() }).expect("sandbox"))
+        })
+        .clone()
 }
 
 /// A context for a call on channel `test`.

@@ -47,13 +47,11 @@ fn built() -> &'static Workspace {
     })
 }
 
-/// The config: compiled components cached beside the built fixture, shared by every test.
+/// The config. Compiled components go to the cache `SKILLHOST_CACHE_DIR` names, shared by
+/// every test (and test binary).
 fn config(extra: &str) -> String {
-    let cache = built().path().join("cache");
-    format!(
-        "skills:\n  paths: [skills]\n  builtins: []\nstate:\n  filesystem: {{path: state}}\nsandbox:\n  cache_dir: {}\n{extra}",
-        cache.display()
-    )
+    let _ = built();
+    format!("skills:\n  paths: [skills]\n  builtins: []\nstate:\n  filesystem: {{path: state}}\n{extra}")
 }
 
 async fn load() -> Arc<SkillSet> {

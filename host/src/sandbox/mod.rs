@@ -13,6 +13,7 @@ mod command;
 mod component;
 mod error;
 mod failure;
+mod functions;
 mod host;
 mod host_state;
 pub mod limits;
@@ -291,6 +292,13 @@ pub fn engine_config(options: &SandboxOptions) -> Config {
         .max_wasm_stack(1 << 20)
         .async_stack_size(2 << 20)
         .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+    // Functions compiled before (by any skill) are read back instead of compiled again.
+    if let Some(dir) = &options.cache_dir
+        && let Some(functions) = functions::FunctionCache::open(dir)
+        && let Err(e) = config.enable_incremental_compilation(std::sync::Arc::new(functions))
+    {
+        tracing::warn!("compiling without the function cache: {e:#}");
+    }
     config
 }
 
