@@ -5,9 +5,10 @@
 
 use super::StateError;
 use rusqlite::{Connection, OpenFlags};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// The database file inside the state directory.
@@ -46,12 +47,33 @@ pub struct Pool {
     idle: Mutex<Vec<Connection>>,
     /// Set once the schema exists and old JSON namespaces are imported.
     ready: AtomicBool,
+    /// This process's writers to the database take turns here (see [`Pool::write`]).
+    writer: Arc<Mutex<()>>,
+}
+
+/// One writer lock per database file in this process, shared by every [`Pool`] on it.
+fn writer_for(root: &Path) -> Arc<Mutex<()>> {
+    static WRITERS: Mutex<Option<HashMap<PathBuf, Arc<Mutex<()>>>>> = Mutex::new(None);
+    let key = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
+    let mut writers = WRITERS.lock().unwrap_or_else(|p| p.into_inner());
+    writers.get_or_insert_with(HashMap::new).entry(key).or_default().clone()
 }
 
 impl Pool {
     /// A pool for the database under `root`; nothing is opened yet.
     pub fn new(root: PathBuf) -> Self {
-        Pool { root, idle: Mutex::default(), ready: AtomicBool::new(false) }
+        let writer = writer_for(&root);
+        Pool { root, idle: Mutex::default(), ready: AtomicBool::new(false), writer }
+    }
+
+    /// [`Pool::with`] for a write. SQLite lets one writer in at a time, and one that finds
+    /// the database locked sleeps in its busy handler (1 ms, then 2, 5, 10 ... up to 100 ms
+    /// a try), so writers of one process that raced for the lock waited far longer than the
+    /// writes take. They queue here instead, each woken as the one before finishes; the busy
+    /// timeout is left for writers in other processes.
+    pub fn write<T>(&self, f: impl FnOnce(&mut Connection) -> Result<T, StateError>) -> Result<T, StateError> {
+        let _turn = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        self.with(f)
     }
 
     /// Runs `f` on a connection of the pool. The pool's lock is held only to take and

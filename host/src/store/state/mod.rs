@@ -70,7 +70,7 @@ impl StateStore {
     /// Sets a key.
     pub fn set(&self, ns: &str, key: &str, value: &str) -> Result<(), StateError> {
         check_entry(ns, key, value)?;
-        self.pool.with(|conn| write(conn, ns, key, value))
+        self.pool.write(|conn| write(conn, ns, key, value))
     }
 
     /// Sets a key unless the namespace would then hold more than `quota` allows (an
@@ -78,7 +78,7 @@ impl StateStore {
     /// counts only the difference; a set that does not grow the namespace always succeeds.
     pub fn set_within(&self, ns: &str, key: &str, value: &str, quota: &StateQuota) -> Result<(), StateError> {
         check_entry(ns, key, value)?;
-        self.pool.with(|conn| {
+        self.pool.write(|conn| {
             let tx = immediate(conn)?;
             let old: Option<i64> = tx
                 .prepare_cached("SELECT bytes FROM entries WHERE ns = ?1 AND key = ?2")
@@ -110,7 +110,7 @@ impl StateStore {
     ) -> Result<Option<String>, StateError> {
         check_namespace(ns)?;
         check_key(key)?;
-        self.pool.with(|conn| {
+        self.pool.write(|conn| {
             let tx = immediate(conn)?;
             let new = change(read(&tx, ns, key)?)?;
             match &new {
@@ -128,7 +128,7 @@ impl StateStore {
     /// Removes a key.
     pub fn delete(&self, ns: &str, key: &str) -> Result<(), StateError> {
         check_namespace(ns)?;
-        self.pool.with(|conn| remove(conn, ns, key))
+        self.pool.write(|conn| remove(conn, ns, key))
     }
 
     /// Lists keys, sorted (bytewise).
