@@ -3,13 +3,14 @@
 //! including approvals through elicitation, at the newest protocol revision and the older
 //! ones; and raw JSON-RPC for the revisions the SDK no longer asks for.
 
+mod support;
+
 use serde_json::{Value, json};
 use skillhost_tests::{Workspace, guests};
-use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
-use std::sync::mpsc;
+use std::process::Command;
 use std::time::Duration;
+use support::raw::Raw;
 
 fn mcp_dir() -> PathBuf {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/mcp");
@@ -190,80 +191,6 @@ fn a_client_asking_the_newest_revision_gets_it_with_approvals_and_refusals() {
     assert!(unaskable["asked"].as_array().unwrap().is_empty(), "{unaskable}");
 }
 
-/// `skillhost mcp` driven line by line over its stdio.
-struct Raw {
-    child: std::process::Child,
-    lines: mpsc::Receiver<String>,
-    next_id: u64,
-}
-
-impl Raw {
-    fn start(ws: &Workspace) -> Raw {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_skillhost"))
-            .args(["--config", ws.path().join("config.yaml").to_str().unwrap(), "mcp"])
-            .current_dir(ws.path())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let stdout = BufReader::new(child.stdout.take().unwrap());
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || stdout.lines().map_while(Result::ok).try_for_each(|l| tx.send(l)));
-        Raw { child, lines, next_id: 0 }
-    }
-
-    fn send(&mut self, message: Value) {
-        let stdin = self.child.stdin.as_mut().unwrap();
-        writeln!(stdin, "{message}").unwrap();
-    }
-
-    /// Sends one raw line.
-    fn send_line(&mut self, line: &str) {
-        let stdin = self.child.stdin.as_mut().unwrap();
-        writeln!(stdin, "{line}").unwrap();
-    }
-
-    /// The next message the server writes.
-    fn next(&mut self) -> Value {
-        let line = self.lines.recv_timeout(Duration::from_secs(60)).expect("a message within 60 s");
-        serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"))
-    }
-
-    /// `initialize` at `revision` and `notifications/initialized`.
-    fn initialize(&mut self, revision: &str) -> Value {
-        let client = json!({"name": "raw", "version": "0"});
-        let init =
-            self.request("initialize", json!({"protocolVersion": revision, "capabilities": {}, "clientInfo": client}));
-        self.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-        init
-    }
-
-    /// Whether the server is still alive: the child runs and answers a ping.
-    fn answers_a_ping(&mut self) -> bool {
-        self.child.try_wait().unwrap().is_none() && self.request("ping", json!({}))["result"].is_object()
-    }
-
-    /// Sends a request and waits for its response (skipping notifications).
-    fn request(&mut self, method: &str, params: Value) -> Value {
-        self.next_id += 1;
-        let id = self.next_id;
-        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
-        loop {
-            let message = self.next();
-            if message["id"] == id {
-                return message;
-            }
-        }
-    }
-}
-
-impl Drop for Raw {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// `initialize` echoes a revision it has; an unknown one, or 2026-07-28 (which has no
 /// handshake), is answered with the newest revision that has one. Old revisions keep the
 /// old result shape, and gated calls are refused to a client that cannot elicit.
@@ -382,9 +309,9 @@ fn a_cancelled_call_stops_and_sends_no_result() {
         let fields: Vec<&str> = stat.rsplit_once(')').unwrap().1.split_whitespace().collect();
         fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
     };
-    let before = cpu(raw.child.id());
+    let before = cpu(raw.pid());
     // Nothing more arrives meanwhile: no answer for the cancelled call.
-    assert!(raw.lines.recv_timeout(Duration::from_secs(1)).is_err(), "a result of the cancelled call was sent");
-    let ticks = cpu(raw.child.id()) - before;
+    assert!(raw.quiet_for(Duration::from_secs(1)), "a result of the cancelled call was sent");
+    let ticks = cpu(raw.pid()) - before;
     assert!(ticks < 50, "the cancelled guest still runs: {ticks} clock ticks in one second");
 }

@@ -84,6 +84,26 @@ fn offered(llm: &LlmServer, n: usize) -> Vec<String> {
     tools.iter().map(|t| t["name"].as_str().unwrap_or_default().to_owned()).collect()
 }
 
+/// Runs turns on channel `c` (each answered "Again.") until the model is offered `tool`;
+/// fails after 10 s.
+async fn next_turns_offer(api: &ApiProcess, llm: &LlmServer, tool: &str) {
+    let started = Instant::now();
+    loop {
+        let _ = api.stream("again", "c").await.until("run_completed").await;
+        let n = llm.requests().len() - 1;
+        if offered(llm, n).contains(&tool.to_owned()) {
+            return;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "never re-listed: {:?}\n{}",
+            offered(llm, n),
+            api.stderr()
+        );
+        llm.push(Answer::text(&["Again."]));
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn over_the_api_the_form_is_asked_in_the_stream_and_a_changed_list_is_offered_next_turn() {
     let replies = vec![
@@ -112,16 +132,7 @@ async fn over_the_api_the_form_is_asked_in_the_stream_and_a_changed_list_is_offe
     assert!(!offered(&llm, 0).contains(&"ask__grown".to_owned()));
 
     // The server said its list changed: the next turn offers the new tool, same session.
-    let started = Instant::now();
-    loop {
-        let _ = api.stream("again", "c").await.until("run_completed").await;
-        let n = llm.requests().len() - 1;
-        if offered(&llm, n).contains(&"ask__grown".to_owned()) {
-            break;
-        }
-        assert!(started.elapsed() < Duration::from_secs(10), "never re-listed: {:?}", offered(&llm, n));
-        llm.push(Answer::text(&["Again."]));
-    }
+    next_turns_offer(&api, &llm, "ask__grown").await;
     assert!(!api.stderr().contains("MCP server stopped"), "no reconnect: {}", api.stderr());
 }
 
@@ -360,20 +371,6 @@ async fn a_2026_07_28_server_s_changed_list_is_heard_on_a_listen_stream() {
     assert_eq!(me["protocol_version"], "2026-07-28", "{me}");
     assert!(!offered(&llm, 0).contains(&"ask__grown".to_owned()));
 
-    let started = Instant::now();
-    loop {
-        let _ = api.stream("again", "c").await.until("run_completed").await;
-        let n = llm.requests().len() - 1;
-        if offered(&llm, n).contains(&"ask__grown".to_owned()) {
-            break;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "never re-listed: {:?}\n{}",
-            offered(&llm, n),
-            api.stderr()
-        );
-        llm.push(Answer::text(&["Again."]));
-    }
+    next_turns_offer(&api, &llm, "ask__grown").await;
     assert!(!api.stderr().contains("MCP server stopped"), "no reconnect: {}", api.stderr());
 }

@@ -5,13 +5,14 @@
 //! `tools/list`'s `outputSchema` and `annotations`. Over stdio with a raw JSON-RPC client,
 //! and over `/mcp`.
 
+mod support;
+
 use base64::Engine as _;
 use serde_json::{Value, json};
 use skillhost_tests::{Workspace, guests};
-use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
-use std::sync::mpsc;
 use std::time::Duration;
+use support::raw::Raw;
 
 /// What the workspace's files outside the skill folder hold (never served).
 const OUTSIDE: &str = "outside the skill folder";
@@ -37,65 +38,13 @@ fn workspace() -> Workspace {
     ws
 }
 
-/// `skillhost mcp` driven line by line over its stdio; notifications are kept in order.
-struct Raw {
-    child: std::process::Child,
-    lines: mpsc::Receiver<String>,
-    next_id: u64,
-}
-
-impl Raw {
-    fn start(ws: &Workspace) -> Raw {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_skillhost"))
-            .args(["--config", ws.path().join("config.yaml").to_str().unwrap(), "mcp"])
-            .current_dir(ws.path())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let stdout = BufReader::new(child.stdout.take().unwrap());
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || stdout.lines().map_while(Result::ok).try_for_each(|l| tx.send(l)));
-        let mut raw = Raw { child, lines, next_id: 0 };
-        let client = json!({"name": "raw", "version": "0"});
-        let init = json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": client});
-        let (init, _) = raw.request("initialize", init);
-        assert!(init["result"]["capabilities"]["logging"].is_object(), "{init}");
-        assert!(init["result"]["capabilities"]["resources"].is_object(), "{init}");
-        raw.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-        raw
-    }
-
-    fn send(&mut self, message: Value) {
-        writeln!(self.child.stdin.as_mut().unwrap(), "{message}").unwrap();
-    }
-
-    /// Sends a request; returns its response and the notifications sent before it.
-    fn request(&mut self, method: &str, params: Value) -> (Value, Vec<Value>) {
-        self.next_id += 1;
-        let id = self.next_id;
-        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
-        let mut notes = Vec::new();
-        loop {
-            let line = self.lines.recv_timeout(Duration::from_secs(60)).expect("a message within 60 s");
-            let message: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"));
-            if message["id"] == id {
-                return (message, notes);
-            }
-            notes.push(message);
-        }
-    }
-
-    fn call(&mut self, name: &str, arguments: Value) -> (Value, Vec<Value>) {
-        self.request("tools/call", json!({"name": name, "arguments": arguments}))
-    }
-}
-
-impl Drop for Raw {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// `skillhost mcp` after the handshake, which must offer logging and resources.
+fn started(ws: &Workspace) -> Raw {
+    let mut raw = Raw::start(ws);
+    let init = raw.initialize("2025-11-25");
+    assert!(init["result"]["capabilities"]["logging"].is_object(), "{init}");
+    assert!(init["result"]["capabilities"]["resources"].is_object(), "{init}");
+    raw
 }
 
 /// The `params` of the notifications called `method`.
@@ -110,7 +59,7 @@ fn levels(notes: &[Value]) -> Vec<String> {
 #[test]
 fn skill_logs_reach_the_client_at_or_above_its_level_without_secrets() {
     let ws = workspace();
-    let mut mcp = Raw::start(&ws);
+    let mut mcp = started(&ws);
     let (response, notes) = mcp.call("probe__log_levels", json!({}));
     assert_eq!(response["result"]["isError"], false, "{response}");
     // `info` until the client sets a level; logger = the skill; credential fields redacted.
@@ -122,23 +71,23 @@ fn skill_logs_reach_the_client_at_or_above_its_level_without_secrets() {
         json!({"message": "checked", "fields": {"url": "https://example.com", "api_token": "[redacted]"}})
     );
 
-    let (set, _) = mcp.request("logging/setLevel", json!({"level": "debug"}));
+    let (set, _) = mcp.exchange("logging/setLevel", json!({"level": "debug"}));
     assert_eq!(set["result"], json!({}), "{set}");
     let (_, notes) = mcp.call("probe__log_levels", json!({}));
     assert_eq!(levels(&notes), ["debug", "info", "warning", "error"]);
-    mcp.request("logging/setLevel", json!({"level": "error"}));
+    mcp.exchange("logging/setLevel", json!({"level": "error"}));
     let (_, notes) = mcp.call("probe__log_levels", json!({}));
     assert_eq!(levels(&notes), ["error"]);
-    let (bad, _) = mcp.request("logging/setLevel", json!({"level": "loud"}));
+    let (bad, _) = mcp.exchange("logging/setLevel", json!({"level": "loud"}));
     assert_eq!(bad["error"]["code"], -32602, "{bad}");
 }
 
 #[test]
 fn progress_reaches_a_client_that_sent_a_token_rate_limited_and_nobody_else() {
     let ws = workspace();
-    let mut mcp = Raw::start(&ws);
+    let mut mcp = started(&ws);
     let with_token = |steps: u64, pause_ms: u64| json!({"name": "probe__progress", "arguments": {"steps": steps, "pause_ms": pause_ms}, "_meta": {"progressToken": "p-1"}});
-    let (response, notes) = mcp.request("tools/call", with_token(3, 60));
+    let (response, notes) = mcp.exchange("tools/call", with_token(3, 60));
     assert_eq!(response["result"]["isError"], false, "{response}");
     let progress = of(&notes, "notifications/progress");
     let seen: Vec<(f64, f64)> =
@@ -148,7 +97,7 @@ fn progress_reaches_a_client_that_sent_a_token_rate_limited_and_nobody_else() {
     assert_eq!(progress[1]["message"], "step 2");
 
     // 200 reports at once: at most one per 50 ms goes, and the last always does.
-    let (_, notes) = mcp.request("tools/call", with_token(200, 0));
+    let (_, notes) = mcp.exchange("tools/call", with_token(200, 0));
     let progress = of(&notes, "notifications/progress");
     assert!(progress.len() < 50, "{} notes", progress.len());
     assert_eq!(progress.last().unwrap()["progress"], 200.0);
@@ -161,8 +110,8 @@ fn progress_reaches_a_client_that_sent_a_token_rate_limited_and_nobody_else() {
 #[test]
 fn typed_content_structured_results_and_tool_annotations() {
     let ws = workspace();
-    let mut mcp = Raw::start(&ws);
-    let (list, _) = mcp.request("tools/list", json!({}));
+    let mut mcp = started(&ws);
+    let (list, _) = mcp.exchange("tools/list", json!({}));
     let tools = list["result"]["tools"].as_array().unwrap();
     let tool =
         |name: &str| tools.iter().find(|t| t["name"] == name).unwrap_or_else(|| panic!("{name}: {list}")).clone();
@@ -222,8 +171,8 @@ fn the_model_reads_a_placeholder_for_an_image() {
 #[test]
 fn prompts_and_reference_files_are_read_only_resources_confined_to_the_skill() {
     let ws = workspace();
-    let mut mcp = Raw::start(&ws);
-    let (list, _) = mcp.request("resources/list", json!({}));
+    let mut mcp = started(&ws);
+    let (list, _) = mcp.exchange("resources/list", json!({}));
     let uris: Vec<&str> =
         list["result"]["resources"].as_array().unwrap().iter().map(|r| r["uri"].as_str().unwrap()).collect();
     // The symlink out of the folder is not listed.
@@ -237,7 +186,7 @@ fn prompts_and_reference_files_are_read_only_resources_confined_to_the_skill() {
         ],
         "{list}"
     );
-    let read = |mcp: &mut Raw, uri: &str| mcp.request("resources/read", json!({"uri": uri})).0;
+    let read = |mcp: &mut Raw, uri: &str| mcp.exchange("resources/read", json!({"uri": uri})).0;
     let howto = read(&mut mcp, "skill://guide/references/howto.md");
     assert_eq!(
         howto["result"]["contents"],

@@ -3,6 +3,7 @@
 #![allow(dead_code)] // each test binary uses its own part
 
 pub mod api;
+pub mod raw;
 
 use serde_json::Value;
 use skillhost_tests::llm_server::{LlmServer, Reply};
