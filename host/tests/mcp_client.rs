@@ -143,12 +143,13 @@ struct Served {
 }
 
 impl Served {
-    /// `tests/mcp/<script> streamable-http PORT` with the Python SDK, once it listens.
-    fn python(script: &str) -> Served {
+    /// `tests/mcp/<script> streamable-http PORT <more>` with the Python SDK, once it listens.
+    fn python(script: &str, more: &[&str]) -> Served {
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let child = std::process::Command::new("python3")
             .arg(repo().join("tests/mcp").join(script))
             .args(["streamable-http", &port.to_string()])
+            .args(more)
             .env("PYTHONPATH", repo().join("tests/mcp/pylib"))
             .stdout(std::process::Stdio::null())
             .spawn()
@@ -179,7 +180,7 @@ async fn two_runs_at_once_each_answer_their_own_calls_form() {
     // Over streamable HTTP the server's elicitation arrives on its call's response stream:
     // it must reach that run's person, not the newest call's. Run A's server waits before
     // asking, so run B's call is in flight (and newest) when A's form arrives.
-    let served = Served::python("ask_server.py");
+    let served = Served::python("ask_server.py", &[]);
     let replies = vec![
         Answer::default().call("a", "ask__ask_name", json!({"wait": 1.5})).into(),
         Answer::default().call("b", "ask__ask_name", json!({})).into(),
@@ -281,21 +282,8 @@ async fn call_authorizing(ws: &Workspace, tool: &str) -> (i32, String, String) {
 async fn oauth_tokens_are_kept_reused_after_a_restart_refreshed_and_never_logged() {
     let ws = Workspace::new();
     let stats = ws.path().join("grants.json");
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let child = std::process::Command::new("python3")
-        .arg(repo().join("tests/mcp/oauth_server.py"))
-        .args(["streamable-http", &port.to_string(), stats.to_str().unwrap()])
-        .env("PYTHONPATH", repo().join("tests/mcp/pylib"))
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let _served = Served { child, port };
-    let started = Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(started.elapsed() < Duration::from_secs(30), "oauth_server.py never listened");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let served = Served::python("oauth_server.py", &[stats.to_str().unwrap()]);
+    let port = served.port;
     let yaml = format!(
         "skills:\n  paths: [skills]\n  builtins: []\n  allowed: [secure]\nstate:\n  filesystem: {{path: state}}\n\
          mcp_servers:\n  secure:\n    transport: streamablehttp\n    url: http://127.0.0.1:{port}/mcp\n    auth: {{}}\n"

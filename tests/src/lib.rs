@@ -143,8 +143,7 @@ pub fn sandbox() -> Arc<Sandbox> {
     static SANDBOX: OnceLock<Arc<Sandbox>> = OnceLock::new();
     SANDBOX
         .get_or_init(|| {
-            let cache_dir =
-                std::env::var_os(skillhost::app::CACHE_DIR_VAR).filter(|d| !d.is_empty()).map(PathBuf::from);
+            let cache_dir = skillhost::app::cache_dir_from_env();
             Arc::new(Sandbox::new(&SandboxOptions { cache_dir, ..SandboxOptions::default() }).expect("sandbox"))
         })
         .clone()

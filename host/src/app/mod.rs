@@ -127,14 +127,19 @@ impl App {
 /// it for `cargo test`, so every test binary shares one cache under `target/`.
 pub const CACHE_DIR_VAR: &str = "SKILLHOST_CACHE_DIR";
 
+/// The compile cache [`CACHE_DIR_VAR`] names, if it is set and not empty.
+pub fn cache_dir_from_env() -> Option<PathBuf> {
+    std::env::var_os(CACHE_DIR_VAR).filter(|dir| !dir.is_empty()).map(PathBuf::from)
+}
+
 /// The sandbox the config describes.
 pub fn sandbox(config: &LoadedConfig) -> anyhow::Result<Sandbox> {
     let c = &config.config;
     let policy = LimitPolicy::from_config(&c.sandbox.defaults, &c.sandbox.maximums);
-    let cache_dir = match (&c.sandbox.cache_dir, std::env::var_os(CACHE_DIR_VAR)) {
+    let cache_dir = match (&c.sandbox.cache_dir, cache_dir_from_env()) {
         (Some(dir), _) => config.resolve(dir),
-        (None, Some(dir)) if !dir.is_empty() => PathBuf::from(dir),
-        (None, _) => config.resolve(".skillhost/cache".as_ref()),
+        (None, Some(dir)) => dir,
+        (None, None) => config.resolve(".skillhost/cache".as_ref()),
     };
     let options = SandboxOptions {
         max_memory_bytes: policy.maximums.memory_bytes,

@@ -8,7 +8,7 @@ use rusqlite::{Connection, OpenFlags};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, LazyLock, Mutex};
 use std::time::{Duration, Instant};
 
 /// The database file inside the state directory.
@@ -51,12 +51,13 @@ pub struct Pool {
     writer: Arc<Mutex<()>>,
 }
 
-/// One writer lock per database file in this process, shared by every [`Pool`] on it.
+/// One writer lock per database file in this process, shared by every [`Pool`] on it. The
+/// directory may not exist yet, so it is keyed by its absolute path, not a canonical one
+/// (which would change once the directory is made).
 fn writer_for(root: &Path) -> Arc<Mutex<()>> {
-    static WRITERS: Mutex<Option<HashMap<PathBuf, Arc<Mutex<()>>>>> = Mutex::new(None);
-    let key = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
-    let mut writers = WRITERS.lock().unwrap_or_else(|p| p.into_inner());
-    writers.get_or_insert_with(HashMap::new).entry(key).or_default().clone()
+    static WRITERS: LazyLock<Mutex<HashMap<PathBuf, Arc<Mutex<()>>>>> = LazyLock::new(Mutex::default);
+    let key = std::path::absolute(root).unwrap_or_else(|_| root.to_path_buf());
+    WRITERS.lock().unwrap_or_else(|p| p.into_inner()).entry(key).or_default().clone()
 }
 
 impl Pool {
