@@ -18,7 +18,9 @@ mod common;
 use common::{header, latency_row, sample, value_row};
 use serde_json::{Value, json};
 use skillhost::sandbox::bindings::guest;
-use skillhost::sandbox::{CallContext, Sandbox, SandboxOptions, WARM_INSTANCES, engine_config, wit_context};
+use skillhost::sandbox::{
+    CallContext, Sandbox, SandboxOptions, WARM_INSTANCES, YIELD_FUEL, engine_config, wit_context,
+};
 use skillhost::skills::{LoadMode, Loader, Skill};
 use skillhost_tests::{Workspace, guests};
 use std::sync::Arc;
@@ -57,13 +59,23 @@ struct Raw {
     engine: Engine,
     pre: InstancePre<Bare>,
     tools: guest::tools::GuestIndices,
-    limits: bool,
+    limits: RawLimits,
+}
+
+/// What a raw store meters.
+#[derive(Clone, Copy, PartialEq)]
+enum RawLimits {
+    None,
+    /// Fuel yielding every [`YIELD_FUEL`], as skillhost's stores do.
+    Fuel,
+    /// Fuel and an epoch deadline (an engine with epoch interruption).
+    FuelAndEpochs,
 }
 
 impl Raw {
     /// Links `component` with WASI (the skill's own imports trap: the calls measured here
-    /// make none). `limits`: the engine meters fuel and has epoch interruption.
-    fn new(engine: &Engine, component: &Component, limits: bool) -> Raw {
+    /// make none). `limits`: what the engine meters and the store sets.
+    fn new(engine: &Engine, component: &Component, limits: RawLimits) -> Raw {
         let mut linker = Linker::<Bare>::new(engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).unwrap();
         stub_skill_imports(&mut linker, engine, component);
@@ -75,8 +87,11 @@ impl Raw {
     fn store(&self) -> Store<Bare> {
         let mut store =
             Store::new(&self.engine, Bare { wasi: WasiCtx::builder().build(), table: ResourceTable::new() });
-        if self.limits {
+        if self.limits != RawLimits::None {
             store.set_fuel(u64::MAX).unwrap();
+            store.fuel_async_yield_interval(Some(YIELD_FUEL)).unwrap();
+        }
+        if self.limits == RawLimits::FuelAndEpochs {
             store.set_epoch_deadline(u64::MAX / 2);
         }
         store
@@ -158,8 +173,8 @@ async fn run(cores: usize) {
     let warm_rss = before.zip(rss_kib()).map(|(a, b)| b.saturating_sub(a));
     let probe_wasm = sandbox.compile(&std::fs::read(guests::PROBE).unwrap()).unwrap();
     let python_wasm = sandbox.compile(&std::fs::read(guests::WORD_STATS).unwrap()).unwrap();
-    let raw_probe = Raw::new(sandbox.engine(), &probe_wasm, true);
-    let raw_python = Raw::new(sandbox.engine(), &python_wasm, true);
+    let raw_probe = Raw::new(sandbox.engine(), &probe_wasm, RawLimits::Fuel);
+    let raw_python = Raw::new(sandbox.engine(), &python_wasm, RawLimits::Fuel);
 
     if let Ok(tool) = std::env::var("BENCH_PROFILE") {
         // For `perf record`: nothing but calls of one tool for a few seconds.
@@ -197,7 +212,7 @@ async fn run(cores: usize) {
     let py_inst = sample(20, PY_SAMPLES, || raw_python.instantiate()).await;
     latency_row("2", "raw wasmtime: Python instantiate only", &py_inst, Some(py_inst.ratio(&py_floor)), "");
     let unmapped = unmapped_engine(&python_wasm);
-    let raw_unmapped = Raw::new(unmapped.engine(), &unmapped, true);
+    let raw_unmapped = Raw::new(unmapped.engine(), &unmapped, RawLimits::Fuel);
     let before = sample(20, PY_SAMPLES, || async { drop(raw_unmapped.call("count_words", &words_text).await) }).await;
     let label = "raw wasmtime: Python instantiate + call, memory unmapped between calls (the old setting)";
     latency_row("2", label, &before, Some(before.ratio(&py_floor)), "");
@@ -238,22 +253,33 @@ fn unmapped_engine(component: &Component) -> Component {
         .unwrap_or_else(|_| Component::new(&engine, std::fs::read(guests::WORD_STATS).unwrap()).unwrap())
 }
 
-/// Target 6: what fuel and epoch interruption cost a CPU-bound call.
+/// Target 6: what the limits cost a CPU-bound call: fuel (which also paces the deadline)
+/// against an engine metering nothing, and the epoch interruption skillhost used to add.
 async fn limits(probe: &Skill, raw_limited: &Raw) {
-    let mut config = engine_config(&SandboxOptions::default());
-    config.consume_fuel(false).epoch_interruption(false);
-    let free_engine = Engine::new(&config).unwrap();
-    let free = Component::new(&free_engine, std::fs::read(guests::PROBE).unwrap()).unwrap();
-    let raw_free = Raw::new(&free_engine, &free, false);
+    let engine_with = |fuel: bool, epochs: bool| {
+        let mut config = engine_config(&SandboxOptions::default());
+        config.consume_fuel(fuel).epoch_interruption(epochs);
+        let engine = Engine::new(&config).unwrap();
+        let component = Component::new(&engine, std::fs::read(guests::PROBE).unwrap()).unwrap();
+        (engine, component)
+    };
+    let (free_engine, free) = engine_with(false, false);
+    let raw_free = Raw::new(&free_engine, &free, RawLimits::None);
+    let (epoch_engine, with_epochs) = engine_with(true, true);
+    let raw_epochs = Raw::new(&epoch_engine, &with_epochs, RawLimits::FuelAndEpochs);
     let rounds = calibrate(&raw_free).await;
     let input = json!({ "rounds": rounds });
     let text = input.to_string();
     let none = sample(5, SPIN_SAMPLES, || async { drop(raw_free.call("spin", &text).await) }).await;
+    let epochs = sample(5, SPIN_SAMPLES, || async { drop(raw_epochs.call("spin", &text).await) }).await;
     let metered = sample(5, SPIN_SAMPLES, || async { drop(raw_limited.call("spin", &text).await) }).await;
     let ours = sample(5, SPIN_SAMPLES, || async { drop(call(probe, "spin", &input).await) }).await;
     let what = format!("probe `spin` ({rounds} rounds)");
     latency_row("6", &format!("{what}, raw wasmtime, no fuel, no epochs"), &none, None, "");
-    latency_row("6", &format!("{what}, raw wasmtime, fuel + epochs"), &metered, Some(metered.ratio(&none)), "");
+    let label = format!("{what}, raw wasmtime, fuel + epoch interruption (skillhost's engine before)");
+    latency_row("6", &label, &epochs, Some(epochs.ratio(&none)), "");
+    let label = format!("{what}, raw wasmtime, fuel yielding every {YIELD_FUEL} (skillhost's engine)");
+    latency_row("6", &label, &metered, Some(metered.ratio(&none)), "");
     latency_row("6", &format!("{what}, skillhost call (all limits)"), &ours, Some(ours.ratio(&none)), "<= 1.3x");
 }
 

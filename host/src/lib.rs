@@ -26,3 +26,11 @@ pub mod sandbox;
 pub mod skills;
 pub mod store;
 pub mod tools;
+
+/// mimalloc for every binary that links skillhost (the server, its tests and benches): a
+/// turn allocates and frees many small JSON values on several threads at once, where glibc's
+/// malloc spent a sixth of the API server's time under load (its arena locks and
+/// consolidation). Declared here, not in `main.rs`, so tests and benches measure the
+/// allocator the product runs with.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;

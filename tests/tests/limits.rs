@@ -7,7 +7,7 @@ use skillhost::skills::{SkillSet, ToolError};
 use skillhost_tests::{Workspace, ctx, guests};
 use std::time::{Duration, Instant};
 
-/// Slack on top of a deadline for the epoch tick and a loaded 2-core machine.
+/// Slack on top of a deadline for the yield interval and a loaded 2-core machine.
 const MARGIN: Duration = Duration::from_millis(750);
 
 async fn hostile(limits: &str) -> (Workspace, SkillSet) {
@@ -160,7 +160,7 @@ async fn a_looping_skill_does_not_slow_other_calls() {
         })
         .collect();
     tokio::time::sleep(Duration::from_millis(200)).await;
-    // Four CPU-bound guests on two cores: epoch yields keep the runtime responsive.
+    // Four CPU-bound guests on two cores: fuel yields keep the runtime responsive.
     for _ in 0..20 {
         let (result, elapsed) = call(&set, "probe__echo", json!({"ok": true})).await;
         assert_eq!(result.unwrap(), r#"{"ok":true}"#);

@@ -2,9 +2,9 @@
 //! manager, one engine per agent with its skills and tools) and owns them for as long as they
 //! run. Every command and the tests build through it; [`App::serve`] runs the adapters.
 //!
-//! The sandbox's epoch ticker (which enforces every call's wall-clock deadline) lives as long
-//! as the wasmtime engine, which every loaded component holds; the MCP supervisors live as
-//! long as the manager, which the app and every agent's tools hold.
+//! Every call's wall-clock deadline is kept by the call's own store (fuel yields, checked
+//! by the sandbox), so it holds whoever owns the sandbox; the MCP supervisors live as long
+//! as the manager, which the app and every agent's tools hold.
 
 pub mod serve;
 

@@ -111,9 +111,17 @@ impl InFlight {
 }
 
 impl Held {
-    /// Pushes the expiry back by the TTL (called every round, so long turns keep it).
+    /// Pushes the expiry back by the TTL (called every round, so long turns keep it). The
+    /// file is rewritten only once a quarter of the TTL has passed since it was last: a
+    /// marker always has at least three quarters of its TTL left, and a busy server does not
+    /// write and rename a file for every round of every turn.
     pub fn refresh(&mut self) {
-        self.marker.expires_at = unix_now() + self.ttl.as_secs_f64();
+        let now = unix_now();
+        let ttl = self.ttl.as_secs_f64();
+        if self.marker.expires_at - now > ttl * 0.75 {
+            return;
+        }
+        self.marker.expires_at = now + ttl;
         let tmp = self.path.with_extension(format!("{}.tmp", self.marker.nonce));
         let written = serde_json::to_vec(&self.marker).map_err(std::io::Error::other).and_then(|bytes| {
             std::fs::write(&tmp, bytes)?;
@@ -200,6 +208,32 @@ mod tests {
         let _other = b.acquire("c2").await.unwrap();
         drop(held);
         tokio::time::timeout(Duration::from_secs(2), b.acquire("c1")).await.expect("b gets it once a lets go").unwrap();
+    }
+
+    #[tokio::test]
+    async fn refreshing_keeps_a_long_turn_and_writes_only_when_due() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = InFlight::new(dir.path(), Duration::from_millis(400));
+        let mut held = a.acquire("c").await.unwrap();
+        let written = || read(&held_path(dir.path(), "c")).unwrap().expires_at;
+        let first = written();
+        held.refresh();
+        assert_eq!(written(), first, "a fresh marker is not rewritten");
+        // Refreshed every 50 ms for three TTLs: never stale, so nobody takes it over.
+        let b = InFlight::new(dir.path(), Duration::from_secs(60));
+        let taker = tokio::spawn(async move { b.acquire("c").await.map(|_| ()) });
+        for _ in 0..24 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            held.refresh();
+        }
+        assert!(!taker.is_finished(), "a refreshed marker is not taken over");
+        assert!(written() > first + 0.5, "the expiry moved on as the turn went on");
+        drop(held);
+        tokio::time::timeout(Duration::from_secs(2), taker).await.expect("released").unwrap().unwrap();
+    }
+
+    fn held_path(state: &Path, channel: &str) -> PathBuf {
+        state.join("inflight").join(file_name(channel))
     }
 
     #[tokio::test]

@@ -7,13 +7,13 @@
 use super::capture::CapturedStdout;
 use super::component::{CallEnv, Outcome};
 use super::error::{CallError, HOST_COPY_LIMIT, LoadError};
-use super::failure::{DeadlineHit, classify};
+use super::failure::{YIELD_FUEL, classify, until};
 use super::host_state::HostState;
 use super::output::LogBuffer;
 use std::path::Path;
 use std::time::{Duration, Instant};
+use wasmtime::Store;
 use wasmtime::component::{Component, Linker};
-use wasmtime::{Store, UpdateDeadline};
 use wasmtime_wasi::p2::bindings::CommandPre;
 use wasmtime_wasi::{FsPerms, I32Exit, WasiCtx};
 
@@ -72,11 +72,12 @@ impl CommandComponent {
         let operation = format!("script {program}");
         let mut store = new_store(self.pre.engine(), HostState::for_command(env, operation.clone(), wasi, logs));
         let pre = self.pre.clone();
+        let deadline = store.data().deadline;
         let work = async {
             let command = pre.instantiate_async(&mut store).await?;
             command.wasi_cli_run().call_run(&mut store).await
         };
-        let result = match tokio::time::timeout(env.limits.timeout + DEADLINE_GRACE, work).await {
+        let result = match tokio::time::timeout(env.limits.timeout + DEADLINE_GRACE, until(deadline, work)).await {
             Ok(Ok(Ok(()))) => Ok(0),
             Ok(Ok(Err(()))) => Ok(1),
             Ok(Err(error)) => match error.downcast_ref::<I32Exit>() {
@@ -120,14 +121,11 @@ fn command_wasi(invocation: Invocation<'_>, stdout: &CapturedStdout, logs: &LogB
 /// A store with the call's fuel, memory limiter, host-copy limit and deadline, as a skill
 /// call's (`component.rs`): the same limits hold for scripts.
 fn new_store(engine: &wasmtime::Engine, state: HostState) -> Store<HostState> {
-    let (deadline, fuel) = (state.deadline, state.limits.fuel);
+    let fuel = state.limits.fuel;
     let mut store = Store::new(engine, state);
     store.limiter(|s| &mut s.limiter);
     store.set_fuel(fuel).expect("fuel is enabled on the engine");
+    store.fuel_async_yield_interval(Some(YIELD_FUEL)).expect("fuel is enabled on the engine");
     store.set_hostcall_fuel(HOST_COPY_LIMIT as usize);
-    store.set_epoch_deadline(1);
-    store.epoch_deadline_callback(move |_| {
-        if Instant::now() >= deadline { Err(wasmtime::Error::new(DeadlineHit)) } else { Ok(UpdateDeadline::Yield(1)) }
-    });
     store
 }

@@ -8,7 +8,7 @@ use super::bindings::types::{
 };
 use super::capabilities::Capabilities;
 use super::error::{CallError, HOST_COPY_LIMIT, LoadError};
-use super::failure::{DeadlineHit, classify};
+use super::failure::{DeadlineHit, YIELD_FUEL, classify, until};
 use super::host_state::{CallContext, HostState, RouteAttributes};
 use super::limits::Limits;
 use super::observer::Observer;
@@ -19,8 +19,8 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
+use wasmtime::Store;
 use wasmtime::component::{Component, ComponentExportIndex, Instance, InstancePre, Linker, TypedFunc};
-use wasmtime::{Store, UpdateDeadline};
 
 /// Which optional hooks a component exports.
 #[derive(Clone, Default)]
@@ -403,7 +403,7 @@ impl SkillComponent {
         };
         store.data_mut().begin(route, operation);
         store.data_mut().observer = observer;
-        store.set_epoch_deadline(1);
+        let deadline = store.data().deadline;
         let (pre, warm) = (&self.pre, &self.warm);
         let work = async {
             let instance = match ready {
@@ -416,7 +416,7 @@ impl SkillComponent {
             };
             call(&mut store, instance).await
         };
-        let result = match tokio::time::timeout(env.limits.timeout + DEADLINE_GRACE, work).await {
+        let result = match tokio::time::timeout(env.limits.timeout + DEADLINE_GRACE, until(deadline, work)).await {
             Ok(result) => result,
             Err(_) => Err(wasmtime::Error::new(DeadlineHit)),
         };
@@ -443,21 +443,14 @@ impl SkillComponent {
     }
 }
 
-/// A fresh store for a call under `env`: fuel, memory cap, the host-copy limit, and the
-/// deadline (checked at each epoch tick against the one [`HostState::begin`] set).
+/// A fresh store for a call under `env`: fuel (yielding every [`YIELD_FUEL`], where the
+/// deadline is checked), memory cap and the host-copy limit.
 fn fresh_store(pre: &InstancePre<HostState>, env: &CallEnv) -> Store<HostState> {
     let mut store = Store::new(pre.engine(), HostState::new(env.caps.clone(), &env.limits));
     store.limiter(|s| &mut s.limiter);
     store.set_fuel(env.limits.fuel).expect("fuel is enabled on the engine");
+    store.fuel_async_yield_interval(Some(YIELD_FUEL)).expect("fuel is enabled on the engine");
     store.set_hostcall_fuel(HOST_COPY_LIMIT as usize);
-    store.set_epoch_deadline(1);
-    store.epoch_deadline_callback(|store| {
-        if Instant::now() >= store.data().deadline {
-            Err(wasmtime::Error::new(DeadlineHit))
-        } else {
-            Ok(UpdateDeadline::Yield(1))
-        }
-    });
     store
 }
 

@@ -1,4 +1,4 @@
-//! The sandbox: a wasmtime engine (pooling allocator, fuel, epoch interruption), the linker
+//! The sandbox: a wasmtime engine (pooling allocator, fuel that also paces deadlines), the linker
 //! holding the host imports, the compiled-component cache, and [`SkillComponent`], a
 //! pre-instantiated skill whose every call runs in a fresh `Store`.
 //!
@@ -26,6 +26,7 @@ pub use capabilities::{Capabilities, HostList, McpBridge, McpCallError};
 pub use command::{CommandComponent, Exit, Invocation};
 pub use component::{CallEnv, Hooks, Outcome, SkillComponent, wit_context};
 pub use error::{CallError, HOST_COPY_LIMIT, LoadError};
+pub use failure::YIELD_FUEL;
 pub use host_state::{CallContext, HostState, RouteAttributes};
 pub use limits::{LimitPolicy, Limits};
 pub use observer::{CallObserver, Observer};
@@ -36,13 +37,9 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
-
-/// How often the epoch advances: the granularity of deadlines and of yielding to the async
-/// runtime during CPU-bound guest code.
-pub const EPOCH_TICK: Duration = Duration::from_millis(5);
 
 /// Engine-wide settings.
 #[derive(Debug, Clone)]
@@ -105,7 +102,7 @@ pub struct Sandbox {
 }
 
 impl Sandbox {
-    /// Builds the engine and linker and starts the epoch ticker.
+    /// Builds the engine and the linkers.
     pub fn new(options: &SandboxOptions) -> anyhow::Result<Self> {
         let engine = Engine::new(&engine_config(options))?;
         let mut linker = Linker::new(&engine);
@@ -114,7 +111,6 @@ impl Sandbox {
         let mut command_linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut command_linker)?;
         let cache = options.cache_dir.clone().map(|dir| ComponentCache::new(dir, &engine));
-        spawn_ticker(engine.weak())?;
         let warm_instances = options.warm_instances;
         Ok(Sandbox { engine, linker, command_linker, cache, compiled: Mutex::default(), warm_instances })
     }
@@ -288,7 +284,6 @@ pub fn engine_config(options: &SandboxOptions) -> Config {
     config
         .wasm_component_model(true)
         .consume_fuel(true)
-        .epoch_interruption(true)
         .max_wasm_stack(1 << 20)
         .async_stack_size(2 << 20)
         .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
@@ -300,25 +295,4 @@ pub fn engine_config(options: &SandboxOptions) -> Config {
         tracing::warn!("compiling without the function cache: {e:#}");
     }
     config
-}
-
-/// Advances the epoch every [`EPOCH_TICK`] for as long as the wasmtime engine lives.
-///
-/// Every compiled component holds the engine, so the ticker outlives the `Sandbox` value
-/// itself: a command that keeps only the loaded skills (and drops the loader that owned the
-/// sandbox) still has its deadlines enforced. The thread ends once the last component and
-/// the sandbox are gone.
-fn spawn_ticker(engine: wasmtime::EngineWeak) -> std::io::Result<()> {
-    std::thread::Builder::new()
-        .name("skillhost-epoch".into())
-        .spawn(move || {
-            loop {
-                std::thread::sleep(EPOCH_TICK);
-                match engine.upgrade() {
-                    Some(engine) => engine.increment_epoch(),
-                    None => return,
-                }
-            }
-        })
-        .map(drop)
 }
