@@ -13,6 +13,8 @@ use rmcp::ServiceExt;
 use rmcp::model::{ClientJsonRpcMessage, ClientRequest};
 use serde_json::{Value, json};
 use std::collections::HashSet;
+use std::os::fd::{AsFd, OwnedFd};
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream, WriteHalf};
 use tokio::sync::mpsc;
@@ -319,11 +321,49 @@ async fn read_line(
     }
 }
 
+/// stdin as an async reader. A pipe (how MCP clients start servers) is read without
+/// blocking, on the runtime's own threads: tokio's `stdin` hands every read to a blocking
+/// thread and back, a thread wake-up each way for every message. Anything else (a file, a
+/// terminal) is read through tokio's `stdin`.
+fn stdin() -> Pin<Box<dyn tokio::io::AsyncRead + Send>> {
+    match pipe(&std::io::stdin()).and_then(|fd| tokio::net::unix::pipe::Receiver::from_owned_fd(fd).ok()) {
+        Some(pipe) => Box::pin(pipe),
+        None => Box::pin(tokio::io::stdin()),
+    }
+}
+
+/// stdout as an async writer: a pipe written without blocking, as [`stdin`] reads, unless
+/// stderr is the same pipe (making the pipe non-blocking would reach the log writer too).
+fn stdout() -> Pin<Box<dyn tokio::io::AsyncWrite + Send>> {
+    let shared_with_stderr = || {
+        use std::os::unix::fs::MetadataExt;
+        let meta =
+            |fd: &dyn AsFd| fd.as_fd().try_clone_to_owned().ok().and_then(|fd| std::fs::File::from(fd).metadata().ok());
+        match (meta(&std::io::stdout()), meta(&std::io::stderr())) {
+            (Some(out), Some(err)) => (out.dev(), out.ino()) == (err.dev(), err.ino()),
+            _ => true,
+        }
+    };
+    let pipe = pipe(&std::io::stdout()).filter(|_| !shared_with_stderr());
+    match pipe.and_then(|fd| tokio::net::unix::pipe::Sender::from_owned_fd(fd).ok()) {
+        Some(pipe) => Box::pin(pipe),
+        None => Box::pin(tokio::io::stdout()),
+    }
+}
+
+/// A duplicate of `fd` when it is a pipe (tokio's pipe ends make it non-blocking).
+fn pipe(fd: &dyn AsFd) -> Option<OwnedFd> {
+    use std::os::unix::fs::FileTypeExt;
+    let owned = fd.as_fd().try_clone_to_owned().ok()?;
+    let file = std::fs::File::from(owned);
+    file.metadata().ok()?.file_type().is_fifo().then(|| file.into())
+}
+
 /// Serves `server` on stdin/stdout until stdin ends.
 pub async fn serve(server: SkillServer) -> anyhow::Result<()> {
     let (out, mut lines) = mpsc::unbounded_channel::<String>();
     let writer = tokio::spawn(async move {
-        let mut stdout = tokio::io::stdout();
+        let mut stdout = stdout();
         while let Some(first) = lines.recv().await {
             // Answers that finished together go out in one write.
             let text = gather(first, &mut lines);
@@ -334,7 +374,7 @@ pub async fn serve(server: SkillServer) -> anyhow::Result<()> {
     });
     let shared = SharedState::default();
     let mut session = Session::start(&server, out.clone(), shared.clone());
-    let mut stdin = BufReader::with_capacity(1 << 16, tokio::io::stdin());
+    let mut stdin = BufReader::with_capacity(1 << 16, stdin());
     let mut buf = Vec::new();
     while let Some(fits) = read_line(&mut stdin, &mut buf, MAX_MESSAGE_BYTES).await? {
         let line = if fits {
