@@ -10,6 +10,11 @@
 //!
 //! The client writes requests in large writes and reads answers by line without decoding
 //! more than it must, so that it takes as little of the shared cores as it can.
+//!
+//! Then the same over streamable HTTP: `skillhost run --adapter api` serving `/mcp` against
+//! the same Node server's `streamableHttp` transport, both driven by one `reqwest` client
+//! (HTTP/1.1 keep-alive; [`WINDOW`] connections when pipelined), each `tools/call` a POST
+//! in the session whose answer (an SSE stream or JSON) is read whole.
 
 mod common;
 
@@ -138,6 +143,13 @@ fn skillhost(ws: &Path) -> Command {
 }
 
 fn everything() -> Option<Command> {
+    let mut command = Command::new("node");
+    command.arg(everything_script()?).arg("stdio");
+    Some(command)
+}
+
+/// Node `server-everything`'s entry point, when it is installed.
+fn everything_script() -> Option<PathBuf> {
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../tests/mcp/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
     if !script.exists() {
@@ -147,9 +159,147 @@ fn everything() -> Option<Command> {
         );
         return None;
     }
+    Some(script)
+}
+
+/// An MCP server on streamable HTTP.
+struct Http {
+    child: Child,
+    client: reqwest::Client,
+    url: String,
+    session: String,
+    /// `"name":"...","arguments":{...}` of the call to make.
+    call: String,
+    next_id: std::sync::atomic::AtomicU64,
+}
+
+const TOKEN: &str = "bench-token";
+
+impl Http {
+    /// Starts `command`, waits for it to say it listens, opens a session.
+    async fn spawn(mut command: Command, port: u16, call: &str) -> Http {
+        command.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped()).kill_on_drop(true);
+        let mut child = command.spawn().expect("the server starts");
+        let mut stderr = BufReader::new(child.stderr.take().unwrap());
+        let mut line = String::new();
+        loop {
+            line.clear();
+            let read = tokio::time::timeout(Duration::from_secs(60), stderr.read_line(&mut line)).await;
+            assert!(matches!(read, Ok(Ok(n)) if n > 0), "the server never listened");
+            if line.to_lowercase().contains("listening on") {
+                break;
+            }
+        }
+        // The rest of stderr is drained, so that the server never blocks on a full pipe.
+        tokio::spawn(async move { tokio::io::copy(&mut stderr, &mut tokio::io::sink()).await });
+        let client = reqwest::Client::builder().pool_max_idle_per_host(WINDOW).build().unwrap();
+        let url = format!("http://127.0.0.1:{port}/mcp");
+        let init = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}"#;
+        let response = Http::request(&client, &url, None).body(init).send().await.expect("initialize");
+        let session = response.headers()["mcp-session-id"].to_str().unwrap().to_owned();
+        response.text().await.unwrap();
+        let initialized = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+        let response = Http::request(&client, &url, Some(&session)).body(initialized).send().await.unwrap();
+        assert_eq!(response.status(), 202, "notifications/initialized");
+        Http { child, client, url, session, call: call.to_owned(), next_id: 0.into() }
+    }
+
+    fn request(client: &reqwest::Client, url: &str, session: Option<&str>) -> reqwest::RequestBuilder {
+        let request = client
+            .post(url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2025-06-18")
+            .bearer_auth(TOKEN);
+        match session {
+            Some(session) => request.header("mcp-session-id", session),
+            None => request,
+        }
+    }
+
+    /// One call, waited for; panics on an error answer.
+    async fn call(&self) {
+        let id = self.next_id.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        let body =
+            format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"tools/call\",\"params\":{{{}}}}}", self.call);
+        let response = Http::request(&self.client, &self.url, Some(&self.session)).body(body).send().await.unwrap();
+        let text = response.text().await.unwrap();
+        assert!(text.contains("\"result\"") && !text.contains("\"isError\":true"), "{text}");
+    }
+
+    async fn sequential(&self) -> Latency {
+        for _ in 0..WARMUP {
+            self.call().await;
+        }
+        let mut times = Vec::with_capacity(SAMPLES);
+        for _ in 0..SAMPLES {
+            let started = Instant::now();
+            self.call().await;
+            times.push(started.elapsed());
+        }
+        Latency::of(times)
+    }
+
+    /// Calls per second with [`WINDOW`] callers, each calling again once answered.
+    async fn pipelined(self: &std::sync::Arc<Self>) -> f64 {
+        let started = Instant::now();
+        let callers: Vec<_> = (0..WINDOW)
+            .map(|_| {
+                let http = self.clone();
+                tokio::spawn(async move {
+                    let mut calls = 0u64;
+                    while started.elapsed() < THROUGHPUT_FOR {
+                        http.call().await;
+                        calls += 1;
+                    }
+                    calls
+                })
+            })
+            .collect();
+        let mut total = 0;
+        for caller in callers {
+            total += caller.await.unwrap();
+        }
+        total as f64 / started.elapsed().as_secs_f64()
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn skillhost_http(ws: &Path, port: u16) -> Command {
+    let config = ws.join("config-http.yaml");
+    let yaml = "llm:\n  provider: anthropic\n  model: bench\n  anthropic: {api_key: bench, base_url: 'http://127.0.0.1:9'}\n\
+                skills:\n  paths: [skills]\n  builtins: []\nstate:\n  filesystem: {path: state}\n";
+    std::fs::write(&config, yaml).unwrap();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_skillhost"));
+    command
+        .arg("--config")
+        .arg(&config)
+        .args(["run", "--adapter", "api"])
+        .env("SKILLHOST_UI_PORT", port.to_string())
+        .env("SKILLHOST_UI_TOKEN", TOKEN)
+        .env_remove("RUST_LOG")
+        .current_dir(ws);
+    command
+}
+
+fn everything_http(port: u16) -> Option<Command> {
     let mut command = Command::new("node");
-    command.arg(script).arg("stdio");
+    command.arg(everything_script()?).arg("streamableHttp").env("PORT", port.to_string());
     Some(command)
+}
+
+async fn http_round(command: impl FnOnce(u16) -> Option<Command>, call: &str, figures: &mut Figures) {
+    let port = free_port();
+    let Some(command) = command(port) else { return };
+    let http = std::sync::Arc::new(Http::spawn(command, port, call).await);
+    figures.sequential.push(http.sequential().await);
+    figures.pipelined.push(http.pipelined().await);
+    if let Ok(mut http) = std::sync::Arc::try_unwrap(http) {
+        let _ = http.child.kill().await;
+    }
 }
 
 #[derive(Default)]
@@ -191,30 +341,39 @@ async fn main() {
         }
     }
     header("skillhost mcp over stdio");
+    report("stdio", &ours, &node);
+
+    let (mut ours, mut node) = (Figures::default(), Figures::default());
+    for _ in 0..ROUNDS {
+        http_round(|port| Some(skillhost_http(ws.path(), port)), ours_call, &mut ours).await;
+        http_round(everything_http, node_call, &mut node).await;
+    }
+    header("skillhost /mcp over streamable HTTP");
+    report("`/mcp`", &ours, &node);
+}
+
+/// The rows of one transport: ours against Node's, sequential and pipelined.
+fn report(transport: &str, ours: &Figures, node: &Figures) {
     let rounds = |f: &Figures| f.sequential.iter().map(|l| common::human(l.p50)).collect::<Vec<_>>().join(", ");
     let ours_seq = median_latency(&ours.sequential);
     let ours_rate = median(&ours.pipelined);
-    let label = format!("`skillhost mcp` stdio, `probe__echo` sequential (median round; rounds: {})", rounds(&ours));
+    let label = format!("`skillhost` {transport}, `probe__echo` sequential (median round; rounds: {})", rounds(ours));
     if node.sequential.is_empty() {
         latency_row("3", &label, &ours_seq, None, "< Node `get-sum`");
-        value_row(
-            "3",
-            &format!("`skillhost mcp` stdio pipelined, {WINDOW} in flight"),
-            &rate(ours_rate),
-            None,
-            ">= 20k/s",
-        );
+        let label = format!("`skillhost` {transport} pipelined, {WINDOW} in flight");
+        value_row("3", &label, &rate(ours_rate), None, ">= 20k/s");
         return;
     }
     let node_seq = median_latency(&node.sequential);
     let node_rate = median(&node.pipelined);
-    let label_node = format!("Node `server-everything` stdio, `get-sum` sequential (rounds: {})", rounds(&node));
+    let label_node = format!("Node `server-everything` {transport}, `get-sum` sequential (rounds: {})", rounds(node));
     latency_row("3", &label_node, &node_seq, None, "");
     latency_row("3", &label, &ours_seq, Some(ours_seq.ratio(&node_seq)), "< 1x Node");
     let all = |v: &[f64]| v.iter().map(|r| rate(*r)).collect::<Vec<_>>().join(", ");
-    let label_node = format!("Node `get-sum` pipelined, {WINDOW} in flight (rounds: {})", all(&node.pipelined));
+    let label_node =
+        format!("Node {transport} `get-sum` pipelined, {WINDOW} in flight (rounds: {})", all(&node.pipelined));
     value_row("3", &label_node, &rate(node_rate), None, "");
-    let label = format!("`skillhost mcp` pipelined, {WINDOW} in flight (rounds: {})", all(&ours.pipelined));
+    let label = format!("`skillhost` {transport} pipelined, {WINDOW} in flight (rounds: {})", all(&ours.pipelined));
     value_row("3", &label, &rate(ours_rate), Some(ours_rate / node_rate), ">= 20k/s");
 }
 

@@ -158,6 +158,9 @@ impl LlmServer {
         let app = Router::new().fallback(handle).with_state(shared.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind 127.0.0.1:0");
         let port = listener.local_addr().unwrap().port();
+        // TCP_NODELAY, as skillhost's own server: streamed events go out as written.
+        use axum::serve::ListenerExt as _;
+        let listener = listener.tap_io(|tcp| drop(tcp.set_nodelay(true)));
         tokio::spawn(async move { axum::serve(listener, app).await });
         LlmServer { port, shared }
     }

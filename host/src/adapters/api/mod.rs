@@ -166,11 +166,21 @@ async fn agent_header(State(api): State<Arc<Api>>, mut response: axum::response:
 }
 
 /// Serves `app(api)` on `listener` until `shutdown` resolves.
+///
+/// Every connection has `TCP_NODELAY`: a stream's events (SSE on `/api` and `/mcp`) are
+/// small writes, each to go out at once. With Nagle's algorithm on, a write waits for the
+/// previous one's ACK, which the client delays by up to 40 ms: every `/mcp` call took 44 ms.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     app: Router,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    use axum::serve::ListenerExt as _;
+    let listener = listener.tap_io(|tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!("cannot set TCP_NODELAY on a connection: {e}");
+        }
+    });
     axum::serve(listener, app).with_graceful_shutdown(shutdown).await
 }
 
