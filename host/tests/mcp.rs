@@ -261,6 +261,65 @@ fn no_message_can_end_the_stdio_server() {
     assert_eq!(ctx["result"]["isError"], false, "{ctx}");
 }
 
+/// Pipes are read and written without blocking; everything else a client or a shell may
+/// hand over still works: stdin and stdout as files (answers written before EOF ends the
+/// server), and stdout shared with stderr (`2>&1`, where stdout stays blocking so the log
+/// writer is not made non-blocking too).
+#[test]
+fn stdio_works_from_files_and_with_stderr_on_the_same_pipe() {
+    let ws = workspace();
+    let requests = [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "probe__ctx", "arguments": {}}}),
+        json!({"jsonrpc": "2.0", "id": 3, "method": "ping"}),
+    ];
+    let input: String = requests.iter().map(|r| format!("{r}\n")).collect();
+    let answered = |out: &str| {
+        let answers: Vec<Value> = out.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+        let by_id = |id: u64| answers.iter().find(|a| a["id"] == id).cloned().unwrap_or_default();
+        assert_eq!(by_id(1)["result"]["protocolVersion"], "2025-06-18", "{out}");
+        assert_eq!(by_id(2)["result"]["isError"], false, "{out}");
+        assert!(by_id(3)["result"].is_object(), "{out}");
+    };
+    let config = ws.path().join("config.yaml");
+    let config = config.to_str().unwrap();
+
+    // Files on both ends.
+    let (input_path, output_path) = (ws.path().join("requests.jsonl"), ws.path().join("answers.jsonl"));
+    std::fs::write(&input_path, &input).unwrap();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_skillhost"));
+    command
+        .args(["--config", config, "mcp"])
+        .current_dir(ws.path())
+        .stdin(std::fs::File::open(&input_path).unwrap())
+        .stdout(std::fs::File::create(&output_path).unwrap())
+        .stderr(std::process::Stdio::null());
+    let mut child = command.spawn().unwrap();
+    let started = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > Duration::from_secs(60) {
+            let _ = child.kill();
+            panic!("skillhost mcp did not end at the end of its stdin file");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success(), "{status}");
+    answered(&std::fs::read_to_string(&output_path).unwrap());
+
+    // stdout and stderr on one pipe, stdin a pipe.
+    let mut command = Command::new("sh");
+    let line = format!("RUST_LOG=debug exec '{}' --config '{config}' mcp 2>&1", env!("CARGO_BIN_EXE_skillhost"));
+    command.args(["-c", &line]).current_dir(ws.path());
+    let finished = support::run_bounded(command, &input);
+    assert_eq!(finished.code, 0, "{}", finished.stdout);
+    answered(&finished.stdout);
+}
+
 /// Batches belong to revision 2025-03-26 alone: there they run and are answered as one array.
 #[test]
 fn a_batch_is_answered_as_one_array_at_2025_03_26() {
