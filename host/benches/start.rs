@@ -77,6 +77,9 @@ fn start(dir: &Path) -> (Duration, Vec<String>) {
         .env("SKILLHOST_UI_PORT", port.to_string())
         .env("SKILLHOST_UI_TOKEN", "bench-token")
         .env_remove("RUST_LOG")
+        // Its own cache in the workspace (the one emptied and evicted here), not the shared
+        // one `.cargo/config.toml` names for tests and benches.
+        .env_remove("SKILLHOST_CACHE_DIR")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
