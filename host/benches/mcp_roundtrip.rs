@@ -18,7 +18,7 @@
 
 mod common;
 
-use common::{Latency, header, latency_row, value_row};
+use common::{Latency, header, latency_row, sample, value_row};
 use skillhost_tests::{Workspace, guests};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -84,19 +84,6 @@ impl Server {
         self.request(&mut request);
         self.write(&request).await;
         self.read().await;
-    }
-
-    async fn sequential(&mut self) -> Latency {
-        for _ in 0..WARMUP {
-            self.call().await;
-        }
-        let mut times = Vec::with_capacity(SAMPLES);
-        for _ in 0..SAMPLES {
-            let started = Instant::now();
-            self.call().await;
-            times.push(started.elapsed());
-        }
-        Latency::of(times)
     }
 
     /// Calls per second with [`WINDOW`] requests in flight: each answer read lets the next
@@ -227,19 +214,6 @@ impl Http {
         assert!(text.contains("\"result\"") && !text.contains("\"isError\":true"), "{text}");
     }
 
-    async fn sequential(&self) -> Latency {
-        for _ in 0..WARMUP {
-            self.call().await;
-        }
-        let mut times = Vec::with_capacity(SAMPLES);
-        for _ in 0..SAMPLES {
-            let started = Instant::now();
-            self.call().await;
-            times.push(started.elapsed());
-        }
-        Latency::of(times)
-    }
-
     /// Calls per second with [`WINDOW`] callers, each calling again once answered.
     async fn pipelined(self: &std::sync::Arc<Self>) -> f64 {
         let started = Instant::now();
@@ -295,7 +269,7 @@ async fn http_round(command: impl FnOnce(u16) -> Option<Command>, call: &str, fi
     let port = free_port();
     let Some(command) = command(port) else { return };
     let http = std::sync::Arc::new(Http::spawn(command, port, call).await);
-    figures.sequential.push(http.sequential().await);
+    figures.sequential.push(sample(WARMUP, SAMPLES, async || http.call().await).await);
     figures.pipelined.push(http.pipelined().await);
     if let Ok(mut http) = std::sync::Arc::try_unwrap(http) {
         let _ = http.child.kill().await;
@@ -310,7 +284,7 @@ struct Figures {
 
 async fn round(command: Command, call: &str, figures: &mut Figures) {
     let mut server = Server::spawn(command, call).await;
-    figures.sequential.push(server.sequential().await);
+    figures.sequential.push(sample(WARMUP, SAMPLES, async || server.call().await).await);
     figures.pipelined.push(server.pipelined().await);
     server.stop().await;
 }

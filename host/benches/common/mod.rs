@@ -38,11 +38,7 @@ impl Latency {
 }
 
 /// Runs `call` `warmup` times untimed, then `samples` times timed, one after another.
-pub async fn sample<F, Fut>(warmup: usize, samples: usize, mut call: F) -> Latency
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = ()>,
-{
+pub async fn sample(warmup: usize, samples: usize, mut call: impl AsyncFnMut()) -> Latency {
     for _ in 0..warmup {
         call().await;
     }

@@ -215,7 +215,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let a = InFlight::new(dir.path(), Duration::from_millis(400));
         let mut held = a.acquire("c").await.unwrap();
-        let written = || read(&held_path(dir.path(), "c")).unwrap().expires_at;
+        let path = held.path.clone();
+        let written = || read(&path).unwrap().expires_at;
         let first = written();
         held.refresh();
         assert_eq!(written(), first, "a fresh marker is not rewritten");
@@ -230,10 +231,6 @@ mod tests {
         assert!(written() > first + 0.5, "the expiry moved on as the turn went on");
         drop(held);
         tokio::time::timeout(Duration::from_secs(2), taker).await.expect("released").unwrap().unwrap();
-    }
-
-    fn held_path(state: &Path, channel: &str) -> PathBuf {
-        state.join("inflight").join(file_name(channel))
     }
 
     #[tokio::test]

@@ -6,19 +6,15 @@
 
 use super::capture::CapturedStdout;
 use super::component::{CallEnv, Outcome};
-use super::error::{CallError, HOST_COPY_LIMIT, LoadError};
-use super::failure::{YIELD_FUEL, classify, until};
+use super::error::{CallError, LoadError};
+use super::failure::{bounded, classify, limited_store};
 use super::host_state::HostState;
 use super::output::LogBuffer;
 use std::path::Path;
-use std::time::{Duration, Instant};
-use wasmtime::Store;
+use std::time::Instant;
 use wasmtime::component::{Component, Linker};
 use wasmtime_wasi::p2::bindings::CommandPre;
 use wasmtime_wasi::{FsPerms, I32Exit, WasiCtx};
-
-/// Extra wall-clock time after the deadline before a run stuck in a host call is dropped.
-const DEADLINE_GRACE: Duration = Duration::from_millis(250);
 
 /// A compiled, linked command component.
 #[derive(Clone)]
@@ -70,21 +66,21 @@ impl CommandComponent {
             CallError::Host(format!("cannot open the skill folder {}: {e:#}", invocation.dir.display()))
         })?;
         let operation = format!("script {program}");
-        let mut store = new_store(self.pre.engine(), HostState::for_command(env, operation.clone(), wasi, logs));
+        // The same limits as a skill call's (`component.rs`).
+        let mut store = limited_store(self.pre.engine(), HostState::for_command(env, operation.clone(), wasi, logs));
         let pre = self.pre.clone();
         let deadline = store.data().deadline;
         let work = async {
             let command = pre.instantiate_async(&mut store).await?;
             command.wasi_cli_run().call_run(&mut store).await
         };
-        let result = match tokio::time::timeout(env.limits.timeout + DEADLINE_GRACE, until(deadline, work)).await {
-            Ok(Ok(Ok(()))) => Ok(0),
-            Ok(Ok(Err(()))) => Ok(1),
-            Ok(Err(error)) => match error.downcast_ref::<I32Exit>() {
+        let result = match bounded(deadline, work).await {
+            Ok(Ok(())) => Ok(0),
+            Ok(Err(())) => Ok(1),
+            Err(error) => match error.downcast_ref::<I32Exit>() {
                 Some(exit) => Ok(exit.0),
                 None => Err(classify(&store, &env.limits, error)),
             },
-            Err(_) => Err(CallError::Deadline(env.limits.timeout)),
         };
         let fuel_used = env.limits.fuel.saturating_sub(store.get_fuel().unwrap_or(0));
         let (logs, logs_dropped) = store.data().take_logs();
@@ -116,16 +112,4 @@ fn command_wasi(invocation: Invocation<'_>, stdout: &CapturedStdout, logs: &LogB
         .stderr(logs.stream("stderr"))
         .preopened_dir(invocation.dir, ".", FsPerms::ReadOnly)?;
     Ok(builder.build())
-}
-
-/// A store with the call's fuel, memory limiter, host-copy limit and deadline, as a skill
-/// call's (`component.rs`): the same limits hold for scripts.
-fn new_store(engine: &wasmtime::Engine, state: HostState) -> Store<HostState> {
-    let fuel = state.limits.fuel;
-    let mut store = Store::new(engine, state);
-    store.limiter(|s| &mut s.limiter);
-    store.set_fuel(fuel).expect("fuel is enabled on the engine");
-    store.fuel_async_yield_interval(Some(YIELD_FUEL)).expect("fuel is enabled on the engine");
-    store.set_hostcall_fuel(HOST_COPY_LIMIT as usize);
-    store
 }

@@ -7,8 +7,8 @@ use super::bindings::types::{
     CallContext as WitContext, HumanLevel, PreflightDecision, SkillInfo, Target, ToolDef, ToolResult,
 };
 use super::capabilities::Capabilities;
-use super::error::{CallError, HOST_COPY_LIMIT, LoadError};
-use super::failure::{DeadlineHit, YIELD_FUEL, classify, until};
+use super::error::{CallError, LoadError};
+use super::failure::{bounded, classify, limited_store};
 use super::host_state::{CallContext, HostState, RouteAttributes};
 use super::limits::Limits;
 use super::observer::Observer;
@@ -109,9 +109,6 @@ type HandleFunc<'a> = TypedFunc<(&'a str, &'a str, &'a WitContext), (ToolResult,
 
 /// The interface a skill's tools are exported in.
 const TOOLS_INTERFACE: &str = "skillhost:skill/tools@0.1.0";
-
-/// Extra wall-clock time after the deadline before a call stuck in a host import is dropped.
-const DEADLINE_GRACE: Duration = Duration::from_millis(250);
 
 impl SkillComponent {
     pub(super) fn new(linker: &Linker<HostState>, component: &Component, warm: usize) -> Result<Self, LoadError> {
@@ -416,12 +413,8 @@ impl SkillComponent {
             };
             call(&mut store, instance).await
         };
-        let result = match tokio::time::timeout(env.limits.timeout + DEADLINE_GRACE, until(deadline, work)).await {
-            Ok(result) => result,
-            Err(_) => Err(wasmtime::Error::new(DeadlineHit)),
-        };
         // Classify before taking the logs: a crash report quotes the guest's last stderr.
-        let result = result.map_err(|error| classify(&store, &env.limits, error));
+        let result = bounded(deadline, work).await.map_err(|error| classify(&store, &env.limits, error));
         let fuel_used = env.limits.fuel.saturating_sub(store.get_fuel().unwrap_or(0));
         // After the call, so that making the next call's instance does not slow this one.
         self.warm.refill(&self.pre, env, fresh_store);
@@ -443,15 +436,9 @@ impl SkillComponent {
     }
 }
 
-/// A fresh store for a call under `env`: fuel (yielding every [`YIELD_FUEL`], where the
-/// deadline is checked), memory cap and the host-copy limit.
+/// A fresh store for a call under `env`'s limits.
 fn fresh_store(pre: &InstancePre<HostState>, env: &CallEnv) -> Store<HostState> {
-    let mut store = Store::new(pre.engine(), HostState::new(env.caps.clone(), &env.limits));
-    store.limiter(|s| &mut s.limiter);
-    store.set_fuel(env.limits.fuel).expect("fuel is enabled on the engine");
-    store.fuel_async_yield_interval(Some(YIELD_FUEL)).expect("fuel is enabled on the engine");
-    store.set_hostcall_fuel(HOST_COPY_LIMIT as usize);
-    store
+    limited_store(pre.engine(), HostState::new(env.caps.clone(), &env.limits))
 }
 
 /// The bytes a result holds: its text and every typed block (what the result cap bounds).

@@ -4,14 +4,15 @@
 use super::error::{CallError, HOST_COPY_LIMIT};
 use super::host_state::HostState;
 use super::limits::Limits;
+use std::time::{Duration, Instant};
 use wasmtime::{Store, Trap};
 
-/// The error the deadline check ([`until`]) and the backstop timeout end a call with.
+/// The error [`bounded`] ends a call with at its deadline.
 #[derive(Debug)]
 pub(super) struct DeadlineHit;
 
 /// How much fuel guest code burns between two yields to the async runtime: about a
-/// millisecond of compiled code. Each yield is where [`until`] checks the deadline, so a
+/// millisecond of compiled code. Each yield is where [`bounded`] checks the deadline, so a
 /// CPU-bound loop ends within about that of its deadline, and a tokio worker running one is
 /// never held for longer.
 ///
@@ -21,22 +22,41 @@ pub(super) struct DeadlineHit;
 /// target 6).
 pub const YIELD_FUEL: u64 = 2_000_000;
 
-/// Runs a call's `work` until `deadline`: the deadline is checked whenever the call is
-/// polled, which is after every [`YIELD_FUEL`] of guest code, and after every host import
-/// that waited. A call parked in a host import is not polled; the caller's backstop
-/// timeout bounds that wait, and the imports that wait bound themselves by the deadline.
-pub(super) async fn until<T>(
-    deadline: std::time::Instant,
+/// Extra wall-clock time after the deadline before a call parked in a host import is
+/// dropped (the imports that wait bound themselves by the deadline first).
+const DEADLINE_GRACE: Duration = Duration::from_millis(250);
+
+/// Runs a call's `work` (instantiation and the call, or a warm instance's instantiation)
+/// until `deadline`, ending it with [`DeadlineHit`] past it. The deadline is checked
+/// whenever the call is polled, which is after every [`YIELD_FUEL`] of guest code, and after
+/// every host import that waited. A call parked in a host import is not polled: a timer
+/// [`DEADLINE_GRACE`] after the deadline is the backstop for that.
+pub(super) async fn bounded<T>(
+    deadline: Instant,
     work: impl std::future::Future<Output = wasmtime::Result<T>>,
 ) -> wasmtime::Result<T> {
     let mut work = std::pin::pin!(work);
-    std::future::poll_fn(|cx| {
-        if std::time::Instant::now() >= deadline {
+    let checked = std::future::poll_fn(|cx| {
+        if Instant::now() >= deadline {
             return std::task::Poll::Ready(Err(wasmtime::Error::new(DeadlineHit)));
         }
         work.as_mut().poll(cx)
-    })
-    .await
+    });
+    let backstop = tokio::time::Instant::from_std(deadline + DEADLINE_GRACE);
+    tokio::time::timeout_at(backstop, checked).await.unwrap_or_else(|_| Err(wasmtime::Error::new(DeadlineHit)))
+}
+
+/// A store holding `state` under its limits: its fuel (yielding every [`YIELD_FUEL`], where
+/// [`bounded`] checks the deadline), its memory limiter and the host-copy limit. Skill calls,
+/// warm instances and scripts all get theirs here.
+pub(super) fn limited_store(engine: &wasmtime::Engine, state: HostState) -> Store<HostState> {
+    let fuel = state.limits.fuel;
+    let mut store = Store::new(engine, state);
+    store.limiter(|s| &mut s.limiter);
+    store.set_fuel(fuel).expect("fuel is enabled on the engine");
+    store.fuel_async_yield_interval(Some(YIELD_FUEL)).expect("fuel is enabled on the engine");
+    store.set_hostcall_fuel(HOST_COPY_LIMIT as usize);
+    store
 }
 
 impl std::fmt::Display for DeadlineHit {

@@ -12,7 +12,7 @@
 //! instantiation wrote ([`super::SandboxOptions::warm_instances`]).
 
 use super::component::CallEnv;
-use super::failure::until;
+use super::failure::bounded;
 use super::host_state::HostState;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -128,7 +128,7 @@ impl Warm {
             let (started, mut store) = (Instant::now(), make(pre, env));
             // Bounded as a call's own instantiation is: by fuel, and by the timeout from now.
             let deadline = store.data().deadline;
-            match until(deadline, pre.instantiate_async(&mut store)).await {
+            match bounded(deadline, pre.instantiate_async(&mut store)).await {
                 Ok(instance) => {
                     self.note(started.elapsed());
                     self.lock().ready.push(Ready { store, instance });

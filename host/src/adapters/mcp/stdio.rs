@@ -326,7 +326,8 @@ async fn read_line(
 /// thread and back, a thread wake-up each way for every message. Anything else (a file, a
 /// terminal) is read through tokio's `stdin`.
 fn stdin() -> Pin<Box<dyn tokio::io::AsyncRead + Send>> {
-    match pipe(&std::io::stdin()).and_then(|fd| tokio::net::unix::pipe::Receiver::from_owned_fd(fd).ok()) {
+    let pipe = duplicate(&std::io::stdin()).filter(|(_, meta)| is_pipe(meta));
+    match pipe.and_then(|(fd, _)| tokio::net::unix::pipe::Receiver::from_owned_fd(fd).ok()) {
         Some(pipe) => Box::pin(pipe),
         None => Box::pin(tokio::io::stdin()),
     }
@@ -335,28 +336,28 @@ fn stdin() -> Pin<Box<dyn tokio::io::AsyncRead + Send>> {
 /// stdout as an async writer: a pipe written without blocking, as [`stdin`] reads, unless
 /// stderr is the same pipe (making the pipe non-blocking would reach the log writer too).
 fn stdout() -> Pin<Box<dyn tokio::io::AsyncWrite + Send>> {
-    let shared_with_stderr = || {
-        use std::os::unix::fs::MetadataExt;
-        let meta =
-            |fd: &dyn AsFd| fd.as_fd().try_clone_to_owned().ok().and_then(|fd| std::fs::File::from(fd).metadata().ok());
-        match (meta(&std::io::stdout()), meta(&std::io::stderr())) {
-            (Some(out), Some(err)) => (out.dev(), out.ino()) == (err.dev(), err.ino()),
-            _ => true,
-        }
+    use std::os::unix::fs::MetadataExt;
+    // Unknown counts as shared: blocking is the safe side.
+    let shared_with_stderr = |out: &std::fs::Metadata| {
+        duplicate(&std::io::stderr()).is_none_or(|(_, err)| (out.dev(), out.ino()) == (err.dev(), err.ino()))
     };
-    let pipe = pipe(&std::io::stdout()).filter(|_| !shared_with_stderr());
-    match pipe.and_then(|fd| tokio::net::unix::pipe::Sender::from_owned_fd(fd).ok()) {
+    let pipe = duplicate(&std::io::stdout()).filter(|(_, meta)| is_pipe(meta) && !shared_with_stderr(meta));
+    match pipe.and_then(|(fd, _)| tokio::net::unix::pipe::Sender::from_owned_fd(fd).ok()) {
         Some(pipe) => Box::pin(pipe),
         None => Box::pin(tokio::io::stdout()),
     }
 }
 
-/// A duplicate of `fd` when it is a pipe (tokio's pipe ends make it non-blocking).
-fn pipe(fd: &dyn AsFd) -> Option<OwnedFd> {
+/// A duplicate of `fd` (tokio's pipe ends make theirs non-blocking), and what it is.
+fn duplicate(fd: &dyn AsFd) -> Option<(OwnedFd, std::fs::Metadata)> {
+    let file = std::fs::File::from(fd.as_fd().try_clone_to_owned().ok()?);
+    let meta = file.metadata().ok()?;
+    Some((file.into(), meta))
+}
+
+fn is_pipe(meta: &std::fs::Metadata) -> bool {
     use std::os::unix::fs::FileTypeExt;
-    let owned = fd.as_fd().try_clone_to_owned().ok()?;
-    let file = std::fs::File::from(owned);
-    file.metadata().ok()?.file_type().is_fifo().then(|| file.into())
+    meta.file_type().is_fifo()
 }
 
 /// Serves `server` on stdin/stdout until stdin ends.
