@@ -147,7 +147,10 @@ pub fn sandbox(config: &LoadedConfig) -> anyhow::Result<Sandbox> {
         warm_instances: c.sandbox.warm_instances.unwrap_or(WARM_INSTANCES),
         ..Default::default()
     };
-    Sandbox::new(&options)
+    let started = std::time::Instant::now();
+    let sandbox = Sandbox::new(&options);
+    tracing::debug!(took = ?started.elapsed(), "sandbox ready");
+    sandbox
 }
 
 /// The effective config of each agent to build: the top-level one with the agent's blocks

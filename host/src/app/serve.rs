@@ -124,7 +124,15 @@ async fn listen(agent: &Agent, port: u16) -> anyhow::Result<tokio::net::TcpListe
     let listener = tokio::net::TcpListener::bind(SocketAddr::from((host, port)))
         .await
         .map_err(|e| anyhow::anyhow!("cannot listen on {host}:{port}{who}: {e}"))?;
-    eprintln!("skillhost api listening on http://{}{who}", listener.local_addr()?);
+    // One write (stderr is unbuffered): whoever waits for this line reads it whole.
+    let line = format!("skillhost api listening on http://{}{who}\n", listener.local_addr()?);
+    let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
+    // The HTTP clients read the system's root certificates when first used: now, beside the
+    // serving, rather than in the first request.
+    std::thread::spawn(|| {
+        crate::llm::prepare_client();
+        crate::sandbox::capabilities::http_client();
+    });
     Ok(listener)
 }
 

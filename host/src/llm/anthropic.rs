@@ -20,7 +20,6 @@ const NAME: &str = "anthropic";
 
 /// The Anthropic provider.
 pub struct Anthropic {
-    client: reqwest::Client,
     url: String,
     api_key: String,
 }
@@ -29,7 +28,7 @@ impl Anthropic {
     /// A provider with `api_key`, at `base_url` (default [`DEFAULT_BASE_URL`]).
     pub fn new(api_key: impl Into<String>, base_url: Option<&str>) -> Self {
         let base = base_url.filter(|b| !b.is_empty()).unwrap_or(DEFAULT_BASE_URL);
-        Anthropic { client: http::client(), url: http::endpoint(base, "/v1/messages"), api_key: api_key.into() }
+        Anthropic { url: http::endpoint(base, "/v1/messages"), api_key: api_key.into() }
     }
 
     fn headers(&self) -> Result<HeaderMap, LlmError> {
@@ -49,7 +48,7 @@ impl Provider for Anthropic {
     }
 
     async fn complete(&self, req: &Request, sink: &mut (dyn FnMut(Delta) + Send)) -> Result<Response, LlmError> {
-        let events = http::post_events(NAME, &self.client, &self.url, self.headers()?, &body(req)).await?;
+        let events = http::post_events(NAME, http::client(), &self.url, self.headers()?, &body(req)).await?;
         read(events, sink).await
     }
 }

@@ -92,7 +92,6 @@ pub struct AwsCredentials {
 /// declared (the history may hold tool blocks, which need them) and any tool call the model
 /// still makes is dropped from the answer.
 pub struct Converse {
-    client: reqwest::Client,
     base: String,
     region: String,
     credentials: AwsCredentials,
@@ -107,7 +106,7 @@ impl Converse {
             Some(base) => base.trim_end_matches('/').to_owned(),
             None => format!("https://bedrock-runtime.{region}.amazonaws.com"),
         };
-        Converse { client: http::client(), base, region, credentials }
+        Converse { base, region, credentials }
     }
 
     /// The Converse provider from `llm.bedrock` (credentials from config, else the `AWS_*`
@@ -164,7 +163,7 @@ impl Provider for Converse {
     async fn complete(&self, req: &Request, sink: &mut (dyn FnMut(Delta) + Send)) -> Result<Response, LlmError> {
         let url = self.url(&req.model);
         let payload = serde_json::to_vec(&body(req)).expect("a JSON value serializes");
-        let mut post = self.client.post(&url).header("content-type", "application/json");
+        let mut post = http::client().post(&url).header("content-type", "application/json");
         for (name, value) in self.signature(&url, &payload)? {
             post = post.header(name, value);
         }

@@ -16,14 +16,19 @@ pub(crate) type Events = SseReader<BoxStream<'static, Result<Bytes, reqwest::Err
 /// The longest error body quoted in a message.
 const MAX_QUOTED: usize = 500;
 
-/// A client for one provider. No overall timeout: a long answer streams for minutes; a stalled
-/// one is caught by the read timeout, and the engine's turn deadline bounds the rest.
-pub(crate) fn client() -> reqwest::Client {
-    reqwest::Client::builder()
-        .connect_timeout(Duration::from_secs(20))
-        .read_timeout(Duration::from_secs(300))
-        .build()
-        .expect("the HTTP client builds with static settings")
+/// The client every provider shares. No overall timeout: a long answer streams for minutes; a
+/// stalled one is caught by the read timeout, and the engine's turn deadline bounds the rest.
+/// Built on first use (it reads the system's root certificates, which a start need not wait
+/// for).
+pub(crate) fn client() -> &'static reqwest::Client {
+    static CLIENT: std::sync::LazyLock<reqwest::Client> = std::sync::LazyLock::new(|| {
+        reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(20))
+            .read_timeout(Duration::from_secs(300))
+            .build()
+            .expect("the HTTP client builds with static settings")
+    });
+    &CLIENT
 }
 
 /// `base` + `path`, where `path` starts with `/v1/`. A base that already ends in `/v1` (the

@@ -21,6 +21,12 @@ pub mod sse;
 pub use error::LlmError;
 pub use retry::{RetryPolicy, Retrying};
 
+/// Builds the HTTP client the providers share, if no request has yet (it is built on first
+/// use: reading the system's root certificates takes milliseconds a start need not wait for).
+pub fn prepare_client() {
+    http::client();
+}
+
 use crate::config::{self, Provider as ProviderKind};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;

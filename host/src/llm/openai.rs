@@ -36,7 +36,6 @@ pub fn check_effort(effort: &str) -> Result<String, String> {
 
 /// The OpenAI Responses provider.
 pub struct OpenAi {
-    client: reqwest::Client,
     url: String,
     api_key: String,
     effort: String,
@@ -49,7 +48,7 @@ impl OpenAi {
     pub fn new(api_key: impl Into<String>, base_url: Option<&str>, effort: impl Into<String>) -> Self {
         let base = base_url.filter(|b| !b.is_empty()).unwrap_or(DEFAULT_BASE_URL);
         let url = http::endpoint(base, "/v1/responses");
-        OpenAi { client: http::client(), url, api_key: api_key.into(), effort: effort.into(), name: "openai" }
+        OpenAi { url, api_key: api_key.into(), effort: effort.into(), name: "openai" }
     }
 
     /// The same wire format under another provider name (Bedrock's Mantle gateway speaks it).
@@ -77,7 +76,7 @@ impl Provider for OpenAi {
 
     async fn complete(&self, req: &Request, sink: &mut (dyn FnMut(Delta) + Send)) -> Result<Response, LlmError> {
         let body = body(req, &self.effort);
-        let events = http::post_events(self.name, &self.client, &self.url, self.headers()?, &body).await?;
+        let events = http::post_events(self.name, http::client(), &self.url, self.headers()?, &body).await?;
         read(self.name, events, sink).await
     }
 }

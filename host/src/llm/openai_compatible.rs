@@ -16,7 +16,6 @@ const NAME: &str = "openai_compatible";
 
 /// The Chat Completions provider.
 pub struct Chat {
-    client: reqwest::Client,
     url: String,
     api_key: Option<String>,
 }
@@ -24,7 +23,7 @@ pub struct Chat {
 impl Chat {
     /// A provider at `base_url` (which usually ends in `/v1`), with a bearer key if given.
     pub fn new(api_key: Option<String>, base_url: &str) -> Self {
-        Chat { client: http::client(), url: http::endpoint(base_url, "/chat/completions"), api_key }
+        Chat { url: http::endpoint(base_url, "/chat/completions"), api_key }
     }
 
     fn headers(&self) -> Result<HeaderMap, LlmError> {
@@ -47,7 +46,7 @@ impl Provider for Chat {
     }
 
     async fn complete(&self, req: &Request, sink: &mut (dyn FnMut(Delta) + Send)) -> Result<Response, LlmError> {
-        let events = http::post_events(NAME, &self.client, &self.url, self.headers()?, &body(req)).await?;
+        let events = http::post_events(NAME, http::client(), &self.url, self.headers()?, &body(req)).await?;
         read(events, sink).await
     }
 }

@@ -4,7 +4,7 @@
 use crate::store::{MemoryStore, StateStore};
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 /// The result of an MCP tool call made on a skill's behalf.
 pub type McpFuture<'a> = Pin<Box<dyn Future<Output = Result<String, McpCallError>> + Send + 'a>>;
@@ -85,8 +85,6 @@ pub struct Capabilities {
     pub http_requested: HostList,
     /// Hosts the operator grants.
     pub http_granted: HostList,
-    /// The shared HTTP client (no redirects followed).
-    pub http_client: reqwest::Client,
     /// The MCP bridge, when MCP servers are configured.
     pub mcp: Option<Arc<dyn McpBridge>>,
     /// The guest's WASI environment: the variables the manifest names and the operator
@@ -102,15 +100,19 @@ impl Capabilities {
 }
 
 /// The HTTP client shared by every skill: no redirects (a redirect could leave the allowed
-/// hosts), no proxy from the environment, bounded connect time.
-pub fn http_client() -> reqwest::Client {
-    reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .no_proxy()
-        .connect_timeout(std::time::Duration::from_secs(10))
-        .user_agent(concat!("skillhost/", env!("CARGO_PKG_VERSION")))
-        .build()
-        .expect("a client with static settings builds")
+/// hosts), no proxy from the environment, bounded connect time. Built on first use (it reads
+/// the system's root certificates, which a start need not wait for).
+pub fn http_client() -> &'static reqwest::Client {
+    static CLIENT: LazyLock<reqwest::Client> = LazyLock::new(|| {
+        reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .no_proxy()
+            .connect_timeout(std::time::Duration::from_secs(10))
+            .user_agent(concat!("skillhost/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .expect("a client with static settings builds")
+    });
+    &CLIENT
 }
 
 #[cfg(test)]

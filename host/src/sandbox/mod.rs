@@ -143,22 +143,16 @@ impl Sandbox {
     /// the cache), calling `progress` with a line as each starts and ends, so the loads that
     /// follow find them ready. A component that fails is left for its load to report.
     pub fn precompile(&self, jobs: &[(String, Wasm<'_>)], progress: &(dyn Fn(&str) + Sync)) {
-        let pending: Vec<&(String, Wasm<'_>)> = jobs.iter().filter(|(_, wasm)| !self.is_ready(*wasm)).collect();
-        let total = pending.len();
-        let next = AtomicUsize::new(0);
-        let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(total);
-        std::thread::scope(|scope| {
-            for _ in 0..threads {
-                scope.spawn(|| {
-                    while let Some((name, wasm)) = pending.get(next.fetch_add(1, Ordering::Relaxed)) {
-                        progress(&format!("compiling skill `{name}`..."));
-                        let started = Instant::now();
-                        if self.compile_wasm(*wasm).is_ok() {
-                            let took = started.elapsed().as_secs_f64();
-                            progress(&format!("compiled skill `{name}` in {took:.1} s"));
-                        }
-                    }
-                });
+        // Checked in parallel too: a check maps the cached image and reads its metadata, which
+        // after a reboot is a disk read per skill.
+        let ready = in_parallel(jobs, |(_, wasm)| self.is_ready(*wasm));
+        let pending: Vec<_> = jobs.iter().zip(ready).filter(|(_, ready)| !ready).map(|(j, _)| j).collect();
+        in_parallel(&pending, |(name, wasm)| {
+            progress(&format!("compiling skill `{name}`..."));
+            let started = Instant::now();
+            if self.compile_wasm(*wasm).is_ok() {
+                let took = started.elapsed().as_secs_f64();
+                progress(&format!("compiled skill `{name}` in {took:.1} s"));
             }
         });
     }
@@ -244,6 +238,34 @@ impl Sandbox {
         self.memoise(*digest, &component);
         Some(component)
     }
+}
+
+/// `work` on every item, on one thread per core, each taking the next item as it is done;
+/// the results in the items' order.
+fn in_parallel<T: Sync, R: Send>(items: &[T], work: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(items.len());
+    if threads <= 1 {
+        return items.iter().map(work).collect();
+    }
+    let next = AtomicUsize::new(0);
+    let mut done: Vec<(usize, R)> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut done = Vec::new();
+                    loop {
+                        let index = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(item) = items.get(index) else { return done };
+                        done.push((index, work(item)));
+                    }
+                })
+            })
+            .collect();
+        // A worker that panicked re-raises its panic here, as a sequential loop would.
+        workers.into_iter().flat_map(|w| w.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).collect()
+    });
+    done.sort_unstable_by_key(|(index, _)| *index);
+    done.into_iter().map(|(_, result)| result).collect()
 }
 
 /// Where a component's bytes are.

@@ -17,6 +17,7 @@ use crate::store::{MemoryStore, StateStore};
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Instant;
 
 /// The component file in a skill folder.
 pub const WASM_FILE: &str = "skill.wasm";
@@ -77,6 +78,7 @@ impl SkillSet {
 }
 
 /// Everything loading needs from the host.
+#[derive(Clone)]
 pub struct Loader {
     /// The sandbox skills load into.
     pub sandbox: Arc<Sandbox>,
@@ -87,7 +89,6 @@ pub struct Loader {
     /// The MCP bridge, when MCP servers are configured.
     pub mcp: Option<Arc<dyn McpBridge>>,
     policy: LimitPolicy,
-    http_client: reqwest::Client,
 }
 
 impl Loader {
@@ -96,7 +97,7 @@ impl Loader {
         let c = &config.config;
         let policy = LimitPolicy::from_config(&c.sandbox.defaults, &c.sandbox.maximums);
         let state = StateStore::new(config.resolve(&c.state.filesystem.path));
-        Loader { sandbox, config, state, mcp: None, policy, http_client: crate::sandbox::capabilities::http_client() }
+        Loader { sandbox, config, state, mcp: None, policy }
     }
 
     /// The operator's limit policy.
@@ -106,16 +107,39 @@ impl Loader {
 
     /// Loads the built-ins `skills.builtins` names, then scans every path.
     pub async fn load_all(&self, mode: LoadMode) -> Result<SkillSet, FatalLoadError> {
-        let mut set = SkillSet::default();
+        let (started, mut set) = (Instant::now(), SkillSet::default());
         let dirs = self.scan(&mut set.problems);
         self.precompile(&dirs, mode == LoadMode::Serve);
+        tracing::debug!(folders = dirs.len(), took = ?started.elapsed(), "every component compiled or found in the cache");
         for builtin in &self.config.config.skills.builtins {
             let loaded = self.load_builtin(*builtin, mode).await;
             admit(&mut set, loaded, &builtin::location(builtin.name()))?;
         }
-        for dir in dirs {
-            let loaded = self.load_dir(&dir, mode).await;
-            admit(&mut set, loaded, &dir)?;
+        // The folders load concurrently (on a cold page cache each one waits for its disk
+        // reads), and are admitted in order, so that what overrides what stays as written.
+        let this = Arc::new(self.clone());
+        let mut loads = tokio::task::JoinSet::new();
+        for (index, dir) in dirs.iter().enumerate() {
+            let (this, dir) = (this.clone(), dir.clone());
+            loads.spawn(async move {
+                let started = Instant::now();
+                let loaded = this.load_dir(&dir, mode).await;
+                tracing::debug!(folder = %dir.display(), took = ?started.elapsed(), "skill folder loaded");
+                (index, loaded)
+            });
+        }
+        let mut loaded = Vec::with_capacity(dirs.len());
+        while let Some(done) = loads.join_next().await {
+            match done {
+                Ok(done) => loaded.push(done),
+                Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+                Err(e) => return Err(FatalLoadError(format!("loading the skills stopped: {e}"))),
+            }
+        }
+        loaded.sort_unstable_by_key(|(index, _)| *index);
+        tracing::debug!(took = ?started.elapsed(), "every skill folder loaded");
+        for ((_, loaded), dir) in loaded.into_iter().zip(&dirs) {
+            admit(&mut set, loaded, dir)?;
         }
         // An agent's `skills.allowed`: the others never start.
         if let Some(allowed) = &self.config.config.skills.allowed {
@@ -126,6 +150,7 @@ impl Loader {
                 self.run_startup(skill).await?;
             }
         }
+        tracing::debug!(skills = set.skills.len(), took = ?started.elapsed(), "skills ready");
         Ok(set)
     }
 
@@ -347,7 +372,6 @@ impl Loader {
             state_namespace: format!("skill-{name}"),
             http_requested: HostList::new(asked.http_hosts.clone()),
             http_granted: HostList::new(grant.http_hosts),
-            http_client: self.http_client.clone(),
             mcp: self.mcp.clone(),
             env,
         };

@@ -27,7 +27,7 @@ impl Host for HostState {
         let timeout = self.request_timeout(request.timeout_ms).ok_or(Error::Timeout)?;
         let method = reqwest::Method::from_bytes(request.method.as_bytes())
             .map_err(|_| Error::Other(format!("invalid method `{}`", request.method)))?;
-        let mut builder = self.caps.http_client.request(method, url).timeout(timeout);
+        let mut builder = super::super::capabilities::http_client().request(method, url).timeout(timeout);
         for (name, value) in request.headers {
             builder = builder.header(name, value);
         }
