@@ -8,14 +8,18 @@
 //!   work shape on the same compiled component and engine (pooled `InstancePre`, a fresh
 //!   `Store` and WASI context, one call);
 //! - target 2: the Python `word_stats__count_words` against the probe, with instantiation
-//!   alone measured for both (is it instantiation or the guest's own work?), sequential and
-//!   with callers in flight;
+//!   alone measured for both (is it instantiation or the guest's own work?), a second call
+//!   in one raw instance as a diagnostic (a fresh interpreter's first call against a warmed
+//!   one's), sequential and with callers in flight;
 //! - target 6: a CPU-bound call (~10 ms of the probe's `spin`) with fuel and epoch
 //!   interruption against the same call on an engine without them.
+//!
+//! `BENCH_PROFILE=<tool>` (`echo`, `count_words`; `warm:<tool>` with warm instances) makes
+//! nothing but calls of that tool for 8 s, for `perf record`, and prints how many it made.
 
 mod common;
 
-use common::{header, latency_row, sample, value_row};
+use common::{Latency, header, latency_row, sample, value_row};
 use serde_json::{Value, json};
 use skillhost::sandbox::bindings::guest;
 use skillhost::sandbox::{
@@ -111,6 +115,20 @@ impl Raw {
         let ctx = wit_context(&CallContext::standalone("bench"));
         tools.call_handle(&mut store, tool, input, &ctx).await.unwrap().content
     }
+
+    /// Fresh store, instantiate, one `handle` untimed, then the time of a second `handle` in
+    /// the same instance: the guest's work once its first call has warmed it (skillhost never
+    /// reuses an instance; this splits a fresh instance's first-call cost from the work).
+    async fn second_call(&self, tool: &str, input: &str) -> Duration {
+        let mut store = self.store();
+        let instance = self.pre.instantiate_async(&mut store).await.unwrap();
+        let tools = self.tools.load(&mut store, &instance).unwrap();
+        let ctx = wit_context(&CallContext::standalone("bench"));
+        tools.call_handle(&mut store, tool, input, &ctx).await.unwrap();
+        let started = Instant::now();
+        tools.call_handle(&mut store, tool, input, &ctx).await.unwrap();
+        started.elapsed()
+    }
 }
 
 /// The skill contract's imports as functions that fail (the calls measured make none).
@@ -178,11 +196,24 @@ async fn run(cores: usize) {
 
     if let Ok(tool) = std::env::var("BENCH_PROFILE") {
         // For `perf record`: nothing but calls of one tool for a few seconds.
-        let (skill, input) = if tool == "count_words" { (&python, words_input()) } else { (&probe, echo_input()) };
-        let started = Instant::now();
+        // `count_words` or `echo`, instantiated in the call; `warm:count_words`, `warm:echo`
+        // with warm instances.
+        let (warm, tool) = match tool.strip_prefix("warm:") {
+            Some(tool) => (true, tool.to_string()),
+            None => (false, tool),
+        };
+        let (skill, input) = match (tool == "count_words", warm) {
+            (true, false) => (&python, words_input()),
+            (true, true) => (&warm_python, words_input()),
+            (false, false) => (&probe, echo_input()),
+            (false, true) => (&warm_probe, echo_input()),
+        };
+        let (started, mut calls) = (Instant::now(), 0u64);
         while started.elapsed() < Duration::from_secs(8) {
             call(skill, &tool, &input).await;
+            calls += 1;
         }
+        eprintln!("{calls} calls of {tool} in {:?}", started.elapsed());
         return;
     }
     header("skillhost in-process calls");
@@ -209,6 +240,13 @@ async fn run(cores: usize) {
     latency_row("2", &label, &py_warm, Some(py_warm.ratio(&warm)), "<= 5x probe");
     let py_floor = sample(20, PY_SAMPLES, || async { drop(raw_python.call("count_words", &words_text).await) }).await;
     latency_row("2", "raw wasmtime: Python instantiate + call", &py_floor, Some(py.ratio(&py_floor)), "");
+    let mut seconds = Vec::new();
+    for _ in 0..PY_SAMPLES {
+        seconds.push(raw_python.second_call("count_words", &words_text).await);
+    }
+    let second = Latency::of(seconds);
+    let label = "raw wasmtime: Python second call in one instance (diagnostic: skillhost never reuses one)";
+    latency_row("2", label, &second, Some(second.ratio(&py_floor)), "");
     let py_inst = sample(20, PY_SAMPLES, || raw_python.instantiate()).await;
     latency_row("2", "raw wasmtime: Python instantiate only", &py_inst, Some(py_inst.ratio(&py_floor)), "");
     let unmapped = unmapped_engine(&python_wasm);
