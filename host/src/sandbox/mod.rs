@@ -318,3 +318,29 @@ pub fn engine_config(options: &SandboxOptions) -> Config {
     }
     config
 }
+
+#[cfg(test)]
+mod tests {
+    use super::in_parallel;
+    use std::time::Duration;
+
+    #[test]
+    fn in_parallel_keeps_the_items_order_and_runs_them_all() {
+        // Early items take longest, so on two or more cores they finish last.
+        let items: Vec<u64> = (0..16).collect();
+        let doubled = in_parallel(&items, |&n| {
+            std::thread::sleep(Duration::from_millis(16 - n));
+            n * 2
+        });
+        assert_eq!(doubled, items.iter().map(|n| n * 2).collect::<Vec<_>>());
+        assert!(in_parallel(&[] as &[u8], |_| ()).is_empty());
+    }
+
+    #[test]
+    fn a_panic_in_a_worker_reaches_the_caller() {
+        let caught = std::panic::catch_unwind(|| in_parallel(&[1, 2, 3], |&n| assert_ne!(n, 2, "item two")));
+        let message = caught.unwrap_err();
+        let text = message.downcast_ref::<String>().map(String::as_str).unwrap_or_default();
+        assert!(text.contains("item two"), "{text}");
+    }
+}
