@@ -109,25 +109,30 @@ impl Raw {
 
     /// Fresh store, instantiate, one `handle`, drop.
     async fn call(&self, tool: &str, input: &str) -> String {
-        let mut store = self.store();
-        let instance = self.pre.instantiate_async(&mut store).await.unwrap();
-        let tools = self.tools.load(&mut store, &instance).unwrap();
-        let ctx = wit_context(&CallContext::standalone("bench"));
-        tools.call_handle(&mut store, tool, input, &ctx).await.unwrap().content
+        self.calls(tool, input, 1).await.0
     }
 
-    /// Fresh store, instantiate, one `handle` untimed, then the time of a second `handle` in
-    /// the same instance: the guest's work once its first call has warmed it (skillhost never
-    /// reuses an instance; this splits a fresh instance's first-call cost from the work).
+    /// The time of a second `handle` in one instance, after an untimed first: the guest's
+    /// work once its first call has warmed it (skillhost never reuses an instance; this
+    /// splits a fresh instance's first-call cost from the work).
     async fn second_call(&self, tool: &str, input: &str) -> Duration {
+        self.calls(tool, input, 2).await.1
+    }
+
+    /// Fresh store, instantiate, `times` calls of `handle` in that instance, drop: the last
+    /// call's output and how long it took.
+    async fn calls(&self, tool: &str, input: &str, times: usize) -> (String, Duration) {
         let mut store = self.store();
         let instance = self.pre.instantiate_async(&mut store).await.unwrap();
         let tools = self.tools.load(&mut store, &instance).unwrap();
         let ctx = wit_context(&CallContext::standalone("bench"));
-        tools.call_handle(&mut store, tool, input, &ctx).await.unwrap();
-        let started = Instant::now();
-        tools.call_handle(&mut store, tool, input, &ctx).await.unwrap();
-        started.elapsed()
+        let mut last = (String::new(), Duration::ZERO);
+        for _ in 0..times {
+            let started = Instant::now();
+            let content = tools.call_handle(&mut store, tool, input, &ctx).await.unwrap().content;
+            last = (content, started.elapsed());
+        }
+        last
     }
 }
 

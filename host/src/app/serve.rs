@@ -124,7 +124,8 @@ async fn listen(agent: &Agent, port: u16) -> anyhow::Result<tokio::net::TcpListe
     let listener = tokio::net::TcpListener::bind(SocketAddr::from((host, port)))
         .await
         .map_err(|e| anyhow::anyhow!("cannot listen on {host}:{port}{who}: {e}"))?;
-    // One write (stderr is unbuffered): whoever waits for this line reads it whole.
+    // One write: stderr is unbuffered, and `eprintln!` writes a line in pieces, which other
+    // processes writing to the same pipe could split.
     let line = format!("skillhost api listening on http://{}{who}\n", listener.local_addr()?);
     let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
     // The HTTP clients read the system's root certificates when first used: now, beside the
