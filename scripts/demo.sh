@@ -11,7 +11,13 @@ skillhost=target/debug/skillhost
   || npm ci --prefix sdk-js --no-audit --no-fund --silent
 export SKILLHOST_COMPONENTIZE_JS="${SKILLHOST_COMPONENTIZE_JS:-$PWD/sdk-js}"
 
-"$skillhost" skill build skills/*/
+# Every skill folder: the ones with a prompt (skills/target/ is the Rust examples' Cargo
+# target directory, made by the first build).
+skill_dirs=()
+for dir in skills/*/; do
+  if [ -f "$dir/prompt.md" ] || [ -f "$dir/SKILL.md" ]; then skill_dirs+=("$dir"); fi
+done
+"$skillhost" skill build "${skill_dirs[@]}"
 "$skillhost" --config config.example.yaml skill list
 
 python3 -m http.server 8765 --bind 127.0.0.1 --directory docs >/dev/null 2>&1 &
