@@ -374,3 +374,43 @@ fn a_cancelled_call_stops_and_sends_no_result() {
     let ticks = cpu(raw.pid()) - before;
     assert!(ticks < 50, "the cancelled guest still runs: {ticks} clock ticks in one second");
 }
+
+/// Calls sent together run together and are answered by their ids: every answer carries its
+/// own request's result (number and string ids alike), each call gets a fresh instance, and
+/// the server answers a ping meanwhile.
+#[test]
+fn calls_in_flight_together_are_answered_by_their_ids() {
+    let ws = Workspace::new();
+    ws.add_skill("skills", "probe", guests::PROBE, "");
+    std::fs::write(ws.path().join("config.yaml"), "skills:\n  paths: [skills]\n  builtins: []\n").unwrap();
+    let mut raw = Raw::start(&ws);
+    raw.initialize("2025-11-25");
+    let id = |i: usize| if i.is_multiple_of(2) { json!(i) } else { json!(format!("call-{i}")) };
+    let calls: usize = 200;
+    let lines: Vec<String> = (0..calls)
+        .map(|i| {
+            let (name, arguments) =
+                if i.is_multiple_of(10) { ("probe__counter", json!({})) } else { ("probe__echo", json!({"n": i})) };
+            let params = json!({"name": name, "arguments": arguments});
+            json!({"jsonrpc": "2.0", "id": id(i), "method": "tools/call", "params": params}).to_string()
+        })
+        .collect();
+    raw.send_line(&lines.join("\n"));
+    let mut answered = std::collections::HashMap::new();
+    while answered.len() < calls {
+        let answer = raw.next();
+        assert!(answered.insert(answer["id"].to_string(), answer.clone()).is_none(), "answered twice: {answer}");
+    }
+    for i in 0..calls {
+        let answer = &answered[&id(i).to_string()];
+        assert_eq!(answer["result"]["isError"], false, "{answer}");
+        let text = answer["result"]["content"][0]["text"].as_str().unwrap_or_else(|| panic!("{answer}"));
+        let result: Value = serde_json::from_str(text).unwrap();
+        if i.is_multiple_of(10) {
+            assert_eq!(result["calls"], 1, "a fresh instance for every call: {answer}");
+        } else {
+            assert_eq!(result, json!({"n": i}), "call {i} got another call's answer: {answer}");
+        }
+    }
+    assert!(raw.answers_a_ping());
+}

@@ -237,7 +237,8 @@ impl ServerHandler for SkillServer {
         let input = Value::Object(request.arguments.clone().unwrap_or_default());
         let token =
             request.meta.as_ref().and_then(|m| m.get_progress_token()).or_else(|| context.meta.get_progress_token());
-        let forwarding = notify::Forwarding::start(context.peer.clone(), self.session.threshold.clone(), token);
+        let direct = context.extensions.get::<notify::Direct>();
+        let forwarding = notify::Forwarding::start(context.peer.clone(), direct, self.session.threshold.clone(), token);
         let ctx =
             CallContext { observer: Some(forwarding.observer()), ..CallContext::standalone(&self.session.channel) };
         let name = request.name.to_string();
@@ -342,6 +343,15 @@ impl ServerHandler for SkillServer {
     }
 }
 /// Serves `server` on stdin/stdout until stdin ends; no input line ends it ([`stdio`]).
+///
+/// The front runs as a task of the runtime, not in the caller's `block_on`: then a line read,
+/// the call it starts and the answer written stay on one worker thread, instead of a wake-up
+/// of another thread for each hop (a futex, and on a virtual machine an interrupt between
+/// cores).
 pub async fn stdio(server: SkillServer) -> anyhow::Result<()> {
-    stdio::serve(server).await
+    match tokio::spawn(stdio::serve(server)).await {
+        Ok(served) => served,
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(e) => Err(anyhow::anyhow!("serving stdio stopped: {e}")),
+    }
 }

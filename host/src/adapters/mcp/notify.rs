@@ -7,12 +7,19 @@
 //! first note, so a silent call costs no task), and the call's result is sent only after the
 //! queue is drained ([`Forwarding::finish`]), so a client reads every note of a call before
 //! its result. The log cap per call bounds the records; progress is rate-limited here.
+//!
+//! A call the stdio front runs itself ([`super::stdio`]) writes its notes straight to the
+//! client's output instead ([`Direct`]): the same line queue its result goes to afterwards,
+//! so the order holds without a task or a trip through rmcp.
 #![allow(deprecated)]
 
 use super::logging::{self, Threshold};
 use crate::sandbox::output::LogRecord;
 use crate::sandbox::{CallObserver, Observer};
-use rmcp::model::{LoggingMessageNotificationParam, ProgressNotificationParam, ProgressToken};
+use rmcp::model::{
+    LoggingMessageNotificationParam, Notification, ProgressNotificationParam, ProgressToken, ServerJsonRpcMessage,
+    ServerNotification,
+};
 use rmcp::service::{Peer, RoleServer};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -32,9 +39,16 @@ struct Progress {
     last: Option<(Instant, f64)>,
 }
 
-/// The queue of a call's notes: not started, open (with the task sending them), or closed.
+/// Where a call's notes go when it runs outside rmcp's session: the client's output, one
+/// JSON-RPC message a line (an extension of the call's `RequestContext`).
+#[derive(Clone)]
+pub(super) struct Direct(pub(super) mpsc::UnboundedSender<String>);
+
+/// The queue of a call's notes: not started, open (with the task sending them), written
+/// straight out, or closed.
 enum Queue {
     Idle(Peer<RoleServer>),
+    Direct(mpsc::UnboundedSender<String>),
     Open(mpsc::UnboundedSender<Note>, tokio::task::JoinHandle<()>),
     Closed,
 }
@@ -52,11 +66,20 @@ pub(super) struct Forwarding {
 }
 
 impl Forwarding {
-    /// Forwards to `peer` the records at or above `threshold` and, with a `token`, the
-    /// progress reports.
-    pub(super) fn start(peer: Peer<RoleServer>, threshold: Arc<Threshold>, token: Option<ProgressToken>) -> Self {
+    /// Forwards to `peer` (or straight out, with `direct`) the records at or above
+    /// `threshold` and, with a `token`, the progress reports.
+    pub(super) fn start(
+        peer: Peer<RoleServer>,
+        direct: Option<&Direct>,
+        threshold: Arc<Threshold>,
+        token: Option<ProgressToken>,
+    ) -> Self {
         let progress = token.map(|token| Mutex::new(Progress { token, last: None }));
-        Forwarding { forwarder: Arc::new(Forwarder { queue: Mutex::new(Queue::Idle(peer)), threshold, progress }) }
+        let queue = match direct {
+            Some(Direct(out)) => Queue::Direct(out.clone()),
+            None => Queue::Idle(peer),
+        };
+        Forwarding { forwarder: Arc::new(Forwarder { queue: Mutex::new(queue), threshold, progress }) }
     }
 
     /// The observer the call's context carries.
@@ -84,8 +107,20 @@ impl Forwarder {
         if let Queue::Idle(peer) = &*queue {
             *queue = open(peer.clone());
         }
-        if let Queue::Open(tx, _) = &*queue {
-            let _ = tx.send(note);
+        match &*queue {
+            Queue::Open(tx, _) => {
+                let _ = tx.send(note);
+            }
+            Queue::Direct(out) => {
+                let notification = match note {
+                    Note::Log(param) => ServerNotification::LoggingMessageNotification(Notification::new(param)),
+                    Note::Progress(param) => ServerNotification::ProgressNotification(Notification::new(param)),
+                };
+                if let Ok(line) = serde_json::to_string(&ServerJsonRpcMessage::notification(notification)) {
+                    let _ = out.send(line);
+                }
+            }
+            Queue::Idle(_) | Queue::Closed => {}
         }
     }
 }

@@ -7,17 +7,29 @@
 //! the server keeps serving. A batch is refused (JSON-RPC batches left MCP in 2025-06-18)
 //! unless the session negotiated 2025-03-26, where its requests run and their answers come
 //! back as one array. Only EOF on stdin (or a signal) ends the server.
+//!
+//! Once a session is initialized (its `initialize` answered, its peer known), the front
+//! serves `tools/call` itself ([`call_directly`]) instead of handing it to the session: the
+//! same handler with the same request context rmcp would build, its notes and its answer
+//! written straight to stdout. That saves a second decode, two trips through in-memory pipes
+//! and three task hops per call. Everything else (and a call that names its own protocol
+//! revision in `_meta`) goes to rmcp, which also carries the elicitation requests of direct
+//! calls and their answers. Cancellation reaches a direct call through its token.
 
 use super::SkillServer;
-use rmcp::ServiceExt;
-use rmcp::model::{ClientJsonRpcMessage, ClientRequest};
+use super::notify::Direct;
+use rmcp::model::{ClientJsonRpcMessage, ClientRequest, GetExtensions, GetMeta, JsonRpcRequest, ServerJsonRpcMessage};
+use rmcp::service::{Peer, RequestContext, RoleServer};
+use rmcp::{Service, ServiceExt};
 use serde_json::{Value, json};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::os::fd::{AsFd, OwnedFd};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream, WriteHalf};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
 
 /// The longest message accepted, in bytes; a longer line is answered with a parse error.
 pub const MAX_MESSAGE_BYTES: usize = 32 << 20;
@@ -59,7 +71,7 @@ pub(super) enum Line {
 }
 
 /// A decodable message and the facts the front needs about it.
-#[derive(Debug, PartialEq)]
+#[derive(Debug)]
 pub(super) struct ClientMessage {
     text: String,
     /// The request id (as JSON text), for requests.
@@ -70,6 +82,16 @@ pub(super) struct ClientMessage {
     method: Option<String>,
     /// For `notifications/cancelled`: the id (as JSON text) of the request it cancels.
     cancels: Option<String>,
+    /// A `tools/call` request, decoded: what the front may serve itself.
+    call: Option<Box<JsonRpcRequest<ClientRequest>>>,
+}
+
+/// The decoded call is the text decoded: the rest says whether two messages are the same.
+impl PartialEq for ClientMessage {
+    fn eq(&self, other: &Self) -> bool {
+        (&self.text, &self.id, self.is_request, &self.method, &self.cancels)
+            == (&other.text, &other.id, other.is_request, &other.method, &other.cancels)
+    }
 }
 
 fn error(id: Value, code: i64, message: impl Into<String>) -> Value {
@@ -107,7 +129,8 @@ fn classify_request(line: &[u8]) -> Option<ClientMessage> {
     // The id as JSON text, as the session's answer will spell it.
     let id = serde_json::to_string(&request.id).ok()?;
     let method = Some(request.request.method().to_owned());
-    Some(ClientMessage { text, id: Some(id), is_request: true, method, cancels: None })
+    let call = matches!(request.request, ClientRequest::CallToolRequest(_)).then(|| Box::new(request));
+    Some(ClientMessage { text, id: Some(id), is_request: true, method, cancels: None, call })
 }
 
 /// Classifies one decoded JSON value (a line, or a member of a batch).
@@ -136,7 +159,8 @@ fn classify_message(message: Value) -> Line {
         let cancels = (method.as_deref() == Some("notifications/cancelled")
             && (cancelled.is_string() || cancelled.is_number()))
         .then(|| cancelled.to_string());
-        return Line::Forward(ClientMessage { text: message.to_string(), id, is_request, method, cancels });
+        let text = message.to_string();
+        return Line::Forward(ClientMessage { text, id, is_request, method, cancels, call: None });
     }
     let is_response = object.contains_key("result") || object.contains_key("error");
     if object.get("jsonrpc") != Some(&json!("2.0")) {
@@ -173,6 +197,8 @@ struct Shared {
     cancelled: HashSet<String>,
     /// The revision the session's `initialize` answer named.
     revision: Option<String>,
+    /// Open requests the front serves itself, by id (as JSON text): cancelled through these.
+    direct: HashMap<String, CancellationToken>,
 }
 
 type SharedState = Arc<Mutex<Shared>>;
@@ -187,6 +213,13 @@ struct Session {
     /// Whether the session has left its pre-initialization state (an `initialize` or a
     /// 2026-07-28 request went to it): before, notifications and responses would end it.
     started: bool,
+    /// Whether `notifications/initialized` went to the session: rmcp's handshake then ends
+    /// and the session's peer is (about to be) known.
+    initialized: bool,
+    /// This session's handler (its channel, tool budget and logging level).
+    server: SkillServer,
+    /// The session's peer once rmcp has started it; the sender goes when the session ends.
+    peer: watch::Receiver<Option<Peer<RoleServer>>>,
     task: tokio::task::JoinHandle<()>,
     pump: tokio::task::JoinHandle<()>,
 }
@@ -196,9 +229,12 @@ impl Session {
         let (front, back) = tokio::io::duplex(1 << 16);
         let (back_read, back_write) = tokio::io::split(back);
         let session = server.session();
+        let (started, peer) = watch::channel(None);
+        let handler = session.clone();
         let task = tokio::spawn(async move {
-            match session.serve((back_read, back_write)).await {
+            match handler.serve((back_read, back_write)).await {
                 Ok(running) => {
+                    started.send_replace(Some(running.peer().clone()));
                     let _ = running.waiting().await;
                 }
                 Err(e) => tracing::debug!("an MCP session ended before it started: {e}"),
@@ -206,7 +242,23 @@ impl Session {
         });
         let (front_read, input) = tokio::io::split(front);
         let pump = tokio::spawn(pump(BufReader::new(front_read), out, shared));
-        Session { input, started: false, task, pump }
+        Session { input, started: false, initialized: false, server: session, peer, task, pump }
+    }
+
+    /// The session's peer when the front may serve `call` itself: the session answered
+    /// `initialize` (`revision`) and was told `initialized`, and the call does not name a
+    /// revision of its own (rmcp keeps such a request's revision for what the handler sends
+    /// while serving it). Waits the moment rmcp takes to finish its handshake, so that every
+    /// call after it is served the same way.
+    async fn direct(
+        &mut self,
+        call: &JsonRpcRequest<ClientRequest>,
+        revision: Option<&str>,
+    ) -> Option<Peer<RoleServer>> {
+        if revision.is_none() || !self.initialized || call.request.get_meta().protocol_version().is_some() {
+            return None;
+        }
+        self.peer.wait_for(Option::is_some).await.ok()?.clone()
     }
 
     /// Hands `message` to the session; `false` when the session is gone.
@@ -217,6 +269,9 @@ impl Session {
         let sent = self.input.write_all(&text).await.is_ok() && self.input.flush().await.is_ok();
         if sent && message.is_request && message.method.as_deref() != Some("ping") {
             self.started = true;
+        }
+        if sent && !message.is_request && message.method.as_deref() == Some("notifications/initialized") {
+            self.initialized = true;
         }
         sent
     }
@@ -360,6 +415,39 @@ fn is_pipe(meta: &std::fs::Metadata) -> bool {
     meta.file_type().is_fifo()
 }
 
+/// Serves one `tools/call` as rmcp's session would: the handler with the request context rmcp
+/// builds (id, `_meta`, extensions, peer, a cancellation token), its notes written straight
+/// out ([`Direct`]), then its answer, unless the client cancelled the request.
+async fn call_directly(
+    server: SkillServer,
+    peer: Peer<RoleServer>,
+    call: JsonRpcRequest<ClientRequest>,
+    ct: CancellationToken,
+    out: mpsc::UnboundedSender<String>,
+    shared: SharedState,
+) {
+    let JsonRpcRequest { id, mut request, .. } = call;
+    let meta = std::mem::take(request.get_meta_mut());
+    let mut extensions = std::mem::take(request.extensions_mut());
+    extensions.insert(Direct(out.clone()));
+    let mut context = RequestContext::new(id.clone(), peer);
+    (context.ct, context.meta, context.extensions) = (ct, meta, extensions);
+    let answer = match server.handle_request(request, context).await {
+        Ok(result) => ServerJsonRpcMessage::response(result, id.clone()),
+        Err(error) => ServerJsonRpcMessage::error(error, Some(id.clone())),
+    };
+    let text = serde_json::to_string(&answer).unwrap_or_else(|e| {
+        error(serde_json::to_value(&id).unwrap_or_default(), -32603, format!("Internal error: {e}")).to_string()
+    });
+    let key = serde_json::to_string(&id).unwrap_or_default();
+    let mut shared = lock(&shared);
+    shared.direct.remove(&key);
+    shared.open.remove(&key);
+    if !shared.cancelled.remove(&key) {
+        let _ = out.send(text);
+    }
+}
+
 /// Serves `server` on stdin/stdout until stdin ends.
 pub async fn serve(server: SkillServer) -> anyhow::Result<()> {
     let (out, mut lines) = mpsc::unbounded_channel::<String>();
@@ -377,7 +465,10 @@ pub async fn serve(server: SkillServer) -> anyhow::Result<()> {
     let mut session = Session::start(&server, out.clone(), shared.clone());
     let mut stdin = BufReader::with_capacity(1 << 16, stdin());
     let mut buf = Vec::new();
+    // The calls the front serves itself; every one answers before the server ends.
+    let mut direct = JoinSet::new();
     while let Some(fits) = read_line(&mut stdin, &mut buf, MAX_MESSAGE_BYTES).await? {
+        while direct.try_join_next().is_some() {}
         let line = if fits {
             classify(&buf)
         } else {
@@ -389,7 +480,25 @@ pub async fn serve(server: SkillServer) -> anyhow::Result<()> {
                 let _ = out.send(answer.to_string());
                 continue;
             }
-            Line::Forward(message) => vec![message],
+            Line::Forward(mut message) => {
+                if let Some(call) = message.call.take()
+                    && let Some(id) = message.id.clone()
+                {
+                    let revision = lock(&shared).revision.clone();
+                    if let Some(peer) = session.direct(&call, revision.as_deref()).await {
+                        let ct = CancellationToken::new();
+                        {
+                            let mut shared = lock(&shared);
+                            shared.open.insert(id.clone());
+                            shared.direct.insert(id, ct.clone());
+                        }
+                        let (server, out, shared) = (session.server.clone(), out.clone(), shared.clone());
+                        direct.spawn(call_directly(server, peer, *call, ct, out, shared));
+                        continue;
+                    }
+                }
+                vec![message]
+            }
             Line::Batch(items) => match batch(items, &shared, &out) {
                 Some(messages) => messages,
                 None => continue,
@@ -405,6 +514,11 @@ pub async fn serve(server: SkillServer) -> anyhow::Result<()> {
                     && shared.open.contains(id)
                 {
                     shared.cancelled.insert(id.clone());
+                    if let Some(call) = shared.direct.get(id) {
+                        // A call the front serves: cancelled here, not in the session.
+                        call.cancel();
+                        continue;
+                    }
                 }
             }
             if !session.started && !message.is_request {
@@ -419,7 +533,7 @@ pub async fn serve(server: SkillServer) -> anyhow::Result<()> {
             }
         }
     }
-    session.finish().await;
+    tokio::join!(session.finish(), direct.join_all());
     drop(out);
     let _ = writer.await;
     Ok(())
