@@ -128,12 +128,19 @@ fn offline_build_std() -> Option<RustToolchain> {
     have.then_some(RustToolchain::OfflineBuildStd { cargo, libc_dir })
 }
 
+/// The `rustc-web` of Debian 12 itself, which builds guests whose file paths work with
+/// Debian's wasi-libc (`.ci/run` and the README install the same).
+pub const DEBIAN_RUST: &str = "1.85.0+dfsg3-1~deb12u3";
+
 fn no_toolchain_help() -> String {
     format!(
         "no toolchain can build Rust for {TARGET}. Fix it with one of:\n\
          \x20 rustup target add {TARGET}\n\
          or, offline on Debian 12 (no download from the Rust project needed):\n\
-         \x20 apt-get update && apt-get install -y rustc-web cargo-web rust-web-src lld-22 wasi-libc"
+         \x20 apt-get update && apt-get install -y --allow-downgrades rustc-web={DEBIAN_RUST} \
+         cargo-web={DEBIAN_RUST} rust-web-src={DEBIAN_RUST} libstd-rust-web-dev={DEBIAN_RUST} lld-22 wasi-libc\n\
+         (Debian 12's own 1.85: the 1.96 of bookworm-security builds a std whose relative file paths fail \
+         against Debian's wasi-libc)"
     )
 }
 
