@@ -375,6 +375,45 @@ fn a_cancelled_call_stops_and_sends_no_result() {
     assert!(ticks < 50, "the cancelled guest still runs: {ticks} clock ticks in one second");
 }
 
+/// Request ids are unique among a client's open requests: a second request with the id of one
+/// still running is refused (alone or in a batch), the first one keeps its id, and cancelling
+/// it still stops it.
+#[test]
+fn a_request_id_already_in_flight_is_refused() {
+    let ws = Workspace::new();
+    let limits = "[limits]\nfuel = 50_000_000_000\ntimeout_ms = 120_000\n";
+    ws.add_skill("skills", "hostile", guests::HOSTILE, limits);
+    std::fs::write(ws.path().join("config.yaml"), "skills:\n  paths: [skills]\n  builtins: []\n").unwrap();
+    for revision in ["2025-11-25", "2025-03-26"] {
+        let mut raw = Raw::start(&ws);
+        raw.initialize(revision);
+        let spin = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "hostile__spin", "arguments": {}}});
+        raw.send(spin.clone());
+        raw.send(spin.clone());
+        let refused = raw.next();
+        assert_eq!((refused["id"].clone(), refused["error"]["code"].clone()), (json!(7), json!(-32600)), "{refused}");
+        assert!(refused["error"]["message"].as_str().unwrap().contains("already in flight"), "{refused}");
+        if revision == "2025-03-26" {
+            let ping = json!({"jsonrpc": "2.0", "id": "p", "method": "ping"});
+            raw.send(json!([spin, ping, ping]));
+            let answers = raw.next();
+            let codes: Vec<(Value, Value)> = answers
+                .as_array()
+                .unwrap_or_else(|| panic!("an array: {answers}"))
+                .iter()
+                .map(|a| (a["id"].clone(), a["error"]["code"].clone()))
+                .collect();
+            assert_eq!(codes.len(), 3, "{answers}");
+            for expected in [(json!(7), json!(-32600)), (json!("p"), Value::Null), (json!("p"), json!(-32600))] {
+                assert!(codes.contains(&expected), "{expected:?} in {answers}");
+            }
+        }
+        raw.send(json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7}}));
+        assert!(raw.answers_a_ping());
+        assert!(raw.quiet_for(Duration::from_millis(500)), "a result of the cancelled call was sent");
+    }
+}
+
 /// Calls sent together run together and are answered by their ids: every answer carries its
 /// own request's result (number and string ids alike), each call gets a fresh instance, and
 /// the server answers a ping meanwhile.

@@ -201,6 +201,16 @@ struct Shared {
     direct: HashMap<String, CancellationToken>,
 }
 
+impl Shared {
+    /// Request `id` (as JSON text) has its answer: whether to send it (not when the client
+    /// cancelled the request).
+    fn answered(&mut self, id: &str) -> bool {
+        self.open.remove(id);
+        self.direct.remove(id);
+        !self.cancelled.remove(id)
+    }
+}
+
 type SharedState = Arc<Mutex<Shared>>;
 
 fn lock(shared: &SharedState) -> std::sync::MutexGuard<'_, Shared> {
@@ -246,16 +256,12 @@ impl Session {
     }
 
     /// The session's peer when the front may serve `call` itself: the session answered
-    /// `initialize` (`revision`) and was told `initialized`, and the call does not name a
+    /// `initialize` (`negotiated`) and was told `initialized`, and the call does not name a
     /// revision of its own (rmcp keeps such a request's revision for what the handler sends
     /// while serving it). Waits the moment rmcp takes to finish its handshake, so that every
     /// call after it is served the same way.
-    async fn direct(
-        &mut self,
-        call: &JsonRpcRequest<ClientRequest>,
-        revision: Option<&str>,
-    ) -> Option<Peer<RoleServer>> {
-        if revision.is_none() || !self.initialized || call.request.get_meta().protocol_version().is_some() {
+    async fn direct(&mut self, call: &JsonRpcRequest<ClientRequest>, negotiated: bool) -> Option<Peer<RoleServer>> {
+        if !negotiated || !self.initialized || call.request.get_meta().protocol_version().is_some() {
             return None;
         }
         self.peer.wait_for(Option::is_some).await.ok()?.clone()
@@ -305,11 +311,10 @@ async fn pump(mut from: impl AsyncBufRead + Unpin, out: mpsc::UnboundedSender<St
             shared.revision = Some(version);
         }
         let id = peek.filter(|p| p.method.is_none()).map(|p| p.id.unwrap_or(Value::Null).to_string());
-        if let Some(id) = &id {
-            shared.open.remove(id);
-            if shared.cancelled.remove(id) {
-                continue;
-            }
+        if let Some(id) = &id
+            && !shared.answered(id)
+        {
+            continue;
         }
         let batch = id.and_then(|id| shared.batches.iter().position(|b| b.waiting.contains(&id)).map(|i| (i, id)));
         match batch {
@@ -440,10 +445,7 @@ async fn call_directly(
         error(serde_json::to_value(&id).unwrap_or_default(), -32603, format!("Internal error: {e}")).to_string()
     });
     let key = serde_json::to_string(&id).unwrap_or_default();
-    let mut shared = lock(&shared);
-    shared.direct.remove(&key);
-    shared.open.remove(&key);
-    if !shared.cancelled.remove(&key) {
+    if lock(&shared).answered(&key) {
         let _ = out.send(text);
     }
 }
@@ -481,11 +483,17 @@ pub async fn serve(server: SkillServer) -> anyhow::Result<()> {
                 continue;
             }
             Line::Forward(mut message) => {
+                if let Some(id) = &message.id
+                    && lock(&shared).open.contains(id)
+                {
+                    let _ = out.send(in_use(id).to_string());
+                    continue;
+                }
                 if let Some(call) = message.call.take()
                     && let Some(id) = message.id.clone()
                 {
-                    let revision = lock(&shared).revision.clone();
-                    if let Some(peer) = session.direct(&call, revision.as_deref()).await {
+                    let negotiated = lock(&shared).revision.is_some();
+                    if let Some(peer) = session.direct(&call, negotiated).await {
                         let ct = CancellationToken::new();
                         {
                             let mut shared = lock(&shared);
@@ -539,6 +547,13 @@ pub async fn serve(server: SkillServer) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The answer to a request whose id (as JSON text) names a request still in flight: ids are
+/// unique among a client's open requests, and two answers with one id could not be told apart.
+fn in_use(id: &str) -> Value {
+    let value = serde_json::from_str(id).unwrap_or_default();
+    error(value, -32600, format!("Invalid Request: request id {id} is already in flight"))
+}
+
 /// At most this much output is gathered into one write.
 const MAX_WRITE: usize = 1 << 20;
 
@@ -568,14 +583,17 @@ fn batch(items: Vec<Value>, shared: &SharedState, out: &mpsc::UnboundedSender<St
     }
     let mut answers = Vec::new();
     let mut messages = Vec::new();
+    let mut waiting = HashSet::new();
     for item in items {
         match classify_message(item) {
-            Line::Forward(message) => messages.push(message),
+            Line::Forward(message) => match &message.id {
+                Some(id) if shared.open.contains(id) || !waiting.insert(id.clone()) => answers.push(in_use(id)),
+                _ => messages.push(message),
+            },
             Line::Answer(answer) => answers.push(answer),
             Line::Batch(_) | Line::Ignore => {}
         }
     }
-    let waiting: HashSet<String> = messages.iter().filter_map(|m| m.id.clone()).collect();
     if waiting.is_empty() {
         if !answers.is_empty() {
             let _ = out.send(Value::Array(answers).to_string());
