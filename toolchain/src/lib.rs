@@ -7,7 +7,9 @@
 //! 2. rustup adding the target (bounded in time: it hangs where the network is closed),
 //!    unless offline mode is asked for;
 //! 3. the offline path: Debian's `rustc-web` with its library sources, building `std` for
-//!    wasm32-wasip2 with `-Zbuild-std` (needs `rustc-web cargo-web rust-web-src lld wasi-libc`);
+//!    wasm32-wasip2 with `-Zbuild-std` (needs `rustc-web cargo-web rust-web-src lld-22
+//!    wasi-libc` from Debian, and the `wasm-component-ld` linker from crates.io, which
+//!    Debian's rustc names but does not ship);
 //! 4. otherwise an error that lists the exact commands that fix it.
 //!
 //! Python skills are built with `componentize-py` (`python.rs`, which also bundles the
@@ -62,6 +64,9 @@ pub enum RustToolchain {
         cargo: PathBuf,
         /// Where wasi-libc's libraries are.
         libc_dir: PathBuf,
+        /// The folders of `wasm-component-ld` and of the `wasm-ld` it runs, put on the
+        /// build's `PATH` (Debian's `lld-22` has `wasm-ld` only under its LLVM folder).
+        linker_dirs: Vec<PathBuf>,
     },
 }
 
@@ -125,12 +130,35 @@ fn offline_build_std() -> Option<RustToolchain> {
         && Path::new("/usr/bin/rustc").is_file()
         && rust_src.is_dir()
         && libc_dir.join("libc.a").is_file();
-    have.then_some(RustToolchain::OfflineBuildStd { cargo, libc_dir })
+    let component_ld = which("wasm-component-ld").or_else(|| {
+        let home = std::env::var_os("CARGO_HOME")
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")))?;
+        Some(home.join("bin").join("wasm-component-ld")).filter(|p| p.is_file())
+    })?;
+    let wasm_ld = which("wasm-ld").or_else(newest_llvm_wasm_ld)?;
+    let linker_dirs = [component_ld, wasm_ld].iter().filter_map(|p| p.parent().map(Path::to_path_buf)).collect();
+    have.then_some(RustToolchain::OfflineBuildStd { cargo, libc_dir, linker_dirs })
 }
+
+/// `wasm-ld` of the newest LLVM installed under `/usr/lib/llvm-N` (Debian's `lld-N`).
+fn newest_llvm_wasm_ld() -> Option<PathBuf> {
+    let versions = std::fs::read_dir("/usr/lib").ok()?.filter_map(|entry| {
+        let name = entry.ok()?.file_name().into_string().ok()?;
+        let version: u32 = name.strip_prefix("llvm-")?.parse().ok()?;
+        let wasm_ld = PathBuf::from("/usr/lib").join(name).join("bin").join("wasm-ld");
+        wasm_ld.is_file().then_some((version, wasm_ld))
+    });
+    versions.max_by_key(|(version, _)| *version).map(|(_, path)| path)
+}
+
+/// The `wasm-component-ld` that `.ci/run` and the README install for Debian's rustc 1.85
+/// (the version its own sources name).
+pub const WASM_COMPONENT_LD: &str = "0.5.12";
 
 /// The `rustc-web` of Debian 12 itself, which builds guests whose file paths work with
 /// Debian's wasi-libc (`.ci/run` and the README install the same).
-pub const DEBIAN_RUST: &str = "1.85.0+dfsg3-1~deb12u3";
+const DEBIAN_RUST: &str = "1.85.0+dfsg3-1~deb12u3";
 
 fn no_toolchain_help() -> String {
     format!(
@@ -139,6 +167,7 @@ fn no_toolchain_help() -> String {
          or, offline on Debian 12 (no download from the Rust project needed):\n\
          \x20 apt-get update && apt-get install -y --allow-downgrades rustc-web={DEBIAN_RUST} \
          cargo-web={DEBIAN_RUST} rust-web-src={DEBIAN_RUST} libstd-rust-web-dev={DEBIAN_RUST} lld-22 wasi-libc\n\
+         \x20 cargo install --locked wasm-component-ld@{WASM_COMPONENT_LD}\n\
          (Debian 12's own 1.85: the 1.96 of bookworm-security builds a std whose relative file paths fail \
          against Debian's wasi-libc)"
     )
@@ -228,9 +257,14 @@ pub fn build_rust_with(
     if offline {
         cmd.arg("--offline");
     }
-    if let RustToolchain::OfflineBuildStd { libc_dir, .. } = toolchain {
-        let path = std::env::var("PATH").unwrap_or_default();
-        cmd.env("PATH", format!("/usr/bin:{path}"))
+    if let RustToolchain::OfflineBuildStd { libc_dir, linker_dirs, .. } = toolchain {
+        let path = std::env::var_os("PATH").unwrap_or_default();
+        // Debian's rustc and cargo first: a linker's folder may hold rustup's proxies too.
+        let dirs = [PathBuf::from("/usr/bin")]
+            .into_iter()
+            .chain(linker_dirs.iter().cloned())
+            .chain(std::env::split_paths(&path));
+        cmd.env("PATH", std::env::join_paths(dirs).unwrap_or(path))
             .env("RUSTC_BOOTSTRAP", "1")
             .env("RUSTFLAGS", format!("-L {}", libc_dir.display()))
             .arg("-Zbuild-std=std,panic_abort");
@@ -298,5 +332,6 @@ mod tests {
     fn help_names_the_commands() {
         let help = no_toolchain_help();
         assert!(help.contains("rustup target add wasm32-wasip2") && help.contains("apt-get install"));
+        assert!(help.contains(&format!("cargo install --locked wasm-component-ld@{WASM_COMPONENT_LD}")));
     }
 }
