@@ -306,6 +306,16 @@ pub fn engine_config(options: &SandboxOptions) -> Config {
             .table_keep_resident(1 << 20);
     }
     let mut config = Config::new();
+    // Where memory stays resident, a fresh instance's memory is its initial image copied into
+    // the slot at instantiation, not a copy-on-write mapping of the image. The copy lands in
+    // pages the last instance left resident (one contiguous dirty region, which the reset
+    // keeps), and the call then writes to pages it owns: no page fault per page it first
+    // touches. That moves a Python interpreter's hundreds of faults from its call into its
+    // instantiation, which warm instances make ahead of need: a warm Python call took half
+    // the time and calls in flight went 1.7-2x faster (docs/benchmarks.md); the Rust probe,
+    // a few KiB of image, is unchanged. Without the pagemap scan every instantiation would
+    // fault the whole image in again, so copy-on-write stays.
+    config.memory_init_cow(options.keep_resident_bytes == 0);
     config
         .wasm_component_model(true)
         .consume_fuel(true)
