@@ -5,6 +5,9 @@
 //! (compiling in parallel), from the cache in the page cache, and from the cache evicted from
 //! the page cache (`posix_fadvise(DONTNEED)` on every cache and skill file before each start:
 //! dropping the whole page cache needs privileges a shared machine should not use).
+//!
+//! `BENCH_START_LOG=skillhost=debug` passes that `RUST_LOG` to the server and prints what each
+//! evicted start logged (how long the sandbox, the cache checks and each skill folder took).
 
 mod common;
 
@@ -58,7 +61,11 @@ fn main() {
             .map(|_| {
                 evict(&cache);
                 evict(&ws.path().join("skills"));
-                start(ws.path()).0
+                let (t, lines) = start(ws.path());
+                if std::env::var_os("BENCH_START_LOG").is_some() {
+                    eprintln!("=== {t:?}\n{}", lines.join(""));
+                }
+                t
             })
             .collect(),
     );
@@ -71,12 +78,16 @@ fn main() {
 fn start(dir: &Path) -> (Duration, Vec<String>) {
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let started = Instant::now();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_skillhost"))
+    let mut command = Command::new(env!("CARGO_BIN_EXE_skillhost"));
+    match std::env::var("BENCH_START_LOG") {
+        Ok(filter) => command.env("RUST_LOG", filter),
+        Err(_) => command.env_remove("RUST_LOG"),
+    };
+    let mut child = command
         .current_dir(dir)
         .args(["--config", "config.yaml", "run", "--adapter", "api"])
         .env("SKILLHOST_UI_PORT", port.to_string())
         .env("SKILLHOST_UI_TOKEN", "bench-token")
-        .env_remove("RUST_LOG")
         // Its own cache in the workspace (the one emptied and evicted here), not the shared
         // one `.cargo/config.toml` names for tests and benches.
         .env_remove("SKILLHOST_CACHE_DIR")
