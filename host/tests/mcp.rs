@@ -377,7 +377,7 @@ fn a_cancelled_call_stops_and_sends_no_result() {
 
 /// Request ids are unique among a client's open requests: a second request with the id of one
 /// still running is refused (alone or in a batch), the first one keeps its id, and cancelling
-/// it still stops it.
+/// it still stops it. A cancelled request leaves nothing behind that waits for it.
 #[test]
 fn a_request_id_already_in_flight_is_refused() {
     let ws = Workspace::new();
@@ -407,10 +407,24 @@ fn a_request_id_already_in_flight_is_refused() {
             for expected in [(json!(7), json!(-32600)), (json!("p"), Value::Null), (json!("p"), json!(-32600))] {
                 assert!(codes.contains(&expected), "{expected:?} in {answers}");
             }
+            // A batch member goes to the session, which answers nothing once it is
+            // cancelled: nothing is left waiting for it, and its id is free again.
+            let mut other = spin.clone();
+            other["id"] = json!(8);
+            raw.send(json!([other]));
+            std::thread::sleep(Duration::from_millis(300));
+            raw.send(json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 8}}));
+            raw.send(json!({"jsonrpc": "2.0", "id": 8, "method": "ping"}));
+            let pong = raw.next();
+            assert_eq!((pong["id"].clone(), pong["result"].is_object()), (json!(8), true), "{pong}");
         }
         raw.send(json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7}}));
         assert!(raw.answers_a_ping());
         assert!(raw.quiet_for(Duration::from_millis(500)), "a result of the cancelled call was sent");
+        // The cancelled call has ended: its id names nothing in flight any more.
+        raw.send(json!({"jsonrpc": "2.0", "id": 7, "method": "ping"}));
+        let pong = raw.next();
+        assert_eq!((pong["id"].clone(), pong["result"].is_object()), (json!(7), true), "{pong}");
     }
 }
 

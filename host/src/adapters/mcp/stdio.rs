@@ -209,6 +209,20 @@ impl Shared {
         self.direct.remove(id);
         !self.cancelled.remove(id)
     }
+
+    /// Request `id` (as JSON text), handed to the session, will not be answered: it is no
+    /// longer open, and a batch waiting only for it is answered with what it has.
+    fn forget(&mut self, id: &str, out: &mpsc::UnboundedSender<String>) {
+        self.open.remove(id);
+        let Some(i) = self.batches.iter().position(|b| b.waiting.contains(id)) else { return };
+        self.batches[i].waiting.remove(id);
+        if self.batches[i].waiting.is_empty() {
+            let done = self.batches.remove(i);
+            if !done.answers.is_empty() {
+                let _ = out.send(Value::Array(done.answers).to_string());
+            }
+        }
+    }
 }
 
 type SharedState = Arc<Mutex<Shared>>;
@@ -521,12 +535,17 @@ pub async fn serve(server: SkillServer) -> anyhow::Result<()> {
                 if let Some(id) = &message.cancels
                     && shared.open.contains(id)
                 {
-                    shared.cancelled.insert(id.clone());
-                    if let Some(call) = shared.direct.get(id) {
-                        // A call the front serves: cancelled here, not in the session.
+                    if let Some(call) = shared.direct.get(id).cloned() {
+                        // A call the front serves: cancelled here, not in the session. It
+                        // still ends in `call_directly`, which then sends nothing.
+                        shared.cancelled.insert(id.clone());
                         call.cancel();
                         continue;
                     }
+                    // rmcp drops the answer of a request cancelled before it answered, so
+                    // nothing more is awaited for it (an answer already on its way still
+                    // goes out: the client ignores it, as the protocol says).
+                    shared.forget(id, &out);
                 }
             }
             if !session.started && !message.is_request {
