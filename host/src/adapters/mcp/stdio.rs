@@ -214,14 +214,29 @@ impl Shared {
     /// longer open, and a batch waiting only for it is answered with what it has.
     fn forget(&mut self, id: &str, out: &mpsc::UnboundedSender<String>) {
         self.open.remove(id);
-        let Some(i) = self.batches.iter().position(|b| b.waiting.contains(id)) else { return };
-        self.batches[i].waiting.remove(id);
-        if self.batches[i].waiting.is_empty() {
+        self.settle_batch(id, || None, out);
+    }
+
+    /// Whether request `id` (as JSON text) belongs to a batch still waiting. If so, it is
+    /// taken off that batch with its answer (`None`: it has none), and the batch's answers go
+    /// out as one array once nothing more is awaited.
+    fn settle_batch(
+        &mut self,
+        id: &str,
+        answer: impl FnOnce() -> Option<Value>,
+        out: &mpsc::UnboundedSender<String>,
+    ) -> bool {
+        let Some(i) = self.batches.iter().position(|b| b.waiting.contains(id)) else { return false };
+        let batch = &mut self.batches[i];
+        batch.waiting.remove(id);
+        batch.answers.extend(answer());
+        if batch.waiting.is_empty() {
             let done = self.batches.remove(i);
             if !done.answers.is_empty() {
                 let _ = out.send(Value::Array(done.answers).to_string());
             }
         }
+        true
     }
 }
 
@@ -330,20 +345,9 @@ async fn pump(mut from: impl AsyncBufRead + Unpin, out: mpsc::UnboundedSender<St
         {
             continue;
         }
-        let batch = id.and_then(|id| shared.batches.iter().position(|b| b.waiting.contains(&id)).map(|i| (i, id)));
-        match batch {
-            Some((i, id)) => {
-                let batch = &mut shared.batches[i];
-                batch.waiting.remove(&id);
-                batch.answers.extend(serde_json::from_str::<Value>(text).ok());
-                if batch.waiting.is_empty() {
-                    let done = shared.batches.remove(i);
-                    let _ = out.send(Value::Array(done.answers).to_string());
-                }
-            }
-            None => {
-                let _ = out.send(text.to_owned());
-            }
+        let in_batch = id.is_some_and(|id| shared.settle_batch(&id, || serde_json::from_str(text).ok(), &out));
+        if !in_batch {
+            let _ = out.send(text.to_owned());
         }
     }
 }
