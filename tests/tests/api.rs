@@ -591,8 +591,8 @@ async fn a_client_leaving_a_wait_request_cancels_its_run() {
     assert!(gave_up.is_err(), "the run was still going");
     // The turn was dropped with the connection: its in-flight marker is gone long before the
     // spin's minute is up, and the model is never asked again.
-    let markers = h._ws.path().join("state/inflight");
-    eventually(async || std::fs::read_dir(&markers).map(|d| d.count() == 0).unwrap_or(true)).await;
+    let state = skillhost::store::StateStore::new(h._ws.path().join("state"));
+    eventually(async || state.keys(skillhost::engine::inflight::NAMESPACE).unwrap().is_empty()).await;
     assert_eq!(h.llm.requests().len(), 1);
 }
 

@@ -319,15 +319,16 @@ async fn one_turn_per_channel_across_engines_sharing_a_state_directory() {
     while server.requests().is_empty() {
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
-    let marker_dir = ws.path().join("state/inflight");
-    assert_eq!(std::fs::read_dir(&marker_dir).unwrap().count(), 1, "the running turn holds a marker");
+    let state = skillhost::store::StateStore::new(ws.path().join("state"));
+    let markers = || state.keys(skillhost::engine::inflight::NAMESPACE).unwrap().len();
+    assert_eq!(markers(), 1, "the running turn holds a marker");
     let second = tokio::spawn(async move { b.run_turn(turn("shared", "second"), &NoEvents, &NonInteractive).await });
     tokio::time::sleep(std::time::Duration::from_millis(400)).await;
     assert_eq!(server.requests().len(), 1, "the other engine waits for the channel");
     first.abort(); // the person never answers; the turn is dropped, its marker removed
     let result = tokio::time::timeout(std::time::Duration::from_secs(5), second).await.unwrap().unwrap().unwrap();
     assert_eq!(result.text, "Second.");
-    assert_eq!(std::fs::read_dir(&marker_dir).unwrap().count(), 0, "no marker is left behind");
+    assert_eq!(markers(), 0, "no marker is left behind");
 }
 
 #[tokio::test]

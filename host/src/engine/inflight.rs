@@ -2,24 +2,29 @@
 //! directory (two servers, or a CLI beside a server), with `engine.session.inflight_ttl_seconds`
 //! as the crash-safety bound.
 //!
-//! Within a process a mutex per channel serialises turns (see `turn.rs`); this adds a marker
-//! file, `<state>/inflight/<channel>.json`, created exclusively when a turn starts, refreshed
-//! every round and removed when the turn ends (also when its future is dropped). A turn that
-//! finds another process's marker waits for it to go. A marker is stale, and taken over, when
-//! its TTL has passed, or when it names a process on this host that no longer runs: a crash
-//! never blocks a channel for longer than the TTL, and usually not at all.
+//! Within a process a mutex per channel serialises turns (see `turn.rs`); this adds a marker,
+//! a row of the state database (namespace [`NAMESPACE`], one key per channel), created only
+//! if absent when a turn starts, refreshed as the turn goes on and removed when it ends (also
+//! when its future is dropped). A turn that finds another process's marker waits for it to
+//! go. A marker is stale, and taken over, when its TTL has passed, or when it names a process
+//! on this host that no longer runs: a crash never blocks a channel for longer than the TTL,
+//! and usually not at all.
+//!
+//! Markers were files under `<state>/inflight/` before: creating and unlinking a file per
+//! turn cost a busy server more than the rest of the turn's own work (ext4 inode allocation
+//! under churn), where a row is one small write to a database every turn writes anyway.
 
-use crate::store::StateError;
+use crate::store::{StateError, StateStore};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
-use std::io::Write as _;
-use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+/// The state namespace holding the markers.
+pub const NAMESPACE: &str = "inflight";
 /// How often a waiting turn looks again.
 const POLL: Duration = Duration::from_millis(100);
 
-/// What a marker file says.
+/// What a marker says.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 struct Marker {
     channel: String,
@@ -34,7 +39,7 @@ struct Marker {
 /// The markers of one state directory, as this process writes them.
 #[derive(Debug, Clone)]
 pub struct InFlight {
-    dir: PathBuf,
+    state: StateStore,
     ttl: Duration,
     host: String,
     nonce: String,
@@ -43,55 +48,65 @@ pub struct InFlight {
 /// A held marker; removed when dropped.
 #[derive(Debug)]
 pub struct Held {
-    path: PathBuf,
+    state: StateStore,
+    key: String,
     marker: Marker,
+    /// The marker as stored: it is removed or refreshed only while it still reads so.
+    written: String,
     ttl: Duration,
 }
 
 impl InFlight {
-    /// Markers under `state_root/inflight`, stale after `ttl`.
-    pub fn new(state_root: &Path, ttl: Duration) -> Self {
-        InFlight { dir: state_root.join("inflight"), ttl, host: hostname(), nonce: process_nonce().to_owned() }
+    /// Markers in `state`, stale after `ttl`.
+    pub fn new(state: StateStore, ttl: Duration) -> Self {
+        InFlight { state, ttl, host: hostname(), nonce: process_nonce().to_owned() }
+    }
+
+    fn marker(&self, channel: &str) -> Marker {
+        Marker {
+            channel: channel.to_owned(),
+            host: self.host.clone(),
+            pid: std::process::id(),
+            nonce: self.nonce.clone(),
+            expires_at: unix_now() + self.ttl.as_secs_f64(),
+        }
     }
 
     /// Waits until no other live turn holds `channel`, then holds it.
     pub async fn acquire(&self, channel: &str) -> Result<Held, StateError> {
-        let io = |e: std::io::Error| StateError::Other(format!("in-flight marker in {}: {e}", self.dir.display()));
-        std::fs::create_dir_all(&self.dir).map_err(io)?;
-        let path = self.dir.join(file_name(channel));
+        let key = key(channel);
         let mut logged = false;
         loop {
-            let marker = Marker {
-                channel: channel.to_owned(),
-                host: self.host.clone(),
-                pid: std::process::id(),
-                nonce: self.nonce.clone(),
-                expires_at: unix_now() + self.ttl.as_secs_f64(),
-            };
-            match create_new(&path, &marker) {
-                Ok(()) => return Ok(Held { path, marker, ttl: self.ttl }),
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-                Err(e) => return Err(io(e)),
+            let marker = self.marker(channel);
+            let written = encode(&marker);
+            let held = |written| Held { state: self.state.clone(), key: key.clone(), marker, written, ttl: self.ttl };
+            if self.state.create(NAMESPACE, &key, &written)? {
+                return Ok(held(written));
             }
-            match read(&path) {
+            match self.state.get(NAMESPACE, &key)? {
                 // Gone meanwhile: try again at once.
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-                Ok(other) if !self.is_stale(&other) => {
-                    if !logged {
-                        tracing::info!(channel, pid = other.pid, host = %other.host, "waiting for the channel's turn in another process");
-                        logged = true;
+                None => continue,
+                Some(other) => match decode(&other) {
+                    Some(other) if !self.is_stale(&other) => {
+                        if !logged {
+                            tracing::info!(channel, pid = other.pid, host = %other.host, "waiting for the channel's turn in another process");
+                            logged = true;
+                        }
+                        tokio::time::sleep(POLL).await;
                     }
-                    tokio::time::sleep(POLL).await;
-                }
-                // Stale, or unreadable (a crash mid-write): take it over.
-                stale => {
-                    tracing::warn!(channel, "taking over a stale in-flight marker ({stale:?})");
-                    match std::fs::remove_file(&path) {
-                        Ok(()) => {}
-                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                        Err(e) => return Err(io(e)),
+                    // Stale, or unreadable: take it over, unless it changed since it was read.
+                    stale => {
+                        tracing::warn!(channel, "taking over a stale in-flight marker ({stale:?})");
+                        let mut took = false;
+                        self.state.update(NAMESPACE, &key, |now| {
+                            took = now.as_deref() == Some(other.as_str()) || now.is_none();
+                            Ok(Some(if took { written.clone() } else { now.unwrap_or_default() }))
+                        })?;
+                        if took {
+                            return Ok(held(written));
+                        }
                     }
-                }
+                },
             }
         }
     }
@@ -112,56 +127,56 @@ impl InFlight {
 
 impl Held {
     /// Pushes the expiry back by the TTL (called every round, so long turns keep it). The
-    /// file is rewritten only once a quarter of the TTL has passed since it was last: a
+    /// marker is rewritten only once a quarter of the TTL has passed since it was last: a
     /// marker always has at least three quarters of its TTL left, and a busy server does not
-    /// write and rename a file for every round of every turn.
+    /// write for every round of every turn.
     pub fn refresh(&mut self) {
         let now = unix_now();
         let ttl = self.ttl.as_secs_f64();
         if self.marker.expires_at - now > ttl * 0.75 {
             return;
         }
-        self.marker.expires_at = now + ttl;
-        let tmp = self.path.with_extension(format!("{}.tmp", self.marker.nonce));
-        let written = serde_json::to_vec(&self.marker).map_err(std::io::Error::other).and_then(|bytes| {
-            std::fs::write(&tmp, bytes)?;
-            std::fs::rename(&tmp, &self.path)
+        let mut marker = self.marker.clone();
+        marker.expires_at = now + ttl;
+        let fresh = encode(&marker);
+        let mut ours = false;
+        let written = self.state.update(NAMESPACE, &self.key, |now| {
+            ours = now.as_deref() == Some(self.written.as_str());
+            Ok(if ours { Some(fresh.clone()) } else { now })
         });
-        if let Err(e) = written {
-            tracing::warn!(path = %self.path.display(), "cannot refresh the in-flight marker: {e}");
+        match written {
+            Ok(_) if ours => (self.marker, self.written) = (marker, fresh),
+            Ok(_) => {
+                tracing::warn!(channel = %self.marker.channel, "the in-flight marker was taken over by another process")
+            }
+            Err(e) => tracing::warn!(channel = %self.marker.channel, "cannot refresh the in-flight marker: {e}"),
         }
     }
 }
 
 impl Drop for Held {
     fn drop(&mut self) {
-        // Only our own marker: a process that took it over as stale now owns the file.
-        if read(&self.path).is_ok_and(|m| m.nonce == self.marker.nonce && m.pid == self.marker.pid) {
-            let _ = std::fs::remove_file(&self.path);
+        // Only our own marker: a process that took it over as stale now owns it.
+        if let Err(e) = self.state.delete_if(NAMESPACE, &self.key, &self.written) {
+            tracing::warn!(channel = %self.marker.channel, "cannot remove the in-flight marker: {e}");
         }
     }
 }
 
-fn create_new(path: &Path, marker: &Marker) -> std::io::Result<()> {
-    let mut file = std::fs::OpenOptions::new().write(true).create_new(true).open(path)?;
-    let written = serde_json::to_vec(marker).map_err(std::io::Error::other).and_then(|b| file.write_all(&b));
-    if written.is_err() {
-        let _ = std::fs::remove_file(path);
-    }
-    written
+fn encode(marker: &Marker) -> String {
+    serde_json::to_string(marker).unwrap_or_default()
 }
 
-fn read(path: &Path) -> std::io::Result<Marker> {
-    let bytes = std::fs::read(path)?;
-    serde_json::from_slice(&bytes).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+fn decode(stored: &str) -> Option<Marker> {
+    serde_json::from_str(stored).ok()
 }
 
-/// A file name for any channel id: a readable prefix and a hash.
-fn file_name(channel: &str) -> String {
+/// The key of a channel's marker: a readable prefix and a hash, whatever the channel id.
+fn key(channel: &str) -> String {
     let readable: String =
         channel.chars().filter(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_')).take(40).collect();
     let hash = hex::encode(&Sha256::digest(channel.as_bytes())[..8]);
-    format!("{readable}-{hash}.json")
+    format!("{readable}-{hash}")
 }
 
 /// One per process: tells this process from an earlier one with the same pid (containers
@@ -197,31 +212,38 @@ fn process_alive(pid: u32) -> bool {
 mod tests {
     use super::*;
 
+    fn store(dir: &tempfile::TempDir) -> StateStore {
+        StateStore::new(dir.path())
+    }
+
     #[tokio::test]
     async fn one_holder_at_a_time_and_released_on_drop() {
         let dir = tempfile::tempdir().unwrap();
-        let a = InFlight::new(dir.path(), Duration::from_secs(60));
-        let b = InFlight::new(dir.path(), Duration::from_secs(60)); // another "process"
+        let a = InFlight::new(store(&dir), Duration::from_secs(60));
+        let b = InFlight::new(store(&dir), Duration::from_secs(60)); // another "process"
         let held = a.acquire("c1").await.unwrap();
+        assert_eq!(store(&dir).keys(NAMESPACE).unwrap(), [key("c1")]);
         let waiting = tokio::time::timeout(Duration::from_millis(300), b.acquire("c1")).await;
         assert!(waiting.is_err(), "b waits while a holds the channel");
-        let _other = b.acquire("c2").await.unwrap();
+        let other = b.acquire("c2").await.unwrap();
         drop(held);
         tokio::time::timeout(Duration::from_secs(2), b.acquire("c1")).await.expect("b gets it once a lets go").unwrap();
+        drop(other);
+        assert_eq!(store(&dir).keys(NAMESPACE).unwrap(), Vec::<String>::new(), "nothing left behind");
     }
 
     #[tokio::test]
     async fn refreshing_keeps_a_long_turn_and_writes_only_when_due() {
         let dir = tempfile::tempdir().unwrap();
-        let a = InFlight::new(dir.path(), Duration::from_millis(400));
+        let a = InFlight::new(store(&dir), Duration::from_millis(400));
         let mut held = a.acquire("c").await.unwrap();
-        let path = held.path.clone();
-        let written = || read(&path).unwrap().expires_at;
+        let state = store(&dir);
+        let written = || decode(&state.get(NAMESPACE, &key("c")).unwrap().unwrap()).unwrap().expires_at;
         let first = written();
         held.refresh();
         assert_eq!(written(), first, "a fresh marker is not rewritten");
         // Refreshed every 50 ms for three TTLs: never stale, so nobody takes it over.
-        let b = InFlight::new(dir.path(), Duration::from_secs(60));
+        let b = InFlight::new(store(&dir), Duration::from_secs(60));
         let taker = tokio::spawn(async move { b.acquire("c").await.map(|_| ()) });
         for _ in 0..24 {
             tokio::time::sleep(Duration::from_millis(50)).await;
@@ -234,18 +256,23 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn stale_markers_are_taken_over() {
+    async fn stale_markers_are_taken_over_and_their_old_holder_removes_nothing() {
         let dir = tempfile::tempdir().unwrap();
-        let a = InFlight::new(dir.path(), Duration::from_millis(200));
+        let a = InFlight::new(store(&dir), Duration::from_millis(200));
         let held = a.acquire("c").await.unwrap();
-        std::mem::forget(held); // a crash: nobody removes it
-        let b = InFlight::new(dir.path(), Duration::from_secs(60));
+        let b = InFlight::new(store(&dir), Duration::from_secs(60));
         let started = std::time::Instant::now();
-        tokio::time::timeout(Duration::from_secs(2), b.acquire("c")).await.expect("taken over after the TTL").unwrap();
+        let taken = tokio::time::timeout(Duration::from_secs(2), b.acquire("c")).await.expect("taken over").unwrap();
         assert!(started.elapsed() >= Duration::from_millis(100), "not before the TTL, since a's pid is alive");
+        // a's turn ends late: b's marker stays, and a refresh does not claim it back.
+        let mut held = held;
+        held.marker.expires_at = 0.0; // due
+        held.refresh();
+        drop(held);
+        assert_eq!(decode(&store(&dir).get(NAMESPACE, &key("c")).unwrap().unwrap()).unwrap(), taken.marker);
+        drop(taken);
 
         // A dead process's marker goes at once, whatever its TTL.
-        let path = dir.path().join("inflight").join(file_name("d"));
         let dead = Marker {
             channel: "d".into(),
             host: hostname(),
@@ -253,10 +280,18 @@ mod tests {
             nonce: "x".into(),
             expires_at: unix_now() + 3600.0,
         };
-        std::fs::write(&path, serde_json::to_vec(&dead).unwrap()).unwrap();
+        store(&dir).set(NAMESPACE, &key("d"), &encode(&dead)).unwrap();
         tokio::time::timeout(Duration::from_millis(500), b.acquire("d")).await.expect("dead owner").unwrap();
-        // So does a corrupt one.
-        std::fs::write(dir.path().join("inflight").join(file_name("e")), "{half").unwrap();
+        // So does an unreadable one.
+        store(&dir).set(NAMESPACE, &key("e"), "{half").unwrap();
         tokio::time::timeout(Duration::from_millis(500), b.acquire("e")).await.expect("corrupt").unwrap();
+    }
+
+    #[test]
+    fn keys_are_short_and_distinct_for_any_channel() {
+        let long = "x".repeat(500);
+        let keys: Vec<String> = ["a/b", "a_b", "", "C0123/thread:1.5", &long].iter().map(|c| key(c)).collect();
+        assert!(keys.iter().all(|k| k.len() <= 57), "{keys:?}");
+        assert_ne!(keys[0], keys[1]);
     }
 }

@@ -167,7 +167,7 @@ impl Engine {
         let human = &settings.human;
         let gate = Gate::new(human.overrides.clone(), Duration::from_secs(human.timeout_seconds), promotion);
         let ttl = Duration::from_secs(settings.session.inflight_ttl_seconds);
-        let inflight = InFlight::new(state.root(), ttl);
+        let inflight = InFlight::new(state.clone(), ttl);
         let (history, provider) = (History::new(state), provider.map(Arc::from));
         let (background, channels) = (Mutex::default(), Mutex::default());
         let on_demand = Arc::new(OnDemand::new(&skills, |s| settings.loading_of(s), &tools.decls()));

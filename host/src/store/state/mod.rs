@@ -125,6 +125,32 @@ impl StateStore {
         })
     }
 
+    /// Sets a key only if it is absent; `true` if this call set it. One statement: of
+    /// writers racing for the same key, in this process or another, exactly one wins.
+    pub fn create(&self, ns: &str, key: &str, value: &str) -> Result<bool, StateError> {
+        check_entry(ns, key, value)?;
+        self.pool.write(|conn| {
+            let mut stmt = conn
+                .prepare_cached(
+                    "INSERT INTO entries (ns, key, value, bytes) VALUES (?1, ?2, ?3, ?4)
+                     ON CONFLICT (ns, key) DO NOTHING",
+                )
+                .map_err(sql)?;
+            let inserted = stmt.execute(params![ns, key, value, (key.len() + value.len()) as i64]).map_err(sql)?;
+            Ok(inserted == 1)
+        })
+    }
+
+    /// Removes a key only while it holds exactly `value`; `true` if this call removed it.
+    pub fn delete_if(&self, ns: &str, key: &str, value: &str) -> Result<bool, StateError> {
+        check_namespace(ns)?;
+        self.pool.write(|conn| {
+            let mut stmt =
+                conn.prepare_cached("DELETE FROM entries WHERE ns = ?1 AND key = ?2 AND value = ?3").map_err(sql)?;
+            Ok(stmt.execute(params![ns, key, value]).map_err(sql)? == 1)
+        })
+    }
+
     /// Removes a key.
     pub fn delete(&self, ns: &str, key: &str) -> Result<(), StateError> {
         check_namespace(ns)?;

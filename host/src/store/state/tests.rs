@@ -198,3 +198,32 @@ fn get_and_set_cost() {
     println!("state store: get mean {:?} median {:?}; set mean {:?} median {:?}", get.0, get.1, set.0, set.1);
     assert!(set.1 < Duration::from_millis(5) && get.1 < Duration::from_millis(5), "get {get:?}, set {set:?}");
 }
+
+#[test]
+fn create_sets_only_an_absent_key_and_delete_if_only_a_matching_value() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (StateStore::new(dir.path()), StateStore::new(dir.path()));
+    assert!(a.create("ns", "k", "a").unwrap());
+    assert!(!b.create("ns", "k", "b").unwrap(), "the key is taken");
+    assert_eq!(b.get("ns", "k").unwrap().as_deref(), Some("a"));
+    assert_eq!(a.usage("ns").unwrap(), (1, 2), "a refused create counts nothing");
+    assert!(!b.delete_if("ns", "k", "b").unwrap(), "not b's value");
+    assert_eq!(a.get("ns", "k").unwrap().as_deref(), Some("a"));
+    assert!(a.delete_if("ns", "k", "a").unwrap());
+    assert_eq!(a.usage("ns").unwrap(), (0, 0));
+    assert!(!a.delete_if("ns", "k", "a").unwrap(), "already gone");
+    assert!(b.create("ns", "k", "b").unwrap(), "free again");
+    assert!(matches!(a.create("ns", "", "v"), Err(StateError::Invalid(_))));
+
+    // Of many racing creators, exactly one wins.
+    let won: usize = std::thread::scope(|scope| {
+        let racers: Vec<_> = (0..8)
+            .map(|i| {
+                let store = StateStore::new(dir.path());
+                scope.spawn(move || usize::from(store.create("race", "k", &i.to_string()).unwrap()))
+            })
+            .collect();
+        racers.into_iter().map(|r| r.join().unwrap()).sum()
+    });
+    assert_eq!(won, 1);
+}
