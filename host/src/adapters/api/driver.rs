@@ -7,6 +7,9 @@ use bytes::Bytes;
 use futures::Stream;
 use futures::future::BoxFuture;
 use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::sync::mpsc;
 
@@ -35,44 +38,52 @@ struct Driver {
     feed: std::sync::Arc<dyn Feed>,
     queued: mpsc::UnboundedReceiver<Bytes>,
     heartbeat: Option<Duration>,
+    /// When the next heartbeat is due; pushed back by every chunk sent.
+    idle: Option<Pin<Box<tokio::time::Sleep>>>,
     _guard: Box<dyn Send>,
 }
 
 impl Driver {
     /// The next chunk: queued events first, then whatever the turn produces; a heartbeat
     /// after `heartbeat` without any; `None` once the turn ended and everything was sent.
-    async fn next(&mut self) -> Option<Bytes> {
+    ///
+    /// An event the turn emits while it is polled is returned from that same poll. Had the
+    /// body waited for the queue to wake it instead, the task would wake itself, and a task
+    /// woken while it runs goes to the back of the runtime's queue: under load every event
+    /// of the stream (`approval_resolved` among them) waited behind every other ready task.
+    fn poll_next_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Option<Bytes>> {
         loop {
             if let Ok(chunk) = self.queued.try_recv() {
-                return Some(chunk);
+                return Poll::Ready(Some(self.sent(chunk)));
             }
-            let turn = self.turn.as_mut()?;
-            let idle = async {
-                match self.heartbeat {
-                    Some(every) => tokio::time::sleep(every).await,
-                    None => std::future::pending().await,
+            let Some(turn) = self.turn.as_mut() else { return Poll::Ready(None) };
+            if let Poll::Ready(result) = turn.as_mut().poll(cx) {
+                self.turn = None;
+                self.feed.finish(&result);
+                continue;
+            }
+            // Registers the waker for events sent from elsewhere (a decision, a heartbeat).
+            if let Poll::Ready(Some(chunk)) = self.queued.poll_recv(cx) {
+                return Poll::Ready(Some(self.sent(chunk)));
+            }
+            if let Some(every) = self.heartbeat {
+                let idle = self.idle.get_or_insert_with(|| Box::pin(tokio::time::sleep(every)));
+                if idle.as_mut().poll(cx).is_ready() {
+                    idle.as_mut().reset(tokio::time::Instant::now() + every);
+                    self.feed.heartbeat();
+                    continue;
                 }
-            };
-            enum Step {
-                Chunk(Bytes),
-                Done(Result<TurnResult, EngineError>),
-                Idle,
             }
-            let step = tokio::select! {
-                biased;
-                Some(chunk) = self.queued.recv() => Step::Chunk(chunk),
-                result = turn => Step::Done(result),
-                () = idle => Step::Idle,
-            };
-            match step {
-                Step::Chunk(chunk) => return Some(chunk),
-                Step::Done(result) => {
-                    self.turn = None;
-                    self.feed.finish(&result);
-                }
-                Step::Idle => self.feed.heartbeat(),
-            }
+            return Poll::Pending;
         }
+    }
+
+    /// `chunk`, with the heartbeat pushed back.
+    fn sent(&mut self, chunk: Bytes) -> Bytes {
+        if let (Some(idle), Some(every)) = (self.idle.as_mut(), self.heartbeat) {
+            idle.as_mut().reset(tokio::time::Instant::now() + every);
+        }
+        chunk
     }
 }
 
@@ -84,9 +95,6 @@ pub fn body(
     heartbeat: Option<Duration>,
     guard: Box<dyn Send>,
 ) -> impl Stream<Item = Result<Bytes, Infallible>> + Send + 'static {
-    let driver = Driver { turn: Some(turn), feed, queued, heartbeat, _guard: guard };
-    futures::stream::unfold(driver, |mut driver| async move {
-        let chunk = driver.next().await?;
-        Some((Ok(chunk), driver))
-    })
+    let mut driver = Driver { turn: Some(turn), feed, queued, heartbeat, idle: None, _guard: guard };
+    futures::stream::poll_fn(move |cx| driver.poll_next_chunk(cx).map(|chunk| chunk.map(Ok)))
 }
