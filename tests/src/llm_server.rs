@@ -307,7 +307,7 @@ pub fn sample_request(model: &str, messages: Vec<skillhost::llm::Message>) -> sk
     let tool = skillhost::llm::ToolDecl {
         name: "http_checker__check_url".into(),
         description: "Check a URL.".into(),
-        input_schema: schema,
+        input_schema: schema.into(),
     };
     skillhost::llm::Request {
         model: model.into(),

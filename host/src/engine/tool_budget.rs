@@ -194,8 +194,8 @@ mod tests {
         let refused = budget.admit("obs__get_logs", &json!({})).expect("third call refused");
         assert!(refused.is_error && !refused.content.contains('2'), "no counters reach the model: {}", refused.content);
         let decls = vec![
-            ToolDecl { name: "obs__get_logs".into(), description: String::new(), input_schema: json!({}) },
-            ToolDecl { name: "obs__other".into(), description: String::new(), input_schema: json!({}) },
+            ToolDecl { name: "obs__get_logs".into(), description: String::new(), input_schema: json!({}).into() },
+            ToolDecl { name: "obs__other".into(), description: String::new(), input_schema: json!({}).into() },
         ];
         assert_eq!(budget.offered(decls).iter().map(|d| d.name.as_str()).collect::<Vec<_>>(), ["obs__other"]);
         assert_eq!(budget.after_round(), AfterRound::Synthesize);

@@ -48,29 +48,58 @@ impl Provider for Anthropic {
     }
 
     async fn complete(&self, req: &Request, sink: &mut (dyn FnMut(Delta) + Send)) -> Result<Response, LlmError> {
-        let events = http::post_events(NAME, http::client(), &self.url, self.headers()?, &body(req)).await?;
+        let events = http::post_events(NAME, http::client(), &self.url, self.headers()?, &Body::of(req)).await?;
         read(events, sink).await
     }
 }
 
-/// The request body.
+/// The request body, as JSON.
 pub fn body(req: &Request) -> Value {
-    let messages: Vec<Value> = req.messages.iter().filter_map(message).collect();
-    let mut body = json!({"model": req.model, "max_tokens": req.max_tokens, "messages": messages, "stream": true});
-    if !req.system.is_empty() {
-        body["system"] = json!(req.system);
-    }
-    if !req.tools.is_empty() {
-        let tools = req
+    serde_json::to_value(Body::of(req)).expect("a request body serializes")
+}
+
+/// The request body, serialized straight from the request: the tools' schemas (most of a
+/// request's bytes with a few skills, and the same every round) are written from where they
+/// are, not copied into a JSON tree first.
+#[derive(serde::Serialize)]
+struct Body<'a> {
+    model: &'a str,
+    max_tokens: u32,
+    messages: Vec<Value>,
+    stream: bool,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    system: &'a str,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    tools: Vec<Tool<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<Value>,
+}
+
+#[derive(serde::Serialize)]
+struct Tool<'a> {
+    name: &'a str,
+    description: &'a str,
+    input_schema: &'a Value,
+}
+
+impl<'a> Body<'a> {
+    fn of(req: &'a Request) -> Self {
+        let tools: Vec<Tool<'a>> = req
             .tools
             .iter()
-            .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.input_schema}));
-        body["tools"] = Value::Array(tools.collect());
-        if req.tool_choice == super::ToolChoice::None {
-            body["tool_choice"] = json!({"type": "none"});
+            .map(|t| Tool { name: &t.name, description: &t.description, input_schema: &t.input_schema })
+            .collect();
+        let choose_none = !tools.is_empty() && req.tool_choice == super::ToolChoice::None;
+        Body {
+            model: &req.model,
+            max_tokens: req.max_tokens,
+            messages: req.messages.iter().filter_map(message).collect(),
+            stream: true,
+            system: &req.system,
+            tools,
+            tool_choice: choose_none.then(|| json!({"type": "none"})),
         }
     }
-    body
 }
 
 /// A message; `None` when nothing in it is for Anthropic (the API refuses empty content).

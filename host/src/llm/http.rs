@@ -48,7 +48,7 @@ pub(crate) async fn post_events(
     client: &reqwest::Client,
     url: &str,
     headers: HeaderMap,
-    body: &Value,
+    body: &(impl serde::Serialize + Sync),
 ) -> Result<Events, LlmError> {
     let sent = client.post(url).headers(headers).header("accept", "text/event-stream").json(body).send().await;
     let response = sent.map_err(|e| LlmError::transport(provider, error_chain(&e)))?;

@@ -99,8 +99,8 @@ pub struct ToolDecl {
     pub name: String,
     /// What it does, for the model.
     pub description: String,
-    /// JSON Schema of its input.
-    pub input_schema: Value,
+    /// JSON Schema of its input; shared, since every round offers the same tools again.
+    pub input_schema: std::sync::Arc<Value>,
 }
 
 /// One completion request.

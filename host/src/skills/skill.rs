@@ -24,7 +24,7 @@ pub struct ToolSpec {
     /// Shown to the model.
     pub description: String,
     /// The input JSON Schema.
-    pub schema: serde_json::Value,
+    pub schema: Arc<serde_json::Value>,
     validator: Arc<jsonschema::Validator>,
     /// The static approval level.
     pub human: Human,
@@ -68,7 +68,7 @@ impl ToolSpec {
             name: def.name,
             full_name,
             description: def.description,
-            schema,
+            schema: schema.into(),
             validator: Arc::new(validator),
             human: def.human,
             expose_result: def.expose_result,

@@ -220,7 +220,8 @@ impl ToolSource for LoadSkill {
                 "properties": {"skill": {"type": "string", "enum": names, "description": "The skill's name."}},
                 "required": ["skill"],
                 "additionalProperties": false,
-            }),
+            })
+            .into(),
         }]
     }
 

@@ -20,7 +20,7 @@ fn set() -> SkillSet {
 }
 
 fn decl(name: &str) -> ToolDecl {
-    ToolDecl { name: name.into(), description: String::new(), input_schema: json!({"type": "object"}) }
+    ToolDecl { name: name.into(), description: String::new(), input_schema: json!({"type": "object"}).into() }
 }
 
 fn catalog(overrides: &[(&str, Loading)]) -> Arc<OnDemand> {

@@ -178,7 +178,7 @@ impl ToolSource for ApiRun {
         });
         let description = "Ask the person who started this request a question and wait for the answer. \
 Use it only when you cannot proceed without their input.";
-        vec![ToolDecl { name: ASK_TOOL.into(), description: description.into(), input_schema }]
+        vec![ToolDecl { name: ASK_TOOL.into(), description: description.into(), input_schema: input_schema.into() }]
     }
 
     fn info(&self, name: &str) -> Option<ToolInfo> {

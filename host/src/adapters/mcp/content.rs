@@ -21,8 +21,8 @@ use std::sync::Arc;
 
 /// The `tools/list` entry of `decl`.
 pub(super) fn tool(decl: ToolDecl, skills: &SkillSet, overrides: &BTreeMap<String, Option<OverrideLevel>>) -> Tool {
-    let schema = match decl.input_schema {
-        Value::Object(map) => map,
+    let schema = match &*decl.input_schema {
+        Value::Object(map) => map.clone(),
         _ => Default::default(),
     };
     let spec = spec_of(skills, &decl.name);

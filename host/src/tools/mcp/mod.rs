@@ -371,7 +371,7 @@ fn decl(name: String, tool: &rmcp::model::Tool) -> ToolDecl {
     if schema.get("type").is_none() {
         schema["type"] = json!("object");
     }
-    ToolDecl { name, description, input_schema: schema }
+    ToolDecl { name, description, input_schema: schema.into() }
 }
 
 fn error(json: Value, started: Instant) -> ToolOutcome {
