@@ -7,7 +7,7 @@
 #
 # Benches: sandbox (targets 1, 2, 6: host/benches/sandbox.rs), start (target 5:
 # host/benches/start.rs), mcp_roundtrip (target 3: host/benches/mcp_roundtrip.rs) and
-# api_load (target 4: tests/benches/api_load.rs). Lines a bench prints as table rows
+# api_load (target 4: host/benches/api_load.rs). Lines a bench prints as table rows
 # (`| ... |`) join the table; anything else it prints follows under its name. A bench's
 # stderr goes to target/bench-logs/<bench>.log.
 set -euo pipefail
@@ -19,11 +19,10 @@ if [ $# -gt 0 ]; then benches=("$@"); else benches=(sandbox start mcp_roundtrip 
 # release build (where one does not fit the time; say so next to the figures).
 profile=()
 [ -n "${BENCH_CARGO_PROFILE:-}" ] && profile=(--profile "$BENCH_CARGO_PROFILE")
-package_of() { case "$1" in api_load) echo skillhost-tests ;; *) echo skillhost ;; esac; }
 
 # Build everything first, so no compiler shares the cores with a measurement.
 for bench in "${benches[@]}"; do
-  cargo bench -q "${profile[@]}" -p "$(package_of "$bench")" --bench "$bench" --no-run
+  cargo bench -q "${profile[@]}" -p skillhost --bench "$bench" --no-run
 done
 
 mkdir -p target/bench-logs
@@ -32,7 +31,7 @@ details=""
 for bench in "${benches[@]}"; do
   echo "running $bench..." >&2
   log="target/bench-logs/$bench.log"
-  if ! out=$(BENCH_NO_HEADER=1 cargo bench -q "${profile[@]}" -p "$(package_of "$bench")" --bench "$bench" 2>"$log"); then
+  if ! out=$(BENCH_NO_HEADER=1 cargo bench -q "${profile[@]}" -p skillhost --bench "$bench" 2>"$log"); then
     echo "$bench failed (see $log):" >&2
     tail -20 "$log" >&2
     exit 1

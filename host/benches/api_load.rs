@@ -1,0 +1,193 @@
+//! `cargo bench -p skillhost --bench api_load`
+//!
+//! Issue 11, target 4: load on the approval-v1 stream of the real `skillhost run --adapter api`
+//! binary. N concurrent runs (`API_LOAD_RUNS`, default 1000), each on its own channel, each
+//! asking one approval (`probe__echo`, gated by `human.overrides`) that its client grants as
+//! soon as it sees it. The scripted LLM (Anthropic's wire format) and the clients share this
+//! process; the server has its own, so its peak memory and CPU time are its own.
+//!
+//! Reports throughput (runs/s), the p50/p99 time from sending the decision to receiving
+//! `approval_resolved`, the server's peak resident memory per concurrent run (VmHWM growth
+//! over the runs), and the CPU time the server and this process spent per run.
+
+mod common;
+
+use common::{Latency, header, human, latency_row, value_row};
+use serde_json::{Value, json};
+use skillhost_tests::api_client::Sse;
+use skillhost_tests::llm_server::{Answer, LlmServer, Reply};
+use skillhost_tests::{Workspace, guests};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::Command;
+
+const TOKEN: &str = "bench-token";
+
+/// The model asks for `probe__echo` once, then answers once it has the tool's result.
+fn respond(body: &Value) -> Reply {
+    let answered = body["messages"].as_array().and_then(|m| m.last()).is_some_and(|last| {
+        last["content"].as_array().is_some_and(|blocks| blocks.iter().any(|b| b["type"] == "tool_result"))
+    });
+    if answered {
+        Answer::text(&["Done."]).into()
+    } else {
+        Answer::text(&["Checking."]).call("c1", "probe__echo", json!({"n": 1})).into()
+    }
+}
+
+struct Client {
+    http: reqwest::Client,
+    base: String,
+}
+
+impl Client {
+    /// One run: open the stream, approve, read to the end; returns the decision latency.
+    async fn run(&self, i: usize) -> Result<Duration, String> {
+        let body = json!({"message": "go", "channel_id": format!("load-{i}")});
+        let url = format!("{}/api/trigger?wait=1&stream=approval-v1", self.base);
+        let response = self.http.post(url).bearer_auth(TOKEN).json(&body).send().await.map_err(|e| e.to_string())?;
+        if response.status() != 200 {
+            return Err(format!("trigger: {}", response.status()));
+        }
+        let mut sse = Sse::new(response);
+        let (mut sent, mut latency) = (None, None);
+        while let Some(event) = sse.next().await {
+            match event.kind.as_str() {
+                "approval_requested" => {
+                    let id = event.data["approval_id"].as_str().ok_or("no approval id")?.to_owned();
+                    sent = Some(Instant::now());
+                    let url = format!("{}/api/approvals/{id}/decision", self.base);
+                    let decided = self.http.post(url).bearer_auth(TOKEN).json(&json!({"approved": true})).send();
+                    let response = decided.await.map_err(|e| e.to_string())?;
+                    let status = response.status();
+                    let text = response.text().await.unwrap_or_default();
+                    if status != 200 {
+                        return Err(format!("decision: {status} {text}"));
+                    }
+                }
+                "approval_resolved" => latency = sent.map(|t| t.elapsed()),
+                "run_completed" => return latency.ok_or_else(|| "completed without an approval".to_owned()),
+                "run_failed" => return Err(format!("run failed: {}", event.data["error"])),
+                _ => {}
+            }
+        }
+        Err("the stream ended without run_completed".into())
+    }
+}
+
+/// A `/proc/<pid>/status` field in KiB.
+fn status_kib(pid: &str, field: &str) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with(field))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// User plus system CPU time of a process, from `/proc/<pid>/stat`.
+fn cpu_time(pid: &str) -> Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // The fields after the command name, which is in parentheses and may hold spaces.
+    let after = stat.rsplit_once(')').map(|(_, rest)| rest).unwrap_or_default();
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok()).unwrap_or(0);
+    // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name.
+    // SAFETY: sysconf reads a constant.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    Duration::from_secs_f64((ticks(11) + ticks(12)) as f64 / hz)
+}
+
+#[tokio::main]
+async fn main() {
+    let runs: usize = std::env::var("API_LOAD_RUNS").ok().and_then(|v| v.parse().ok()).unwrap_or(1000);
+    let ws = Workspace::new();
+    ws.add_skill("skills", "probe", guests::PROBE, "");
+    let llm = LlmServer::responding(Box::new(respond)).await;
+    let yaml = format!(
+        "skills:\n  paths: [skills]\nstate:\n  filesystem: {{path: state}}\nlearning:\n  approval_auto_promote: 0\n  memory:\n    filesystem: {{path: memory}}\n\
+         llm:\n  provider: anthropic\n  model: m\n  max_tokens: 500\n  anthropic: {{api_key: k, base_url: '{}'}}\n\
+         human:\n  overrides: {{probe__echo: approve}}\n",
+        llm.url()
+    );
+    std::fs::write(ws.path().join("config.yaml"), yaml).unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_skillhost"))
+        .current_dir(ws.path())
+        .args(["--config", "config.yaml", "run", "--adapter", "api"])
+        .env("SKILLHOST_UI_PORT", port.to_string())
+        .env("SKILLHOST_UI_TOKEN", TOKEN)
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("skillhost starts");
+    let pid = child.id().expect("a pid").to_string();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut said = String::new();
+    loop {
+        let mut line = String::new();
+        let read = tokio::time::timeout(Duration::from_secs(600), stderr.read_line(&mut line)).await;
+        assert!(matches!(read, Ok(Ok(n)) if n > 0), "skillhost never listened:\n{said}");
+        if line.contains("listening on") {
+            break;
+        }
+        said.push_str(&line);
+    }
+    // The rest of stderr is drained, so that the server never blocks on a full pipe.
+    tokio::spawn(async move { tokio::io::copy(&mut stderr, &mut tokio::io::sink()).await });
+
+    let client = std::sync::Arc::new(Client {
+        http: reqwest::Client::builder().pool_max_idle_per_host(runs).build().unwrap(),
+        base: format!("http://127.0.0.1:{port}"),
+    });
+    // One run first, so that the server's lazily built parts (the LLM client, the first
+    // instance) are not counted against the load.
+    client.run(usize::MAX).await.expect("a first run");
+    let rss_before = status_kib(&pid, "VmRSS:");
+    let (server_cpu, own_cpu) = (cpu_time(&pid), cpu_time("self"));
+    let started = Instant::now();
+    let tasks: Vec<_> = (0..runs)
+        .map(|i| {
+            let client = client.clone();
+            tokio::spawn(async move { client.run(i).await })
+        })
+        .collect();
+    let mut latencies = Vec::with_capacity(runs);
+    let mut failures = Vec::new();
+    for task in tasks {
+        match task.await {
+            Ok(Ok(latency)) => latencies.push(latency),
+            Ok(Err(e)) => failures.push(e),
+            Err(e) => failures.push(format!("task: {e}")),
+        }
+    }
+    let elapsed = started.elapsed();
+    let (server_cpu, own_cpu) = (cpu_time(&pid) - server_cpu, cpu_time("self") - own_cpu);
+    let peak = status_kib(&pid, "VmHWM:");
+    let _ = child.kill().await;
+
+    header("api_load");
+    let latency = Latency::of(latencies.clone());
+    let label = format!("{runs} concurrent approval-v1 runs: decision -> `approval_resolved`");
+    latency_row("4", &label, &latency, None, "p99 <= 50 ms");
+    let rate = latencies.len() as f64 / elapsed.as_secs_f64();
+    let label = format!("{runs} concurrent approval-v1 runs: completed runs/s ({} failed)", failures.len());
+    value_row("4", &label, &format!("{rate:.0}/s"), None, ">= 1,000/s");
+    if let (Some(before), Some(peak)) = (rss_before, peak) {
+        let per_run = peak.saturating_sub(before) as f64 / runs as f64;
+        let label = format!("server peak RSS per concurrent run (VmHWM growth / runs; {} MiB at peak)", peak >> 10);
+        value_row("4", &label, &format!("{per_run:.0} KiB"), None, "reported");
+    }
+    let per_run = |cpu: Duration| human(cpu / runs.max(1) as u32);
+    let label = "CPU time per run: the server (the LLM stub and the clients, in the bench's process)";
+    value_row("4", label, &format!("{} ({})", per_run(server_cpu), per_run(own_cpu)), None, "");
+    println!(
+        "wall time {:.2} s; max decision latency {}",
+        elapsed.as_secs_f64(),
+        human(latencies.iter().max().copied().unwrap_or_default())
+    );
+    for failure in failures.iter().take(5) {
+        println!("  failure: {failure}");
+    }
+}
