@@ -94,15 +94,11 @@ impl InFlight {
                         }
                         tokio::time::sleep(POLL).await;
                     }
-                    // Stale, or unreadable: take it over, unless it changed since it was read.
+                    // Stale, or unreadable: take it over, unless it changed since it was read
+                    // (then look again; a marker gone meanwhile is created above).
                     stale => {
                         tracing::warn!(channel, "taking over a stale in-flight marker ({stale:?})");
-                        let mut took = false;
-                        self.state.update(NAMESPACE, &key, |now| {
-                            took = now.as_deref() == Some(other.as_str()) || now.is_none();
-                            Ok(Some(if took { written.clone() } else { now.unwrap_or_default() }))
-                        })?;
-                        if took {
+                        if self.state.replace_if(NAMESPACE, &key, &other, &written)? {
                             return Ok(held(written));
                         }
                     }
@@ -139,14 +135,9 @@ impl Held {
         let mut marker = self.marker.clone();
         marker.expires_at = now + ttl;
         let fresh = encode(&marker);
-        let mut ours = false;
-        let written = self.state.update(NAMESPACE, &self.key, |now| {
-            ours = now.as_deref() == Some(self.written.as_str());
-            Ok(if ours { Some(fresh.clone()) } else { now })
-        });
-        match written {
-            Ok(_) if ours => (self.marker, self.written) = (marker, fresh),
-            Ok(_) => {
+        match self.state.replace_if(NAMESPACE, &self.key, &self.written, &fresh) {
+            Ok(true) => (self.marker, self.written) = (marker, fresh),
+            Ok(false) => {
                 tracing::warn!(channel = %self.marker.channel, "the in-flight marker was taken over by another process")
             }
             Err(e) => tracing::warn!(channel = %self.marker.channel, "cannot refresh the in-flight marker: {e}"),

@@ -141,6 +141,19 @@ impl StateStore {
         })
     }
 
+    /// Sets a key to `value` only while it holds exactly `expected`; `true` if this call set
+    /// it. One statement, like [`StateStore::create`]: a compare-and-swap across processes.
+    pub fn replace_if(&self, ns: &str, key: &str, expected: &str, value: &str) -> Result<bool, StateError> {
+        check_entry(ns, key, value)?;
+        self.pool.write(|conn| {
+            let mut stmt = conn
+                .prepare_cached("UPDATE entries SET value = ?4, bytes = ?5 WHERE ns = ?1 AND key = ?2 AND value = ?3")
+                .map_err(sql)?;
+            let bytes = (key.len() + value.len()) as i64;
+            Ok(stmt.execute(params![ns, key, expected, value, bytes]).map_err(sql)? == 1)
+        })
+    }
+
     /// Removes a key only while it holds exactly `value`; `true` if this call removed it.
     pub fn delete_if(&self, ns: &str, key: &str, value: &str) -> Result<bool, StateError> {
         check_namespace(ns)?;

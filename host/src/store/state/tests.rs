@@ -227,3 +227,18 @@ fn create_sets_only_an_absent_key_and_delete_if_only_a_matching_value() {
     });
     assert_eq!(won, 1);
 }
+
+#[test]
+fn replace_if_sets_only_over_the_expected_value() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = StateStore::new(dir.path());
+    assert!(!s.replace_if("ns", "k", "a", "b").unwrap(), "nothing to replace");
+    assert_eq!(s.get("ns", "k").unwrap(), None);
+    s.set("ns", "k", "a").unwrap();
+    assert!(!s.replace_if("ns", "k", "x", "b").unwrap(), "not the expected value");
+    assert_eq!(s.get("ns", "k").unwrap().as_deref(), Some("a"));
+    assert!(s.replace_if("ns", "k", "a", "bbb").unwrap());
+    assert_eq!(s.get("ns", "k").unwrap().as_deref(), Some("bbb"));
+    assert_eq!(s.usage("ns").unwrap(), (1, 4), "usage follows the new value");
+    assert!(matches!(s.replace_if("ns", "k", "bbb", &"v".repeat(MAX_VALUE_BYTES + 1)), Err(StateError::Invalid(_))));
+}
