@@ -11,18 +11,16 @@
 //! over the runs), and the CPU time the server and this process spent per run.
 
 mod common;
+#[path = "../tests/support/mod.rs"]
+mod support;
 
 use common::{Latency, header, human, latency_row, value_row};
 use serde_json::{Value, json};
 use skillhost_tests::api_client::Sse;
 use skillhost_tests::llm_server::{Answer, LlmServer, Reply};
 use skillhost_tests::{Workspace, guests};
-use std::process::Stdio;
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::Command;
-
-const TOKEN: &str = "bench-token";
+use support::api::ApiProcess;
 
 /// The model asks for `probe__echo` once, then answers once it has the tool's result.
 fn respond(body: &Value) -> Reply {
@@ -36,44 +34,34 @@ fn respond(body: &Value) -> Reply {
     }
 }
 
-struct Client {
-    http: reqwest::Client,
-    base: String,
-}
-
-impl Client {
-    /// One run: open the stream, approve, read to the end; returns the decision latency.
-    async fn run(&self, i: usize) -> Result<Duration, String> {
-        let body = json!({"message": "go", "channel_id": format!("load-{i}")});
-        let url = format!("{}/api/trigger?wait=1&stream=approval-v1", self.base);
-        let response = self.http.post(url).bearer_auth(TOKEN).json(&body).send().await.map_err(|e| e.to_string())?;
-        if response.status() != 200 {
-            return Err(format!("trigger: {}", response.status()));
-        }
-        let mut sse = Sse::new(response);
-        let (mut sent, mut latency) = (None, None);
-        while let Some(event) = sse.next().await {
-            match event.kind.as_str() {
-                "approval_requested" => {
-                    let id = event.data["approval_id"].as_str().ok_or("no approval id")?.to_owned();
-                    sent = Some(Instant::now());
-                    let url = format!("{}/api/approvals/{id}/decision", self.base);
-                    let decided = self.http.post(url).bearer_auth(TOKEN).json(&json!({"approved": true})).send();
-                    let response = decided.await.map_err(|e| e.to_string())?;
-                    let status = response.status();
-                    let text = response.text().await.unwrap_or_default();
-                    if status != 200 {
-                        return Err(format!("decision: {status} {text}"));
-                    }
-                }
-                "approval_resolved" => latency = sent.map(|t| t.elapsed()),
-                "run_completed" => return latency.ok_or_else(|| "completed without an approval".to_owned()),
-                "run_failed" => return Err(format!("run failed: {}", event.data["error"])),
-                _ => {}
-            }
-        }
-        Err("the stream ended without run_completed".into())
+/// One run: open the stream, approve, read to the end; returns the decision latency.
+async fn run(api: &ApiProcess, i: usize) -> Result<Duration, String> {
+    let opened = api.trigger("wait=1&stream=approval-v1", "go", &format!("load-{i}")).send().await;
+    let response = opened.map_err(|e| e.to_string())?;
+    if response.status() != 200 {
+        return Err(format!("trigger: {}", response.status()));
     }
+    let mut sse = Sse::new(response);
+    let (mut sent, mut latency) = (None, None);
+    while let Some(event) = sse.next().await {
+        match event.kind.as_str() {
+            "approval_requested" => {
+                let id = event.data["approval_id"].as_str().ok_or("no approval id")?.to_owned();
+                sent = Some(Instant::now());
+                let response = api.decide(&id, &json!({"approved": true})).send().await.map_err(|e| e.to_string())?;
+                let status = response.status();
+                let text = response.text().await.unwrap_or_default();
+                if status != 200 {
+                    return Err(format!("decision: {status} {text}"));
+                }
+            }
+            "approval_resolved" => latency = sent.map(|t| t.elapsed()),
+            "run_completed" => return latency.ok_or_else(|| "completed without an approval".to_owned()),
+            "run_failed" => return Err(format!("run failed: {}", event.data["error"])),
+            _ => {}
+        }
+    }
+    Err("the stream ended without run_completed".into())
 }
 
 /// A `/proc/<pid>/status` field in KiB.
@@ -109,48 +97,18 @@ async fn main() {
         llm.url()
     );
     std::fs::write(ws.path().join("config.yaml"), yaml).unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_skillhost"))
-        .current_dir(ws.path())
-        .args(["--config", "config.yaml", "run", "--adapter", "api"])
-        .env("SKILLHOST_UI_PORT", port.to_string())
-        .env("SKILLHOST_UI_TOKEN", TOKEN)
-        .env_remove("RUST_LOG")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("skillhost starts");
-    let pid = child.id().expect("a pid").to_string();
-    let mut stderr = BufReader::new(child.stderr.take().unwrap());
-    let mut said = String::new();
-    loop {
-        let mut line = String::new();
-        let read = tokio::time::timeout(Duration::from_secs(600), stderr.read_line(&mut line)).await;
-        assert!(matches!(read, Ok(Ok(n)) if n > 0), "skillhost never listened:\n{said}");
-        if line.contains("listening on") {
-            break;
-        }
-        said.push_str(&line);
-    }
-    // The rest of stderr is drained, so that the server never blocks on a full pipe.
-    tokio::spawn(async move { tokio::io::copy(&mut stderr, &mut tokio::io::sink()).await });
-
-    let client = std::sync::Arc::new(Client {
-        http: reqwest::Client::builder().pool_max_idle_per_host(runs).build().unwrap(),
-        base: format!("http://127.0.0.1:{port}"),
-    });
+    let api = std::sync::Arc::new(ApiProcess::start(&ws).await);
+    let pid = api.pid().to_string();
     // One run first, so that the server's lazily built parts (the LLM client, the first
     // instance) are not counted against the load.
-    client.run(usize::MAX).await.expect("a first run");
+    run(&api, usize::MAX).await.expect("a first run");
     let rss_before = status_kib(&pid, "VmRSS:");
     let (server_cpu, own_cpu) = (cpu_time(&pid), cpu_time("self"));
     let started = Instant::now();
     let tasks: Vec<_> = (0..runs)
         .map(|i| {
-            let client = client.clone();
-            tokio::spawn(async move { client.run(i).await })
+            let api = api.clone();
+            tokio::spawn(async move { run(&api, i).await })
         })
         .collect();
     let mut latencies = Vec::with_capacity(runs);
@@ -165,7 +123,7 @@ async fn main() {
     let elapsed = started.elapsed();
     let (server_cpu, own_cpu) = (cpu_time(&pid) - server_cpu, cpu_time("self") - own_cpu);
     let peak = status_kib(&pid, "VmHWM:");
-    let _ = child.kill().await;
+    drop(api); // kills the server
 
     header("api_load");
     let latency = Latency::of(latencies.clone());

@@ -50,6 +50,11 @@ impl ApiProcess {
         api
     }
 
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     pub fn stderr(&self) -> String {
         self.stderr.lock().unwrap().clone()
     }
@@ -57,6 +62,11 @@ impl ApiProcess {
     pub fn trigger(&self, query: &str, message: &str, channel: &str) -> reqwest::RequestBuilder {
         let body = json!({"message": message, "channel_id": channel});
         self.client.post(format!("{}/api/trigger?{query}", self.base)).bearer_auth(TOKEN).json(&body)
+    }
+
+    /// A decision on approval `id`, to send.
+    pub fn decide(&self, id: &str, decision: &serde_json::Value) -> reqwest::RequestBuilder {
+        self.client.post(format!("{}/api/approvals/{id}/decision", self.base)).bearer_auth(TOKEN).json(decision)
     }
 
     /// Opens an approval-v1 stream of a run on `channel`.
