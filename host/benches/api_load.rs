@@ -3,8 +3,9 @@
 //! Issue 11, target 4: load on the approval-v1 stream of the real `skillhost run --adapter api`
 //! binary. N concurrent runs (`API_LOAD_RUNS`, default 1000), each on its own channel, each
 //! asking one approval (`probe__echo`, gated by `human.overrides`) that its client grants as
-//! soon as it sees it. The scripted LLM (Anthropic's wire format) and the clients share this
-//! process; the server has its own, so its peak memory and CPU time are its own.
+//! soon as it sees it. The scripted LLM (Anthropic's wire format, on a runtime of its own) and
+//! the clients share this process; the server has its own, so its peak memory and CPU time
+//! are its own.
 //!
 //! Reports throughput (runs/s), the p50/p99 time from sending the decision to receiving
 //! `approval_resolved`, the server's peak resident memory per concurrent run (VmHWM growth
@@ -89,7 +90,11 @@ async fn main() {
     let runs: usize = std::env::var("API_LOAD_RUNS").ok().and_then(|v| v.parse().ok()).unwrap_or(1000);
     let ws = Workspace::new();
     ws.add_skill("skills", "probe", guests::PROBE, "");
-    let llm = LlmServer::responding(Box::new(respond)).await;
+    // The scripted LLM stands for a remote service: it serves from a runtime of its own, so
+    // that its work does not queue in front of the clients whose latency is measured (it
+    // still shares the two cores).
+    let llm_runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    let llm = llm_runtime.spawn(LlmServer::responding(Box::new(respond))).await.unwrap();
     let yaml = format!(
         "skills:\n  paths: [skills]\nstate:\n  filesystem: {{path: state}}\nlearning:\n  approval_auto_promote: 0\n  memory:\n    filesystem: {{path: memory}}\n\
          llm:\n  provider: anthropic\n  model: m\n  max_tokens: 500\n  anthropic: {{api_key: k, base_url: '{}'}}\n\
@@ -124,6 +129,7 @@ async fn main() {
     let (server_cpu, own_cpu) = (cpu_time(&pid) - server_cpu, cpu_time("self") - own_cpu);
     let peak = status_kib(&pid, "VmHWM:");
     drop(api); // kills the server
+    llm_runtime.shutdown_background();
 
     header("api_load");
     let latency = Latency::of(latencies.clone());

@@ -33,7 +33,15 @@ pub struct ApiServer {
 impl ApiServer {
     /// Starts `engine` behind the API with `config`.
     pub async fn start(engine: Engine, config: ApiConfig) -> Self {
-        let api = Api::new(Arc::new(engine), config);
+        Self::serve(Api::new(Arc::new(engine), config)).await
+    }
+
+    /// Starts `engine` behind the API with `config`, its turns run on `turns`.
+    pub async fn start_with_turns(engine: Engine, config: ApiConfig, turns: tokio::runtime::Handle) -> Self {
+        Self::serve(Api::with_turns(Arc::new(engine), config, turns)).await
+    }
+
+    async fn serve(api: Arc<Api>) -> Self {
         let addr = api::spawn(api.clone(), "127.0.0.1:0".parse().unwrap()).await.expect("bind");
         ApiServer { base: format!("http://{addr}"), api, client: reqwest::Client::new() }
     }

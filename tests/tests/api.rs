@@ -235,6 +235,65 @@ async fn of_concurrent_decisions_exactly_one_wins() {
     assert_eq!(events.iter().filter(|e| e.kind == "approval_resolved").count(), 1);
 }
 
+/// A person's decision is announced (`approval_resolved`) by the route that took it, not when
+/// the turn resumes: with the runtime the turns run on held busy, it still arrives at once,
+/// exactly once, and the turn goes on when the runtime is free.
+#[tokio::test]
+async fn a_decision_is_announced_while_the_turns_runtime_is_busy() {
+    let ws = Workspace::new();
+    ws.add_skill("skills", PROBE.0, PROBE.1, PROBE.2);
+    let replies = vec![Answer::default().call("c1", "probe__echo", json!({})).into(), Answer::text(&["Ran."]).into()];
+    let llm = LlmServer::start(replies).await;
+    let yaml = format!(
+        "skills:\n  paths: [skills]\nstate:\n  filesystem: {{path: state}}\nlearning:\n  memory:\n    filesystem: {{path: memory}}\n\
+         llm:\n  provider: anthropic\n  model: m\n  max_tokens: 500\n  anthropic: {{api_key: k, base_url: '{}'}}\n\
+         human:\n  overrides: {{probe__echo: approve}}\n",
+        llm.url()
+    );
+    let engine = skillhost_tests::engine_from(&ws, &yaml).await;
+    let turns = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    let server = ApiServer::start_with_turns(engine, api_client::config(), turns.handle().clone()).await;
+    let mut sse = server.stream(json!({"message": "go"})).await;
+    let id = sse.until("approval_requested").await.last().unwrap().data["approval_id"].as_str().unwrap().to_owned();
+
+    // The turns' only worker is held for 3 s.
+    let (held, holding) = tokio::sync::oneshot::channel();
+    turns.spawn(async move {
+        held.send(()).unwrap();
+        std::thread::sleep(Duration::from_secs(3));
+    });
+    holding.await.unwrap();
+    let decided = std::time::Instant::now();
+    assert_eq!(server.decide(&id, json!({"approved": true})).await.0, 200);
+    let announced = tokio::time::timeout(Duration::from_secs(2), sse.until("approval_resolved")).await;
+    let events = announced.expect("approval_resolved while the turns' runtime was busy");
+    assert!(decided.elapsed() < Duration::from_secs(2));
+    assert_eq!(kinds(&events), ["approval_resolved"]);
+    assert_eq!(
+        (events[0].data["approval_id"].clone(), events[0].data["outcome"].clone()),
+        (json!(id), json!("approved"))
+    );
+    assert_eq!(events[0].data["tool_call_id"], "c1");
+
+    let rest = sse.rest().await;
+    assert!(decided.elapsed() >= Duration::from_secs(3), "the turn went on only once the runtime was free");
+    assert_eq!(
+        kinds(&rest),
+        [
+            "tool_started",
+            "tool_completed",
+            "assistant_text_start",
+            "assistant_text",
+            "assistant_text_end",
+            "run_completed"
+        ]
+    );
+    let sequences: Vec<u64> =
+        events.iter().chain(&rest).map(|e| e.data["sequence"].as_u64().unwrap()).collect::<Vec<_>>();
+    assert!(sequences.windows(2).all(|w| w[1] == w[0] + 1), "{sequences:?}");
+    turns.shutdown_background();
+}
+
 #[tokio::test]
 async fn a_client_leaving_cancels_the_run_and_its_pending_approval() {
     let replies = vec![Answer::default().call("c1", "probe__echo", json!({})).into(), Answer::text(&["never"]).into()];

@@ -130,6 +130,9 @@ pub enum EngineError {
     /// The agent has no LLM provider (an engine built only to serve tools).
     #[error("no LLM provider is configured for this agent")]
     NoProvider,
+    /// The turn's task was stopped before it ended (the server is shutting down).
+    #[error("the run was stopped: the server is shutting down")]
+    Stopped,
 }
 
 /// The agent engine: its skills and tools, a provider, the config, and the per-channel

@@ -91,6 +91,11 @@ pub async fn decide_approval(
         _ => Ok(()),
     };
     let snapshot = api.interactions.approvals.decide(&id, decision, check).map_err(|e| refused(e, "approval"))?;
+    // Announced here rather than when the turn resumes: on a busy server the turn may wait
+    // for a worker, and the person should see their decision taken at once.
+    if let Some(run) = snapshot.info.run.upgrade() {
+        run.decided(&id, approved);
+    }
     Ok(Json(approval_json(&snapshot)))
 }
 

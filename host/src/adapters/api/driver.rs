@@ -1,6 +1,6 @@
-//! A streamed response that drives its run: the body polls the turn's future, so when the
-//! client goes away and the body is dropped, the turn is dropped with it (no further tool
-//! runs) and whatever the run still waited on is cancelled.
+//! A streamed response that drives its run: the body polls the turn (a [`Spawned`] task),
+//! so when the client goes away and the body is dropped, the turn is aborted with it (no
+//! further tool runs) and whatever the run still waited on is cancelled.
 
 use crate::engine::{EngineError, TurnResult};
 use bytes::Bytes;
@@ -15,6 +15,29 @@ use tokio::sync::mpsc;
 
 /// The turn being streamed.
 pub type TurnFuture = BoxFuture<'static, Result<TurnResult, EngineError>>;
+
+/// A turn running as a task of its own: awaited for its result, and aborted when dropped,
+/// so that a client that goes away still ends its run (no further tool runs). A panic in the
+/// turn resumes in whoever awaits it, as if the turn had been polled in place.
+pub struct Spawned(pub tokio::task::JoinHandle<Result<TurnResult, EngineError>>);
+
+impl Future for Spawned {
+    type Output = Result<TurnResult, EngineError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        Pin::new(&mut self.0).poll(cx).map(|joined| match joined {
+            Ok(result) => result,
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            Err(_) => Err(EngineError::Stopped),
+        })
+    }
+}
+
+impl Drop for Spawned {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
 
 /// What a streamed mode adds to the turn's own events.
 pub trait Feed: Send + Sync + 'static {

@@ -193,10 +193,18 @@ impl<I: Clone> Table<I> {
 }
 
 /// What an approval entry holds besides its owner.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct ApprovalInfo {
     /// The challenge an approval must repeat (`confirm` level), if any.
     pub challenge: Option<&'static str>,
+    /// The run that asked, to announce the decision on its stream.
+    pub run: std::sync::Weak<super::run::ApiRun>,
+}
+
+impl std::fmt::Debug for ApprovalInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ApprovalInfo").field("challenge", &self.challenge).finish_non_exhaustive()
+    }
 }
 
 /// What a question entry holds besides its owner.
@@ -240,7 +248,7 @@ mod tests {
     #[test]
     fn first_decision_wins_same_repeats_differing_conflicts() {
         let table = Table::default();
-        let mut rx = table.open("a", owner(60), ApprovalInfo { challenge: None });
+        let mut rx = table.open("a", owner(60), ApprovalInfo { challenge: None, run: Default::default() });
         assert!(table.get("a").unwrap().outcome.is_none());
         assert_eq!(table.decide("a", Resolution::Approved, ok).unwrap().outcome, Some(Resolution::Approved));
         assert_eq!(rx.try_recv().unwrap(), Resolution::Approved);
@@ -252,7 +260,7 @@ mod tests {
     #[test]
     fn invalid_decisions_leave_it_pending() {
         let table = Table::default();
-        let _rx = table.open("a", owner(60), ApprovalInfo { challenge: Some("CONFIRM") });
+        let _rx = table.open("a", owner(60), ApprovalInfo { challenge: Some("CONFIRM"), run: Default::default() });
         let err = table.decide("a", Resolution::Approved, |_| Err("confirmation mismatch".into()));
         assert!(matches!(err, Err(DecideError::Invalid(_))));
         assert!(table.get("a").unwrap().outcome.is_none());
@@ -261,16 +269,16 @@ mod tests {
     #[test]
     fn cancelled_expired_and_abandoned_entries_are_gone() {
         let table = Table::default();
-        let _rx = table.open("a", owner(60), ApprovalInfo { challenge: None });
+        let _rx = table.open("a", owner(60), ApprovalInfo { challenge: None, run: Default::default() });
         table.cancel_run("r");
         assert_eq!(table.get("a").unwrap().outcome, Some(Resolution::Cancelled));
         assert!(matches!(table.decide("a", Resolution::Approved, ok), Err(DecideError::Gone)));
 
-        let _rx = table.open("b", owner(0), ApprovalInfo { challenge: None });
+        let _rx = table.open("b", owner(0), ApprovalInfo { challenge: None, run: Default::default() });
         assert!(matches!(table.decide("b", Resolution::Approved, ok), Err(DecideError::Gone)));
         assert_eq!(table.get("b").unwrap().outcome, Some(Resolution::TimedOut));
 
-        drop(table.open("c", owner(60), ApprovalInfo { challenge: None }));
+        drop(table.open("c", owner(60), ApprovalInfo { challenge: None, run: Default::default() }));
         assert!(matches!(table.decide("c", Resolution::Approved, ok), Err(DecideError::Gone)));
         assert_eq!(table.get("c").unwrap().outcome, Some(Resolution::Cancelled));
     }

@@ -101,14 +101,40 @@ pub struct Api {
     config: ApiConfig,
     interactions: Arc<Interactions>,
     descriptions: Arc<Descriptions>,
+    /// Where turns run; `None`: on the runtime serving the request.
+    turns: Option<tokio::runtime::Handle>,
 }
 
 impl Api {
-    /// The API over `engine`.
+    /// The API over `engine`, its turns run as tasks of the runtime that serves it.
     pub fn new(engine: Arc<Engine>, config: ApiConfig) -> Arc<Self> {
+        Self::build(engine, config, None)
+    }
+
+    /// The API over `engine`, its turns run on the runtime `turns` (`skillhost run`): the
+    /// runtime serving HTTP then only reads, routes and answers requests and writes
+    /// streams, so that under load a decision, a status read or a stream's next event does
+    /// not queue behind the turns' own work (LLM responses, tool calls).
+    pub fn with_turns(engine: Arc<Engine>, config: ApiConfig, turns: tokio::runtime::Handle) -> Arc<Self> {
+        Self::build(engine, config, Some(turns))
+    }
+
+    fn build(engine: Arc<Engine>, config: ApiConfig, turns: Option<tokio::runtime::Handle>) -> Arc<Self> {
         let token = config.auth_token.as_deref().and_then(Token::new);
         let descriptions = Arc::new(Descriptions::new(engine.skills()));
-        Arc::new(Api { engine, token, config, interactions: Arc::default(), descriptions })
+        Arc::new(Api { engine, token, config, interactions: Arc::default(), descriptions, turns })
+    }
+
+    /// Starts `turn` as a task on the turns' runtime.
+    fn spawn<F>(&self, turn: F) -> tokio::task::JoinHandle<F::Output>
+    where
+        F: std::future::Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        match &self.turns {
+            Some(turns) => turns.spawn(turn),
+            None => tokio::spawn(turn),
+        }
     }
 
     /// The pending and recent approvals and questions.

@@ -30,6 +30,9 @@ pub struct ApiRun {
     interactions: Arc<Interactions>,
     /// Decisions the engine will wait for, registered when the request is announced.
     waiters: Mutex<HashMap<String, oneshot::Receiver<Resolution>>>,
+    /// This run, for the approvals it opens: a person's decision is announced
+    /// (`approval_resolved`) by the route that took it.
+    this: std::sync::Weak<ApiRun>,
 }
 
 impl ApiRun {
@@ -40,9 +43,24 @@ impl ApiRun {
         translator: Translator,
         out: mpsc::UnboundedSender<Bytes>,
         interactions: Arc<Interactions>,
-    ) -> Self {
+    ) -> Arc<Self> {
         let translator = Mutex::new(translator);
-        ApiRun { run_id, channel_id, translator, out, interactions, waiters: Mutex::default() }
+        Arc::new_cyclic(|this| ApiRun {
+            run_id,
+            channel_id,
+            translator,
+            out,
+            interactions,
+            waiters: Mutex::default(),
+            this: this.clone(),
+        })
+    }
+
+    /// Announces a person's decision on `approval_id` (`approval_resolved`) as soon as the
+    /// route took it, ahead of the turn, which may wait for a busy runtime to resume it.
+    pub fn decided(&self, approval_id: &str, approved: bool) {
+        let outcome = if approved { ApprovalOutcome::Approved } else { ApprovalOutcome::Denied(None) };
+        self.send(|t| t.resolved_by(approval_id, &outcome));
     }
 
     /// Runs `f` on the translator and queues what it produced, under one lock so sequence
@@ -66,8 +84,11 @@ impl EventSink for ApiRun {
             // Registered before the event is queued: a client never sees an id it cannot decide.
             EngineEvent::ApprovalRequested { approval_id, level, expires_at, .. } => {
                 let challenge = (*level == Level::Confirm).then_some(CONFIRMATION_CHALLENGE);
-                let rx =
-                    self.interactions.approvals.open(approval_id, self.owner(*expires_at), ApprovalInfo { challenge });
+                let rx = self.interactions.approvals.open(
+                    approval_id,
+                    self.owner(*expires_at),
+                    ApprovalInfo { challenge, run: self.this.clone() },
+                );
                 self.waiters.lock().unwrap_or_else(|p| p.into_inner()).insert(approval_id.clone(), rx);
             }
             EngineEvent::ApprovalResolved { tool_call_id, outcome } => {

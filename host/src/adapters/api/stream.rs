@@ -45,6 +45,8 @@ pub struct Translator {
     streamed: bool,
     /// tool_call_id -> approval_id, for the approval and tool events that follow.
     approvals: HashMap<String, String>,
+    /// Approvals whose `approval_resolved` was sent.
+    resolved: std::collections::HashSet<String>,
 }
 
 impl Translator {
@@ -59,6 +61,7 @@ impl Translator {
             held: String::new(),
             streamed: false,
             approvals: HashMap::new(),
+            resolved: Default::default(),
         }
     }
 
@@ -169,15 +172,36 @@ impl Translator {
                 out.push(self.event("approval_requested", fields));
             }
             EngineEvent::ApprovalResolved { tool_call_id, outcome } => {
+                if let Some(id) = self.approvals.get(tool_call_id).cloned() {
+                    return self.resolved_by(&id, outcome);
+                }
                 self.close(&mut out);
                 let fields = json!({
-                    "approval_id": self.approval_id(tool_call_id),
+                    "approval_id": Value::Null,
                     "tool_call_id": tool_call_id,
                     "outcome": outcome_name(outcome),
                 });
                 out.push(self.event("approval_resolved", fields));
             }
         }
+        out
+    }
+
+    /// `approval_resolved` for `approval_id`, once: nothing if it was already sent (a
+    /// person's decision is announced by the route that took it, before the engine's word).
+    pub fn resolved_by(&mut self, approval_id: &str, outcome: &ApprovalOutcome) -> Vec<WireEvent> {
+        let mut out = Vec::new();
+        if !self.resolved.insert(approval_id.to_owned()) {
+            return out;
+        }
+        let tool_call_id = self.approvals.iter().find(|(_, a)| *a == approval_id).map(|(t, _)| t.clone());
+        self.close(&mut out);
+        let fields = json!({
+            "approval_id": approval_id,
+            "tool_call_id": tool_call_id,
+            "outcome": outcome_name(outcome),
+        });
+        out.push(self.event("approval_resolved", fields));
         out
     }
 
@@ -388,6 +412,47 @@ mod tests {
         );
         assert_eq!(out[2].data["approval_id"], "a1");
         assert_eq!(out[3].data["approval_id"], "a1");
+    }
+
+    /// An approve-level approval `approval_id` of call `tool_call_id`.
+    fn asked(approval_id: &str, tool_call_id: &str) -> EngineEvent {
+        EngineEvent::ApprovalRequested {
+            approval_id: approval_id.into(),
+            tool_call_id: tool_call_id.into(),
+            tool_name: "s__t".into(),
+            input: json!({}),
+            level: Level::Approve,
+            expires_at: SystemTime::UNIX_EPOCH,
+        }
+    }
+
+    #[test]
+    fn a_decision_announced_by_its_route_is_not_repeated_by_the_engine() {
+        let mut t = translator();
+        let mut out = feed(&mut t, vec![EngineEvent::RoundStarted, delta("Let me check."), asked("a1", "c1")]);
+        out.extend(t.resolved_by("a1", &ApprovalOutcome::Denied(None)));
+        assert!(t.resolved_by("a1", &ApprovalOutcome::Denied(None)).is_empty(), "a repeat announces nothing");
+        let engine =
+            EngineEvent::ApprovalResolved { tool_call_id: "c1".into(), outcome: ApprovalOutcome::Denied(None) };
+        assert!(t.engine(&engine).is_empty(), "the engine's word on an announced decision adds nothing");
+        assert_eq!(
+            kinds(&out),
+            ["assistant_text_start", "assistant_text", "assistant_text_end", "approval_requested", "approval_resolved"]
+        );
+        let resolved = &out[4].data;
+        assert_eq!(
+            (resolved["approval_id"].clone(), resolved["tool_call_id"].clone(), resolved["outcome"].clone()),
+            (json!("a1"), json!("c1"), json!("denied"))
+        );
+        assert_eq!(resolved["sequence"], 5);
+        // Without an announcement (a timeout, a cancellation) the engine's event is sent.
+        let mut t = translator();
+        let timed_out = EngineEvent::ApprovalResolved { tool_call_id: "c2".into(), outcome: ApprovalOutcome::TimedOut };
+        let out = feed(&mut t, vec![asked("a2", "c2"), timed_out]);
+        assert_eq!(
+            (out[1].data["approval_id"].clone(), out[1].data["outcome"].clone()),
+            (json!("a2"), json!("timed_out"))
+        );
     }
 
     #[test]

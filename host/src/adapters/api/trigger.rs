@@ -1,6 +1,6 @@
 //! `POST /api/trigger`: the body, the query (`wait`, `stream`) and the four modes.
 
-use super::driver::{self, Feed, OnDrop, TurnFuture};
+use super::driver::{self, Feed, OnDrop, Spawned, TurnFuture};
 use super::error::{ApiError, ApiResult};
 use super::run::ApiRun;
 use super::stream::Translator;
@@ -129,8 +129,9 @@ async fn handle(api: Arc<Api>, query: Option<String>, body: Result<Bytes, BytesR
 
 fn fire(api: Arc<Api>, request: TurnRequest) -> Response {
     let channel_id = request.channel_id.clone();
-    tokio::spawn(async move {
-        if let Err(e) = api.engine.run_turn(request, &NoEvents, &NonInteractive).await {
+    let engine = api.engine.clone();
+    api.spawn(async move {
+        if let Err(e) = engine.run_turn(request, &NoEvents, &NonInteractive).await {
             tracing::warn!("triggered run failed: {e}");
         }
     });
@@ -160,7 +161,9 @@ fn failure(e: &EngineError) -> ApiError {
 
 async fn wait(api: Arc<Api>, request: TurnRequest) -> Response {
     let channel_id = request.channel_id.clone();
-    match api.engine.run_turn(request, &NoEvents, &NonInteractive).await {
+    let engine = api.engine.clone();
+    let turn = Spawned(api.spawn(async move { engine.run_turn(request, &NoEvents, &NonInteractive).await }));
+    match turn.await {
         Ok(result) => Json(summary(&api, &channel_id, &result)).into_response(),
         Err(e) => failure(&e).into_response(),
     }
@@ -218,7 +221,7 @@ fn ndjson(api: Arc<Api>, request: TurnRequest) -> Response {
     let sink = Arc::new(Ndjson { api: api.clone(), channel_id: request.channel_id.clone(), out });
     let turn: TurnFuture = {
         let (engine, sink) = (api.engine.clone(), sink.clone());
-        Box::pin(async move { engine.run_turn(request, &*sink, &NonInteractive).await })
+        Box::pin(Spawned(api.spawn(async move { engine.run_turn(request, &*sink, &NonInteractive).await })))
     };
     let body = driver::body(turn, sink, queued, None, Box::new(()));
     streamed("application/x-ndjson", body, false)
@@ -231,12 +234,11 @@ fn approval_v1(api: Arc<Api>, request: TurnRequest) -> Response {
     };
     let (out, queued) = mpsc::unbounded_channel();
     let translator = Translator::new(&run_id, &request.channel_id, api.descriptions.clone());
-    let run =
-        Arc::new(ApiRun::new(run_id.clone(), request.channel_id.clone(), translator, out, api.interactions.clone()));
+    let run = ApiRun::new(run_id.clone(), request.channel_id.clone(), translator, out, api.interactions.clone());
     run.send(|t| vec![t.started()]);
     let turn: TurnFuture = {
         let (engine, run) = (api.engine.clone(), run.clone());
-        Box::pin(async move { engine.run_turn(request, &*run, &*run).await })
+        Box::pin(Spawned(api.spawn(async move { engine.run_turn(request, &*run, &*run).await })))
     };
     let interactions = api.interactions.clone();
     let guard = OnDrop(move || interactions.cancel_run(&run_id));
