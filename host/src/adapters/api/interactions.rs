@@ -101,35 +101,48 @@ impl<I: Clone> Entry<I> {
 
 /// One kind of pending interaction, by id.
 pub struct Table<I> {
-    entries: Mutex<HashMap<String, Entry<I>>>,
+    inner: Mutex<Inner<I>>,
+}
+
+struct Inner<I> {
+    entries: HashMap<String, Entry<I>>,
+    /// The ids each run opened, so that a run's end cancels its own entries without reading
+    /// every entry of the last hour.
+    by_run: HashMap<String, Vec<String>>,
 }
 
 impl<I> Default for Table<I> {
     fn default() -> Self {
-        Table { entries: Mutex::new(HashMap::new()) }
+        Table { inner: Mutex::new(Inner { entries: HashMap::new(), by_run: HashMap::new() }) }
     }
 }
 
 impl<I: Clone> Table<I> {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Entry<I>>> {
-        self.entries.lock().unwrap_or_else(|p| p.into_inner())
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner<I>> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Registers a pending entry; the receiver gets the person's decision, or an error when
     /// the entry is cancelled.
     pub fn open(&self, id: &str, owner: Owner, info: I) -> oneshot::Receiver<Resolution> {
         let (tx, rx) = oneshot::channel();
-        let mut entries = self.lock();
+        let mut inner = self.lock();
+        let Inner { entries, by_run } = &mut *inner;
         if entries.len().is_multiple_of(64) {
             entries.retain(|_, e| !matches!(e.state, State::Done(_, at) if at.elapsed() > RETENTION));
+            by_run.retain(|_, ids| {
+                ids.retain(|id| entries.contains_key(id));
+                !ids.is_empty()
+            });
         }
+        by_run.entry(owner.run_id.clone()).or_default().push(id.into());
         entries.insert(id.into(), Entry { info, owner, state: State::Pending(Some(tx)) });
         rx
     }
 
     /// The entry, if known.
     pub fn get(&self, id: &str) -> Option<Snapshot<I>> {
-        self.lock().get(id).map(|e| e.snapshot(id))
+        self.lock().entries.get(id).map(|e| e.snapshot(id))
     }
 
     /// A person's decision. `check` validates it against the entry (the confirmation
@@ -140,8 +153,8 @@ impl<I: Clone> Table<I> {
         decision: Resolution,
         check: impl FnOnce(&I) -> Result<(), String>,
     ) -> Result<Snapshot<I>, DecideError<I>> {
-        let mut entries = self.lock();
-        let entry = entries.get_mut(id).ok_or(DecideError::Gone)?;
+        let mut inner = self.lock();
+        let entry = inner.entries.get_mut(id).ok_or(DecideError::Gone)?;
         check(&entry.info).map_err(DecideError::Invalid)?;
         match &mut entry.state {
             State::Done(recorded, _) if *recorded == decision => return Ok(entry.snapshot(id)),
@@ -167,15 +180,19 @@ impl<I: Clone> Table<I> {
 
     /// Records how the run ended the wait (the engine's word is final).
     pub fn settle(&self, id: &str, resolution: Resolution) {
-        if let Some(entry) = self.lock().get_mut(id) {
+        if let Some(entry) = self.lock().entries.get_mut(id) {
             entry.state = State::Done(resolution, Instant::now());
         }
     }
 
     /// Cancels every pending entry of `run_id`.
     pub fn cancel_run(&self, run_id: &str) {
-        for entry in self.lock().values_mut().filter(|e| e.owner.run_id == run_id) {
-            if matches!(entry.state, State::Pending(_)) {
+        let mut inner = self.lock();
+        let Inner { entries, by_run } = &mut *inner;
+        for id in by_run.remove(run_id).unwrap_or_default() {
+            if let Some(entry) = entries.get_mut(&id)
+                && matches!(entry.state, State::Pending(_))
+            {
                 entry.state = State::Done(Resolution::Cancelled, Instant::now());
             }
         }
@@ -183,7 +200,7 @@ impl<I: Clone> Table<I> {
 
     /// How many entries are held (pending and recently resolved).
     pub fn len(&self) -> usize {
-        self.lock().len()
+        self.lock().entries.len()
     }
 
     /// No entry is held.
@@ -264,6 +281,25 @@ mod tests {
         let err = table.decide("a", Resolution::Approved, |_| Err("confirmation mismatch".into()));
         assert!(matches!(err, Err(DecideError::Invalid(_))));
         assert!(table.get("a").unwrap().outcome.is_none());
+    }
+
+    #[test]
+    fn a_run_ending_cancels_only_its_own_pending_entries() {
+        let table = Table::default();
+        let of = |run: &str| Owner { run_id: run.into(), ..owner(60) };
+        let info = || ApprovalInfo { challenge: None, run: Default::default() };
+        let _rx = (table.open("r1-a", of("r1"), info()), table.open("r1-b", of("r1"), info()));
+        let _other = table.open("r2-a", of("r2"), info());
+        table.decide("r1-a", Resolution::Approved, ok).unwrap();
+        table.cancel_run("r1");
+        let outcome = |id: &str| table.get(id).unwrap().outcome;
+        assert_eq!(outcome("r1-a"), Some(Resolution::Approved), "a decided entry keeps its outcome");
+        assert_eq!(outcome("r1-b"), Some(Resolution::Cancelled));
+        assert_eq!(outcome("r2-a"), None, "another run's entry stays pending");
+        table.cancel_run("r1");
+        table.cancel_run("r2");
+        assert_eq!(outcome("r2-a"), Some(Resolution::Cancelled));
+        assert_eq!(table.len(), 3, "resolved entries stay readable");
     }
 
     #[test]
