@@ -240,29 +240,12 @@ async fn of_concurrent_decisions_exactly_one_wins() {
 /// exactly once, and the turn goes on when the runtime is free.
 #[tokio::test]
 async fn a_decision_is_announced_while_the_turns_runtime_is_busy() {
-    let ws = Workspace::new();
-    ws.add_skill("skills", PROBE.0, PROBE.1, PROBE.2);
     let replies = vec![Answer::default().call("c1", "probe__echo", json!({})).into(), Answer::text(&["Ran."]).into()];
-    let llm = LlmServer::start(replies).await;
-    let yaml = format!(
-        "skills:\n  paths: [skills]\nstate:\n  filesystem: {{path: state}}\nlearning:\n  memory:\n    filesystem: {{path: memory}}\n\
-         llm:\n  provider: anthropic\n  model: m\n  max_tokens: 500\n  anthropic: {{api_key: k, base_url: '{}'}}\n\
-         human:\n  overrides: {{probe__echo: approve}}\n",
-        llm.url()
-    );
-    let engine = skillhost_tests::engine_from(&ws, &yaml).await;
-    let turns = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
-    let server = ApiServer::start_with_turns(engine, api_client::config(), turns.handle().clone()).await;
+    let busy = BusyTurns::start(replies, "human:\n  overrides: {probe__echo: approve}\n").await;
+    let server = &busy.server;
     let mut sse = server.stream(json!({"message": "go"})).await;
     let id = sse.until("approval_requested").await.last().unwrap().data["approval_id"].as_str().unwrap().to_owned();
-
-    // The turns' only worker is held for 3 s.
-    let (held, holding) = tokio::sync::oneshot::channel();
-    turns.spawn(async move {
-        held.send(()).unwrap();
-        std::thread::sleep(Duration::from_secs(3));
-    });
-    holding.await.unwrap();
+    busy.hold().await;
     let decided = std::time::Instant::now();
     assert_eq!(server.decide(&id, json!({"approved": true})).await.0, 200);
     let announced = tokio::time::timeout(Duration::from_secs(2), sse.until("approval_resolved")).await;
@@ -291,7 +274,78 @@ async fn a_decision_is_announced_while_the_turns_runtime_is_busy() {
     let sequences: Vec<u64> =
         events.iter().chain(&rest).map(|e| e.data["sequence"].as_u64().unwrap()).collect::<Vec<_>>();
     assert!(sequences.windows(2).all(|w| w[1] == w[0] + 1), "{sequences:?}");
-    turns.shutdown_background();
+}
+
+/// The same for an answer: `question_resolved` while the turns' runtime is held busy.
+#[tokio::test]
+async fn an_answer_is_announced_while_the_turns_runtime_is_busy() {
+    let ask = json!({"question": "Which environment?"});
+    let replies = vec![Answer::default().call("q1", "human__ask", ask).into(), Answer::text(&["Staging."]).into()];
+    let busy = BusyTurns::start(replies, "").await;
+    let mut sse = busy.server.stream(json!({"message": "deploy"})).await;
+    let id = sse.until("question_requested").await.last().unwrap().data["question_id"].as_str().unwrap().to_owned();
+    busy.hold().await;
+    let answered = std::time::Instant::now();
+    let path = format!("/api/questions/{id}/answer");
+    assert_eq!(ApiServer::call(busy.server.post(&path).json(&json!({"answer": "staging"}))).await.0, 200);
+    let announced = tokio::time::timeout(Duration::from_secs(2), sse.until("question_resolved")).await;
+    let events = announced.expect("question_resolved while the turns' runtime was busy");
+    assert!(answered.elapsed() < Duration::from_secs(2));
+    assert_eq!(kinds(&events), ["question_resolved"]);
+    assert_eq!(
+        (events[0].data["outcome"].clone(), events[0].data["answer"].clone()),
+        (json!("answered"), json!("staging"))
+    );
+    let rest = sse.rest().await;
+    assert!(answered.elapsed() >= Duration::from_secs(3), "the turn went on only once the runtime was free");
+    assert_eq!(kinds(&rest), ["assistant_text_start", "assistant_text", "assistant_text_end", "run_completed"]);
+    assert_eq!(tool_results(&busy.llm, 1)[0].1, json!({"answer": "staging"}));
+}
+
+/// An API server whose turns run on a runtime of one worker that a test can hold busy.
+struct BusyTurns {
+    server: ApiServer,
+    llm: LlmServer,
+    /// Always `Some` until dropped.
+    turns: Option<tokio::runtime::Runtime>,
+    _ws: Workspace,
+}
+
+impl BusyTurns {
+    /// The probe skill, the scripted LLM with `replies`, `extra` appended to the config.
+    async fn start(replies: Vec<Reply>, extra: &str) -> BusyTurns {
+        let ws = Workspace::new();
+        ws.add_skill("skills", PROBE.0, PROBE.1, PROBE.2);
+        let llm = LlmServer::start(replies).await;
+        let yaml = format!(
+            "skills:\n  paths: [skills]\nstate:\n  filesystem: {{path: state}}\nlearning:\n  memory:\n    filesystem: {{path: memory}}\n\
+             llm:\n  provider: anthropic\n  model: m\n  max_tokens: 500\n  anthropic: {{api_key: k, base_url: '{}'}}\n{extra}",
+            llm.url()
+        );
+        let engine = skillhost_tests::engine_from(&ws, &yaml).await;
+        let turns = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+        let server = ApiServer::start_with_turns(engine, api_client::config(), turns.handle().clone()).await;
+        BusyTurns { server, llm, turns: Some(turns), _ws: ws }
+    }
+
+    /// Holds the turns' only worker for 3 s, from when this returns.
+    async fn hold(&self) {
+        let (held, holding) = tokio::sync::oneshot::channel();
+        self.turns.as_ref().expect("running").spawn(async move {
+            held.send(()).unwrap();
+            std::thread::sleep(Duration::from_secs(3));
+        });
+        holding.await.unwrap();
+    }
+}
+
+impl Drop for BusyTurns {
+    fn drop(&mut self) {
+        // A runtime cannot be dropped inside another one's task.
+        if let Some(turns) = self.turns.take() {
+            turns.shutdown_background();
+        }
+    }
 }
 
 #[tokio::test]

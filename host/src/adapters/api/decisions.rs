@@ -127,6 +127,9 @@ pub async fn answer_question(
         .questions
         .decide(&id, Resolution::Answered(answer), |_| Ok(()))
         .map_err(|e| refused(e, "question"))?;
+    if let (Some(run), Some(Resolution::Answered(answer))) = (snapshot.info.run.upgrade(), &snapshot.outcome) {
+        run.answered(&id, answer);
+    }
     Ok(Json(question_json(&snapshot)))
 }
 

@@ -225,12 +225,23 @@ impl std::fmt::Debug for ApprovalInfo {
 }
 
 /// What a question entry holds besides its owner.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct QuestionInfo {
     /// The question.
     pub prompt: String,
     /// The suggested answers.
     pub choices: Vec<String>,
+    /// The run that asked, to announce the answer on its stream.
+    pub run: std::sync::Weak<super::run::ApiRun>,
+}
+
+impl std::fmt::Debug for QuestionInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("QuestionInfo")
+            .field("prompt", &self.prompt)
+            .field("choices", &self.choices)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Every pending approval and question of the server.

@@ -30,8 +30,8 @@ pub struct ApiRun {
     interactions: Arc<Interactions>,
     /// Decisions the engine will wait for, registered when the request is announced.
     waiters: Mutex<HashMap<String, oneshot::Receiver<Resolution>>>,
-    /// This run, for the approvals it opens: a person's decision is announced
-    /// (`approval_resolved`) by the route that took it.
+    /// This run, for the approvals and questions it opens: a person's decision or answer is
+    /// announced (`approval_resolved`, `question_resolved`) by the route that took it.
     this: std::sync::Weak<ApiRun>,
 }
 
@@ -61,6 +61,12 @@ impl ApiRun {
     pub fn decided(&self, approval_id: &str, approved: bool) {
         let outcome = if approved { ApprovalOutcome::Approved } else { ApprovalOutcome::Denied(None) };
         self.send(|t| t.resolved_by(approval_id, &outcome));
+    }
+
+    /// Announces the answer to question `question_id` (`question_resolved`) as soon as the
+    /// route took it, as [`ApiRun::decided`] does for approvals.
+    pub fn answered(&self, question_id: &str, answer: &str) {
+        self.send(|t| t.question_resolved(question_id, "answered", Some(answer)));
     }
 
     /// Runs `f` on the translator and queues what it produced, under one lock so sequence
@@ -149,7 +155,7 @@ impl ApiRun {
     async fn question(&self, prompt: String, choices: Vec<String>, timeout: Duration) -> Option<Resolution> {
         let id = new_id().ok()?;
         let expires_at = SystemTime::now() + timeout;
-        let info = QuestionInfo { prompt: prompt.clone(), choices: choices.clone() };
+        let info = QuestionInfo { prompt: prompt.clone(), choices: choices.clone(), run: self.this.clone() };
         let rx = self.interactions.questions.open(&id, self.owner(expires_at), info);
         self.send(|t| t.question_requested(&id, &prompt, &choices, expires_at));
         let mut guard = QuestionGuard { run: self, id: id.clone(), done: false };

@@ -45,7 +45,7 @@ pub struct Translator {
     streamed: bool,
     /// tool_call_id -> approval_id, for the approval and tool events that follow.
     approvals: HashMap<String, String>,
-    /// Approvals whose `approval_resolved` was sent.
+    /// Approvals and questions whose `approval_resolved` / `question_resolved` was sent.
     resolved: std::collections::HashSet<String>,
 }
 
@@ -221,8 +221,12 @@ impl Translator {
         out
     }
 
-    /// `question_resolved`; `answer` only with outcome `answered`.
+    /// `question_resolved`, once per question (an answer is announced by the route that took
+    /// it, before the turn's own word); `answer` only with outcome `answered`.
     pub fn question_resolved(&mut self, id: &str, outcome: &str, answer: Option<&str>) -> Vec<WireEvent> {
+        if !self.resolved.insert(id.to_owned()) {
+            return Vec::new();
+        }
         let mut fields = json!({ "question_id": id, "outcome": outcome });
         if let Some(answer) = answer {
             fields["answer"] = answer.into();
@@ -460,7 +464,8 @@ mod tests {
         let mut t = translator();
         let mut out = t.question_requested("q1", "Which?", &["a".into(), "b".into()], SystemTime::UNIX_EPOCH);
         out.extend(t.question_resolved("q1", "answered", Some("a")));
-        out.extend(t.question_resolved("q1", "timed_out", None));
+        assert!(t.question_resolved("q1", "answered", Some("a")).is_empty(), "announced once");
+        out.extend(t.question_resolved("q2", "timed_out", None));
         assert_eq!(out[0].data["choices"], json!(["a", "b"]));
         assert_eq!(out[1].data["answer"], "a");
         assert!(out[2].data.get("answer").is_none());
