@@ -248,10 +248,7 @@ async fn a_decision_is_announced_while_the_turns_runtime_is_busy() {
     busy.hold().await;
     let decided = std::time::Instant::now();
     assert_eq!(server.decide(&id, json!({"approved": true})).await.0, 200);
-    let announced = tokio::time::timeout(Duration::from_secs(2), sse.until("approval_resolved")).await;
-    let events = announced.expect("approval_resolved while the turns' runtime was busy");
-    assert!(decided.elapsed() < Duration::from_secs(2));
-    assert_eq!(kinds(&events), ["approval_resolved"]);
+    let events = BusyTurns::announced(&mut sse, "approval_resolved", decided).await;
     assert_eq!(
         (events[0].data["approval_id"].clone(), events[0].data["outcome"].clone()),
         (json!(id), json!("approved"))
@@ -288,10 +285,7 @@ async fn an_answer_is_announced_while_the_turns_runtime_is_busy() {
     let answered = std::time::Instant::now();
     let path = format!("/api/questions/{id}/answer");
     assert_eq!(ApiServer::call(busy.server.post(&path).json(&json!({"answer": "staging"}))).await.0, 200);
-    let announced = tokio::time::timeout(Duration::from_secs(2), sse.until("question_resolved")).await;
-    let events = announced.expect("question_resolved while the turns' runtime was busy");
-    assert!(answered.elapsed() < Duration::from_secs(2));
-    assert_eq!(kinds(&events), ["question_resolved"]);
+    let events = BusyTurns::announced(&mut sse, "question_resolved", answered).await;
     assert_eq!(
         (events[0].data["outcome"].clone(), events[0].data["answer"].clone()),
         (json!("answered"), json!("staging"))
@@ -336,6 +330,16 @@ impl BusyTurns {
             std::thread::sleep(Duration::from_secs(3));
         });
         holding.await.unwrap();
+    }
+
+    /// The stream's next event, which must be `kind`, within 2 s of `since`: while the
+    /// turns' runtime is held, only the route that took the decision can have sent it.
+    async fn announced(sse: &mut api_client::Sse, kind: &str, since: std::time::Instant) -> Vec<Event> {
+        let announced = tokio::time::timeout(Duration::from_secs(2), sse.until(kind)).await;
+        let events = announced.unwrap_or_else(|_| panic!("no {kind} while the turns' runtime was busy"));
+        assert!(since.elapsed() < Duration::from_secs(2));
+        assert_eq!(kinds(&events), [kind]);
+        events
     }
 }
 

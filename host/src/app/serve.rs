@@ -22,12 +22,12 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 /// SIGTERM, or until the terminal session ends when an agent uses the terminal.
 pub async fn serve(app: App, adapter: Option<AdapterKind>) -> anyhow::Result<()> {
     let plan = plan(&app.agents, adapter)?;
-    let turns = Turns::for_servers(plan.api.len())?;
+    let mut turns = Turns(None);
     let (stop, stopping) = watch::channel(false);
     let mut servers = tokio::task::JoinSet::new();
     for (agent, port) in &plan.api {
         let listener = listen(agent, *port).await?;
-        let app = http(agent, turns.handle());
+        let app = http(agent, turns.handle()?);
         let shutdown = signalled(stopping.clone());
         servers.spawn(async move { api::serve(listener, app, shutdown).await });
     }
@@ -61,25 +61,22 @@ pub async fn serve(app: App, adapter: Option<AdapterKind>) -> anyhow::Result<()>
 /// The runtime the API servers' turns run on, beside the one that serves HTTP (see
 /// [`Api::with_turns`]): as many workers as cores, like the serving runtime, which the OS
 /// then shares between them. Shut down in the background when dropped (a runtime cannot
-/// be dropped by a task of another one), after the servers drained.
+/// be dropped by a task of another one), after the servers drained. Started by the first
+/// API server: a terminal-only run has none.
 struct Turns(Option<tokio::runtime::Runtime>);
 
 impl Turns {
-    /// A runtime when there are API servers.
-    fn for_servers(servers: usize) -> anyhow::Result<Turns> {
-        if servers == 0 {
-            return Ok(Turns(None));
-        }
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .thread_name("skillhost-turns")
-            .enable_all()
-            .build()
-            .map_err(|e| anyhow::anyhow!("cannot start the runtime for turns: {e}"))?;
-        Ok(Turns(Some(runtime)))
-    }
-
-    fn handle(&self) -> Option<tokio::runtime::Handle> {
-        self.0.as_ref().map(|runtime| runtime.handle().clone())
+    /// The runtime's handle, started on first use.
+    fn handle(&mut self) -> anyhow::Result<tokio::runtime::Handle> {
+        let runtime = match self.0.take() {
+            Some(runtime) => runtime,
+            None => tokio::runtime::Builder::new_multi_thread()
+                .thread_name("skillhost-turns")
+                .enable_all()
+                .build()
+                .map_err(|e| anyhow::anyhow!("cannot start the runtime for turns: {e}"))?,
+        };
+        Ok(self.0.insert(runtime).handle().clone())
     }
 }
 
@@ -137,15 +134,11 @@ fn plan(agents: &[Agent], adapter: Option<AdapterKind>) -> anyhow::Result<Plan<'
 }
 
 /// The agent's HTTP app: the API, and its tools over MCP at `/mcp` behind the same token.
-fn http(agent: &Agent, turns: Option<tokio::runtime::Handle>) -> axum::Router {
+fn http(agent: &Agent, turns: tokio::runtime::Handle) -> axum::Router {
     let settings = ApiConfig::from_ui(&agent.ui, true).named(&agent.display_name);
     let token = settings.auth_token.clone();
     let mcp = http_app(SkillServer::new(agent.engine.clone(), &agent.display_name), token.as_deref(), &agent.ui);
-    let api = match turns {
-        Some(turns) => Api::with_turns(agent.engine.clone(), settings, turns),
-        None => Api::new(agent.engine.clone(), settings),
-    };
-    api::app_with(api, mcp)
+    api::app_with(Api::with_turns(agent.engine.clone(), settings, turns), mcp)
 }
 
 /// Without a token the server listens on 127.0.0.1 only: the trigger route is then open to

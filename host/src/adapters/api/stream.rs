@@ -172,16 +172,8 @@ impl Translator {
                 out.push(self.event("approval_requested", fields));
             }
             EngineEvent::ApprovalResolved { tool_call_id, outcome } => {
-                if let Some(id) = self.approvals.get(tool_call_id).cloned() {
-                    return self.resolved_by(&id, outcome);
-                }
-                self.close(&mut out);
-                let fields = json!({
-                    "approval_id": Value::Null,
-                    "tool_call_id": tool_call_id,
-                    "outcome": outcome_name(outcome),
-                });
-                out.push(self.event("approval_resolved", fields));
+                let approval_id = self.approvals.get(tool_call_id).cloned();
+                return self.approval_resolved(approval_id.as_deref(), Some(tool_call_id), outcome);
             }
         }
         out
@@ -190,11 +182,21 @@ impl Translator {
     /// `approval_resolved` for `approval_id`, once: nothing if it was already sent (a
     /// person's decision is announced by the route that took it, before the engine's word).
     pub fn resolved_by(&mut self, approval_id: &str, outcome: &ApprovalOutcome) -> Vec<WireEvent> {
+        let tool_call_id = self.approvals.iter().find(|(_, a)| *a == approval_id).map(|(t, _)| t.clone());
+        self.approval_resolved(Some(approval_id), tool_call_id.as_deref(), outcome)
+    }
+
+    /// `approval_resolved`, once per approval id.
+    fn approval_resolved(
+        &mut self,
+        approval_id: Option<&str>,
+        tool_call_id: Option<&str>,
+        outcome: &ApprovalOutcome,
+    ) -> Vec<WireEvent> {
         let mut out = Vec::new();
-        if !self.resolved.insert(approval_id.to_owned()) {
+        if approval_id.is_some_and(|id| !self.resolved.insert(id.to_owned())) {
             return out;
         }
-        let tool_call_id = self.approvals.iter().find(|(_, a)| *a == approval_id).map(|(t, _)| t.clone());
         self.close(&mut out);
         let fields = json!({
             "approval_id": approval_id,
