@@ -6,7 +6,7 @@
 
 use crate::llm::{Block, Message, Role};
 use crate::store::state::MAX_VALUE_BYTES;
-use crate::store::{StateError, StateStore};
+use crate::store::{StateError, StateStore, StateWrite};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeSet;
 
@@ -42,11 +42,16 @@ impl History {
     /// Replaces the channel's messages. When they exceed the store's value limit, the oldest
     /// whole exchanges are dropped until they fit.
     pub fn save(&self, channel_id: &str, messages: &[Message]) -> Result<(), StateError> {
+        self.state.apply(&[Self::saving(channel_id, messages)?])
+    }
+
+    /// [`History::save`] as a write, for a batch of the turn's writes.
+    pub fn saving(channel_id: &str, messages: &[Message]) -> Result<StateWrite, StateError> {
         let mut start = 0;
         loop {
             let json = serde_json::to_string(&messages[start..]).map_err(|e| StateError::Other(e.to_string()))?;
             if json.len() <= MAX_VALUE_BYTES {
-                return self.state.set(&namespace(channel_id), KEY, &json);
+                return Ok(StateWrite::Set { ns: namespace(channel_id), key: KEY.into(), value: json });
             }
             start = next_exchange(messages, start)
                 .ok_or_else(|| StateError::Invalid("the latest exchange alone exceeds the state value limit".into()))?;
@@ -64,8 +69,13 @@ impl History {
 
     /// Replaces the channel's loaded on-demand skills.
     pub fn save_loaded_skills(&self, channel_id: &str, skills: &BTreeSet<String>) -> Result<(), StateError> {
+        self.state.apply(&[Self::saving_loaded_skills(channel_id, skills)?])
+    }
+
+    /// [`History::save_loaded_skills`] as a write, for a batch of the turn's writes.
+    pub fn saving_loaded_skills(channel_id: &str, skills: &BTreeSet<String>) -> Result<StateWrite, StateError> {
         let json = serde_json::to_string(skills).map_err(|e| StateError::Other(e.to_string()))?;
-        self.state.set(&namespace(channel_id), LOADED_KEY, &json)
+        Ok(StateWrite::Set { ns: namespace(channel_id), key: LOADED_KEY.into(), value: json })
     }
 }
 

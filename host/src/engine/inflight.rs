@@ -14,7 +14,7 @@
 //! turn cost a busy server more than the rest of the turn's own work (ext4 inode allocation
 //! under churn), where a row is one small write to a database every turn writes anyway.
 
-use crate::store::{StateError, StateStore};
+use crate::store::{StateError, StateStore, StateWrite};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -54,6 +54,8 @@ pub struct Held {
     /// The marker as stored: it is removed or refreshed only while it still reads so.
     written: String,
     ttl: Duration,
+    /// Removed already, by [`Held::release_with`].
+    released: bool,
 }
 
 impl InFlight {
@@ -79,7 +81,14 @@ impl InFlight {
         loop {
             let marker = self.marker(channel);
             let written = encode(&marker);
-            let held = |written| Held { state: self.state.clone(), key: key.clone(), marker, written, ttl: self.ttl };
+            let held = |written| Held {
+                state: self.state.clone(),
+                key: key.clone(),
+                marker,
+                written,
+                ttl: self.ttl,
+                released: false,
+            };
             if self.state.create(NAMESPACE, &key, &written)? {
                 return Ok(held(written));
             }
@@ -145,8 +154,24 @@ impl Held {
     }
 }
 
+impl Held {
+    /// Makes `writes` and removes the marker (only our own, as when dropped) in one
+    /// transaction: a turn's last writes and its release cost one commit. On an error
+    /// nothing is written, and the marker is still removed when this is dropped.
+    pub fn release_with(&mut self, mut writes: Vec<StateWrite>) -> Result<(), StateError> {
+        let key = self.key.clone();
+        writes.push(StateWrite::DeleteIf { ns: NAMESPACE.into(), key, value: self.written.clone() });
+        self.state.apply(&writes)?;
+        self.released = true;
+        Ok(())
+    }
+}
+
 impl Drop for Held {
     fn drop(&mut self) {
+        if self.released {
+            return;
+        }
         // Only our own marker: a process that took it over as stale now owns it.
         if let Err(e) = self.state.delete_if(NAMESPACE, &self.key, &self.written) {
             tracing::warn!(channel = %self.marker.channel, "cannot remove the in-flight marker: {e}");
@@ -276,6 +301,42 @@ mod tests {
         // So does an unreadable one.
         store(&dir).set(NAMESPACE, &key("e"), "{half").unwrap();
         tokio::time::timeout(Duration::from_millis(500), b.acquire("e")).await.expect("corrupt").unwrap();
+    }
+
+    #[tokio::test]
+    async fn release_with_writes_and_releases_in_one_go_and_only_our_marker() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (
+            InFlight::new(store(&dir), Duration::from_millis(200)),
+            InFlight::new(store(&dir), Duration::from_secs(60)),
+        );
+        let set = |value: &str| StateWrite::Set { ns: "h".into(), key: "messages".into(), value: value.into() };
+        let mut held = a.acquire("c").await.unwrap();
+        held.release_with(vec![set("1")]).unwrap();
+        assert_eq!(store(&dir).get("h", "messages").unwrap().as_deref(), Some("1"));
+        assert_eq!(store(&dir).keys(NAMESPACE).unwrap(), Vec::<String>::new(), "released");
+        // The channel is free at once; dropping the released marker later removes nobody's.
+        let other = tokio::time::timeout(Duration::from_millis(500), b.acquire("c")).await.expect("free").unwrap();
+        drop(held);
+        assert_eq!(decode(&store(&dir).get(NAMESPACE, &key("c")).unwrap().unwrap()).unwrap(), other.marker);
+        drop(other);
+
+        // Taken over as stale meanwhile: the writes are made, the taker's marker stays.
+        let mut late = a.acquire("c").await.unwrap();
+        let taken = tokio::time::timeout(Duration::from_secs(2), b.acquire("c")).await.expect("taken over").unwrap();
+        late.release_with(vec![set("2")]).unwrap();
+        assert_eq!(store(&dir).get("h", "messages").unwrap().as_deref(), Some("2"));
+        assert_eq!(decode(&store(&dir).get(NAMESPACE, &key("c")).unwrap().unwrap()).unwrap(), taken.marker);
+        drop(taken);
+
+        // A refused batch writes nothing and keeps the marker, which the drop then removes.
+        let mut refused = a.acquire("c").await.unwrap();
+        let bad = StateWrite::Set { ns: "../h".into(), key: "k".into(), value: "v".into() };
+        assert!(refused.release_with(vec![set("3"), bad]).is_err());
+        assert_eq!(store(&dir).get("h", "messages").unwrap().as_deref(), Some("2"));
+        assert_eq!(store(&dir).keys(NAMESPACE).unwrap().len(), 1, "still held");
+        drop(refused);
+        assert_eq!(store(&dir).keys(NAMESPACE).unwrap(), Vec::<String>::new());
     }
 
     #[test]

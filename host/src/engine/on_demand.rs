@@ -9,7 +9,7 @@
 
 use super::history::History;
 use crate::llm::Message;
-use crate::store::StateError;
+use crate::store::{StateError, StateWrite};
 use crate::tools::{LoadSkill, OnDemand, Tools};
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -44,13 +44,13 @@ impl TurnSkills {
         Ok(TurnSkills { tools: tools.with_first(loader.clone()), carried, loader: Some(loader), saved })
     }
 
-    /// Saves the conversation's loaded skills, when the turn changed them.
-    pub fn save(&self, history: &History, conversation: &str) -> Result<(), StateError> {
-        let Some(loader) = &self.loader else { return Ok(()) };
+    /// The write saving the conversation's loaded skills, when the turn changed them.
+    pub fn saving(&self, conversation: &str) -> Result<Option<StateWrite>, StateError> {
+        let Some(loader) = &self.loader else { return Ok(None) };
         let loaded = loader.loaded();
-        if loaded != self.saved {
-            history.save_loaded_skills(conversation, &loaded)?;
+        if loaded == self.saved {
+            return Ok(None);
         }
-        Ok(())
+        History::saving_loaded_skills(conversation, &loaded).map(Some)
     }
 }

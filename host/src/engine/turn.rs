@@ -395,8 +395,11 @@ impl Engine {
         if verifier::needed(&result.tool_calls) {
             self.verify(provider, &mut messages, &mut result).await;
         }
-        self.history.save(conversation, &messages)?;
-        skills.save(&self.history, conversation)?;
+        // The history, and the loaded skills when they changed, are written in the same
+        // commit that releases the channel's in-flight marker.
+        let mut writes = vec![History::saving(conversation, &messages)?];
+        writes.extend(skills.saving(conversation)?);
+        held.release_with(writes)?;
         if self.settings.learning.enabled && self.settings.learning.reflection {
             self.reflect(provider, req, &result);
         }

@@ -8,7 +8,7 @@ pub mod memory;
 pub mod state;
 
 pub use memory::{MemoryError, MemoryQuota, MemoryStore, SearchHit};
-pub use state::{StateError, StateQuota, StateStore};
+pub use state::{StateError, StateQuota, StateStore, StateWrite};
 
 use std::io::Write;
 use std::path::Path;

@@ -42,6 +42,34 @@ pub struct StateQuota {
     pub max_keys: u64,
 }
 
+/// One write of a [`StateStore::apply`] batch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StateWrite {
+    /// Sets `key` of namespace `ns` to `value`.
+    #[allow(missing_docs)]
+    Set { ns: String, key: String, value: String },
+    /// Removes `key` of namespace `ns` only while it holds exactly `value` (as
+    /// [`StateStore::delete_if`]).
+    #[allow(missing_docs)]
+    DeleteIf { ns: String, key: String, value: String },
+}
+
+impl StateWrite {
+    fn check(&self) -> Result<(), StateError> {
+        match self {
+            StateWrite::Set { ns, key, value } => check_entry(ns, key, value),
+            StateWrite::DeleteIf { ns, .. } => check_namespace(ns),
+        }
+    }
+
+    fn run(&self, conn: &rusqlite::Connection) -> Result<(), StateError> {
+        match self {
+            StateWrite::Set { ns, key, value } => write(conn, ns, key, value),
+            StateWrite::DeleteIf { ns, key, value } => delete_if(conn, ns, key, value).map(drop),
+        }
+    }
+}
+
 /// The store. Cheap to clone; clones share the connection pool.
 #[derive(Debug, Clone)]
 pub struct StateStore {
@@ -157,10 +185,23 @@ impl StateStore {
     /// Removes a key only while it holds exactly `value`; `true` if this call removed it.
     pub fn delete_if(&self, ns: &str, key: &str, value: &str) -> Result<bool, StateError> {
         check_namespace(ns)?;
-        self.pool.write(|conn| {
-            let mut stmt =
-                conn.prepare_cached("DELETE FROM entries WHERE ns = ?1 AND key = ?2 AND value = ?3").map_err(sql)?;
-            Ok(stmt.execute(params![ns, key, value]).map_err(sql)? == 1)
+        self.pool.write(|conn| delete_if(conn, ns, key, value))
+    }
+
+    /// Applies `writes` in order, in one transaction: every one of them or, on an error,
+    /// none. Every write is checked before any is made. One commit for the batch instead of
+    /// one each: what a turn writes at its end (the history, and the release of its
+    /// in-flight marker) goes in one.
+    pub fn apply(&self, writes: &[StateWrite]) -> Result<(), StateError> {
+        writes.iter().try_for_each(StateWrite::check)?;
+        self.pool.write(|conn| match writes {
+            [] => Ok(()),
+            [one] => one.run(conn),
+            _ => {
+                let tx = immediate(conn)?;
+                writes.iter().try_for_each(|w| w.run(&tx))?;
+                tx.commit().map_err(sql)
+            }
         })
     }
 
@@ -204,6 +245,11 @@ fn write(conn: &rusqlite::Connection, ns: &str, key: &str, value: &str) -> Resul
         )
         .map_err(sql)?;
     stmt.execute(params![ns, key, value, (key.len() + value.len()) as i64]).map(drop).map_err(sql)
+}
+
+fn delete_if(conn: &rusqlite::Connection, ns: &str, key: &str, value: &str) -> Result<bool, StateError> {
+    let mut stmt = conn.prepare_cached("DELETE FROM entries WHERE ns = ?1 AND key = ?2 AND value = ?3").map_err(sql)?;
+    Ok(stmt.execute(params![ns, key, value]).map_err(sql)? == 1)
 }
 
 fn remove(conn: &rusqlite::Connection, ns: &str, key: &str) -> Result<(), StateError> {

@@ -242,3 +242,38 @@ fn replace_if_sets_only_over_the_expected_value() {
     assert_eq!(s.usage("ns").unwrap(), (1, 4), "usage follows the new value");
     assert!(matches!(s.replace_if("ns", "k", "bbb", &"v".repeat(MAX_VALUE_BYTES + 1)), Err(StateError::Invalid(_))));
 }
+
+#[test]
+fn apply_writes_in_order_and_checks_every_write_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = StateStore::new(dir.path());
+    let set =
+        |ns: &str, key: &str, value: &str| StateWrite::Set { ns: ns.into(), key: key.into(), value: value.into() };
+    let delete_if =
+        |ns: &str, key: &str, value: &str| StateWrite::DeleteIf { ns: ns.into(), key: key.into(), value: value.into() };
+    s.set("m", "marker", "mine").unwrap();
+    s.apply(&[set("h", "messages", "[1]"), set("h", "loaded", "[]"), delete_if("m", "marker", "mine")]).unwrap();
+    assert_eq!(s.get("h", "messages").unwrap().as_deref(), Some("[1]"));
+    assert_eq!(s.get("h", "loaded").unwrap().as_deref(), Some("[]"));
+    assert_eq!(s.get("m", "marker").unwrap(), None, "the matching marker is removed");
+    assert_eq!(s.usage("h").unwrap(), (2, 19), "usage follows batched writes");
+
+    // A marker that is not ours stays; the rest of the batch is written.
+    s.set("m", "marker", "theirs").unwrap();
+    s.apply(&[set("h", "messages", "[2]"), delete_if("m", "marker", "mine")]).unwrap();
+    assert_eq!(s.get("h", "messages").unwrap().as_deref(), Some("[2]"));
+    assert_eq!(s.get("m", "marker").unwrap().as_deref(), Some("theirs"));
+
+    // Later writes see earlier ones.
+    s.apply(&[set("o", "k", "a"), delete_if("o", "k", "a"), set("o", "j", "b")]).unwrap();
+    assert_eq!(s.keys("o").unwrap(), ["j"]);
+
+    // One bad write: nothing of the batch is written.
+    let too_big = "v".repeat(MAX_VALUE_BYTES + 1);
+    let refused = s.apply(&[set("h", "messages", "[3]"), delete_if("m", "marker", "theirs"), set("h", "x", &too_big)]);
+    assert!(matches!(refused, Err(StateError::Invalid(_))));
+    assert!(matches!(s.apply(&[set("h", "messages", "[3]"), set("../x", "k", "v")]), Err(StateError::Invalid(_))));
+    assert_eq!(s.get("h", "messages").unwrap().as_deref(), Some("[2]"));
+    assert_eq!(s.get("m", "marker").unwrap().as_deref(), Some("theirs"));
+    s.apply(&[]).unwrap();
+}
