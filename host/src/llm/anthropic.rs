@@ -79,7 +79,8 @@ struct Body<'a> {
 struct Tool<'a> {
     name: &'a str,
     description: &'a str,
-    input_schema: &'a Value,
+    /// Written as rendered when the tool was loaded.
+    input_schema: &'a super::Schema,
 }
 
 impl<'a> Body<'a> {

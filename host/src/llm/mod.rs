@@ -100,7 +100,65 @@ pub struct ToolDecl {
     /// What it does, for the model.
     pub description: String,
     /// JSON Schema of its input; shared, since every round offers the same tools again.
-    pub input_schema: std::sync::Arc<Value>,
+    pub input_schema: Schema,
+}
+
+/// A tool's input schema: the value, and its JSON rendered once, so that a request
+/// offering the tool (every round of every turn) copies the text instead of serializing
+/// the value again. Cheap to clone; reads as the [`Value`] it holds.
+#[derive(Debug, Clone)]
+pub struct Schema {
+    value: std::sync::Arc<Value>,
+    json: std::sync::Arc<serde_json::value::RawValue>,
+}
+
+impl Schema {
+    /// The schema `value`.
+    pub fn new(value: Value) -> Self {
+        // A `Value` always renders (its keys are strings): the fallback is never taken.
+        let json = serde_json::value::to_raw_value(&value)
+            .unwrap_or_else(|_| serde_json::value::RawValue::from_string("{}".into()).expect("valid JSON"));
+        Schema { value: value.into(), json: json.into() }
+    }
+
+    /// A schema already rendered: `json` must be `value` written as JSON (a skill's tool
+    /// renders its schema once, when it is loaded).
+    pub fn from_parts(value: std::sync::Arc<Value>, json: std::sync::Arc<serde_json::value::RawValue>) -> Self {
+        debug_assert_eq!(serde_json::from_str::<Value>(json.get()).ok().as_ref(), Some(&*value));
+        Schema { value, json }
+    }
+}
+
+impl std::ops::Deref for Schema {
+    type Target = Value;
+
+    fn deref(&self) -> &Value {
+        &self.value
+    }
+}
+
+impl From<Value> for Schema {
+    fn from(value: Value) -> Self {
+        Schema::new(value)
+    }
+}
+
+impl PartialEq for Schema {
+    fn eq(&self, other: &Self) -> bool {
+        self.value == other.value
+    }
+}
+
+impl Serialize for Schema {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.json.serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for Schema {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Value::deserialize(deserializer).map(Schema::new)
+    }
 }
 
 /// One completion request.

@@ -101,7 +101,7 @@ pub fn body(req: &Request, effort: &str) -> Value {
         // schema not written for structured outputs; skill schemas are plain JSON Schema.
         let tools = req.tools.iter().map(|t| {
             json!({"type": "function", "name": t.name, "description": t.description,
-                "parameters": t.input_schema, "strict": false})
+                "parameters": &*t.input_schema, "strict": false})
         });
         body["tools"] = Value::Array(tools.collect());
         if req.tool_choice == super::ToolChoice::None {

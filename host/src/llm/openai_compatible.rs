@@ -72,7 +72,7 @@ pub fn body(req: &Request) -> Value {
     });
     if !req.tools.is_empty() {
         let tools = req.tools.iter().map(|t| {
-            let function = json!({"name": t.name, "description": t.description, "parameters": t.input_schema});
+            let function = json!({"name": t.name, "description": t.description, "parameters": &*t.input_schema});
             json!({"type": "function", "function": function})
         });
         body["tools"] = Value::Array(tools.collect());

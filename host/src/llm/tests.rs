@@ -2,6 +2,7 @@
 //! real HTTP in `tests/tests/llm.rs`.
 
 use super::*;
+use serde_json::json;
 use std::collections::VecDeque;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -155,4 +156,18 @@ fn openai_floor_and_anthropic_skip_foreign_state() {
     assert_eq!(openai::body(&req, "low")["input"][1]["id"], "rs_1");
     let anthropic = anthropic::body(&req);
     assert_eq!(anthropic["messages"].as_array().unwrap().len(), 1, "{anthropic}");
+}
+
+#[test]
+fn a_schema_is_written_as_its_value_would_be() {
+    let value = json!({"type": "object", "properties": {"q\"uote": {"type": "string", "maxLength": 3}}, "required": ["q\"uote"]});
+    let schema = Schema::new(value.clone());
+    assert_eq!(*schema, value, "reads as its value");
+    assert_eq!(serde_json::to_string(&schema).unwrap(), serde_json::to_string(&value).unwrap());
+    assert_eq!(serde_json::to_value(&schema).unwrap(), value, "also into a tree");
+    let decl = ToolDecl { name: "s__t".into(), description: "d".into(), input_schema: value.clone().into() };
+    let text = serde_json::to_string(&decl).unwrap();
+    assert_eq!(serde_json::from_str::<Value>(&text).unwrap()["input_schema"], value);
+    assert_eq!(serde_json::from_str::<ToolDecl>(&text).unwrap(), decl, "and reads back");
+    assert_ne!(Schema::new(json!({})), schema);
 }

@@ -25,6 +25,8 @@ pub struct ToolSpec {
     pub description: String,
     /// The input JSON Schema.
     pub schema: Arc<serde_json::Value>,
+    /// `schema` rendered once, for the requests that offer the tool every round.
+    pub schema_json: Arc<serde_json::value::RawValue>,
     validator: Arc<jsonschema::Validator>,
     /// The static approval level.
     pub human: Human,
@@ -64,10 +66,13 @@ impl ToolSpec {
             Some(text) => Some(object_schema(text).map_err(|e| format!("tool `{}`: output schema {e}", def.name))?),
             None => None,
         };
+        let schema_json =
+            serde_json::value::to_raw_value(&schema).map_err(|e| format!("tool `{}`: {e}", def.name))?.into();
         Ok(ToolSpec {
             name: def.name,
             full_name,
             description: def.description,
+            schema_json,
             schema: schema.into(),
             validator: Arc::new(validator),
             human: def.human,

@@ -41,7 +41,7 @@ impl ToolSource for ScriptTools {
             .map(|s| ToolDecl {
                 name: s.spec.full_name.clone(),
                 description: s.spec.description.clone(),
-                input_schema: s.spec.schema.clone(),
+                input_schema: crate::llm::Schema::from_parts(s.spec.schema.clone(), s.spec.schema_json.clone()),
             })
             .collect()
     }

@@ -75,7 +75,7 @@ impl ToolSource for SkillTools {
             .map(|t| ToolDecl {
                 name: t.full_name.clone(),
                 description: t.description.clone(),
-                input_schema: t.schema.clone(),
+                input_schema: crate::llm::Schema::from_parts(t.schema.clone(), t.schema_json.clone()),
             })
             .collect()
     }

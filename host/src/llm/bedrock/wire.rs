@@ -24,7 +24,7 @@ pub fn body(req: &Request) -> Value {
     if !req.tools.is_empty() {
         let tools = req.tools.iter().map(|t| {
             json!({"toolSpec": {"name": t.name, "description": t.description,
-                "inputSchema": {"json": t.input_schema}}})
+                "inputSchema": {"json": &*t.input_schema}}})
         });
         body["toolConfig"] = json!({"tools": tools.collect::<Vec<_>>()});
     }
