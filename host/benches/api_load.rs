@@ -94,7 +94,7 @@ async fn main() {
     // that its work does not queue in front of the clients whose latency is measured (it
     // still shares the two cores).
     let llm_runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
-    let llm = llm_runtime.spawn(LlmServer::responding(Box::new(respond))).await.unwrap();
+    let llm = llm_runtime.spawn(LlmServer::responding_for_load(Box::new(respond))).await.unwrap();
     let yaml = format!(
         "skills:\n  paths: [skills]\nstate:\n  filesystem: {{path: state}}\nlearning:\n  approval_auto_promote: 0\n  memory:\n    filesystem: {{path: memory}}\n\
          llm:\n  provider: anthropic\n  model: m\n  max_tokens: 500\n  anthropic: {{api_key: k, base_url: '{}'}}\n\

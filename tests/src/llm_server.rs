@@ -133,6 +133,9 @@ struct Shared {
     responder: Option<Responder>,
     /// Record requests (off for load tests, where the log would only grow).
     unrecorded: bool,
+    /// Send each event in one write, as a streaming API does, instead of two (load tests:
+    /// the split that tests clients' reassembly doubles the writes and reads of both sides).
+    whole_events: bool,
 }
 
 /// The running server; it stops with the test's runtime.
@@ -151,6 +154,14 @@ impl LlmServer {
     /// requests: replies that depend on the conversation, for concurrent load.
     pub async fn responding(responder: Responder) -> Self {
         Self::serve(Shared { responder: Some(responder), unrecorded: true, ..Default::default() }).await
+    }
+
+    /// [`LlmServer::responding`] for load: each event of a streamed answer goes out in one
+    /// write, 1 ms after the one before, as a streaming API sends them (the other servers
+    /// split every event in two, to test that clients reassemble events across reads).
+    pub async fn responding_for_load(responder: Responder) -> Self {
+        let shared = Shared { responder: Some(responder), unrecorded: true, whole_events: true, ..Default::default() };
+        Self::serve(shared).await
     }
 
     async fn serve(shared: Shared) -> Self {
@@ -194,6 +205,7 @@ async fn handle(State(shared): State<Arc<Shared>>, uri: Uri, headers: HeaderMap,
     let json = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let model = json["model"].as_str().unwrap_or("model").to_owned();
     let responded = shared.responder.as_ref().map(|r| r(&json));
+    let whole = shared.whole_events;
     if !shared.unrecorded {
         shared.requests.lock().unwrap().push(Recorded { path: path.clone(), headers, body: json });
     }
@@ -209,15 +221,15 @@ async fn handle(State(shared): State<Arc<Shared>>, uri: Uri, headers: HeaderMap,
         // 400, not 5xx: a client must not retry its way past a test's missing script.
         return (StatusCode::BAD_REQUEST, "llm_server: no scripted reply left").into_response();
     };
-    respond(format, &model, reply)
+    respond(format, &model, reply, whole)
 }
 
-fn respond(format: Format, model: &str, reply: Reply) -> Response {
+fn respond(format: Format, model: &str, reply: Reply, whole: bool) -> Response {
     if format == Format::Converse {
         return converse(reply);
     }
     match reply {
-        Reply::Answer(answer) => stream(wire::answer(format, model, &answer), false),
+        Reply::Answer(answer) => stream(wire::answer(format, model, &answer), false, whole),
         Reply::Error { status, message, retry_after } => {
             let status = StatusCode::from_u16(status).expect("a valid status");
             let mut response = (status, wire::error_body(format, status.as_u16(), &message)).into_response();
@@ -231,13 +243,13 @@ fn respond(format: Format, model: &str, reply: Reply) -> Response {
             let mut frames = wire::answer(format, model, &Answer::text(&["never shown"]));
             frames.truncate(1);
             frames.push(wire::Frame { text: "data: {\"type\": \"content_block_del\n\n".into(), delta: false });
-            stream(frames, false)
+            stream(frames, false, whole)
         }
         Reply::Drop(text) => {
             let pieces: Vec<&str> = text.iter().map(String::as_str).collect();
             let frames = wire::answer(format, model, &Answer::text(&pieces));
             let keep = frames.iter().rposition(|f| f.delta).unwrap_or(0) + 1;
-            stream(frames.into_iter().take(keep).collect(), true)
+            stream(frames.into_iter().take(keep).collect(), true, whole)
         }
     }
 }
@@ -273,10 +285,13 @@ fn converse(reply: Reply) -> Response {
 }
 
 /// A `text/event-stream` body sending each frame in two chunks (so clients reassemble events
-/// split across reads), then, with `drop`, failing the body so the connection is cut without
-/// the final chunk.
-fn stream(frames: Vec<wire::Frame>, drop: bool) -> Response {
-    let chunks: Vec<Bytes> = frames.into_iter().flat_map(|f| split(f.text)).collect();
+/// split across reads), or with `whole` in one, then, with `drop`, failing the body so the
+/// connection is cut without the final chunk.
+fn stream(frames: Vec<wire::Frame>, drop: bool, whole: bool) -> Response {
+    let chunks: Vec<Bytes> = match whole {
+        true => frames.into_iter().map(|f| Bytes::from(f.text)).collect(),
+        false => frames.into_iter().flat_map(|f| split(f.text)).collect(),
+    };
     let body = futures::stream::iter(chunks).then(|chunk| async move {
         tokio::time::sleep(Duration::from_millis(1)).await;
         Ok::<_, std::io::Error>(chunk)
