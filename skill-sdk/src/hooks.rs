@@ -4,7 +4,7 @@
 //!
 //! | trait | name in `export!` | the host calls it |
 //! | --- | --- | --- |
-//! | [`ResolveHuman`] | `resolve_human` | before each call of a [`Dynamic`](crate::Approval::Dynamic) tool |
+//! | [`ResolveHuman`] | `resolve_human` | before each call of every tool of the skill (and of MCP tools it owns) |
 //! | [`IsAvailable`] | `is_available` | once at load, before registering the skill |
 //! | [`Startup`] | `startup` | once when the engine starts |
 //! | [`BeforeMcpCall`] | `before_mcp_call` | before each call to an MCP server the skill owns |
@@ -16,7 +16,7 @@
 
 use crate::{Context, Error, Value};
 
-/// The approval a [`Dynamic`](crate::Approval::Dynamic) tool needs for one input.
+/// The approval one call needs, as [`ResolveHuman`] answers it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HumanLevel {
     /// Pause until a person approves or denies the call.
@@ -25,10 +25,13 @@ pub enum HumanLevel {
     Confirm,
 }
 
-/// Decides at call time whether a `Dynamic` tool needs a person.
+/// Decides at call time whether a call needs a person. Once exported, it is asked for every
+/// tool of the skill, whatever the tool's static level (`Approve` tools included): answer for
+/// each. Without the hook, a [`Dynamic`](crate::Approval::Dynamic) tool needs approval.
 pub trait ResolveHuman {
-    /// `None` runs the call without asking; otherwise the level it needs. Takes precedence
-    /// over the tool's static level; the operator's `human.overrides` have the last word.
+    /// `None` runs the call without asking, even for a tool declared `Approve` or `Confirm`;
+    /// otherwise the level it needs. Takes precedence over the tool's static level; a hook
+    /// that fails asks for approval; the operator's `human.overrides` have the last word.
     /// Input that is not JSON never reaches this hook: the SDK answers
     /// [`HumanLevel::Approve`] for it.
     fn resolve_human(name: &str, input: Value, ctx: &Context) -> Option<HumanLevel>;

@@ -6,6 +6,7 @@
 //! by the sandbox), so it holds whoever owns the sandbox; the MCP supervisors live as long
 //! as the manager, which the app and every agent's tools hold.
 
+pub mod names;
 pub mod serve;
 
 pub use serve::serve;
@@ -113,6 +114,7 @@ impl App {
         for (name, agent_config) in agent_configs(&config, &options.agents)? {
             agents.push(build_agent(&sandbox, &mcp, name, agent_config, &options).await?);
         }
+        check_names(&config, &agents, &mcp)?;
         Ok(App { config, sandbox, mcp, agents })
     }
 
@@ -215,12 +217,10 @@ async fn build_agent(
     let mut settings = EngineSettings::from_config(&config);
     settings.agent = name.clone();
     let engine = Arc::new(Engine::new(set.clone(), tools, provider, settings, loader.state.clone()));
-    let adapter = &config.config.adapter;
-    let adapters = match (adapter.kind, adapter.types.as_slice()) {
-        (Some(kind), _) => vec![kind],
-        (None, []) => vec![AdapterKind::Cli],
-        (None, kinds) => kinds.to_vec(),
-    };
+    let mut adapters = config.config.adapter.kinds();
+    if adapters.is_empty() {
+        adapters.push(AdapterKind::Cli);
+    }
     Ok(Agent {
         display_name: config.config.bot.name.clone(),
         name,
@@ -234,13 +234,25 @@ async fn build_agent(
 }
 
 /// Refuses `skills.loading_overrides` that cannot apply (`on_demand` for a `prompt.md`
-/// skill) and warns of those naming no loaded skill.
+/// skill); those naming no skill are [`check_names`]' to report.
 fn check_loading(set: &SkillSet, config: &LoadedConfig) -> anyhow::Result<()> {
     let overrides = &config.config.skills.loading_overrides;
-    for warning in crate::tools::load_skill::check_overrides(set, overrides).map_err(anyhow::Error::msg)? {
-        tracing::warn!("{warning}");
+    crate::tools::load_skill::check_overrides(set, overrides).map_err(anyhow::Error::msg)
+}
+
+/// Reports the names in config that match nothing the built agents have ([`names`]): a
+/// warning each, or, under `skills.strict`, one error listing them all. Only the built
+/// agents' blocks are checked (`chat --agent a` does not judge agent `b`'s).
+fn check_names(config: &LoadedConfig, agents: &[Agent], mcp: &McpManager) -> anyhow::Result<()> {
+    let mut scope = config.config.clone();
+    scope.agents.retain(|name, _| agents.iter().any(|a| a.name.as_deref() == Some(name)));
+    let mut known = names::Known::new(&scope);
+    for agent in agents {
+        known.add(agent.engine.skills(), Some(agent.engine.tools()));
     }
-    Ok(())
+    known.add_mcp(mcp);
+    let strict = scope.skills.strict || agents.iter().any(|a| a.config().config.skills.strict);
+    names::report(names::unmatched(&scope, &known), strict)
 }
 
 /// The tools an agent offers: its skills', their script tools, then (when servers are configured) those of the

@@ -97,11 +97,23 @@ struct Plan<'a> {
 fn plan(agents: &[Agent], adapter: Option<AdapterKind>) -> anyhow::Result<Plan<'_>> {
     let mut plan = Plan { api: Vec::new(), terminal: None };
     let mut ports: BTreeMap<u16, &str> = BTreeMap::new();
-    let single = agents.len() == 1;
+    let kinds = |agent: &Agent| adapter.map(|a| vec![a]).unwrap_or_else(|| agent.adapters.clone());
+    // `SKILLHOST_UI_PORT` / `_TOKEN` (or the spec's `MITHAI_UI_*`) set the port and token of
+    // the one agent serving the API; with several, each has its own `ui`, and a variable
+    // that would replace them all (or apply to none) is refused by name.
+    let serving_api = agents.iter().filter(|a| kinds(a).contains(&AdapterKind::Api)).count();
+    if serving_api > 1
+        && let Some(name) = ApiConfig::overriding_variable()
+    {
+        bail!(
+            "{name} is set, but {serving_api} agents serve the API: it would replace every agent's own ui setting; \
+             unset it and give each agent its own agents.<name>.ui.port and ui.auth_token"
+        );
+    }
+    let single = serving_api == 1;
     for agent in agents {
         let label = agent.name.as_deref().unwrap_or("the agent");
-        let kinds = adapter.map(|a| vec![a]).unwrap_or_else(|| agent.adapters.clone());
-        for kind in kinds {
+        for kind in kinds(agent) {
             match kind {
                 AdapterKind::Cli => {
                     if let Some(other) = plan.terminal {

@@ -2,7 +2,7 @@
 //! the model's calls go: the same approval levels, overrides, promotion and tool budget.
 
 use clap::Args;
-use skillhost::app::{self, Agents, App, Options};
+use skillhost::app::{Agents, App, Options};
 use skillhost::engine::{ApprovalOutcome, ApprovalRequest, Approver, AutoApprove, NoEvents};
 use skillhost::mcp::elicit::{Answer, Question};
 use skillhost::sandbox::CallContext;
@@ -40,7 +40,7 @@ const NO_TERMINAL: &str = "there is no terminal to ask on; pass --yes to approve
 pub async fn run(args: CallArgs, config: Option<&Path>) -> anyhow::Result<ExitCode> {
     let input: serde_json::Value =
         serde_json::from_str(&args.input).map_err(|e| anyhow::anyhow!("the input is not valid JSON: {e}"))?;
-    let config = app::load_config(config)?;
+    let config = super::load_config(config)?;
     let agents = args.agent.clone().map_or(Agents::TopLevel, Agents::One);
     let app = App::build(config, Options { mode: LoadMode::Inspect, llm: false, agents }).await?;
     let agent = app.agent();

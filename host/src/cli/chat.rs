@@ -34,7 +34,7 @@ enum AdapterArg {
 
 /// `skillhost run`.
 pub async fn run_adapter(args: RunArgs, config: Option<&Path>) -> anyhow::Result<ExitCode> {
-    let config = app::load_config(config)?;
+    let config = super::load_config(config)?;
     let agents = args.agent.map_or(Agents::All, Agents::One);
     let app = build(config, agents).await?;
     let adapter = args.adapter.map(|a| match a {
@@ -47,7 +47,7 @@ pub async fn run_adapter(args: RunArgs, config: Option<&Path>) -> anyhow::Result
 
 /// `skillhost chat`.
 pub async fn run(args: ChatArgs, config: Option<&Path>) -> anyhow::Result<ExitCode> {
-    let config = app::load_config(config)?;
+    let config = super::load_config(config)?;
     let app = build(config, args.agent.map_or(Agents::TopLevel, Agents::One)).await?;
     let engine = &app.agent().engine;
     skillhost::adapters::terminal::chat(engine, "cli").await;

@@ -4,7 +4,7 @@
 
 use clap::Args;
 use skillhost::adapters::mcp::{self, SkillServer};
-use skillhost::app::{self, Agent, Agents, App, Options};
+use skillhost::app::{Agent, Agents, App, Options};
 use skillhost::skills::LoadMode;
 use std::path::Path;
 use std::process::ExitCode;
@@ -18,7 +18,7 @@ pub struct McpArgs {
 
 /// Loads the skills (and the MCP servers they use) and serves them until stdin closes.
 pub async fn run(args: McpArgs, config: Option<&Path>) -> anyhow::Result<ExitCode> {
-    let config = app::load_config(config)?;
+    let config = super::load_config(config)?;
     let agents = args.agent.map_or(Agents::TopLevel, Agents::One);
     let app = App::build(config, Options { mode: LoadMode::Serve, llm: false, agents }).await?;
     let agent = app.agent();

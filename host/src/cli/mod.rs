@@ -23,6 +23,11 @@ pub struct Args {
     /// Log debug detail to stderr (RUST_LOG overrides).
     #[arg(long, short, global = true)]
     pub verbose: bool,
+    /// A name in config that matches nothing loaded (a skill in skills.config, grants,
+    /// allowed, loading_overrides; a tool in human.overrides, engine.tool_budget.tools,
+    /// engine.temporal_guardrails) is an error, not a warning: `skills.strict: true`.
+    #[arg(long, global = true)]
+    pub strict: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -57,6 +62,7 @@ pub fn init_logging(verbose: bool) {
 
 /// Runs the parsed command.
 pub async fn run(args: Args) -> ExitCode {
+    STRICT.store(args.strict, std::sync::atomic::Ordering::Relaxed);
     let result = match args.command {
         Command::Skill(cmd) => skill::run(cmd, args.config.as_deref()).await,
         Command::Call(call) => call::run(call, args.config.as_deref()).await,
@@ -74,9 +80,22 @@ pub async fn run(args: Args) -> ExitCode {
     }
 }
 
-/// Loads the config, reporting problems clearly.
+/// `--strict`, for [`load_config`].
+static STRICT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Loads the config, reporting problems clearly; `--strict` sets `skills.strict` (every
+/// agent's blocks inherit it).
 pub fn load_config(path: Option<&std::path::Path>) -> anyhow::Result<LoadedConfig> {
-    skillhost::app::load_config(path)
+    let mut config = skillhost::app::load_config(path)?;
+    if STRICT.load(std::sync::atomic::Ordering::Relaxed) {
+        config.config.skills.strict = true;
+        for agent in config.config.agents.values_mut() {
+            if let Some(skills) = &mut agent.skills {
+                skills.strict = true;
+            }
+        }
+    }
+    Ok(config)
 }
 
 /// Builds the sandbox and a loader for `config` (the skill commands, which inspect skills

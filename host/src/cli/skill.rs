@@ -1,6 +1,7 @@
 //! `skillhost skill list | validate | build | new`.
 
 use clap::Subcommand;
+use skillhost::app::names;
 use skillhost::skills::{LoadMode, Loader, SkillSet, build, loader::describe_prompt, new as build_new};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -87,14 +88,25 @@ async fn list(config: Option<&Path>) -> anyhow::Result<ExitCode> {
 
 async fn validate(config: Option<&Path>) -> anyhow::Result<ExitCode> {
     let config = super::load_config(config)?;
+    let c = config.config.clone();
     let set = super::loader(config)?.load_all(LoadMode::Validate).await?;
     report_problems(&set);
+    // The names config writes, against the skills found (MCP servers are not started here,
+    // so names of their tools pass).
+    let mut known = names::Known::new(&c);
+    known.add(&set, None);
+    let unmatched = names::unmatched(&c, &known);
+    let strict = c.skills.strict || c.agents.values().any(|a| a.skills.as_ref().is_some_and(|s| s.strict));
+    for line in &unmatched {
+        eprintln!("{}: {line}", if strict { "error" } else { "warning" });
+    }
+    let problems = set.problems.len() + if strict { unmatched.len() } else { 0 };
     let tools: usize = set.skills.values().map(|s| s.tools.len() + s.scripts.len()).sum();
-    if set.problems.is_empty() {
+    if problems == 0 {
         println!("ok: {} skills, {tools} tools", set.skills.len());
         Ok(ExitCode::SUCCESS)
     } else {
-        println!("{} problem(s); {} skills valid", set.problems.len(), set.skills.len());
+        println!("{problems} problem(s); {} skills valid", set.skills.len());
         Ok(ExitCode::from(1))
     }
 }

@@ -15,7 +15,20 @@ pub(super) fn apply_defaults(document: &Value, config: &mut Config) -> Result<()
         let block = |key: &str| merged(document.get(key), raw.get(key));
         agent.llm = typed(name, "llm", block("llm"))?.or(agent.llm.take());
         agent.skills = typed(name, "skills", block("skills"))?.or(agent.skills.take());
-        agent.adapter = typed(name, "adapter", block("adapter"))?.or(agent.adapter.take());
+        // `type` and `types` are one setting written two ways: the agent's replaces the
+        // top-level pair whole, so `types: [api]` under a top-level `type: cli` serves the API.
+        let adapter = match raw.get("adapter").and_then(Value::as_object) {
+            Some(own) if own.contains_key("type") || own.contains_key("types") => {
+                let mut top = document.get("adapter").cloned();
+                if let Some(Value::Object(top)) = &mut top {
+                    top.remove("type");
+                    top.remove("types");
+                }
+                merged(top.as_ref(), raw.get("adapter"))
+            }
+            _ => block("adapter"),
+        };
+        agent.adapter = typed(name, "adapter", adapter)?.or(agent.adapter.take());
         agent.ui = typed(name, "ui", block("ui"))?.or(agent.ui.take());
     }
     Ok(())
@@ -57,7 +70,7 @@ fn typed<T: DeserializeOwned>(agent: &str, key: &str, value: Option<Value>) -> R
 
 #[cfg(test)]
 mod tests {
-    use crate::config::{Provider, parse};
+    use crate::config::{AdapterKind, Provider, parse};
 
     #[test]
     fn an_agent_block_overrides_the_top_level_key_by_key() {
@@ -68,6 +81,21 @@ mod tests {
         assert_eq!((a.provider, a.model.as_str(), a.max_tokens), (Provider::Openai, "gpt-5-mini", 100));
         assert_eq!(a.openai.as_ref().unwrap().api_key.as_deref(), Some("k"), "the provider's keys are kept");
         assert!(config.agents["b"].llm.is_none(), "no block: the top-level one applies");
+    }
+
+    #[test]
+    fn an_agents_adapter_kinds_replace_the_top_level_ones_whole() {
+        let yaml = "adapter:\n  type: cli\nagents:\n  a:\n    adapter: {types: [api]}\n  b:\n    system_prompt: hi\n\
+                    \x20 c:\n    adapter: {type: api}\n";
+        let (config, _) = parse(yaml, |_| None).unwrap();
+        let kinds = |name: &str| config.agents[name].adapter.as_ref().map(|a| a.kinds());
+        assert_eq!(kinds("a"), Some(vec![AdapterKind::Api]), "types replaces the top-level type");
+        assert_eq!(kinds("b"), None, "no block: the top-level one applies");
+        assert_eq!(kinds("c"), Some(vec![AdapterKind::Api]));
+        let err = parse("adapter:\n  type: cli\n  types: [api]\n", |_| None).unwrap_err();
+        assert!(err.contains("adapter: `type` and `types` are both set"), "{err}");
+        let err = parse("agents:\n  a:\n    adapter: {type: api, types: [cli]}\n", |_| None).unwrap_err();
+        assert!(err.contains("agents.a.adapter: `type` and `types` are both set"), "{err}");
     }
 
     #[test]

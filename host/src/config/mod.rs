@@ -30,6 +30,17 @@ pub enum ConfigError {
         /// The cause.
         source: std::io::Error,
     },
+    /// A line of `.env` is not `NAME=value`: nothing of the file was loaded.
+    #[error(
+        "invalid {path}: line {line} is not NAME=value (a name of letters, digits and `_`, `=`, then the value, \
+         quoted if it holds spaces or `#`); no variable of the file was loaded"
+    )]
+    Dotenv {
+        /// The file.
+        path: PathBuf,
+        /// The line, from 1.
+        line: usize,
+    },
     /// The file is not valid YAML, or does not fit the schema (unknown key, wrong type).
     #[error("invalid config {path}: {message}")]
     Invalid {
@@ -62,7 +73,7 @@ impl LoadedConfig {
 /// Loads `path`, or the defaults when `path` is `None` and `./config.yaml` does not exist.
 pub fn load(path: Option<&Path>) -> Result<LoadedConfig, ConfigError> {
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
-    let _ = dotenvy::from_path(cwd.join(".env"));
+    load_dotenv(&cwd.join(".env"))?;
     let path = match path {
         Some(p) => p.to_path_buf(),
         None if cwd.join("config.yaml").exists() => cwd.join("config.yaml"),
@@ -79,6 +90,37 @@ pub fn load(path: Option<&Path>) -> Result<LoadedConfig, ConfigError> {
         tracing::warn!("{}: {w}", path.display());
     }
     Ok(LoadedConfig { config, base_dir, warnings })
+}
+
+/// Loads `path` (`.env` in the working directory), when it exists, into the environment:
+/// variables already set keep their values, and the first of two declarations wins. Every
+/// line is checked first: a malformed one names the file and the line, and loads nothing
+/// (not the lines before it either), so a variable is never silently left unset. The
+/// line's text is not repeated: it may hold a secret.
+fn load_dotenv(path: &Path) -> Result<(), ConfigError> {
+    let items = match dotenvy::from_path_iter(path) {
+        Ok(items) => items,
+        Err(e) if e.not_found() => return Ok(()),
+        Err(dotenvy::Error::Io(source)) => return Err(ConfigError::Read { path: path.to_owned(), source }),
+        Err(e) => return Err(ConfigError::Invalid { path: path.to_owned(), message: e.to_string() }),
+    };
+    for item in items {
+        match item {
+            Ok(_) => {}
+            // A byte-order mark: the loader below strips it before parsing, the iterator not.
+            Err(dotenvy::Error::LineParse(text, _)) if text.starts_with('\u{feff}') => {}
+            Err(dotenvy::Error::LineParse(text, _)) => {
+                let contents = std::fs::read_to_string(path).unwrap_or_default();
+                let first = text.lines().next().unwrap_or_default().trim_end();
+                let line = contents.lines().position(|l| l.trim_end() == first).map_or(0, |i| i + 1);
+                return Err(ConfigError::Dotenv { path: path.to_owned(), line });
+            }
+            Err(dotenvy::Error::Io(source)) => return Err(ConfigError::Read { path: path.to_owned(), source }),
+            Err(e) => return Err(ConfigError::Invalid { path: path.to_owned(), message: e.to_string() }),
+        }
+    }
+    dotenvy::from_path(path).map_err(|e| ConfigError::Invalid { path: path.to_owned(), message: e.to_string() })?;
+    Ok(())
 }
 
 /// Parses config text, looking variables up with `lookup`. Returns the config and warnings

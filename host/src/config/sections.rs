@@ -61,6 +61,21 @@ impl Config {
             grant.check().map_err(|e| format!("skills.grants.{skill}.{e}"))?;
         }
         self.not_yet_supported()?;
+        let agent_llms =
+            self.agents.iter().filter_map(|(name, a)| Some((format!("agents.{name}.llm"), a.llm.as_ref()?)));
+        for (at, llm) in std::iter::once(("llm".to_owned(), &self.llm)).chain(agent_llms) {
+            llm.check().map_err(|e| format!("{at}.{e}"))?;
+        }
+        let agent_adapters =
+            self.agents.iter().filter_map(|(name, a)| Some((format!("agents.{name}.adapter"), a.adapter.as_ref()?)));
+        for (at, adapter) in std::iter::once(("adapter".to_owned(), &self.adapter)).chain(agent_adapters) {
+            adapter.check().map_err(|e| format!("{at}: {e}"))?;
+        }
+        if self.engine.tool_budget.is_some() && self.engine.log_tool_budget.is_some() {
+            return Err("engine.tool_budget and engine.log_tool_budget are both set: log_tool_budget is the legacy \
+                name of tool_budget, and only one of them can apply; keep tool_budget"
+                .into());
+        }
         self.ui.check().map_err(|e| format!("ui: {e}"))?;
         for (name, agent) in &self.agents {
             if let Some(ui) = &agent.ui {
@@ -78,6 +93,70 @@ impl Config {
         self.sandbox.defaults.check().map_err(|e| format!("sandbox.defaults: {e}"))?;
         self.sandbox.maximums.check().map_err(|e| format!("sandbox.maximums: {e}"))?;
         Ok(())
+    }
+}
+
+impl Adapter {
+    /// The adapters this block names: `type`, else `types`, else none (the caller's default).
+    pub fn kinds(&self) -> Vec<AdapterKind> {
+        match (self.kind, self.types.as_slice()) {
+            (Some(kind), _) => vec![kind],
+            (None, kinds) => kinds.to_vec(),
+        }
+    }
+
+    fn check(&self) -> Result<(), String> {
+        if self.kind.is_some() && !self.types.is_empty() {
+            return Err("`type` and `types` are both set: name one adapter with `type` or several with `types`".into());
+        }
+        for kind in self.kinds() {
+            if matches!(kind, AdapterKind::Slack | AdapterKind::Telegram) {
+                let name = format!("{kind:?}").to_lowercase();
+                return Err(format!("the {name} adapter is not served by skillhost yet; use cli or api"));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Llm {
+    /// Keys a provider block accepts that the provider would not act on.
+    fn check(&self) -> Result<(), String> {
+        if let Some(bedrock) = &self.bedrock {
+            bedrock.check().map_err(|e| format!("bedrock.{e}"))?;
+        }
+        Ok(())
+    }
+}
+
+impl BedrockSettings {
+    /// `api: converse` signs with IAM credentials; `api: responses` sends a bearer key. A key
+    /// of the other API would be accepted and never used.
+    fn check(&self) -> Result<(), String> {
+        let responses = match self.api.as_deref().unwrap_or_default() {
+            "" | "converse" => false,
+            "responses" => true,
+            other => return Err(format!("api: {other:?} is not one of converse, responses")),
+        };
+        let (unused, api, other) = if responses {
+            let sigv4 = vec![
+                ("access_key_id", self.access_key_id.is_some()),
+                ("secret_access_key", self.secret_access_key.is_some()),
+                ("session_token", self.session_token.is_some()),
+            ];
+            (sigv4, "responses", "converse")
+        } else {
+            let bearer =
+                vec![("api_key", self.api_key.is_some()), ("reasoning_effort", self.reasoning_effort.is_some())];
+            (bearer, "converse", "responses")
+        };
+        match unused.iter().find(|(_, set)| *set) {
+            Some((key, _)) => Err(format!(
+                "{key} is a setting of api: {other}, and api is {api}{}: it would never be used; remove it or set api: {other}",
+                if self.api.is_none() { " (the default)" } else { "" }
+            )),
+            None => Ok(()),
+        }
     }
 }
 
@@ -251,6 +330,11 @@ pub struct Skills {
     pub loading: Loading,
     /// Skill name -> its own [`Loading`], over `loading`.
     pub loading_overrides: BTreeMap<String, Loading>,
+    /// A name in config that names nothing loaded (a skill in `config`, `grants`, `allowed`,
+    /// `loading_overrides`; a tool in `human.overrides`, `engine.tool_budget.tools`,
+    /// `engine.temporal_guardrails`) stops the start instead of being a warning. `--strict`
+    /// sets it.
+    pub strict: bool,
 }
 
 /// `skills.loading`: how a `SKILL.md` skill's body (and its tools) reach the model.
@@ -276,6 +360,7 @@ impl Default for Skills {
             max_prompt_bytes: DEFAULT_MAX_PROMPT_BYTES,
             loading: Loading::OnDemand,
             loading_overrides: BTreeMap::new(),
+            strict: false,
         }
     }
 }
@@ -691,13 +776,21 @@ pub struct ToolBudget {
 }
 
 impl ToolBudget {
-    /// The heuristic only decides which calls count toward the long-range cap: without the
-    /// cap it would be accepted and ignored.
+    /// The heuristic and the threshold only decide which calls count toward the long-range
+    /// cap: without the cap they would be accepted and ignored.
     fn check(&self) -> Result<(), String> {
         if self.long_range_service_name_heuristic && self.max_long_range_per_turn.is_none() {
             return Err("long_range_service_name_heuristic needs max_long_range_per_turn: \
                 it only decides which calls count toward that cap"
                 .into());
+        }
+        if self.long_range_threshold_minutes.is_some() && self.max_long_range_per_turn.is_none() {
+            return Err("long_range_threshold_minutes needs max_long_range_per_turn: \
+                it only decides which calls count toward that cap"
+                .into());
+        }
+        if self.long_range_threshold_minutes == Some(0) {
+            return Err("long_range_threshold_minutes must be greater than 0".into());
         }
         Ok(())
     }

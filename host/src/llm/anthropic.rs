@@ -22,13 +22,31 @@ const NAME: &str = "anthropic";
 pub struct Anthropic {
     url: String,
     api_key: String,
+    effort: Option<String>,
+}
+
+/// The efforts the Messages API's `output_config.effort` takes (`llm.anthropic.reasoning_effort`).
+pub const EFFORTS: &[&str] = &["low", "medium", "high", "xhigh", "max"];
+
+/// Checks a `reasoning_effort` value against [`EFFORTS`].
+pub fn check_effort(effort: &str) -> Result<String, String> {
+    match EFFORTS.contains(&effort) {
+        true => Ok(effort.to_owned()),
+        false => Err(format!("{effort:?} is not one of {} (sent as output_config.effort)", EFFORTS.join(", "))),
+    }
 }
 
 impl Anthropic {
     /// A provider with `api_key`, at `base_url` (default [`DEFAULT_BASE_URL`]).
     pub fn new(api_key: impl Into<String>, base_url: Option<&str>) -> Self {
         let base = base_url.filter(|b| !b.is_empty()).unwrap_or(DEFAULT_BASE_URL);
-        Anthropic { url: http::endpoint(base, "/v1/messages"), api_key: api_key.into() }
+        Anthropic { url: http::endpoint(base, "/v1/messages"), api_key: api_key.into(), effort: None }
+    }
+
+    /// The same provider asking for `effort` (`output_config.effort`) in every request;
+    /// without one the model's default applies.
+    pub fn with_effort(self, effort: Option<String>) -> Self {
+        Anthropic { effort, ..self }
     }
 
     fn headers(&self) -> Result<HeaderMap, LlmError> {
@@ -48,7 +66,8 @@ impl Provider for Anthropic {
     }
 
     async fn complete(&self, req: &Request, sink: &mut (dyn FnMut(Delta) + Send)) -> Result<Response, LlmError> {
-        let events = http::post_events(NAME, http::client(), &self.url, self.headers()?, &Body::of(req)).await?;
+        let body = Body::of(req).with_effort(self.effort.as_deref());
+        let events = http::post_events(NAME, http::client(), &self.url, self.headers()?, &body).await?;
         read(events, sink).await
     }
 }
@@ -73,6 +92,14 @@ struct Body<'a> {
     tools: Vec<Tool<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     tool_choice: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    output_config: Option<OutputConfig<'a>>,
+}
+
+/// `output_config`: how much effort the model spends (`llm.anthropic.reasoning_effort`).
+#[derive(serde::Serialize)]
+struct OutputConfig<'a> {
+    effort: &'a str,
 }
 
 #[derive(serde::Serialize)]
@@ -99,8 +126,18 @@ impl<'a> Body<'a> {
             system: &req.system,
             tools,
             tool_choice: choose_none.then(|| json!({"type": "none"})),
+            output_config: None,
         }
     }
+
+    fn with_effort(self, effort: Option<&'a str>) -> Self {
+        Body { output_config: effort.map(|effort| OutputConfig { effort }), ..self }
+    }
+}
+
+/// The request body with `effort`, as JSON (tests).
+pub fn body_with_effort(req: &Request, effort: Option<&str>) -> Value {
+    serde_json::to_value(Body::of(req).with_effort(effort)).expect("a request body serializes")
 }
 
 /// A message; `None` when nothing in it is for Anthropic (the API refuses empty content).

@@ -270,7 +270,9 @@ pub fn from_config(llm: &config::Llm) -> Result<Box<dyn Provider>, String> {
             let s = llm.anthropic.as_ref().unwrap_or(&empty);
             let key = key(s, Some("ANTHROPIC_API_KEY"))
                 .ok_or("llm.anthropic: no api_key and ANTHROPIC_API_KEY is not set")?;
-            Ok(boxed(anthropic::Anthropic::new(key, s.base_url.as_deref())))
+            let effort = s.reasoning_effort.as_deref().map(anthropic::check_effort).transpose();
+            let effort = effort.map_err(|e| format!("llm.anthropic.reasoning_effort: {e}"))?;
+            Ok(boxed(anthropic::Anthropic::new(key, s.base_url.as_deref()).with_effort(effort)))
         }
         ProviderKind::Openai => {
             let s = llm.openai.as_ref().unwrap_or(&empty);
@@ -285,7 +287,8 @@ pub fn from_config(llm: &config::Llm) -> Result<Box<dyn Provider>, String> {
             let base = base.ok_or("llm.openai_compatible.base_url is required (e.g. http://127.0.0.1:11434/v1)")?;
             // No fallback to OPENAI_API_KEY: that key must never be sent to a third-party or
             // local server the operator did not explicitly give it to.
-            Ok(boxed(openai_compatible::Chat::new(key(s, None), base)))
+            let effort = s.reasoning_effort.clone().filter(|e| !e.is_empty());
+            Ok(boxed(openai_compatible::Chat::new(key(s, None), base).with_effort(effort)))
         }
         ProviderKind::Bedrock => {
             let s = llm.bedrock.clone().unwrap_or_default();

@@ -18,12 +18,19 @@ const NAME: &str = "openai_compatible";
 pub struct Chat {
     url: String,
     api_key: Option<String>,
+    effort: Option<String>,
 }
 
 impl Chat {
     /// A provider at `base_url` (which usually ends in `/v1`), with a bearer key if given.
     pub fn new(api_key: Option<String>, base_url: &str) -> Self {
-        Chat { url: http::endpoint(base_url, "/chat/completions"), api_key }
+        Chat { url: http::endpoint(base_url, "/chat/completions"), api_key, effort: None }
+    }
+
+    /// The same provider sending `reasoning_effort` (the Chat Completions parameter, as
+    /// given: servers differ in what they take) in every request.
+    pub fn with_effort(self, effort: Option<String>) -> Self {
+        Chat { effort, ..self }
     }
 
     fn headers(&self) -> Result<HeaderMap, LlmError> {
@@ -46,7 +53,11 @@ impl Provider for Chat {
     }
 
     async fn complete(&self, req: &Request, sink: &mut (dyn FnMut(Delta) + Send)) -> Result<Response, LlmError> {
-        let events = http::post_events(NAME, http::client(), &self.url, self.headers()?, &body(req)).await?;
+        let mut body = body(req);
+        if let Some(effort) = &self.effort {
+            body["reasoning_effort"] = json!(effort);
+        }
+        let events = http::post_events(NAME, http::client(), &self.url, self.headers()?, &body).await?;
         read(events, sink).await
     }
 }

@@ -41,11 +41,13 @@ pub(super) fn admit(
             if let Some(old) = set.skills.get(&skill.name) {
                 tracing::info!(skill = %skill.name, "{} overrides {}", origin.display(), old.dir.display());
             }
+            set.left_out.remove(&skill.name);
             set.skills.insert(skill.name.clone(), Arc::new(*skill));
         }
         Ok(Some(Candidate::Unavailable(name))) => {
             tracing::info!(skill = %name, "not available here; excluded");
-            set.skills.remove(&name);
+            let tools = set.skills.remove(&name).map(|s| s.exposed_names()).unwrap_or_default();
+            set.left_out.insert(name, tools);
         }
         Ok(None) => {}
         Err(Failure::Problem(problem)) => record(set, problem),

@@ -66,6 +66,9 @@ pub struct SkillSet {
     pub skills: BTreeMap<String, Arc<Skill>>,
     /// Skills that failed to load.
     pub problems: Vec<LoadProblem>,
+    /// Skills found but left out (`is-available` said no, or not in `skills.allowed`), with
+    /// their tools' exposed names: a name in config naming one of them names something real.
+    pub left_out: BTreeMap<String, Vec<String>>,
 }
 
 impl SkillSet {
@@ -111,10 +114,6 @@ impl Loader {
         let dirs = self.scan(&mut set.problems);
         self.precompile(&dirs, mode == LoadMode::Serve);
         tracing::debug!(folders = dirs.len(), took = ?started.elapsed(), "every component compiled or found in the cache");
-        for builtin in &self.config.config.skills.builtins {
-            let loaded = self.load_builtin(*builtin, mode).await;
-            admit(&mut set, loaded, &builtin::location(builtin.name()))?;
-        }
         // The folders load concurrently (on a cold page cache each one waits for its disk
         // reads), and are admitted in order, so that what overrides what stays as written.
         let this = Arc::new(self.clone());
@@ -141,9 +140,26 @@ impl Loader {
         for ((_, loaded), dir) in loaded.into_iter().zip(&dirs) {
             admit(&mut set, loaded, dir)?;
         }
+        // A folder of a built-in's name replaces it (or, unavailable, removes it): such a
+        // built-in is not loaded at all.
+        for builtin in &self.config.config.skills.builtins {
+            let name = builtin.name();
+            if set.skills.contains_key(name) || set.left_out.contains_key(name) {
+                tracing::info!(skill = name, "a skill folder replaces the built-in");
+                continue;
+            }
+            let loaded = self.load_builtin(*builtin, mode).await;
+            admit(&mut set, loaded, &builtin::location(name))?;
+        }
         // An agent's `skills.allowed`: the others never start.
         if let Some(allowed) = &self.config.config.skills.allowed {
-            set.skills.retain(|name, _| allowed.iter().any(|a| a == name));
+            let (kept, not_allowed) = std::mem::take(&mut set.skills)
+                .into_iter()
+                .partition::<BTreeMap<_, _>, _>(|(name, _)| allowed.iter().any(|a| a == name));
+            set.skills = kept;
+            for (name, skill) in not_allowed {
+                set.left_out.insert(name, skill.exposed_names());
+            }
         }
         if mode == LoadMode::Serve {
             for skill in set.skills.values() {
@@ -174,8 +190,14 @@ impl Loader {
     /// `skill validate` prints one line per problem and nothing else).
     fn precompile(&self, dirs: &[PathBuf], tell: bool) {
         let files: Vec<PathBuf> = dirs.iter().map(|dir| dir.join(WASM_FILE)).collect();
+        let folder = |dir: &PathBuf| dir.file_name().map(|n| prompt::folder_name(&n.to_string_lossy()));
+        let folders: std::collections::BTreeSet<String> = dirs.iter().filter_map(folder).collect();
         let mut jobs: Vec<(String, Wasm<'_>)> = Vec::new();
         for builtin in &self.config.config.skills.builtins {
+            // A folder of its name replaces it (see `load_all`).
+            if folders.contains(builtin.name()) {
+                continue;
+            }
             if let Some(embedded) = builtin::embedded(builtin.name()) {
                 jobs.push((builtin.name().to_string(), Wasm::Bytes(embedded.wasm)));
             }

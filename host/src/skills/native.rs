@@ -17,8 +17,8 @@ pub trait NativeTools: Send + Sync {
     /// dropping the future must stop the work (the turn deadline does that).
     async fn handle(&self, tool: &str, input: &Value, ctx: &CallContext) -> ToolResult;
 
-    /// The level of a `dynamic` tool's call, like a component's `resolve-human`: `None` runs
-    /// it without asking.
+    /// The level of a call of any of its tools, like a component's `resolve-human` (asked
+    /// for every tool, over the static level): `None` runs it without asking.
     fn resolve_human(&self, tool: &str, input: &Value) -> Option<Asked>;
 
     /// What approvals of this call are counted against for auto-promotion, finer than the

@@ -260,6 +260,14 @@ impl Skill {
         self.tools.iter().find(|t| t.name == name)
     }
 
+    /// The exposed (`skill__tool`) names of its tools and script tools, and of the MCP tools
+    /// it offers under its own name (`mcp-tools`).
+    pub fn exposed_names(&self) -> Vec<String> {
+        let tools = self.tools.iter().chain(self.scripts.iter().map(|s| &s.spec)).map(|t| t.full_name.clone());
+        let aliases = self.facts.mcp_tools.iter().flat_map(|(_, tools)| tools);
+        tools.chain(aliases.map(|tool| format!("{}{SEPARATOR}{tool}", self.name))).collect()
+    }
+
     /// The script tool called `name` (unprefixed).
     pub fn script(&self, name: &str) -> Option<&ScriptTool> {
         self.scripts.iter().find(|t| t.spec.name == name)

@@ -119,14 +119,12 @@ fn owner_prefix(tool: &str) -> Option<&str> {
     split_exposed(tool).map(|(prefix, _)| prefix)
 }
 
-/// Checks `skills.loading_overrides` against the loaded skills. `on_demand` for a skill
-/// without a `SKILL.md` is an error (it has no description to list); a name no loaded skill
-/// has comes back as a warning (the skill may be unavailable or not allowed here).
-pub fn check_overrides(set: &SkillSet, overrides: &BTreeMap<String, Loading>) -> Result<Vec<String>, String> {
-    let mut warnings = Vec::new();
+/// Checks `skills.loading_overrides` against the loaded skills: `on_demand` for a skill
+/// without a `SKILL.md` is an error (it has no description to list). Names no loaded skill
+/// has are the app's to report (`app::names`), with every other name in config.
+pub fn check_overrides(set: &SkillSet, overrides: &BTreeMap<String, Loading>) -> Result<(), String> {
     for (name, loading) in overrides {
         match set.skills.get(name) {
-            None => warnings.push(format!("skills.loading_overrides names `{name}`, which is not loaded")),
             Some(skill) if *loading == Loading::OnDemand && !is_skill_md(&skill.prompt) => {
                 return Err(format!(
                     "skills.loading_overrides.{name}: `on_demand` needs a SKILL.md (its description is what the \
@@ -134,10 +132,10 @@ pub fn check_overrides(set: &SkillSet, overrides: &BTreeMap<String, Loading>) ->
                     skill.prompt.file
                 ));
             }
-            Some(_) => {}
+            _ => {}
         }
     }
-    Ok(warnings)
+    Ok(())
 }
 
 /// `load_skill` for one turn: the conversation's loaded skills, and the tools it withholds.

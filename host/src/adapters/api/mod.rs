@@ -88,6 +88,17 @@ impl ApiConfig {
     }
 }
 
+/// The variables that override `ui.port` and `ui.auth_token`.
+const UI_VARIABLES: [&str; 4] = ["SKILLHOST_UI_PORT", "SKILLHOST_UI_TOKEN", "MITHAI_UI_PORT", "MITHAI_UI_TOKEN"];
+
+impl ApiConfig {
+    /// The first variable overriding `ui.port` or `ui.auth_token` that is set, if any: they
+    /// apply to one agent serving the API, never to several.
+    pub fn overriding_variable() -> Option<&'static str> {
+        first_env(&UI_VARIABLES).map(|(name, _)| name)
+    }
+}
+
 /// The first of `names` that is set to a non-empty value, with its value: ours before the
 /// spec's, so an operator moving from mithai can keep `MITHAI_UI_*`.
 fn first_env(names: &[&'static str]) -> Option<(&'static str, String)> {
