@@ -106,8 +106,8 @@ fn zero_limits_are_refused() {
 }
 
 #[test]
-fn the_readme_multi_agent_config_parses_with_its_blocks_merged() {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).unwrap();
+fn the_documented_multi_agent_config_parses_with_its_blocks_merged() {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/configuration.md")).unwrap();
     let block = readme.split("<!-- multi-agent config: parsed by a test -->\n```yaml\n").nth(1).unwrap();
     let yaml = block.split("```").next().unwrap();
     let (config, _) = super::parse(yaml, |_| Some("token".into())).unwrap();
