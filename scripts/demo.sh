@@ -17,7 +17,11 @@ skill_dirs=()
 for dir in skills/*/; do
   if [ -f "$dir/prompt.md" ] || [ -f "$dir/SKILL.md" ]; then skill_dirs+=("$dir"); fi
 done
-"$skillhost" skill build "${skill_dirs[@]}"
+# The example config names these; the demo makes no LLM request and serves no API, so they
+# may be empty (set, so that loading the config does not warn that they are unset).
+export ANTHROPIC_API_KEY="${ANTHROPIC_API_KEY-}" SKILLHOST_UI_TOKEN="${SKILLHOST_UI_TOKEN-}"
+# Built and validated under the example config, whose grants the skills' manifests ask for.
+"$skillhost" --config config.example.yaml skill build "${skill_dirs[@]}"
 "$skillhost" --config config.example.yaml skill list
 
 python3 -m http.server 8765 --bind 127.0.0.1 --directory docs >/dev/null 2>&1 &

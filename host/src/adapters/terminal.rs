@@ -266,3 +266,37 @@ async fn ctrl_c() {
         std::future::pending::<()>().await;
     }
 }
+
+/// The terminal as an adapter of `skillhost run`: one agent's chat on channel `cli`. Its
+/// session is the process's: when it ends (EOF, `/exit`), the process stops; Ctrl-C cancels
+/// a turn, as in `skillhost chat`, rather than stopping the other adapters.
+pub struct TerminalAdapter {
+    engine: Arc<Engine>,
+    agent: Option<String>,
+}
+
+impl TerminalAdapter {
+    /// The terminal for `engine` (of the agent `agent`, if named).
+    pub fn new(engine: Arc<Engine>, agent: Option<String>) -> Self {
+        TerminalAdapter { engine, agent }
+    }
+}
+
+#[async_trait::async_trait]
+impl super::Adapter for TerminalAdapter {
+    fn describe(&self) -> String {
+        match &self.agent {
+            Some(agent) => format!("the terminal (agent `{agent}`)"),
+            None => "the terminal".into(),
+        }
+    }
+
+    fn ends_the_process(&self) -> bool {
+        true
+    }
+
+    async fn serve(self: Box<Self>, _stop: super::Stop) -> anyhow::Result<()> {
+        chat(&self.engine, "cli").await;
+        Ok(())
+    }
+}

@@ -1,16 +1,18 @@
-//! Runs every adapter of every agent in one process: an HTTP server per agent that serves the
-//! API (with its MCP endpoint at `/mcp`), and the terminal for the one agent that uses it.
-//! An approval or a question always goes back through the adapter that received the
-//! message: each adapter brings its own approver.
+//! Runs every adapter of every agent in one process. The plan is checked first (which agent
+//! serves what); then each adapter is made ([`make`], one line per kind), so that all of them
+//! can fail their setup before any serves; then they serve until Ctrl-C / SIGTERM, or until
+//! the terminal's session ends when an agent uses the terminal. An approval or a question
+//! always goes back through the adapter that received the message: each adapter brings its
+//! own approver.
 
 use super::{Agent, App};
-use crate::adapters::api::{self, Api, ApiConfig};
-use crate::adapters::mcp::{SkillServer, http_app};
-use crate::adapters::terminal;
+use crate::adapters::api::ApiConfig;
+use crate::adapters::http::{HttpAdapter, HttpSettings};
+use crate::adapters::terminal::TerminalAdapter;
+use crate::adapters::{Adapter, Stop};
 use crate::config::AdapterKind;
 use anyhow::bail;
 use std::collections::BTreeMap;
-use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
@@ -23,32 +25,40 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 pub async fn serve(app: App, adapter: Option<AdapterKind>) -> anyhow::Result<()> {
     let plan = plan(&app.agents, adapter)?;
     let mut turns = Turns(None);
-    let (stop, stopping) = watch::channel(false);
-    let mut servers = tokio::task::JoinSet::new();
-    for (agent, port) in &plan.api {
-        let listener = listen(agent, *port).await?;
-        let app = http(agent, turns.handle()?);
-        let shutdown = signalled(stopping.clone());
-        servers.spawn(async move { api::serve(listener, app, shutdown).await });
+    let mut adapters = Vec::with_capacity(plan.len());
+    for (agent, kind) in &plan {
+        adapters.push(make(agent, kind, &mut turns).await?);
     }
-    match plan.terminal {
-        Some(agent) => {
-            // The terminal session ends the process, as `chat` does; Ctrl-C there cancels a
-            // turn rather than stopping the servers.
-            terminal::chat(&agent.engine, "cli").await;
+    let (stop, stopping) = watch::channel(false);
+    let mut serving = tokio::task::JoinSet::new();
+    let mut ending = None;
+    for adapter in adapters {
+        let (describe, ends) = (adapter.describe(), adapter.ends_the_process());
+        let task = serving.spawn(run(adapter, describe, stopping.clone()));
+        if ends {
+            ending = Some(task.id());
+        }
+    }
+    match ending {
+        // The terminal session ends the process, as `chat` does; Ctrl-C there cancels a
+        // turn rather than stopping the other adapters.
+        Some(id) => {
+            while let Some(done) = serving.join_next_with_id().await {
+                let finished = match done {
+                    Ok((finished, ())) => finished,
+                    Err(e) => e.id(),
+                };
+                if finished == id {
+                    break;
+                }
+            }
         }
         None => shutdown_signal().await,
     }
     let _ = stop.send(true);
-    let drained = async {
-        while let Some(served) = servers.join_next().await {
-            if let Ok(Err(e)) = served {
-                tracing::error!("an API server stopped with an error: {e}");
-            }
-        }
-    };
     // Graceful shutdown waits for open responses; a stream waiting on a person could hold
     // it for `human.timeout_seconds`, so open streams get a grace period, then are cut.
+    let drained = async { while serving.join_next().await.is_some() {} };
     if tokio::time::timeout(SHUTDOWN_GRACE, drained).await.is_err() {
         eprintln!("warning: open streams were cut after {} s", SHUTDOWN_GRACE.as_secs());
     }
@@ -56,6 +66,25 @@ pub async fn serve(app: App, adapter: Option<AdapterKind>) -> anyhow::Result<()>
         finish_background(&agent.engine).await;
     }
     Ok(())
+}
+
+/// Serves one adapter; an error is logged, and the others keep serving.
+async fn run(adapter: Box<dyn Adapter>, describe: String, stop: Stop) {
+    if let Err(e) = adapter.serve(stop).await {
+        tracing::error!("{describe} stopped with an error: {e:#}");
+    }
+}
+
+/// The adapter of `kind` for `agent`: one line per kind.
+async fn make(agent: &Agent, kind: &Served, turns: &mut Turns) -> anyhow::Result<Box<dyn Adapter>> {
+    Ok(match *kind {
+        Served::Terminal => Box::new(TerminalAdapter::new(agent.engine.clone(), agent.name.clone())),
+        Served::Api { port } => {
+            let settings =
+                HttpSettings { agent: agent.name.as_deref(), display_name: &agent.display_name, ui: &agent.ui, port };
+            Box::new(HttpAdapter::bind(agent.engine.clone(), settings, turns.handle()?).await?)
+        }
+    })
 }
 
 /// The runtime the API servers' turns run on, beside the one that serves HTTP (see
@@ -88,14 +117,19 @@ impl Drop for Turns {
     }
 }
 
-/// Which agent serves what, checked before anything listens.
-struct Plan<'a> {
-    api: Vec<(&'a Agent, u16)>,
-    terminal: Option<&'a Agent>,
+/// What one adapter of one agent serves, as the plan decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Served {
+    /// The terminal (one agent at most).
+    Terminal,
+    /// The HTTP API and `/mcp`, on this port.
+    Api { port: u16 },
 }
 
-fn plan(agents: &[Agent], adapter: Option<AdapterKind>) -> anyhow::Result<Plan<'_>> {
-    let mut plan = Plan { api: Vec::new(), terminal: None };
+/// Which agent serves what, checked before anything listens.
+fn plan(agents: &[Agent], adapter: Option<AdapterKind>) -> anyhow::Result<Vec<(&Agent, Served)>> {
+    let mut plan = Vec::new();
+    let mut terminal: Option<&Agent> = None;
     let mut ports: BTreeMap<u16, &str> = BTreeMap::new();
     let kinds = |agent: &Agent| adapter.map(|a| vec![a]).unwrap_or_else(|| agent.adapters.clone());
     // `SKILLHOST_UI_PORT` / `_TOKEN` (or the spec's `MITHAI_UI_*`) set the port and token of
@@ -116,25 +150,26 @@ fn plan(agents: &[Agent], adapter: Option<AdapterKind>) -> anyhow::Result<Plan<'
         for kind in kinds(agent) {
             match kind {
                 AdapterKind::Cli => {
-                    if let Some(other) = plan.terminal {
+                    if let Some(other) = terminal {
                         bail!(
                             "agents `{}` and `{label}` both use the cli adapter; only one agent can have the terminal",
                             other.name.as_deref().unwrap_or_default()
                         );
                     }
-                    plan.terminal = Some(agent);
+                    terminal = Some(agent);
+                    plan.push((agent, Served::Terminal));
                 }
                 AdapterKind::Api => {
-                    // `SKILLHOST_UI_PORT` overrides the port of a single agent; several agents
-                    // each need a `ui.port` of their own.
                     let port = ApiConfig::port(&agent.ui, single).map_err(anyhow::Error::msg)?;
                     if let Some(other) = ports.insert(port, label) {
                         bail!(
                             "agents `{other}` and `{label}` both serve the API on port {port}: give each agent its own `ui.port` (agents.<name>.ui.port)"
                         );
                     }
-                    plan.api.push((agent, port));
+                    plan.push((agent, Served::Api { port }));
                 }
+                // Refused when the config loads (`Adapter::check`); `--adapter` offers
+                // neither.
                 other => bail!(
                     "{label}: the {} adapter is not served by skillhost yet; use cli or api",
                     format!("{other:?}").to_lowercase()
@@ -145,51 +180,12 @@ fn plan(agents: &[Agent], adapter: Option<AdapterKind>) -> anyhow::Result<Plan<'
     Ok(plan)
 }
 
-/// The agent's HTTP app: the API, and its tools over MCP at `/mcp` behind the same token.
-fn http(agent: &Agent, turns: tokio::runtime::Handle) -> axum::Router {
-    let settings = ApiConfig::from_ui(&agent.ui, true).named(&agent.display_name);
-    let token = settings.auth_token.clone();
-    let mcp = http_app(SkillServer::new(agent.engine.clone(), &agent.display_name), token.as_deref(), &agent.ui);
-    api::app_with(Api::with_turns(agent.engine.clone(), settings, turns), mcp)
-}
-
-/// Without a token the server listens on 127.0.0.1 only: the trigger route is then open to
-/// anyone who can reach it, and the interactive routes answer 503.
-async fn listen(agent: &Agent, port: u16) -> anyhow::Result<tokio::net::TcpListener> {
-    let token = ApiConfig::from_ui(&agent.ui, true).auth_token;
-    let host = if token.is_some() { Ipv4Addr::UNSPECIFIED } else { Ipv4Addr::LOCALHOST };
-    let who = agent.name.as_deref().map(|n| format!(" (agent `{n}`)")).unwrap_or_default();
-    if token.is_none() {
-        eprintln!(
-            "warning: no ui.auth_token (SKILLHOST_UI_TOKEN){who}: listening on 127.0.0.1 only, interactive routes disabled"
-        );
-    }
-    let listener = tokio::net::TcpListener::bind(SocketAddr::from((host, port)))
-        .await
-        .map_err(|e| anyhow::anyhow!("cannot listen on {host}:{port}{who}: {e}"))?;
-    // One write: stderr is unbuffered, and `eprintln!` writes a line in pieces, which other
-    // processes writing to the same pipe could split.
-    let line = format!("skillhost api listening on http://{}{who}\n", listener.local_addr()?);
-    let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
-    // The HTTP clients read the system's root certificates when first used: now, beside the
-    // serving, rather than in the first request.
-    std::thread::spawn(|| {
-        crate::llm::prepare_client();
-        crate::sandbox::capabilities::http_client();
-    });
-    Ok(listener)
-}
-
 /// Lets the last turns' daily reflections reach the memory files before the process ends,
 /// but never hangs the exit on a slow provider.
 pub async fn finish_background(engine: &Arc<crate::engine::Engine>) {
     if tokio::time::timeout(Duration::from_secs(30), engine.wait_for_background()).await.is_err() {
         eprintln!("warning: a background reflection was still running and was dropped");
     }
-}
-
-async fn signalled(mut rx: watch::Receiver<bool>) {
-    let _ = rx.wait_for(|stop| *stop).await;
 }
 
 /// Ctrl-C or SIGTERM.

@@ -2,8 +2,8 @@
 
 use super::Api;
 use super::error::{ApiError, ApiResult};
-use super::interactions::{ApprovalInfo, DecideError, QuestionInfo, Resolution, Snapshot};
 use super::stream::unix_seconds;
+use crate::adapters::interactions::{ApprovalInfo, DecideError, QuestionInfo, Resolution, Snapshot};
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;

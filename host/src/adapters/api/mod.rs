@@ -7,19 +7,21 @@
 //! - [`stream`]: the approval-v1 wire protocol, a pure state machine over engine events.
 //! - [`run`]: one interactive run (event sink, approver, `human__ask`); [`driver`]: the
 //!   response body that drives the run, so a client leaving cancels it.
-//! - [`interactions`]: pending approvals and questions; [`present`]: redacted inputs,
-//!   `tool_results`, coverage; [`auth`]: bearer tokens; [`error`]: JSON errors.
+//! - [`error`]: JSON errors. Beside it, shared with the other adapters:
+//!   [`crate::adapters::interactions`] (pending approvals and questions),
+//!   [`crate::adapters::present`] (redacted inputs, safe descriptions, `tool_results`,
+//!   coverage), [`crate::adapters::auth`] (bearer tokens).
 
 pub mod decisions;
 pub mod driver;
 pub mod error;
-pub mod interactions;
-pub mod present;
 pub mod run;
 pub mod stream;
 pub mod trigger;
 
 use crate::adapters::auth::{self, Token};
+use crate::adapters::interactions::Interactions;
+use crate::adapters::present::Descriptions;
 use crate::config::Ui;
 use crate::engine::Engine;
 use axum::Router;
@@ -28,8 +30,6 @@ use axum::http::StatusCode;
 use axum::middleware;
 use axum::routing::{get, post};
 use error::ApiError;
-use interactions::Interactions;
-use present::Descriptions;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -132,7 +132,7 @@ impl Api {
 
     fn build(engine: Arc<Engine>, config: ApiConfig, turns: Option<tokio::runtime::Handle>) -> Arc<Self> {
         let token = config.auth_token.as_deref().and_then(Token::new);
-        let descriptions = Arc::new(Descriptions::new(engine.skills()));
+        let descriptions = Arc::new(Descriptions::new(engine.tools().clone()));
         Arc::new(Api { engine, token, config, interactions: Arc::default(), descriptions, turns })
     }
 

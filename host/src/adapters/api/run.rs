@@ -1,8 +1,8 @@
 //! One interactive (approval-v1) run: the engine's event sink, approver and `human__ask`
 //! provider in one, feeding numbered wire events into the response body.
 
-use super::interactions::{ApprovalInfo, Interactions, Owner, QuestionInfo, Resolution};
 use super::stream::{Translator, WireEvent};
+use crate::adapters::interactions::{Announce, ApprovalInfo, Interactions, Owner, QuestionInfo, Resolution};
 use crate::engine::gate::new_id;
 use crate::engine::{ApprovalOutcome, ApprovalRequest, Approver, EngineEvent, EventSink};
 use crate::llm::ToolDecl;
@@ -54,19 +54,6 @@ impl ApiRun {
             waiters: Mutex::default(),
             this: this.clone(),
         })
-    }
-
-    /// Announces a person's decision on `approval_id` (`approval_resolved`) as soon as the
-    /// route took it, ahead of the turn, which may wait for a busy runtime to resume it.
-    pub fn decided(&self, approval_id: &str, approved: bool) {
-        let outcome = if approved { ApprovalOutcome::Approved } else { ApprovalOutcome::Denied(None) };
-        self.send(|t| t.resolved_by(approval_id, &outcome));
-    }
-
-    /// Announces the answer to question `question_id` (`question_resolved`) as soon as the
-    /// route took it, as [`ApiRun::decided`] does for approvals.
-    pub fn answered(&self, question_id: &str, answer: &str) {
-        self.send(|t| t.question_resolved(question_id, "answered", Some(answer)));
     }
 
     /// Runs `f` on the translator and queues what it produced, under one lock so sequence
@@ -256,6 +243,21 @@ fn question(input: &Value) -> Result<(String, Vec<String>), String> {
         Some(_) => return Err(format!("`choices` must be an array of at most {MAX_CHOICES} strings")),
     };
     Ok((prompt.to_owned(), choices))
+}
+
+impl Announce for ApiRun {
+    /// Announces a person's decision on `approval_id` (`approval_resolved`) as soon as the
+    /// route took it, ahead of the turn, which may wait for a busy runtime to resume it.
+    fn decided(&self, approval_id: &str, approved: bool) {
+        let outcome = if approved { ApprovalOutcome::Approved } else { ApprovalOutcome::Denied(None) };
+        self.send(|t| t.resolved_by(approval_id, &outcome));
+    }
+
+    /// Announces the answer to question `question_id` (`question_resolved`) as soon as the
+    /// route took it, as `decided` does for approvals.
+    fn answered(&self, question_id: &str, answer: &str) {
+        self.send(|t| t.question_resolved(question_id, "answered", Some(answer)));
+    }
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 //! until printable text arrives, every block closed before tool events and the terminal
 //! event, one bare `assistant_text` for a run that streamed nothing.
 
-use super::present::{self, Descriptions};
+use crate::adapters::present::{self, Descriptions};
 use crate::engine::{ApprovalOutcome, EngineEvent};
 use crate::tools::{CONFIRMATION_CHALLENGE, Level};
 use serde_json::{Map, Value, json};

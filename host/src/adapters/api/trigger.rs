@@ -1,10 +1,11 @@
 //! `POST /api/trigger`: the body, the query (`wait`, `stream`) and the four modes.
 
+use super::Api;
 use super::driver::{self, Feed, OnDrop, Spawned, TurnFuture};
 use super::error::{ApiError, ApiResult};
 use super::run::ApiRun;
 use super::stream::Translator;
-use super::{Api, present};
+use crate::adapters::present;
 use crate::engine::gate::new_id;
 use crate::engine::{EngineError, EngineEvent, EventSink, NoEvents, NonInteractive, TurnRequest, TurnResult};
 use axum::Json;

@@ -9,7 +9,7 @@
 //! revisions that have it still use it.
 #![allow(deprecated)]
 
-use crate::adapters::api::present::{REDACTED, sensitive};
+use crate::adapters::present::{REDACTED, sensitive};
 use crate::sandbox::output::LogRecord;
 use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam};
 use serde_json::{Map, Value, json};

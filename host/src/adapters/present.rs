@@ -3,9 +3,9 @@
 
 use crate::engine::{ApprovalOutcome, ToolCallRecord};
 use crate::skills::SkillSet;
+use crate::tools::Tools;
 use crate::tools::coverage::{self, CoverageEntry, CoverageSummary};
 use serde_json::{Map, Value, json};
-use std::collections::HashMap;
 
 /// Replaces a redacted value.
 pub const REDACTED: &str = "[redacted]";
@@ -84,29 +84,36 @@ pub fn sensitive(key: &str) -> bool {
     words.iter().any(|w| REDACTED_WORDS.contains(&w.as_str())) || REDACTED_WORDS.contains(&joined.as_str())
 }
 
-/// The first line of each tool's description, for `safe_description`.
-#[derive(Debug, Default)]
+/// What a person is told a gated call does: the tool's name and the first line of its
+/// declared description, whatever provides it (a component, a native built-in, a SKILL.md
+/// script, an MCP server or an alias of one), looked up when asked, since an MCP server's
+/// tools change while the process runs.
+#[derive(Clone, Default)]
 pub struct Descriptions {
-    by_tool: HashMap<String, String>,
+    tools: Tools,
+}
+
+impl std::fmt::Debug for Descriptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Descriptions").finish_non_exhaustive()
+    }
 }
 
 impl Descriptions {
-    /// The descriptions of every tool of `skills`.
-    pub fn new(skills: &SkillSet) -> Self {
-        let tools = skills.skills.values().flat_map(|s| s.tools.iter());
-        let by_tool = tools
-            .filter_map(|t| {
-                let line = t.description.lines().map(str::trim).find(|l| !l.is_empty())?;
-                Some((t.full_name.clone(), line.chars().take(200).collect()))
-            })
-            .collect();
-        Descriptions { by_tool }
+    /// The descriptions of the tools `tools` offers.
+    pub fn new(tools: Tools) -> Self {
+        Descriptions { tools }
     }
 
-    /// `Tool: <name>` and, when the tool describes itself, `Action: <first line>`. Never
-    /// the call's arguments.
+    /// `Tool: <name>` and, when the tool describes itself, `Action: <first line>` (at most
+    /// 200 characters). Never the call's arguments.
     pub fn safe_description(&self, tool_name: &str) -> String {
-        match self.by_tool.get(tool_name) {
+        let decl = self.tools.decls().into_iter().find(|d| d.name == tool_name);
+        let action = decl.and_then(|d| {
+            let line = d.description.lines().map(str::trim).find(|l| !l.is_empty())?;
+            Some(line.chars().take(200).collect::<String>())
+        });
+        match action {
             Some(action) => format!("Tool: {tool_name}\nAction: {action}"),
             None => format!("Tool: {tool_name}"),
         }
@@ -153,6 +160,49 @@ pub fn coverage(skills: &SkillSet, calls: &[ToolCallRecord]) -> CoverageSummary 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::llm::ToolDecl;
+    use crate::tools::{CallScope, Level, ToolCall, ToolInfo, ToolOutcome, ToolSource};
+    use std::sync::Arc;
+
+    /// A source that only declares tools (as an MCP server or a script's would).
+    struct Declared(Vec<(&'static str, &'static str)>);
+
+    #[async_trait::async_trait]
+    impl ToolSource for Declared {
+        fn decls(&self) -> Vec<ToolDecl> {
+            let decl = |(name, description): &(&str, &str)| ToolDecl {
+                name: name.to_string(),
+                description: description.to_string(),
+                input_schema: crate::llm::Schema::new(json!({"type": "object"})),
+            };
+            self.0.iter().map(decl).collect()
+        }
+        fn info(&self, name: &str) -> Option<ToolInfo> {
+            self.0.iter().any(|(n, _)| *n == name).then(ToolInfo::default)
+        }
+        async fn level(&self, _call: ToolCall<'_>) -> Level {
+            Level::Approve
+        }
+        async fn execute(&self, _call: ToolCall<'_>, _scope: &dyn CallScope) -> ToolOutcome {
+            ToolOutcome::text(String::new(), std::time::Duration::ZERO)
+        }
+    }
+
+    #[test]
+    fn every_kind_of_tool_gets_its_action_line() {
+        let mcp = Declared(vec![("obs__get_logs", "\n  Fetch logs for a service.\nMore detail.")]);
+        let script = Declared(vec![("pdf__extract", "Extract the text of a PDF.")]);
+        let descriptions = Descriptions::new(Tools::new(vec![Arc::new(mcp), Arc::new(script)]));
+        assert_eq!(
+            descriptions.safe_description("obs__get_logs"),
+            "Tool: obs__get_logs\nAction: Fetch logs for a service."
+        );
+        assert_eq!(
+            descriptions.safe_description("pdf__extract"),
+            "Tool: pdf__extract\nAction: Extract the text of a PDF."
+        );
+        assert_eq!(descriptions.safe_description("gone__tool"), "Tool: gone__tool");
+    }
 
     #[test]
     fn sensitive_keys() {

@@ -214,8 +214,18 @@ impl<I: Clone> Table<I> {
 pub struct ApprovalInfo {
     /// The challenge an approval must repeat (`confirm` level), if any.
     pub challenge: Option<&'static str>,
-    /// The run that asked, to announce the decision on its stream.
-    pub run: std::sync::Weak<super::run::ApiRun>,
+    /// The run that asked, to announce the decision where the person sees it.
+    pub run: std::sync::Weak<dyn Announce>,
+}
+
+/// Where a run announces a person's decision or answer at once, from the route (or the
+/// click) that took it, rather than when its turn next runs: the API's stream, a chat
+/// message to update.
+pub trait Announce: Send + Sync {
+    /// Approval `approval_id` was decided by a person.
+    fn decided(&self, approval_id: &str, approved: bool);
+    /// Question `question_id` was answered by a person.
+    fn answered(&self, question_id: &str, answer: &str);
 }
 
 impl std::fmt::Debug for ApprovalInfo {
@@ -231,8 +241,8 @@ pub struct QuestionInfo {
     pub prompt: String,
     /// The suggested answers.
     pub choices: Vec<String>,
-    /// The run that asked, to announce the answer on its stream.
-    pub run: std::sync::Weak<super::run::ApiRun>,
+    /// The run that asked, to announce the answer where the person sees it.
+    pub run: std::sync::Weak<dyn Announce>,
 }
 
 impl std::fmt::Debug for QuestionInfo {
@@ -265,6 +275,18 @@ impl Interactions {
 mod tests {
     use super::*;
 
+    /// A run that is gone: nothing to announce to.
+    struct Gone;
+
+    impl Announce for Gone {
+        fn decided(&self, _: &str, _: bool) {}
+        fn answered(&self, _: &str, _: &str) {}
+    }
+
+    fn nobody() -> std::sync::Weak<dyn Announce> {
+        std::sync::Weak::<Gone>::new()
+    }
+
     fn owner(secs: u64) -> Owner {
         Owner { run_id: "r".into(), channel_id: "c".into(), expires_at: SystemTime::now() + Duration::from_secs(secs) }
     }
@@ -276,7 +298,7 @@ mod tests {
     #[test]
     fn first_decision_wins_same_repeats_differing_conflicts() {
         let table = Table::default();
-        let mut rx = table.open("a", owner(60), ApprovalInfo { challenge: None, run: Default::default() });
+        let mut rx = table.open("a", owner(60), ApprovalInfo { challenge: None, run: nobody() });
         assert!(table.get("a").unwrap().outcome.is_none());
         assert_eq!(table.decide("a", Resolution::Approved, ok).unwrap().outcome, Some(Resolution::Approved));
         assert_eq!(rx.try_recv().unwrap(), Resolution::Approved);
@@ -288,7 +310,7 @@ mod tests {
     #[test]
     fn invalid_decisions_leave_it_pending() {
         let table = Table::default();
-        let _rx = table.open("a", owner(60), ApprovalInfo { challenge: Some("CONFIRM"), run: Default::default() });
+        let _rx = table.open("a", owner(60), ApprovalInfo { challenge: Some("CONFIRM"), run: nobody() });
         let err = table.decide("a", Resolution::Approved, |_| Err("confirmation mismatch".into()));
         assert!(matches!(err, Err(DecideError::Invalid(_))));
         assert!(table.get("a").unwrap().outcome.is_none());
@@ -298,7 +320,7 @@ mod tests {
     fn a_run_ending_cancels_only_its_own_pending_entries() {
         let table = Table::default();
         let of = |run: &str| Owner { run_id: run.into(), ..owner(60) };
-        let info = || ApprovalInfo { challenge: None, run: Default::default() };
+        let info = || ApprovalInfo { challenge: None, run: nobody() };
         let _rx = (table.open("r1-a", of("r1"), info()), table.open("r1-b", of("r1"), info()));
         let _other = table.open("r2-a", of("r2"), info());
         table.decide("r1-a", Resolution::Approved, ok).unwrap();
@@ -316,16 +338,16 @@ mod tests {
     #[test]
     fn cancelled_expired_and_abandoned_entries_are_gone() {
         let table = Table::default();
-        let _rx = table.open("a", owner(60), ApprovalInfo { challenge: None, run: Default::default() });
+        let _rx = table.open("a", owner(60), ApprovalInfo { challenge: None, run: nobody() });
         table.cancel_run("r");
         assert_eq!(table.get("a").unwrap().outcome, Some(Resolution::Cancelled));
         assert!(matches!(table.decide("a", Resolution::Approved, ok), Err(DecideError::Gone)));
 
-        let _rx = table.open("b", owner(0), ApprovalInfo { challenge: None, run: Default::default() });
+        let _rx = table.open("b", owner(0), ApprovalInfo { challenge: None, run: nobody() });
         assert!(matches!(table.decide("b", Resolution::Approved, ok), Err(DecideError::Gone)));
         assert_eq!(table.get("b").unwrap().outcome, Some(Resolution::TimedOut));
 
-        drop(table.open("c", owner(60), ApprovalInfo { challenge: None, run: Default::default() }));
+        drop(table.open("c", owner(60), ApprovalInfo { challenge: None, run: nobody() }));
         assert!(matches!(table.decide("c", Resolution::Approved, ok), Err(DecideError::Gone)));
         assert_eq!(table.get("c").unwrap().outcome, Some(Resolution::Cancelled));
     }

@@ -1,0 +1,79 @@
+//! The HTTP adapter of one agent: the API ([`super::api`]) and the agent's tools over MCP at
+//! `/mcp` ([`super::mcp::http_app`]) on one port, behind one token.
+
+use super::api::{self, Api, ApiConfig};
+use super::mcp::{SkillServer, http_app};
+use super::{Adapter, Stop, stopped};
+use crate::config::Ui;
+use crate::engine::Engine;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+
+/// One agent's HTTP server, bound and ready to serve.
+pub struct HttpAdapter {
+    listener: tokio::net::TcpListener,
+    app: axum::Router,
+    describe: String,
+}
+
+/// What one agent's HTTP server serves.
+pub struct HttpSettings<'a> {
+    /// Its `agents` key, if any (for messages).
+    pub agent: Option<&'a str>,
+    /// Its display name (`bot.name` / `agents.<name>.name`): the agent header and the MCP
+    /// server's name.
+    pub display_name: &'a str,
+    /// Its `ui` block.
+    pub ui: &'a Ui,
+    /// The port (the plan chose it: `ui.port`, or the variable for a single agent).
+    pub port: u16,
+}
+
+impl HttpAdapter {
+    /// Binds the port for `engine`: on every interface with a token, on 127.0.0.1 only
+    /// without one (the trigger route is then open to anyone who can reach it, and the
+    /// interactive routes answer 503). Turns run on `turns`.
+    pub async fn bind(
+        engine: Arc<Engine>,
+        settings: HttpSettings<'_>,
+        turns: tokio::runtime::Handle,
+    ) -> anyhow::Result<Self> {
+        let config = ApiConfig::from_ui(settings.ui, true).named(settings.display_name);
+        let token = config.auth_token.clone();
+        let host = if token.is_some() { Ipv4Addr::UNSPECIFIED } else { Ipv4Addr::LOCALHOST };
+        let who = settings.agent.map(|n| format!(" (agent `{n}`)")).unwrap_or_default();
+        if token.is_none() {
+            eprintln!(
+                "warning: no ui.auth_token (SKILLHOST_UI_TOKEN){who}: listening on 127.0.0.1 only, interactive routes disabled"
+            );
+        }
+        let port = settings.port;
+        let listener = tokio::net::TcpListener::bind(SocketAddr::from((host, port)))
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot listen on {host}:{port}{who}: {e}"))?;
+        // One write: stderr is unbuffered, and `eprintln!` writes a line in pieces, which other
+        // processes writing to the same pipe could split.
+        let line = format!("skillhost api listening on http://{}{who}\n", listener.local_addr()?);
+        let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
+        // The HTTP clients read the system's root certificates when first used: now, beside the
+        // serving, rather than in the first request.
+        std::thread::spawn(|| {
+            crate::llm::prepare_client();
+            crate::sandbox::capabilities::http_client();
+        });
+        let mcp = http_app(SkillServer::new(engine.clone(), settings.display_name), token.as_deref(), settings.ui);
+        let app = api::app_with(Api::with_turns(engine, config, turns), mcp);
+        Ok(HttpAdapter { describe: format!("the api on {}{who}", listener.local_addr()?), listener, app })
+    }
+}
+
+#[async_trait::async_trait]
+impl Adapter for HttpAdapter {
+    fn describe(&self) -> String {
+        self.describe.clone()
+    }
+
+    async fn serve(self: Box<Self>, stop: Stop) -> anyhow::Result<()> {
+        Ok(api::serve(self.listener, self.app, stopped(stop)).await?)
+    }
+}
