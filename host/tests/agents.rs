@@ -141,16 +141,23 @@ fn two_agents_on_one_port_are_refused_before_anything_listens() {
     let config = "llm:\n  provider: anthropic\n  anthropic: {api_key: test}\nskills:\n  builtins: []\n\
                   agents:\n  a:\n    adapter: {type: api}\n  b:\n    adapter: {type: api}\n";
     std::fs::write(ws.path().join("config.yaml"), config).unwrap();
+    let stderr = run_refused(&ws);
+    assert!(stderr.contains("both serve the API on port") && stderr.contains("ui.port"), "{stderr}");
+}
+
+/// `skillhost run` in `ws`, which must stop at start with exit code 2; its stderr.
+fn run_refused(ws: &Workspace) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_skillhost"))
         .current_dir(ws.path())
         .arg("run")
         .env_remove("SKILLHOST_UI_PORT")
+        .env_remove("SKILLHOST_UI_TOKEN")
         .stdin(Stdio::null())
         .output()
         .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains("both serve the API on port") && stderr.contains("ui.port"), "{stderr}");
+    stderr
 }
 
 #[test]
@@ -165,16 +172,7 @@ fn an_adapter_that_cannot_start_stops_the_run_before_any_serves() {
          agents:\n  a:\n    adapter: {{type: api}}\n    ui: {{port: {a_port}}}\n  b:\n    adapter: {{type: api}}\n    ui: {{port: {b_port}}}\n"
     );
     std::fs::write(ws.path().join("config.yaml"), config).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_skillhost"))
-        .current_dir(ws.path())
-        .arg("run")
-        .env_remove("SKILLHOST_UI_PORT")
-        .env_remove("SKILLHOST_UI_TOKEN")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let stderr = run_refused(&ws);
     assert!(stderr.contains(&format!("cannot listen on 127.0.0.1:{b_port} (agent `b`)")), "{stderr}");
     drop(taken);
 }

@@ -43,7 +43,7 @@ const KEYS: &[(&str, By)] = &[
     ("llm.openai_compatible.api_key", Code("host/src/llm/mod.rs", "openai_compatible::Chat::new")),
     ("llm.openai_compatible.base_url", Code("host/src/llm/mod.rs", "openai_compatible.base_url")),
     ("llm.openai_compatible.reasoning_effort", Code("host/src/llm/openai_compatible.rs", "reasoning_effort")),
-    ("llm.bedrock.api", Code("host/src/llm/mod.rs", "bedrock::Api::parse")),
+    ("llm.bedrock.api", Code("host/src/llm/mod.rs", "s.api()")),
     ("llm.bedrock.access_key_id", Code("host/src/llm/bedrock.rs", "access_key_id")),
     ("llm.bedrock.secret_access_key", Code("host/src/llm/bedrock.rs", "secret_access_key")),
     ("llm.bedrock.session_token", Code("host/src/llm/bedrock.rs", "session_token")),

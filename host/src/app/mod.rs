@@ -251,8 +251,7 @@ fn check_names(config: &LoadedConfig, agents: &[Agent], mcp: &McpManager) -> any
         known.add(agent.engine.skills(), Some(agent.engine.tools()));
     }
     known.add_mcp(mcp);
-    let strict = scope.skills.strict || agents.iter().any(|a| a.config().config.skills.strict);
-    names::report(names::unmatched(&scope, &known), strict)
+    names::report(names::unmatched(&scope, &known), names::strict(&scope))
 }
 
 /// The tools an agent offers: its skills', their script tools, then (when servers are configured) those of the

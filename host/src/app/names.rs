@@ -167,6 +167,11 @@ pub fn unmatched(config: &Config, known: &Known) -> Vec<String> {
     found.into_iter().collect()
 }
 
+/// Whether `config` (the top level, or any agent's merged `skills` block) is strict.
+pub fn strict(config: &Config) -> bool {
+    config.skills.strict || config.agents.values().any(|a| a.skills.as_ref().is_some_and(|s| s.strict))
+}
+
 /// Prints each unmatched name as a warning on stderr, as the commands print their other
 /// warnings; under `strict`, refuses them all in one error.
 pub fn report(unmatched: Vec<String>, strict: bool) -> anyhow::Result<()> {

@@ -96,7 +96,7 @@ async fn validate(config: Option<&Path>) -> anyhow::Result<ExitCode> {
     let mut known = names::Known::new(&c);
     known.add(&set, None);
     let unmatched = names::unmatched(&c, &known);
-    let strict = c.skills.strict || c.agents.values().any(|a| a.skills.as_ref().is_some_and(|s| s.strict));
+    let strict = names::strict(&c);
     for line in &unmatched {
         eprintln!("{}: {line}", if strict { "error" } else { "warning" });
     }

@@ -98,29 +98,26 @@ pub fn load(path: Option<&Path>) -> Result<LoadedConfig, ConfigError> {
 /// (not the lines before it either), so a variable is never silently left unset. The
 /// line's text is not repeated: it may hold a secret.
 fn load_dotenv(path: &Path) -> Result<(), ConfigError> {
-    let items = match dotenvy::from_path_iter(path) {
-        Ok(items) => items,
-        Err(e) if e.not_found() => return Ok(()),
-        Err(dotenvy::Error::Io(source)) => return Err(ConfigError::Read { path: path.to_owned(), source }),
-        Err(e) => return Err(ConfigError::Invalid { path: path.to_owned(), message: e.to_string() }),
+    let contents = match std::fs::read_to_string(path) {
+        Ok(contents) => contents,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(source) => return Err(ConfigError::Read { path: path.to_owned(), source }),
     };
-    for item in items {
+    let invalid = |e: dotenvy::Error| ConfigError::Invalid { path: path.to_owned(), message: e.to_string() };
+    for item in dotenvy::from_read_iter(contents.as_bytes()) {
         match item {
             Ok(_) => {}
             // A byte-order mark: the loader below strips it before parsing, the iterator not.
             Err(dotenvy::Error::LineParse(text, _)) if text.starts_with('\u{feff}') => {}
             Err(dotenvy::Error::LineParse(text, _)) => {
-                let contents = std::fs::read_to_string(path).unwrap_or_default();
                 let first = text.lines().next().unwrap_or_default().trim_end();
                 let line = contents.lines().position(|l| l.trim_end() == first).map_or(0, |i| i + 1);
                 return Err(ConfigError::Dotenv { path: path.to_owned(), line });
             }
-            Err(dotenvy::Error::Io(source)) => return Err(ConfigError::Read { path: path.to_owned(), source }),
-            Err(e) => return Err(ConfigError::Invalid { path: path.to_owned(), message: e.to_string() }),
+            Err(e) => return Err(invalid(e)),
         }
     }
-    dotenvy::from_path(path).map_err(|e| ConfigError::Invalid { path: path.to_owned(), message: e.to_string() })?;
-    Ok(())
+    dotenvy::from_read(contents.as_bytes()).map_err(invalid)
 }
 
 /// Parses config text, looking variables up with `lookup`. Returns the config and warnings

@@ -44,9 +44,7 @@ impl Config {
                 return Err(format!("human.overrides: key `{key}` is not of the form skillname__toolname"));
             }
         }
-        let agent_skills =
-            self.agents.iter().filter_map(|(name, a)| Some((format!("agents.{name}.skills"), a.skills.as_ref()?)));
-        for (at, skills) in std::iter::once(("skills".to_owned(), &self.skills)).chain(agent_skills) {
+        for (at, skills) in self.blocks("skills", &self.skills, |a| a.skills.as_ref()) {
             for key in skills.loading_overrides.keys() {
                 super::check_name(key).map_err(|e| format!("{at}.loading_overrides: key `{key}` {e}"))?;
             }
@@ -60,15 +58,10 @@ impl Config {
         for (skill, grant) in self.skills.grants.iter().chain(agent_grants) {
             grant.check().map_err(|e| format!("skills.grants.{skill}.{e}"))?;
         }
-        self.not_yet_supported()?;
-        let agent_llms =
-            self.agents.iter().filter_map(|(name, a)| Some((format!("agents.{name}.llm"), a.llm.as_ref()?)));
-        for (at, llm) in std::iter::once(("llm".to_owned(), &self.llm)).chain(agent_llms) {
+        for (at, llm) in self.blocks("llm", &self.llm, |a| a.llm.as_ref()) {
             llm.check().map_err(|e| format!("{at}.{e}"))?;
         }
-        let agent_adapters =
-            self.agents.iter().filter_map(|(name, a)| Some((format!("agents.{name}.adapter"), a.adapter.as_ref()?)));
-        for (at, adapter) in std::iter::once(("adapter".to_owned(), &self.adapter)).chain(agent_adapters) {
+        for (at, adapter) in self.blocks("adapter", &self.adapter, |a| a.adapter.as_ref()) {
             adapter.check().map_err(|e| format!("{at}: {e}"))?;
         }
         if self.engine.tool_budget.is_some() && self.engine.log_tool_budget.is_some() {
@@ -76,11 +69,8 @@ impl Config {
                 name of tool_budget, and only one of them can apply; keep tool_budget"
                 .into());
         }
-        self.ui.check().map_err(|e| format!("ui: {e}"))?;
-        for (name, agent) in &self.agents {
-            if let Some(ui) = &agent.ui {
-                ui.check().map_err(|e| format!("agents.{name}.ui: {e}"))?;
-            }
+        for (at, ui) in self.blocks("ui", &self.ui, |a| a.ui.as_ref()) {
+            ui.check().map_err(|e| format!("{at}: {e}"))?;
         }
         self.engine.temporal_guardrails.check()?;
         for (key, budget) in
@@ -94,6 +84,18 @@ impl Config {
         self.sandbox.maximums.check().map_err(|e| format!("sandbox.maximums: {e}"))?;
         Ok(())
     }
+
+    /// The top-level block `key` and every agent's own (merged over it), each with where it
+    /// is written (`adapter`, `agents.<name>.adapter`).
+    fn blocks<'a, T>(
+        &'a self,
+        key: &'static str,
+        top: &'a T,
+        of: impl Fn(&'a Agent) -> Option<&'a T> + 'a,
+    ) -> impl Iterator<Item = (String, &'a T)> + 'a {
+        let agents = self.agents.iter().filter_map(move |(name, a)| Some((format!("agents.{name}.{key}"), of(a)?)));
+        std::iter::once((key.to_owned(), top)).chain(agents)
+    }
 }
 
 impl Adapter {
@@ -105,7 +107,14 @@ impl Adapter {
         }
     }
 
+    /// Refuses `type` with `types`, and (until they are served) the Slack and Telegram
+    /// adapters and their settings: refused, never accepted and ignored.
     fn check(&self) -> Result<(), String> {
+        for (key, set) in [("slack", self.slack.is_some()), ("telegram", self.telegram.is_some())] {
+            if set {
+                return Err(format!("`{key}` settings are not supported yet (the {key} adapter is not served)"));
+            }
+        }
         if self.kind.is_some() && !self.types.is_empty() {
             return Err("`type` and `types` are both set: name one adapter with `type` or several with `types`".into());
         }
@@ -129,16 +138,29 @@ impl Llm {
     }
 }
 
+/// Which Bedrock API `llm.bedrock.api` names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BedrockApi {
+    /// The Converse API (the default).
+    Converse,
+    /// OpenAI Responses through the Mantle gateway.
+    Responses,
+}
+
 impl BedrockSettings {
+    /// `api` (unset or empty means `converse`).
+    pub fn api(&self) -> Result<BedrockApi, String> {
+        match self.api.as_deref().unwrap_or_default() {
+            "" | "converse" => Ok(BedrockApi::Converse),
+            "responses" => Ok(BedrockApi::Responses),
+            other => Err(format!("api: {other:?} is not one of converse, responses")),
+        }
+    }
+
     /// `api: converse` signs with IAM credentials; `api: responses` sends a bearer key. A key
     /// of the other API would be accepted and never used.
     fn check(&self) -> Result<(), String> {
-        let responses = match self.api.as_deref().unwrap_or_default() {
-            "" | "converse" => false,
-            "responses" => true,
-            other => return Err(format!("api: {other:?} is not one of converse, responses")),
-        };
-        let (unused, api, other) = if responses {
+        let (unused, api, other) = if self.api()? == BedrockApi::Responses {
             let sigv4 = vec![
                 ("access_key_id", self.access_key_id.is_some()),
                 ("secret_access_key", self.secret_access_key.is_some()),
@@ -157,25 +179,6 @@ impl BedrockSettings {
             )),
             None => Ok(()),
         }
-    }
-}
-
-impl Config {
-    /// Keys the spec defines that this host does not act on yet: refused, never accepted and
-    /// ignored.
-    fn not_yet_supported(&self) -> Result<(), String> {
-        let adapters = std::iter::once(("adapter", &self.adapter))
-            .chain(self.agents.iter().filter_map(|(name, a)| a.adapter.as_ref().map(|ad| (name.as_str(), ad))));
-        for (at, adapter) in adapters {
-            for (key, set) in [("slack", adapter.slack.is_some()), ("telegram", adapter.telegram.is_some())] {
-                if set {
-                    return Err(format!(
-                        "{at}: `{key}` settings are not supported yet (the {key} adapter is not served)"
-                    ));
-                }
-            }
-        }
-        Ok(())
     }
 }
 

@@ -30,10 +30,7 @@ pub const EFFORTS: &[&str] = &["low", "medium", "high", "xhigh", "max"];
 
 /// Checks a `reasoning_effort` value against [`EFFORTS`].
 pub fn check_effort(effort: &str) -> Result<String, String> {
-    match EFFORTS.contains(&effort) {
-        true => Ok(effort.to_owned()),
-        false => Err(format!("{effort:?} is not one of {} (sent as output_config.effort)", EFFORTS.join(", "))),
-    }
+    super::one_of(effort, EFFORTS)
 }
 
 impl Anthropic {
@@ -133,11 +130,6 @@ impl<'a> Body<'a> {
     fn with_effort(self, effort: Option<&'a str>) -> Self {
         Body { output_config: effort.map(|effort| OutputConfig { effort }), ..self }
     }
-}
-
-/// The request body with `effort`, as JSON (tests).
-pub fn body_with_effort(req: &Request, effort: Option<&str>) -> Value {
-    serde_json::to_value(Body::of(req).with_effort(effort)).expect("a request body serializes")
 }
 
 /// A message; `None` when nothing in it is for Anthropic (the API refuses empty content).

@@ -31,26 +31,6 @@ const PATH_SEGMENT: &percent_encoding::AsciiSet =
 /// The SigV4 service name of the Bedrock runtime.
 pub const SIGNING_SERVICE: &str = "bedrock";
 
-/// Which Bedrock API `llm.bedrock.api` names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Api {
-    /// The Converse API (default).
-    Converse,
-    /// OpenAI Responses through the Mantle gateway.
-    Responses,
-}
-
-impl Api {
-    /// Parses `llm.bedrock.api` (unset or empty means `converse`).
-    pub fn parse(api: Option<&str>) -> Result<Api, String> {
-        match api.unwrap_or_default() {
-            "" | "converse" => Ok(Api::Converse),
-            "responses" => Ok(Api::Responses),
-            other => Err(format!("llm.bedrock.api: {other:?} is not one of converse, responses")),
-        }
-    }
-}
-
 /// A setting from the config, else from the environment variable `env` (empty counts as unset).
 fn setting(configured: &Option<String>, env: &str) -> Option<String> {
     let configured = configured.clone().filter(|v| !v.is_empty());

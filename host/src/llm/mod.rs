@@ -292,11 +292,19 @@ pub fn from_config(llm: &config::Llm) -> Result<Box<dyn Provider>, String> {
         }
         ProviderKind::Bedrock => {
             let s = llm.bedrock.clone().unwrap_or_default();
-            match bedrock::Api::parse(s.api.as_deref())? {
-                bedrock::Api::Converse => Ok(boxed(bedrock::Converse::from_settings(&s)?)),
-                bedrock::Api::Responses => Ok(boxed(bedrock::mantle(&s)?)),
+            match s.api().map_err(|e| format!("llm.bedrock.{e}"))? {
+                config::BedrockApi::Converse => Ok(boxed(bedrock::Converse::from_settings(&s)?)),
+                config::BedrockApi::Responses => Ok(boxed(bedrock::mantle(&s)?)),
             }
         }
+    }
+}
+
+/// `value` when it is one of `allowed`, else an error listing them (a provider's efforts).
+fn one_of(value: &str, allowed: &[&str]) -> Result<String, String> {
+    match allowed.contains(&value) {
+        true => Ok(value.to_owned()),
+        false => Err(format!("{value:?} is not one of {}", allowed.join(", "))),
     }
 }
 

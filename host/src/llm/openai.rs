@@ -28,10 +28,7 @@ pub const MIN_OUTPUT_TOKENS: u32 = 4096;
 
 /// Checks a `reasoning_effort` value against [`EFFORTS`].
 pub fn check_effort(effort: &str) -> Result<String, String> {
-    match EFFORTS.contains(&effort) {
-        true => Ok(effort.to_owned()),
-        false => Err(format!("{effort:?} is not one of {}", EFFORTS.join(", "))),
-    }
+    super::one_of(effort, EFFORTS)
 }
 
 /// The OpenAI Responses provider.
