@@ -96,6 +96,13 @@ fn names_that_match_nothing_are_warned_of_and_refused_when_strict() {
     assert_eq!(out.code, 2, "{}", out.stderr);
     assert!(out.stderr.contains("skills.strict: 6 name(s)"), "{}", out.stderr);
     assert!(!out.stderr.contains("listening"), "{}", out.stderr);
+    // chat and mcp build the same app: refused before the first prompt or message.
+    for args in [&["chat"][..], &["mcp"][..]] {
+        let out = skillhost_env(&ws, args, &[]);
+        assert_eq!(out.code, 2, "{args:?}: {}", out.stderr);
+        assert!(out.stderr.contains("skills.strict: 6 name(s)"), "{args:?}: {}", out.stderr);
+        assert!(out.stdout.is_empty(), "{args:?} served nothing: {}", out.stdout);
+    }
 }
 
 #[test]
