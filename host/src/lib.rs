@@ -1,7 +1,8 @@
 //! skillhost: runs LLM-agent skills as sandboxed WebAssembly components.
 //!
 //! # Layout
-//! Data flows one way, each module using only those below it (`config` is read by all):
+//! Data flows one way, each module using only those below it (`config` and `person` are read
+//! by all):
 //! - [`app`]: the builder that turns a config into running agents, and serves them.
 //! - [`adapters`]: the front doors: the terminal, the HTTP API, MCP serving.
 //! - [`engine`]: the turn loop, the one approval path, deadlines, histories.
@@ -13,6 +14,7 @@
 //! - [`sandbox`]: wasmtime engine, limits, compiled cache, host imports.
 //! - [`store`]: the state store and memory files.
 //! - [`config`]: the typed `config.yaml`.
+//! - [`person`]: the person at the other end (a question, its answer), in every layer's words.
 
 #![warn(missing_docs)]
 
@@ -22,6 +24,7 @@ pub mod config;
 pub mod engine;
 pub mod llm;
 pub mod mcp;
+pub mod person;
 pub mod sandbox;
 pub mod skills;
 pub mod store;

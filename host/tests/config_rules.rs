@@ -188,26 +188,41 @@ fn an_agents_adapter_types_replace_the_top_level_type() {
 }
 
 #[test]
-fn an_adapter_not_served_is_refused_before_any_skill_loads() {
-    for adapter in ["type: slack", "types: [api, telegram]"] {
-        let ws = workspace(&format!("llm:\n  anthropic: {{api_key: k}}\nadapter: {{{adapter}}}\n"));
+fn a_chat_adapter_without_its_token_stops_run_before_any_skill_loads() {
+    let secret = "xoxb-1-SECRETVALUE";
+    let cases = [
+        ("adapter: {type: slack}\n".to_owned(), "adapter: the slack adapter needs an `adapter.slack` block"),
+        (format!("adapter:\n  type: slack\n  slack: {{bot_token: {secret}}}\n"), "adapter: slack.app_token is not set"),
+        (
+            format!(
+                "adapter:\n  slack: {{bot_token: {secret}}}\nagents:\n  a:\n    adapter: {{types: [api, telegram]}}\n"
+            ),
+            "agents.a.adapter: the telegram adapter needs an `adapter.telegram` block",
+        ),
+        (
+            "agents:\n  a:\n    adapter:\n      type: telegram\n      telegram: {bot_token: ${UNSET_TOKEN}}\n"
+                .to_owned(),
+            "agents.a.adapter: telegram.bot_token is not set",
+        ),
+    ];
+    for (yaml, expected) in cases {
+        let ws = workspace(&format!("llm:\n  anthropic: {{api_key: k}}\n{yaml}"));
         // A broken skill: had anything loaded, its problem would be reported.
         let broken = ws.path().join("skills/broken");
         std::fs::create_dir_all(&broken).unwrap();
         std::fs::write(broken.join("prompt.md"), "Broken.\n").unwrap();
         std::fs::write(broken.join("skill.wasm"), b"not wasm").unwrap();
-        for args in [&["skill", "validate"][..], &["run"][..]] {
-            let out = skillhost_env(&ws, args, &[]);
-            assert_eq!(out.code, 2, "{adapter} {args:?}: {}", out.stderr);
-            assert!(
-                out.stderr.contains("adapter: the") && out.stderr.contains("adapter is not served by skillhost yet"),
-                "{}",
-                out.stderr
-            );
-            assert!(out.stderr.contains("config.yaml"), "names the file: {}", out.stderr);
-            assert!(!out.stderr.contains("broken"), "nothing loaded: {}", out.stderr);
-        }
+        let out = skillhost_env(&ws, &["run"], &[]);
+        assert_eq!(out.code, 2, "{yaml}: {}", out.stderr);
+        assert!(out.stderr.contains(expected), "{yaml}: {}", out.stderr);
+        assert!(!out.stderr.contains("broken") && !out.stderr.contains("SECRETVALUE"), "{}", out.stderr);
     }
+    // A malformed token is refused by every command, when the config loads.
+    let ws = workspace("adapter:\n  slack: {bot_token: xoxp-SECRETVALUE}\n");
+    let out = skillhost_env(&ws, &["skill", "validate"], &[]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(out.stderr.contains("slack.bot_token is not a Slack xoxb-"), "{}", out.stderr);
+    assert!(!out.stderr.contains("SECRETVALUE"), "{}", out.stderr);
 }
 
 #[test]

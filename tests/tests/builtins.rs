@@ -163,7 +163,7 @@ struct Recorder {
 }
 
 #[async_trait::async_trait]
-impl Approver for Recorder {
+impl Counterpart for Recorder {
     async fn decide(&self, request: ApprovalRequest) -> ApprovalOutcome {
         self.asked.lock().unwrap().push(request.input["command"].as_str().unwrap_or("").to_owned());
         if self.deny { ApprovalOutcome::Denied(None) } else { ApprovalOutcome::Approved }
@@ -189,19 +189,25 @@ async fn allowlisted_commands_run_new_ones_ask_and_approved_ones_are_promoted_pe
         server.url()
     );
     let engine = skillhost_tests::engine_from(&ws, &yaml).await;
-    let approver = Recorder::default();
+    let counterpart = Recorder::default();
     let mut promoted = Vec::new();
     for n in 0..5 {
         let events = Mutex::new(Vec::new());
-        let turn = TurnRequest { channel_id: "c".into(), user_id: None, message: format!("m{n}"), route: Vec::new() };
-        let result = engine.run_turn(turn, &events, &approver).await.unwrap();
+        let turn = TurnRequest {
+            channel_id: "c".into(),
+            user_id: None,
+            message: format!("m{n}"),
+            route: Vec::new(),
+            thread: None,
+        };
+        let result = engine.run_turn(turn, &events, &counterpart).await.unwrap();
         let call = &result.tool_calls[0];
         assert!(call.executed && !call.outcome.is_error, "{:?}", call.outcome);
         promoted.push(call.promoted);
     }
     // The allowlisted one never asks; "echo new" asks twice, then runs promoted; "echo other"
     // is a new command and asks again.
-    assert_eq!(*approver.asked.lock().unwrap(), ["echo new", "echo new", "echo other"]);
+    assert_eq!(*counterpart.asked.lock().unwrap(), ["echo new", "echo new", "echo other"]);
     assert_eq!(promoted, [false, false, false, true, false]);
     let system = server.body(0)["system"].as_str().unwrap().to_owned();
     assert!(system.contains(skillhost::skills::builtin::shell::PROMPT), "the shell's prompt is offered: {system}");
@@ -232,23 +238,35 @@ async fn a_denied_command_is_not_promoted_and_overrides_have_the_last_word() {
     };
     // `confirm` overrides the allowlist: the person is asked every time, and never promoted.
     let engine = skillhost_tests::engine_from(&ws, &yaml("human:\n  overrides: {shell__run_command: confirm}\n")).await;
-    let approver = Recorder::default();
+    let counterpart = Recorder::default();
     for n in 0..3 {
-        let turn = TurnRequest { channel_id: "c".into(), user_id: None, message: format!("m{n}"), route: Vec::new() };
-        let result = engine.run_turn(turn, &NoEvents, &approver).await.unwrap();
+        let turn = TurnRequest {
+            channel_id: "c".into(),
+            user_id: None,
+            message: format!("m{n}"),
+            route: Vec::new(),
+            thread: None,
+        };
+        let result = engine.run_turn(turn, &NoEvents, &counterpart).await.unwrap();
         assert_eq!(result.tool_calls[0].level, skillhost::tools::Level::Confirm);
     }
-    assert_eq!(approver.asked.lock().unwrap().len(), 3);
+    assert_eq!(counterpart.asked.lock().unwrap().len(), 3);
     // A denial at approve level blocks the promotion the one approval would have earned.
     let engine = skillhost_tests::engine_from(&ws, &yaml("human:\n  overrides: {shell__run_command: approve}\n")).await;
     let denier = Recorder { deny: true, ..Default::default() };
-    let turn = |m: &str| TurnRequest { channel_id: "d".into(), user_id: None, message: m.into(), route: Vec::new() };
+    let turn = |m: &str| TurnRequest {
+        channel_id: "d".into(),
+        user_id: None,
+        message: m.into(),
+        route: Vec::new(),
+        thread: None,
+    };
     let result = engine.run_turn(turn("a"), &NoEvents, &denier).await.unwrap();
     assert!(!result.tool_calls[0].executed);
-    let approver = Recorder::default();
+    let counterpart = Recorder::default();
     for m in ["b", "c"] {
-        let result = engine.run_turn(turn(m), &NoEvents, &approver).await.unwrap();
+        let result = engine.run_turn(turn(m), &NoEvents, &counterpart).await.unwrap();
         assert!(!result.tool_calls[0].promoted, "denied once: never promoted");
     }
-    assert_eq!(approver.asked.lock().unwrap().len(), 2);
+    assert_eq!(counterpart.asked.lock().unwrap().len(), 2);
 }

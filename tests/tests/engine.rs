@@ -30,12 +30,18 @@ async fn engine(ws: &Workspace, server: &LlmServer, extra: &str) -> Engine {
 }
 
 fn turn(channel: &str, message: &str) -> TurnRequest {
-    TurnRequest { channel_id: channel.into(), user_id: Some("u1".into()), message: message.into(), route: Vec::new() }
+    TurnRequest {
+        channel_id: channel.into(),
+        user_id: Some("u1".into()),
+        message: message.into(),
+        route: Vec::new(),
+        thread: None,
+    }
 }
 
-async fn run(engine: &Engine, message: &str, approver: &dyn Approver) -> (TurnResult, Vec<EngineEvent>) {
+async fn run(engine: &Engine, message: &str, counterpart: &dyn Counterpart) -> (TurnResult, Vec<EngineEvent>) {
     let events = Mutex::new(Vec::new());
-    let result = engine.run_turn(turn("chan-1", message), &events, approver).await.unwrap();
+    let result = engine.run_turn(turn("chan-1", message), &events, counterpart).await.unwrap();
     (result, events.into_inner().unwrap())
 }
 
@@ -58,7 +64,7 @@ fn results(server: &LlmServer, n: usize) -> Vec<(String, Value, bool)> {
 struct Deny;
 
 #[async_trait::async_trait]
-impl Approver for Deny {
+impl Counterpart for Deny {
     async fn decide(&self, _request: ApprovalRequest) -> ApprovalOutcome {
         ApprovalOutcome::Denied(Some("not today".into()))
     }
@@ -67,7 +73,7 @@ impl Approver for Deny {
 struct Never;
 
 #[async_trait::async_trait]
-impl Approver for Never {
+impl Counterpart for Never {
     async fn decide(&self, _request: ApprovalRequest) -> ApprovalOutcome {
         std::future::pending().await
     }
@@ -282,7 +288,7 @@ async fn a_failed_turn_is_not_persisted() {
 struct Slow(std::time::Duration);
 
 #[async_trait::async_trait]
-impl Approver for Slow {
+impl Counterpart for Slow {
     async fn decide(&self, _request: ApprovalRequest) -> ApprovalOutcome {
         tokio::time::sleep(self.0).await;
         ApprovalOutcome::Approved

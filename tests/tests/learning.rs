@@ -34,15 +34,16 @@ async fn engine(ws: &Workspace, server: &LlmServer, skills: &str, learning: &str
     skillhost_tests::engine_from(ws, &yaml).await
 }
 
-async fn run(engine: &Engine, message: &str, approver: &dyn Approver) -> (TurnResult, Vec<EngineEvent>) {
+async fn run(engine: &Engine, message: &str, counterpart: &dyn Counterpart) -> (TurnResult, Vec<EngineEvent>) {
     let events = Mutex::new(Vec::new());
     let req = TurnRequest {
         channel_id: "chan-1".into(),
         user_id: Some("u1".into()),
         message: message.into(),
         route: Vec::new(),
+        thread: None,
     };
-    let result = engine.run_turn(req, &events, approver).await.unwrap();
+    let result = engine.run_turn(req, &events, counterpart).await.unwrap();
     (result, events.into_inner().unwrap())
 }
 
@@ -69,7 +70,7 @@ impl Scripted {
 }
 
 #[async_trait::async_trait]
-impl Approver for Scripted {
+impl Counterpart for Scripted {
     async fn decide(&self, request: ApprovalRequest) -> ApprovalOutcome {
         self.asked.lock().unwrap().push(request);
         self.outcomes.lock().unwrap().pop_front().unwrap_or(ApprovalOutcome::Approved)
@@ -82,14 +83,14 @@ async fn dyn_call(
     engine: &Engine,
     server: &LlmServer,
     level: &str,
-    approver: &Scripted,
+    counterpart: &Scripted,
 ) -> (ToolCallRecord, Vec<EngineEvent>) {
     server.push(Answer::default().call("t1", "hooks_all__dyn_tool", json!({ "level": level })));
     server.push(Answer::text(&["Done."]));
-    if approver.next_approves() {
+    if counterpart.next_approves() {
         server.push(Answer::text(&["OK"]));
     }
-    let (result, events) = run(engine, "go", approver).await;
+    let (result, events) = run(engine, "go", counterpart).await;
     (result.tool_calls.into_iter().next().unwrap(), events)
 }
 
@@ -98,15 +99,15 @@ async fn approvals_promote_a_tool_and_the_counts_survive_a_restart() {
     let ws = workspace(&[("hooks_all", guests::HOOKS_ALL)]);
     let server = LlmServer::start(vec![]).await;
     let engine = engine(&ws, &server, "", "  approval_auto_promote: 2\n", "").await;
-    let approver = Scripted::default();
+    let counterpart = Scripted::default();
     for _ in 0..2 {
-        let (call, _) = dyn_call(&engine, &server, "approve", &approver).await;
+        let (call, _) = dyn_call(&engine, &server, "approve", &counterpart).await;
         assert!(!call.promoted && call.executed);
     }
-    assert_eq!(approver.asked(), 2);
-    let (call, events) = dyn_call(&engine, &server, "approve", &approver).await;
+    assert_eq!(counterpart.asked(), 2);
+    let (call, events) = dyn_call(&engine, &server, "approve", &counterpart).await;
     assert_eq!((call.promoted, call.executed, call.approval), (true, true, Some(ApprovalOutcome::Approved)));
-    assert_eq!(approver.asked(), 2);
+    assert_eq!(counterpart.asked(), 2);
     assert!(
         !events
             .iter()
@@ -118,9 +119,9 @@ async fn approvals_promote_a_tool_and_the_counts_survive_a_restart() {
 
     let server = LlmServer::start(vec![]).await;
     let restarted = self::engine(&ws, &server, "", "  approval_auto_promote: 2\n", "").await;
-    let (call, _) = dyn_call(&restarted, &server, "approve", &approver).await;
+    let (call, _) = dyn_call(&restarted, &server, "approve", &counterpart).await;
     assert!(call.promoted);
-    assert_eq!(approver.asked(), 2);
+    assert_eq!(counterpart.asked(), 2);
 }
 
 #[tokio::test]
@@ -128,18 +129,18 @@ async fn one_denial_blocks_promotion_and_cancellations_do_not_count() {
     let ws = workspace(&[("hooks_all", guests::HOOKS_ALL)]);
     let server = LlmServer::start(vec![]).await;
     let engine = engine(&ws, &server, "", "  approval_auto_promote: 2\n", "").await;
-    let approver =
+    let counterpart =
         Scripted::new(&[ApprovalOutcome::Approved, ApprovalOutcome::Cancelled, ApprovalOutcome::Denied(None)]);
     for _ in 0..3 {
-        dyn_call(&engine, &server, "approve", &approver).await;
+        dyn_call(&engine, &server, "approve", &counterpart).await;
     }
     let counts = engine.promotion().counts(&PromotionKey::tool("hooks_all__dyn_tool"));
     assert_eq!((counts.approved, counts.denied), (1, 1));
     for _ in 0..3 {
-        let (call, _) = dyn_call(&engine, &server, "approve", &approver).await;
+        let (call, _) = dyn_call(&engine, &server, "approve", &counterpart).await;
         assert!(!call.promoted);
     }
-    assert_eq!(approver.asked(), 6);
+    assert_eq!(counterpart.asked(), 6);
 }
 
 #[tokio::test]
@@ -148,18 +149,18 @@ async fn a_skill_overrides_the_threshold_and_zero_disables() {
     let server = LlmServer::start(vec![]).await;
     let skills = "  config:\n    hooks_all: {approval_auto_promote: 1}\n";
     let engine = engine(&ws, &server, skills, "  approval_auto_promote: 5\n", "").await;
-    let approver = Scripted::default();
-    dyn_call(&engine, &server, "approve", &approver).await;
-    assert!(dyn_call(&engine, &server, "approve", &approver).await.0.promoted);
+    let counterpart = Scripted::default();
+    dyn_call(&engine, &server, "approve", &counterpart).await;
+    assert!(dyn_call(&engine, &server, "approve", &counterpart).await.0.promoted);
 
     let ws = workspace(&[("hooks_all", guests::HOOKS_ALL)]);
     let skills = "  config:\n    hooks_all: {approval_auto_promote: 0}\n";
     let engine = self::engine(&ws, &server, skills, "  approval_auto_promote: 1\n", "").await;
-    let approver = Scripted::default();
+    let counterpart = Scripted::default();
     for _ in 0..3 {
-        assert!(!dyn_call(&engine, &server, "approve", &approver).await.0.promoted);
+        assert!(!dyn_call(&engine, &server, "approve", &counterpart).await.0.promoted);
     }
-    assert_eq!(approver.asked(), 3);
+    assert_eq!(counterpart.asked(), 3);
 }
 
 #[tokio::test]
@@ -167,15 +168,15 @@ async fn confirm_level_calls_are_never_promoted_nor_count() {
     let ws = workspace(&[("hooks_all", guests::HOOKS_ALL)]);
     let server = LlmServer::start(vec![]).await;
     let engine = engine(&ws, &server, "", "  approval_auto_promote: 1\n", "").await;
-    let approver = Scripted::default();
-    assert!(!dyn_call(&engine, &server, "confirm", &approver).await.0.promoted);
+    let counterpart = Scripted::default();
+    assert!(!dyn_call(&engine, &server, "confirm", &counterpart).await.0.promoted);
     assert!(
-        !dyn_call(&engine, &server, "approve", &approver).await.0.promoted,
+        !dyn_call(&engine, &server, "approve", &counterpart).await.0.promoted,
         "a confirmation is no approve-level approval"
     );
-    assert!(!dyn_call(&engine, &server, "confirm", &approver).await.0.promoted);
-    assert!(dyn_call(&engine, &server, "approve", &approver).await.0.promoted);
-    assert_eq!(approver.asked(), 3);
+    assert!(!dyn_call(&engine, &server, "confirm", &counterpart).await.0.promoted);
+    assert!(dyn_call(&engine, &server, "approve", &counterpart).await.0.promoted);
+    assert_eq!(counterpart.asked(), 3);
 }
 
 /// Scripts a turn calling `hooks_all__plain` and answering `answer`, then the verifier's reply.

@@ -114,10 +114,16 @@ async fn tools_app(ws: &Workspace, config: &str) -> skillhost::app::App {
     skillhost_tests::app_with(ws, config, Options { mode: LoadMode::Serve, llm: false, agents: Agents::TopLevel }).await
 }
 
-async fn run(engine: &Engine, approver: &dyn Approver) -> (TurnResult, Vec<EngineEvent>) {
+async fn run(engine: &Engine, counterpart: &dyn Counterpart) -> (TurnResult, Vec<EngineEvent>) {
     let events = Mutex::new(Vec::new());
-    let request = TurnRequest { channel_id: "chan-1".into(), user_id: None, message: "go".into(), route: Vec::new() };
-    let result = engine.run_turn(request, &events, approver).await.unwrap();
+    let request = TurnRequest {
+        channel_id: "chan-1".into(),
+        user_id: None,
+        message: "go".into(),
+        route: Vec::new(),
+        thread: None,
+    };
+    let result = engine.run_turn(request, &events, counterpart).await.unwrap();
     (result, events.into_inner().unwrap())
 }
 
@@ -144,7 +150,7 @@ fn offered(server: &LlmServer, n: usize) -> Vec<String> {
 struct Deny;
 
 #[async_trait::async_trait]
-impl Approver for Deny {
+impl Counterpart for Deny {
     async fn decide(&self, _request: ApprovalRequest) -> ApprovalOutcome {
         ApprovalOutcome::Denied(None)
     }
@@ -308,7 +314,7 @@ async fn approval_applies_to_mcp_tools() {
 struct Count(std::sync::atomic::AtomicUsize);
 
 #[async_trait::async_trait]
-impl Approver for Count {
+impl Counterpart for Count {
     async fn decide(&self, _request: ApprovalRequest) -> ApprovalOutcome {
         self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         ApprovalOutcome::Approved
@@ -323,10 +329,10 @@ async fn approvals_of_an_mcp_tool_are_promoted_like_a_native_tools() {
     let llm = LlmServer::start(script).await;
     let extra = format!("{}human:\n  overrides:\n    everything__echo: approve\n", servers(OBS_TOOLS));
     let (engine, _tools) = setup(&ws, &llm.url(), &extra).await;
-    let approver = Count::default();
+    let counterpart = Count::default();
     let mut promoted = Vec::new();
     for _ in 0..4 {
-        let (result, _) = run(&engine, &approver).await;
+        let (result, _) = run(&engine, &counterpart).await;
         assert!(
             result.tool_calls[0].executed && !result.tool_calls[0].outcome.is_error,
             "{:?}",
@@ -335,7 +341,7 @@ async fn approvals_of_an_mcp_tool_are_promoted_like_a_native_tools() {
         promoted.push(result.tool_calls[0].promoted);
     }
     // learning.approval_auto_promote defaults to 3: three approvals, then it runs unasked.
-    assert_eq!(approver.0.load(std::sync::atomic::Ordering::SeqCst), 3);
+    assert_eq!(counterpart.0.load(std::sync::atomic::Ordering::SeqCst), 3);
     assert_eq!(promoted, [false, false, false, true]);
 }
 
@@ -775,7 +781,7 @@ async fn a_prerequisite_retry_passes_the_tool_budget_again() {
 struct Answering(ApprovalOutcome, std::sync::atomic::AtomicUsize);
 
 #[async_trait::async_trait]
-impl Approver for Answering {
+impl Counterpart for Answering {
     async fn decide(&self, _request: ApprovalRequest) -> ApprovalOutcome {
         self.1.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         self.0.clone()

@@ -153,8 +153,13 @@ async fn triage_owns_its_server_policy_through_a_turn() {
     assert_eq!(facts.mcp_tools, [("observability".to_string(), vec!["get_logs".to_string()])]);
 
     let events = Mutex::new(Vec::new());
-    let request =
-        TurnRequest { channel_id: "chan-1".into(), user_id: None, message: "find errors".into(), route: Vec::new() };
+    let request = TurnRequest {
+        channel_id: "chan-1".into(),
+        user_id: None,
+        message: "find errors".into(),
+        route: Vec::new(),
+        thread: None,
+    };
     engine.run_turn(request, &events, &NonInteractive).await.unwrap();
     let classified = tool_results(&llm, 1);
     assert_eq!(parse(&classified["c"]), json!({"route": "search"}), "{classified:?}");

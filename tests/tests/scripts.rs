@@ -4,7 +4,7 @@
 //! component's tools (modes layer: body, component tools and script tools in one folder).
 
 use serde_json::{Value, json};
-use skillhost::engine::{ApprovalOutcome, ApprovalRequest, Approver, NoEvents};
+use skillhost::engine::{ApprovalOutcome, ApprovalRequest, Counterpart, NoEvents};
 use skillhost::sandbox::CallContext;
 use skillhost::skills::SkillSet;
 use skillhost::tools::{Level, NoScope, ScriptTools, ToolCall, ToolSource};
@@ -187,7 +187,7 @@ fn inspect() -> skillhost::app::Options {
 struct Recording(Mutex<Vec<(String, Level)>>);
 
 #[async_trait::async_trait]
-impl Approver for Recording {
+impl Counterpart for Recording {
     async fn decide(&self, request: ApprovalRequest) -> ApprovalOutcome {
         self.0.lock().unwrap().push((request.tool_name, request.level));
         ApprovalOutcome::Approved
@@ -199,13 +199,13 @@ async fn script_tools_need_approval_unless_the_operator_lowers_them() {
     for (extra, asked) in [("", true), ("human:\n  overrides:\n    scripted__rs: null\n", false)] {
         let app = skillhost_tests::app_with(built(), &config(extra), inspect()).await;
         let engine = &app.agents[0].engine;
-        let approver = Recording::default();
+        let counterpart = Recording::default();
         let call = ("c1".to_owned(), "scripted__rs".to_owned(), probe("argv", "a", 1));
         let ctx = CallContext::standalone("test");
-        let record = engine.call_tool(call, &ctx, &NoEvents, &approver, &engine.tool_budget()).await;
+        let record = engine.call_tool(call, &ctx, &NoEvents, &counterpart, &engine.tool_budget()).await;
         assert!(record.executed, "{:?}", record.outcome);
         assert_eq!(record.outcome.content.trim(), r#"["argv","a","1"]"#);
-        let requests = approver.0.into_inner().unwrap();
+        let requests = counterpart.0.into_inner().unwrap();
         if asked {
             assert_eq!(requests, [("scripted__rs".to_owned(), Level::Approve)], "destructive by default");
         } else {

@@ -54,7 +54,7 @@ async fn engine(ws: &Workspace, llm: &str) -> Engine {
 struct Recording(Mutex<Vec<ApprovalRequest>>);
 
 #[async_trait::async_trait]
-impl Approver for Recording {
+impl Counterpart for Recording {
     async fn decide(&self, request: ApprovalRequest) -> ApprovalOutcome {
         self.0.lock().unwrap().push(request);
         ApprovalOutcome::Approved
@@ -90,13 +90,14 @@ async fn the_person_the_events_and_the_server_see_the_clamped_arguments() {
         .call("widen", "obs__get_log_attributes", json!({"_decision": "widen", "end_time_iso": "now-1h"}));
     let llm = LlmServer::start(vec![first.into(), Answer::text(&["Done."]).into()]).await;
     let engine = engine(&ws, &llm.url()).await;
-    let (approver, events) = (Recording::default(), Mutex::new(Vec::new()));
-    let request = TurnRequest { channel_id: "c".into(), user_id: None, message: "go".into(), route: Vec::new() };
-    let turn = engine.run_turn(request, &events, &approver).await.unwrap();
+    let (counterpart, events) = (Recording::default(), Mutex::new(Vec::new()));
+    let request =
+        TurnRequest { channel_id: "c".into(), user_id: None, message: "go".into(), route: Vec::new(), thread: None };
+    let turn = engine.run_turn(request, &events, &counterpart).await.unwrap();
 
     let mut clamped = window(5);
     clamped["level"] = json!("approve");
-    let asked = approver.0.lock().unwrap();
+    let asked = counterpart.0.lock().unwrap();
     assert_eq!(asked.len(), 1, "the unusable call asks nobody");
     assert_eq!(asked[0].input, clamped, "the person approves what will run");
     // Approved calls run in parallel: their tool events come in the order they start.
@@ -138,7 +139,8 @@ async fn the_prerequisite_retry_is_clamped_again() {
     let first = Answer::text(&["Reading."]).call("pre", "obs__get_log_attributes", asked);
     let llm = LlmServer::start(vec![first.into(), Answer::text(&["Done."]).into()]).await;
     let engine = engine(&ws, &llm.url()).await;
-    let request = TurnRequest { channel_id: "c".into(), user_id: None, message: "go".into(), route: Vec::new() };
+    let request =
+        TurnRequest { channel_id: "c".into(), user_id: None, message: "go".into(), route: Vec::new(), thread: None };
     let turn = engine.run_turn(request, &NoEvents, &NonInteractive).await.unwrap();
     assert!(turn.tool_calls[0].executed);
     let r = results(&llm);

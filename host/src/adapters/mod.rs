@@ -1,24 +1,31 @@
 //! The adapters: the front doors through which people and programs reach an agent. Each
 //! drives the engine through a turn request (or a single tool call), an event sink and its
-//! own [`crate::engine::Approver`]; none is known to the engine by name.
+//! own [`crate::engine::Counterpart`]; none is known to the engine by name.
 //!
 //! - [`terminal`]: `skillhost chat` in a terminal (inline approvals, Ctrl-C cancels a turn).
 //! - [`api`]: the HTTP API with the approval-v1 SSE stream.
 //! - [`mcp`]: the agent's tools served over MCP (stdio, and `/mcp` beside the API), approvals
 //!   through elicitation.
+//! - [`slack`]: a Slack app in Socket Mode; [`telegram`]: a Telegram bot, long polling. Both
+//!   on [`chat`], the kit of conversations with streamed answers, buttons and questions.
 //!
 //! What a remote adapter needs, shared by all of them:
 //! - [`auth`]: the bearer token the HTTP adapters share.
 //! - [`interactions`]: pending approvals and questions, decided once (first decision wins).
 //! - [`present`]: what a person may be shown of a call: the redacted, capped input, the
 //!   tool's safe description (every tool kind), the `wait=true` summary.
+//! - [`ask`]: `human__ask`, the question tool the interactive adapters offer.
 
 pub mod api;
+pub mod ask;
 pub mod auth;
+pub mod chat;
 pub mod http;
 pub mod interactions;
 pub mod mcp;
 pub mod present;
+pub mod slack;
+pub mod telegram;
 pub mod terminal;
 
 /// Set once when the process is asked to stop (Ctrl-C, SIGTERM, the terminal's session

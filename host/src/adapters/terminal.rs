@@ -1,9 +1,9 @@
 //! The terminal adapter (`skillhost chat`, `run --adapter cli`): the read–answer loop, one
 //! stdin reader shared by the prompt and the approval questions, an [`EventSink`] that streams
-//! the answer and shows tool calls, and an [`Approver`] that asks inline.
+//! the answer and shows tool calls, and a [`Counterpart`] that asks inline.
 
-use crate::engine::{ApprovalOutcome, ApprovalRequest, Approver, Engine, EngineEvent, EventSink, TurnRequest};
-use crate::mcp::elicit::{Answer, Question};
+use crate::engine::{ApprovalOutcome, ApprovalRequest, Counterpart, Engine, EngineEvent, EventSink, TurnRequest};
+use crate::person::{Answer, Question};
 use crate::tools::{CONFIRMATION_CHALLENGE, Level};
 use std::io::{BufRead, IsTerminal, Write};
 use std::sync::Arc;
@@ -152,7 +152,7 @@ fn short(input: &serde_json::Value) -> String {
 }
 
 /// Asks the person at the terminal, reading the answer from the shared [`Input`].
-pub struct TerminalApprover {
+pub struct TerminalCounterpart {
     /// Where answers are read.
     pub input: Arc<Input>,
     /// Where the question is shown.
@@ -160,7 +160,7 @@ pub struct TerminalApprover {
 }
 
 #[async_trait::async_trait]
-impl Approver for TerminalApprover {
+impl Counterpart for TerminalCounterpart {
     async fn decide(&self, request: ApprovalRequest) -> ApprovalOutcome {
         let (tool, input) = (&request.tool_name, short(&request.input));
         match request.level {
@@ -206,7 +206,7 @@ impl Approver for TerminalApprover {
 pub async fn chat(engine: &Engine, channel: &str) {
     let input = Input::stdin();
     let terminal = Terminal::new();
-    let approver = TerminalApprover { input: input.clone(), terminal: terminal.clone() };
+    let counterpart = TerminalCounterpart { input: input.clone(), terminal: terminal.clone() };
     let interactive = std::io::stdin().is_terminal();
     let user_id = std::env::var("USER").ok().filter(|u| !u.is_empty());
     if interactive {
@@ -238,9 +238,10 @@ pub async fn chat(engine: &Engine, channel: &str) {
             user_id: user_id.clone(),
             message: message.to_owned(),
             route: Vec::new(),
+            thread: None,
         };
         tokio::select! {
-            result = engine.run_turn(request, &*terminal, &approver) => match result {
+            result = engine.run_turn(request, &*terminal, &counterpart) => match result {
                 Ok(result) => {
                     terminal.finish(&result.text);
                     if result.time_boxed {

@@ -65,6 +65,8 @@ pub struct Agent {
     pub engine: Arc<Engine>,
     /// The adapters its config names (`adapter.type` / `types`; the terminal when none).
     pub adapters: Vec<AdapterKind>,
+    /// Its `adapter` block (the chat platforms' settings).
+    pub adapter: config::Adapter,
     /// Its HTTP server settings.
     pub ui: Ui,
     /// Skills that did not load (the others still serve).
@@ -155,6 +157,20 @@ pub fn sandbox(config: &LoadedConfig) -> anyhow::Result<Sandbox> {
     sandbox
 }
 
+/// Refuses, before anything loads, an adapter that could not serve: Slack or Telegram
+/// without its token (the error names the setting and the agent, never the token).
+/// `adapter` replaces what each agent's config names (`run --adapter`).
+pub fn check_adapters(config: &LoadedConfig, which: &Agents, adapter: Option<AdapterKind>) -> anyhow::Result<()> {
+    for (name, agent) in agent_configs(config, which)? {
+        let block = &agent.config.adapter;
+        let at = name.map_or("adapter".to_owned(), |n| format!("agents.{n}.adapter"));
+        for kind in adapter.map_or_else(|| block.kinds(), |kind| vec![kind]) {
+            block.ready(kind).map_err(|e| anyhow::anyhow!("{at}: {e}"))?;
+        }
+    }
+    Ok(())
+}
+
 /// The effective config of each agent to build: the top-level one with the agent's blocks
 /// (already merged key by key by the config loader) in place.
 fn agent_configs(config: &LoadedConfig, which: &Agents) -> anyhow::Result<Vec<(Option<String>, LoadedConfig)>> {
@@ -226,6 +242,7 @@ async fn build_agent(
         name,
         engine,
         adapters,
+        adapter: config.config.adapter.clone(),
         ui: config.config.ui.clone(),
         problems: set.problems.clone(),
         loader,

@@ -3,11 +3,13 @@
 //! can fail their setup before any serves; then they serve until Ctrl-C / SIGTERM, or until
 //! the terminal's session ends when an agent uses the terminal. An approval or a question
 //! always goes back through the adapter that received the message: each adapter brings its
-//! own approver.
+//! own counterpart.
 
 use super::{Agent, App};
 use crate::adapters::api::ApiConfig;
 use crate::adapters::http::{HttpAdapter, HttpSettings};
+use crate::adapters::slack::SlackAdapter;
+use crate::adapters::telegram::TelegramAdapter;
 use crate::adapters::terminal::TerminalAdapter;
 use crate::adapters::{Adapter, Stop};
 use crate::config::AdapterKind;
@@ -84,6 +86,15 @@ async fn make(agent: &Agent, kind: &Served, turns: &mut Turns) -> anyhow::Result
                 HttpSettings { agent: agent.name.as_deref(), display_name: &agent.display_name, ui: &agent.ui, port };
             Box::new(HttpAdapter::bind(agent.engine.clone(), settings, turns.handle()?).await?)
         }
+        Served::Slack => {
+            let settings = agent.adapter.slack.as_ref().ok_or_else(|| anyhow::anyhow!("no adapter.slack block"))?;
+            Box::new(SlackAdapter::new(agent.engine.clone(), settings, agent.name.as_deref()))
+        }
+        Served::Telegram => {
+            let settings =
+                agent.adapter.telegram.as_ref().ok_or_else(|| anyhow::anyhow!("no adapter.telegram block"))?;
+            Box::new(TelegramAdapter::new(agent.engine.clone(), settings, agent.name.as_deref()))
+        }
     })
 }
 
@@ -124,6 +135,10 @@ enum Served {
     Terminal,
     /// The HTTP API and `/mcp`, on this port.
     Api { port: u16 },
+    /// The agent's Slack app.
+    Slack,
+    /// The agent's Telegram bot.
+    Telegram,
 }
 
 /// Which agent serves what, checked before anything listens.
@@ -131,6 +146,7 @@ fn plan(agents: &[Agent], adapter: Option<AdapterKind>) -> anyhow::Result<Vec<(&
     let mut plan = Vec::new();
     let mut terminal: Option<&Agent> = None;
     let mut ports: BTreeMap<u16, &str> = BTreeMap::new();
+    let mut bots: BTreeMap<(&str, String), &str> = BTreeMap::new();
     let kinds = |agent: &Agent| adapter.map(|a| vec![a]).unwrap_or_else(|| agent.adapters.clone());
     // `SKILLHOST_UI_PORT` / `_TOKEN` (or the spec's `MITHAI_UI_*`) set the port and token of
     // the one agent serving the API; with several, each has its own `ui`, and a variable
@@ -168,16 +184,39 @@ fn plan(agents: &[Agent], adapter: Option<AdapterKind>) -> anyhow::Result<Vec<(&
                     }
                     plan.push((agent, Served::Api { port }));
                 }
-                // Refused when the config loads (`Adapter::check`); `--adapter` offers
-                // neither.
-                other => bail!(
-                    "{label}: the {} adapter is not served by skillhost yet; use cli or api",
-                    format!("{other:?}").to_lowercase()
-                ),
+                AdapterKind::Slack | AdapterKind::Telegram => {
+                    let (served, token) = match kind {
+                        AdapterKind::Slack => {
+                            (Served::Slack, agent.adapter.slack.as_ref().map(|s| s.app_token.clone()))
+                        }
+                        _ => (Served::Telegram, agent.adapter.telegram.as_ref().map(|t| t.bot_token.clone())),
+                    };
+                    agent.adapter.ready(kind).map_err(|e| anyhow::anyhow!("{label}: {e}"))?;
+                    // One connection per bot: Slack spreads events over an app's sockets, and
+                    // Telegram refuses a second poller.
+                    let token = token.unwrap_or_default();
+                    if let Some(other) = bots.insert((served_name(served), token), label) {
+                        bail!(
+                            "agents `{other}` and `{label}` use the same {} bot: give each agent its own adapter.{} block",
+                            served_name(served),
+                            served_name(served)
+                        );
+                    }
+                    plan.push((agent, served));
+                }
             }
         }
     }
     Ok(plan)
+}
+
+fn served_name(served: Served) -> &'static str {
+    match served {
+        Served::Slack => "slack",
+        Served::Telegram => "telegram",
+        Served::Terminal => "cli",
+        Served::Api { .. } => "api",
+    }
 }
 
 /// Lets the last turns' daily reflections reach the memory files before the process ends,

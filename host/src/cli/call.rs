@@ -3,8 +3,8 @@
 
 use clap::Args;
 use skillhost::app::{Agents, App, Options};
-use skillhost::engine::{ApprovalOutcome, ApprovalRequest, Approver, AutoApprove, NoEvents};
-use skillhost::mcp::elicit::{Answer, Question};
+use skillhost::engine::{ApprovalOutcome, ApprovalRequest, AutoApprove, Counterpart, NoEvents};
+use skillhost::person::{Answer, Question};
 use skillhost::sandbox::CallContext;
 use skillhost::skills::LoadMode;
 use skillhost::tools::{CONFIRMATION_CHALLENGE, Level};
@@ -54,9 +54,9 @@ pub async fn run(args: CallArgs, config: Option<&Path>) -> anyhow::Result<ExitCo
         anyhow::bail!("no tool `{}`; loaded tools: {known}", args.tool);
     }
     let ctx = CallContext { user_id: args.user.clone(), ..CallContext::standalone(&args.channel) };
-    let approver: Box<dyn Approver> = if args.yes { Box::new(AutoApprove) } else { Box::new(Ask) };
+    let counterpart: Box<dyn Counterpart> = if args.yes { Box::new(AutoApprove) } else { Box::new(Ask) };
     let call = ("cli-call".to_owned(), args.tool.clone(), input);
-    let record = engine.call_tool(call, &ctx, &NoEvents, &*approver, &engine.tool_budget()).await;
+    let record = engine.call_tool(call, &ctx, &NoEvents, &*counterpart, &engine.tool_budget()).await;
     match &record.approval {
         Some(ApprovalOutcome::Unavailable(why)) => {
             anyhow::bail!("{} needs `{}` approval and {why}", args.tool, record.level.as_str())
@@ -75,7 +75,7 @@ pub async fn run(args: CallArgs, config: Option<&Path>) -> anyhow::Result<ExitCo
 struct Ask;
 
 #[async_trait::async_trait]
-impl Approver for Ask {
+impl Counterpart for Ask {
     async fn decide(&self, request: ApprovalRequest) -> ApprovalOutcome {
         if !std::io::stdin().is_terminal() {
             return ApprovalOutcome::Unavailable(NO_TERMINAL.into());

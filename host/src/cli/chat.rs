@@ -30,17 +30,23 @@ pub struct RunArgs {
 enum AdapterArg {
     Cli,
     Api,
+    Slack,
+    Telegram,
 }
 
 /// `skillhost run`.
 pub async fn run_adapter(args: RunArgs, config: Option<&Path>) -> anyhow::Result<ExitCode> {
     let config = super::load_config(config)?;
     let agents = args.agent.map_or(Agents::All, Agents::One);
-    let app = build(config, agents).await?;
     let adapter = args.adapter.map(|a| match a {
         AdapterArg::Cli => AdapterKind::Cli,
         AdapterArg::Api => AdapterKind::Api,
+        AdapterArg::Slack => AdapterKind::Slack,
+        AdapterArg::Telegram => AdapterKind::Telegram,
     });
+    // A chat adapter without its token stops here, before any skill loads.
+    app::check_adapters(&config, &agents, adapter)?;
+    let app = build(config, agents).await?;
     app::serve(app, adapter).await?;
     Ok(ExitCode::SUCCESS)
 }

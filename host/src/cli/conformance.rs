@@ -10,9 +10,9 @@
 use clap::Args;
 use serde_json::{Map, Value};
 use skillhost::config::{McpAuth, McpServer, ToolFilter};
-use skillhost::mcp::elicit::{Answer, Person, Question};
 use skillhost::mcp::oauth::Browser;
 use skillhost::mcp::{McpManager, Status};
+use skillhost::person::{Answer, Person, Question};
 use std::collections::BTreeMap;
 use std::process::ExitCode;
 use std::time::Duration;

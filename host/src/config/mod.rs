@@ -7,12 +7,14 @@
 //! are parsed and checked here already, so a typo fails at start-up, not at first use.
 
 mod agents;
+mod chat;
 mod env;
 mod interp;
 mod names;
 mod sections;
 mod temporal;
 
+pub use chat::{ChatId, Respond, SLACK_API, SlackSettings, TELEGRAM_API, TelegramSettings};
 pub use names::{check_env_name, check_name};
 pub use sections::*;
 pub use temporal::{DEFAULT_ATTRIBUTE_LOOKBACK_MINUTES, TemporalGuardrails, TemporalProfile};

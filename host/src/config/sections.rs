@@ -107,24 +107,37 @@ impl Adapter {
         }
     }
 
-    /// Refuses `type` with `types`, and (until they are served) the Slack and Telegram
-    /// adapters and their settings: refused, never accepted and ignored.
+    /// Refuses `type` with `types`, and malformed chat tokens (a missing one is refused when
+    /// the adapter is served: [`Adapter::ready`]).
     fn check(&self) -> Result<(), String> {
-        for (key, set) in [("slack", self.slack.is_some()), ("telegram", self.telegram.is_some())] {
-            if set {
-                return Err(format!("`{key}` settings are not supported yet (the {key} adapter is not served)"));
-            }
-        }
         if self.kind.is_some() && !self.types.is_empty() {
             return Err("`type` and `types` are both set: name one adapter with `type` or several with `types`".into());
         }
-        for kind in self.kinds() {
-            if matches!(kind, AdapterKind::Slack | AdapterKind::Telegram) {
-                let name = format!("{kind:?}").to_lowercase();
-                return Err(format!("the {name} adapter is not served by skillhost yet; use cli or api"));
-            }
+        if let Some(slack) = &self.slack {
+            slack.check()?;
+        }
+        if let Some(telegram) = &self.telegram {
+            telegram.check()?;
         }
         Ok(())
+    }
+
+    /// Whether `kind` can be served from this block: Slack and Telegram need their block with
+    /// a token (tokens are never shown, only the setting's name).
+    pub fn ready(&self, kind: AdapterKind) -> Result<(), String> {
+        match kind {
+            AdapterKind::Slack => self
+                .slack
+                .as_ref()
+                .ok_or("the slack adapter needs an `adapter.slack` block (bot_token, app_token)")?
+                .ready(),
+            AdapterKind::Telegram => self
+                .telegram
+                .as_ref()
+                .ok_or("the telegram adapter needs an `adapter.telegram` block (bot_token)")?
+                .ready(),
+            AdapterKind::Cli | AdapterKind::Api => Ok(()),
+        }
     }
 }
 
@@ -202,15 +215,15 @@ impl Default for Bot {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Adapter {
-    /// A single adapter: `cli` or `api` (`slack`, `telegram` are parsed but not served).
+    /// A single adapter.
     #[serde(rename = "type")]
     pub kind: Option<AdapterKind>,
     /// Several adapters.
     pub types: Vec<AdapterKind>,
-    /// Slack settings, kept as given.
-    pub slack: Option<serde_json::Value>,
-    /// Telegram settings, kept as given.
-    pub telegram: Option<serde_json::Value>,
+    /// The Slack app (Socket Mode).
+    pub slack: Option<super::SlackSettings>,
+    /// The Telegram bot (long polling).
+    pub telegram: Option<super::TelegramSettings>,
 }
 
 /// An adapter name.
@@ -221,9 +234,9 @@ pub enum AdapterKind {
     Cli,
     /// The HTTP API.
     Api,
-    /// Slack (not served by skillhost).
+    /// Slack, Socket Mode.
     Slack,
-    /// Telegram (not served by skillhost).
+    /// Telegram, long polling.
     Telegram,
 }
 

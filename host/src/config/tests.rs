@@ -131,15 +131,26 @@ fn mcp_server_names_follow_the_name_rule() {
 }
 
 #[test]
-fn keys_not_acted_on_yet_are_refused_not_ignored() {
-    let cases = [
-        ("adapter:\n  slack:\n    bot_token: x\n", "`slack` settings are not supported yet"),
-        ("agents:\n  a:\n    adapter:\n      telegram: {token: x}\n", "`telegram` settings are not supported yet"),
-    ];
-    for (yaml, expected) in cases {
-        let err = super::parse(yaml, |_| None).unwrap_err();
-        assert!(err.contains(expected), "{yaml}: {err}");
-    }
+fn chat_blocks_are_typed_and_a_malformed_token_is_refused_unshown() {
+    let yaml = "adapter:\n  types: [slack, telegram]\n  slack:\n    bot_token: ${B}\n    app_token: ${A}\n    respond: all\n\
+        \x20   allow_posting_in_external_channels: false\n    approvers: [U1]\n  telegram:\n    bot_token: ${T}\n\
+        \x20   allowed_chat_ids: [${CHAT}, -100200]\n";
+    const GOOD: &[(&str, &str)] =
+        &[("B", "xoxb-1-abc"), ("A", "xapp-1-def"), ("T", "123:ABCdefGHIjklMNOpqrSTUvwxyz"), ("CHAT", "42")];
+    let (config, _) = parse(yaml, env(GOOD)).unwrap();
+    let slack = config.adapter.slack.as_ref().unwrap();
+    assert_eq!((slack.respond, slack.allow_posting_in_external_channels), (crate::config::Respond::All, false));
+    assert_eq!(slack.base_url, crate::config::SLACK_API);
+    let telegram = config.adapter.telegram.as_ref().unwrap();
+    assert_eq!(telegram.allowed_chat_ids, [crate::config::ChatId(42), crate::config::ChatId(-100200)]);
+    assert!(config.adapter.ready(crate::config::AdapterKind::Slack).is_ok());
+
+    const BAD: &[(&str, &str)] =
+        &[("B", "xoxp-user-SECRET"), ("A", "xapp-1-def"), ("T", "123:ABCdefGHIjklMNOpqrSTUvwxyz"), ("CHAT", "42")];
+    let err = parse(yaml, env(BAD)).unwrap_err();
+    assert!(err.contains("adapter: slack.bot_token is not a Slack xoxb-") && !err.contains("SECRET"), "{err}");
+    let err = parse("agents:\n  a:\n    adapter:\n      telegram: {token: x}\n", env(&[])).unwrap_err();
+    assert!(err.contains("unknown field `token`"), "{err}");
 }
 
 /// The spec's own example of `engine.temporal_guardrails`.

@@ -1,6 +1,6 @@
 //! What a turn reports while it runs, for an adapter to show (CLI, SSE stream).
 
-use super::approver::ApprovalOutcome;
+use super::counterpart::ApprovalOutcome;
 use crate::tools::Level;
 pub use crate::tools::ToolTarget;
 use serde_json::Value;

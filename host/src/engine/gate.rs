@@ -1,10 +1,10 @@
 //! The gate: the one approval path every adapter uses: which level a call needs (the tool's policy,
 //! then `human.overrides` as the final word), auto-promotion, asking the adapter's
-//! [`Approver`] with an id and an expiry, the events, and what the model is told when a call
+//! [`Counterpart`] with an id and an expiry, the events, and what the model is told when a call
 //! is refused. Adapters differ only in how they ask: the terminal, the approval-v1 stream,
 //! MCP elicitation.
 
-use super::approver::{ApprovalOutcome, ApprovalRequest, Approver};
+use super::counterpart::{ApprovalOutcome, ApprovalRequest, Counterpart};
 use super::deadline::Deadline;
 use super::events::{EngineEvent, EventSink};
 use super::promote::Promotion;
@@ -83,7 +83,7 @@ impl Gate {
         key.is_some_and(|k| self.promotion.is_promoted(info.promotion_threshold, k))
     }
 
-    /// Settles a call at `level`: auto, promoted, or asked of the `approver` (the decision
+    /// Settles a call at `level`: auto, promoted, or asked of the `counterpart` (the decision
     /// counted toward promotion).
     #[allow(clippy::too_many_arguments)]
     pub async fn decide(
@@ -93,7 +93,7 @@ impl Gate {
         call: ToolCall<'_>,
         level: Level,
         events: &dyn EventSink,
-        approver: &dyn Approver,
+        counterpart: &dyn Counterpart,
         deadline: &Deadline,
     ) -> Decision {
         let key = source.promotion_key(call.name, call.input);
@@ -104,7 +104,7 @@ impl Gate {
             }
             _ => {
                 let outcome = match new_id() {
-                    Ok(id) => self.ask(id, call, level, events, approver, deadline).await,
+                    Ok(id) => self.ask(id, call, level, events, counterpart, deadline).await,
                     Err(e) => {
                         tracing::error!(tool = %call.name, "no approval id: the OS random source failed ({e}); the call is refused");
                         ApprovalOutcome::Cancelled
@@ -131,7 +131,7 @@ impl Gate {
         call: ToolCall<'_>,
         level: Level,
         events: &dyn EventSink,
-        approver: &dyn Approver,
+        counterpart: &dyn Counterpart,
         deadline: &Deadline,
     ) -> ApprovalOutcome {
         let request = ApprovalRequest {
@@ -150,7 +150,7 @@ impl Gate {
             level,
             expires_at: request.expires_at,
         });
-        let decision = tokio::time::timeout(self.timeout, approver.decide(request));
+        let decision = tokio::time::timeout(self.timeout, counterpart.decide(request));
         let outcome = deadline.paused(decision).await.unwrap_or(ApprovalOutcome::TimedOut);
         events.emit(EngineEvent::ApprovalResolved { tool_call_id: call.id.to_owned(), outcome: outcome.clone() });
         outcome

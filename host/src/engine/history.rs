@@ -30,6 +30,11 @@ impl History {
         History { state }
     }
 
+    /// The store the histories live in (adapters keep their own bookkeeping there too).
+    pub fn state(&self) -> &StateStore {
+        &self.state
+    }
+
     /// The channel's messages, oldest first (empty for a new channel).
     pub fn load(&self, channel_id: &str) -> Result<Vec<Message>, StateError> {
         match self.state.get(&namespace(channel_id), KEY)? {

@@ -4,7 +4,7 @@
 //! # Layout
 //! - [`turn`]: [`Engine`], `run_turn` and `call_tool`; [`round`]: one round of calls.
 //! - [`gate`]: the one approval path (levels with overrides, promotion, asking, refusals);
-//!   [`approver`]: how an adapter asks a person; [`promote`]: the approval counts;
+//!   [`counterpart`]: how an adapter asks a person; [`promote`]: the approval counts;
 //!   [`tool_budget`]: `engine.tool_budget`; [`window`]: the time window a call asks for.
 //! - [`deadline`]: the turn's time budget; [`inflight`]: one turn per channel across
 //!   processes; [`history`]: persisted conversations; [`prompt`]: the system prompt;
@@ -12,7 +12,7 @@
 //! - [`events`]: what a turn reports; [`verifier`]: the fact check; [`reflection`]: the
 //!   daily reflection.
 
-pub mod approver;
+pub mod counterpart;
 pub mod deadline;
 pub mod events;
 pub mod gate;
@@ -28,7 +28,7 @@ pub mod turn;
 pub mod verifier;
 pub mod window;
 
-pub use approver::{ApprovalOutcome, ApprovalRequest, Approver, AutoApprove, NonInteractive};
+pub use counterpart::{ApprovalOutcome, ApprovalRequest, AutoApprove, Counterpart, NonInteractive};
 pub use events::{EngineEvent, EventSink, NoEvents, ToolTarget};
 pub use gate::Gate;
 pub use history::History;

@@ -4,13 +4,13 @@
 //! prepared arguments), the allowed ones run at most [`MAX_PARALLEL`] at once with the
 //! prepared arguments, and every call is answered, in call order.
 
-use super::approver::{ApprovalOutcome, Approver};
+use super::counterpart::{ApprovalOutcome, Counterpart};
 use super::deadline::Deadline;
 use super::events::{EngineEvent, EventSink};
 use super::gate::{Decision, Gate};
 use super::tool_budget::TurnBudget;
 use crate::llm::{Block, ToolDecl};
-use crate::mcp::elicit::{Answer, Question};
+use crate::person::{Answer, Question};
 use crate::sandbox::CallContext;
 use crate::tools::{
     CallScope, CoverageEntry, Level, Prepared, ToolCall, ToolInfo, ToolOutcome, ToolSource, Tools, unknown_tool,
@@ -89,7 +89,7 @@ pub struct Round<'a> {
     /// Where events go.
     pub events: &'a dyn EventSink,
     /// Who decides on gated calls, and the adapter's own tools.
-    pub approver: &'a dyn Approver,
+    pub counterpart: &'a dyn Counterpart,
     /// `engine.tool_budget`: calls past a cap are refused, in call order, before any approval.
     pub tool_budget: &'a TurnBudget,
 }
@@ -97,13 +97,13 @@ pub struct Round<'a> {
 impl Round<'_> {
     /// The adapter's tools first, then the agent's.
     fn find(&self, name: &str) -> Option<(&dyn ToolSource, ToolInfo)> {
-        let adapter = self.approver.tools().and_then(|s| s.info(name).map(|info| (s, info)));
+        let adapter = self.counterpart.tools().and_then(|s| s.info(name).map(|info| (s, info)));
         adapter.or_else(|| self.tools.find(name))
     }
 
     /// What the model is offered this round: the adapter's tools, then the agent's.
     pub fn decls(&self) -> Vec<ToolDecl> {
-        let mut decls = self.approver.tools().map(|s| s.decls()).unwrap_or_default();
+        let mut decls = self.counterpart.tools().map(|s| s.decls()).unwrap_or_default();
         let theirs: Vec<ToolDecl> =
             self.tools.decls().into_iter().filter(|d| !decls.iter().any(|a| a.name == d.name)).collect();
         decls.extend(theirs);
@@ -183,7 +183,8 @@ impl Round<'_> {
         }
         let call = ToolCall { id, name, input: &input, ctx: self.ctx };
         let level = self.gate.level(source, &info, call).await;
-        let decision = self.gate.decide(source, &info, call, level, self.events, self.approver, &self.deadline).await;
+        let decision =
+            self.gate.decide(source, &info, call, level, self.events, self.counterpart, &self.deadline).await;
         Settled { input, decision, verify: info.verify, refused: None, prepared }
     }
 
@@ -243,7 +244,8 @@ impl CallScope for Round<'_> {
         if after == Level::Auto || (after == before && input == original.input) {
             return Ok(());
         }
-        let decision = self.gate.decide(source, &info, retry, after, self.events, self.approver, &self.deadline).await;
+        let decision =
+            self.gate.decide(source, &info, retry, after, self.events, self.counterpart, &self.deadline).await;
         match decision.approval {
             Some(ApprovalOutcome::Approved) | None => Ok(()),
             Some(outcome) => Err(self.gate.refusal(&outcome)),
@@ -258,7 +260,7 @@ impl CallScope for Round<'_> {
     /// the turn's time budget.
     async fn ask(&self, question: Question) -> Answer {
         let timeout = self.gate.timeout();
-        let asked = tokio::time::timeout(timeout, self.approver.ask(question, timeout));
+        let asked = tokio::time::timeout(timeout, self.counterpart.ask(question, timeout));
         self.deadline.paused(asked).await.unwrap_or(Answer::TimedOut)
     }
 }

@@ -2,7 +2,7 @@
 //! answers; with a per-turn time budget, one turn at a time per channel, and the history
 //! persisted at the end.
 
-use super::approver::Approver;
+use super::counterpart::Counterpart;
 use super::deadline::Deadline;
 use super::events::{EngineEvent, EventSink};
 use super::gate::Gate;
@@ -90,8 +90,11 @@ impl EngineSettings {
 /// One message to answer.
 #[derive(Debug, Clone)]
 pub struct TurnRequest {
-    /// The channel (conversation) it came from.
+    /// The channel it came from (the tools see it as `call-context.channel-id`).
     pub channel_id: String,
+    /// The thread inside the channel, on platforms that have them (a Slack thread): the
+    /// history and the in-flight marker follow the thread, not the whole channel.
+    pub thread: Option<String>,
     /// Who sent it, when known.
     pub user_id: Option<String>,
     /// The text.
@@ -100,6 +103,16 @@ pub struct TurnRequest {
     /// tool call and hook of the turn sees them in `call-context.route`, beside those its
     /// tools set with `route.set-attribute`.
     pub route: Vec<(String, String)>,
+}
+
+impl TurnRequest {
+    /// Where the conversation lives: the channel, or the channel's thread.
+    pub fn place(&self) -> String {
+        match &self.thread {
+            Some(thread) => format!("{}/{thread}", self.channel_id),
+            None => self.channel_id.clone(),
+        }
+    }
 }
 
 /// How a turn ended.
@@ -260,19 +273,19 @@ impl Engine {
     }
 
     /// Runs one call outside a turn, through the same path as the model's calls: the tool
-    /// budget, the approval (levels, overrides, promotion, the adapter's `approver`), the
+    /// budget, the approval (levels, overrides, promotion, the adapter's `counterpart`), the
     /// deadline, the events. For adapters that serve tools directly (MCP serving, `call`).
     pub async fn call_tool(
         &self,
         call: Call,
         ctx: &CallContext,
         events: &dyn EventSink,
-        approver: &dyn Approver,
+        counterpart: &dyn Counterpart,
         budget: &TurnBudget,
     ) -> ToolCallRecord {
         let deadline = Deadline::starting_now(Duration::from_secs(self.settings.session.deadline_seconds));
         let round =
-            Round { tools: &self.tools, gate: &self.gate, deadline, ctx, events, approver, tool_budget: budget };
+            Round { tools: &self.tools, gate: &self.gate, deadline, ctx, events, counterpart, tool_budget: budget };
         let mut records = round.run(vec![call]).await;
         records.pop().expect("one record per call")
     }
@@ -283,15 +296,15 @@ impl Engine {
         &self,
         req: TurnRequest,
         events: &dyn EventSink,
-        approver: &dyn Approver,
+        counterpart: &dyn Counterpart,
     ) -> Result<TurnResult, EngineError> {
         let Some(provider) = self.provider.clone() else { return Err(EngineError::NoProvider) };
-        let conversation = self.conversation(&req.channel_id);
+        let conversation = self.conversation(&req.place());
         let lock = self.channel_lock(&conversation);
         let result = {
             let _turn = lock.lock().await;
             match self.inflight.acquire(&conversation).await {
-                Ok(mut held) => self.turn(&req, &conversation, &provider, events, approver, &mut held).await,
+                Ok(mut held) => self.turn(&req, &conversation, &provider, events, counterpart, &mut held).await,
                 Err(e) => Err(EngineError::InFlight(e)),
             }
         };
@@ -321,7 +334,7 @@ impl Engine {
         conversation: &str,
         provider: &Arc<dyn Provider>,
         events: &dyn EventSink,
-        approver: &dyn Approver,
+        counterpart: &dyn Counterpart,
         held: &mut Held,
     ) -> Result<TurnResult, EngineError> {
         let deadline = Deadline::starting_now(Duration::from_secs(self.settings.session.deadline_seconds));
@@ -345,7 +358,7 @@ impl Engine {
             deadline: deadline.clone(),
             ctx: &ctx,
             events,
-            approver,
+            counterpart,
             tool_budget: &tool_budget,
         };
         let mut result = TurnResult { text: String::new(), rounds: 0, tool_calls: Vec::new(), time_boxed: false };

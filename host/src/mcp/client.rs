@@ -2,11 +2,11 @@
 //! skill (or agent) needs. A server that fails to start or dies is logged, marked down (its
 //! tools leave the offered list) and reconnected with exponential backoff; the host goes on.
 
-use super::elicit::Person;
 use super::handler::Askers;
 use super::oauth::{Browser, OAuth};
 use super::supervise::{Settings, authorized, supervise};
 use crate::config::{McpServer, ToolFilter};
+use crate::person::Person;
 use crate::sandbox::capabilities::{McpBridge, McpCallError, McpFuture};
 use crate::skills::SkillSet;
 use crate::store::StateStore;

@@ -8,6 +8,7 @@
 //! left out), so a person (or the conformance harness) can accept the server's defaults
 //! quickly; `KEEP` is there for adapters that refuse empty answers (the API).
 
+use crate::person::{Answer, Person, Question};
 use rmcp::model::{ElicitRequestParams, ElicitResult, ElicitationAction};
 use serde_json::{Map, Value};
 
@@ -17,45 +18,6 @@ pub const DECLINE: &str = "decline";
 pub const KEEP: &str = "-";
 /// How often one field is asked again after an answer that does not fit it.
 const ATTEMPTS: usize = 3;
-
-/// One question for a person.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Question {
-    /// What is asked, with the context the person needs.
-    pub prompt: String,
-    /// Suggested answers (an enum's values), possibly none.
-    pub choices: Vec<String>,
-}
-
-/// What came back from asking.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Answer {
-    /// The person's answer.
-    Answered(String),
-    /// The question was cancelled (the turn ended, the person left).
-    Cancelled,
-    /// Nobody answered in time.
-    TimedOut,
-    /// Nobody can be asked here, for the reason given.
-    Unavailable(String),
-}
-
-/// Somebody who can be asked questions during a call.
-#[async_trait::async_trait]
-pub trait Person: Send + Sync {
-    /// Asks `question` and waits for the answer (bounded by whoever implements it).
-    async fn ask(&self, question: Question) -> Answer;
-}
-
-/// Nobody: every question is [`Answer::Unavailable`].
-pub struct Nobody;
-
-#[async_trait::async_trait]
-impl Person for Nobody {
-    async fn ask(&self, _question: Question) -> Answer {
-        Answer::Unavailable("nobody can be asked here".into())
-    }
-}
 
 /// Runs one elicitation from `server` through `person`.
 pub async fn elicit(server: &str, params: ElicitRequestParams, person: &dyn Person) -> ElicitResult {
@@ -230,6 +192,7 @@ fn parse(field: &Field, answer: &str) -> Result<Option<Value>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::person::Nobody;
     use serde_json::json;
     use std::sync::Mutex;
 

@@ -3,7 +3,8 @@
 //! (passed to the call in flight, see [`Askers`]), and `notifications/tools/list_changed`
 //! (the server's tools listed again on the same session).
 
-use super::elicit::{self, Person};
+use super::elicit;
+use crate::person::Person;
 use rmcp::ClientHandler;
 use rmcp::model::RequestId;
 use rmcp::model::{

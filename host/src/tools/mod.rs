@@ -41,7 +41,7 @@ pub use skill::SkillTools;
 pub use target::ToolTarget;
 
 use crate::llm::ToolDecl;
-use crate::mcp::elicit::{Answer, Question};
+use crate::person::{Answer, Question};
 use crate::sandbox::CallContext;
 use serde_json::Value;
 use std::sync::Arc;

@@ -4,6 +4,7 @@
 
 pub mod api;
 pub mod raw;
+pub mod run;
 
 use serde_json::Value;
 use skillhost_tests::llm_server::{LlmServer, Reply};

@@ -5,7 +5,7 @@
 //! # Layout
 //! - [`trigger`]: the trigger route and its modes; [`decisions`]: approvals and questions.
 //! - [`stream`]: the approval-v1 wire protocol, a pure state machine over engine events.
-//! - [`run`]: one interactive run (event sink, approver, `human__ask`); [`driver`]: the
+//! - [`run`]: one interactive run (event sink, counterpart, `human__ask`); [`driver`]: the
 //!   response body that drives the run, so a client leaving cancels it.
 //! - [`error`]: JSON errors. Beside it, shared with the other adapters:
 //!   [`crate::adapters::interactions`] (pending approvals and questions),

@@ -1,25 +1,19 @@
-//! One interactive (approval-v1) run: the engine's event sink, approver and `human__ask`
+//! One interactive (approval-v1) run: the engine's event sink, counterpart and `human__ask`
 //! provider in one, feeding numbered wire events into the response body.
 
 use super::stream::{Translator, WireEvent};
+use crate::adapters::ask;
 use crate::adapters::interactions::{Announce, ApprovalInfo, Interactions, Owner, QuestionInfo, Resolution};
 use crate::engine::gate::new_id;
-use crate::engine::{ApprovalOutcome, ApprovalRequest, Approver, EngineEvent, EventSink};
+use crate::engine::{ApprovalOutcome, ApprovalRequest, Counterpart, EngineEvent, EventSink};
 use crate::llm::ToolDecl;
-use crate::mcp::elicit::{Answer, Question};
+use crate::person::{Answer, Question};
 use crate::tools::{CONFIRMATION_CHALLENGE, CallScope, Level, ToolCall, ToolInfo, ToolOutcome, ToolSource};
 use bytes::Bytes;
-use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 use tokio::sync::{mpsc, oneshot};
-
-/// The question tool offered inside the approval-v1 stream.
-pub const ASK_TOOL: &str = "human__ask";
-const MAX_QUESTION: usize = 2000;
-const MAX_CHOICES: usize = 20;
-const MAX_CHOICE: usize = 200;
 
 /// An approval-v1 run. Created per request; dropped with the response body.
 pub struct ApiRun {
@@ -108,7 +102,7 @@ fn resolution(outcome: &ApprovalOutcome) -> Resolution {
 }
 
 #[async_trait::async_trait]
-impl Approver for ApiRun {
+impl Counterpart for ApiRun {
     async fn decide(&self, request: ApprovalRequest) -> ApprovalOutcome {
         let waiter = self.waiters.lock().unwrap_or_else(|p| p.into_inner()).remove(&request.approval_id);
         match waiter {
@@ -182,21 +176,11 @@ impl Drop for QuestionGuard<'_> {
 #[async_trait::async_trait]
 impl ToolSource for ApiRun {
     fn decls(&self) -> Vec<ToolDecl> {
-        let input_schema = json!({
-            "type": "object",
-            "properties": {
-                "question": {"type": "string", "description": "The question, in one or two sentences."},
-                "choices": {"type": "array", "items": {"type": "string"}, "description": "Suggested answers, if any."}
-            },
-            "required": ["question"]
-        });
-        let description = "Ask the person who started this request a question and wait for the answer. \
-Use it only when you cannot proceed without their input.";
-        vec![ToolDecl { name: ASK_TOOL.into(), description: description.into(), input_schema: input_schema.into() }]
+        vec![ask::decl()]
     }
 
     fn info(&self, name: &str) -> Option<ToolInfo> {
-        (name == ASK_TOOL).then(|| ToolInfo { answered_by_person: true, ..ToolInfo::default() })
+        ask::info(name)
     }
 
     async fn level(&self, _call: ToolCall<'_>) -> Level {
@@ -205,44 +189,15 @@ Use it only when you cannot proceed without their input.";
 
     async fn execute(&self, call: ToolCall<'_>, scope: &dyn CallScope) -> ToolOutcome {
         let (started, timeout) = (Instant::now(), scope.person_timeout());
-        let (prompt, choices) = match question(call.input) {
+        let (prompt, choices) = match ask::question(call.input) {
             Ok(q) => q,
-            Err(problem) => {
-                return ToolOutcome::error(&json!({"error": problem, "kind": "invalid_input"}), started.elapsed());
-            }
+            Err(problem) => return ask::invalid(problem, started.elapsed()),
         };
-        let Some(resolution) = self.question(prompt, choices, timeout).await else {
-            let error = json!({"error": "no question id: the OS random source failed", "kind": "host"});
-            return ToolOutcome::error(&error, started.elapsed());
-        };
-        let (duration, secs) = (started.elapsed(), timeout.as_secs());
-        match resolution {
-            Resolution::Answered(answer) => ToolOutcome::text(json!({ "answer": answer }).to_string(), duration),
-            Resolution::TimedOut => ToolOutcome::error(
-                &json!({"error": format!("nobody answered within {secs} s"), "kind": "question_timeout"}),
-                duration,
-            ),
-            _ => ToolOutcome::error(&json!({"error": "the question was cancelled", "kind": "cancelled"}), duration),
+        match self.question(prompt, choices, timeout).await {
+            Some(resolution) => ask::outcome(resolution, started.elapsed(), timeout),
+            None => ask::no_id(started.elapsed()),
         }
     }
-}
-
-/// The question and its choices, checked.
-fn question(input: &Value) -> Result<(String, Vec<String>), String> {
-    let prompt = input.get("question").and_then(Value::as_str).map(str::trim).unwrap_or_default();
-    if prompt.is_empty() || prompt.chars().count() > MAX_QUESTION {
-        return Err(format!("`question` must be a string of 1 to {MAX_QUESTION} characters"));
-    }
-    let choices = match input.get("choices") {
-        None | Some(Value::Null) => Vec::new(),
-        Some(Value::Array(items)) if items.len() <= MAX_CHOICES => items
-            .iter()
-            .map(|c| c.as_str().filter(|s| !s.is_empty() && s.chars().count() <= MAX_CHOICE).map(str::to_owned))
-            .collect::<Option<Vec<_>>>()
-            .ok_or(format!("each of `choices` must be a string of 1 to {MAX_CHOICE} characters"))?,
-        Some(_) => return Err(format!("`choices` must be an array of at most {MAX_CHOICES} strings")),
-    };
-    Ok((prompt.to_owned(), choices))
 }
 
 impl Announce for ApiRun {
@@ -257,21 +212,5 @@ impl Announce for ApiRun {
     /// route took it, as `decided` does for approvals.
     fn answered(&self, question_id: &str, answer: &str) {
         self.send(|t| t.question_resolved(question_id, "answered", Some(answer)));
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::question;
-    use serde_json::json;
-
-    #[test]
-    fn questions_are_checked() {
-        assert_eq!(question(&json!({"question": " Which? "})).unwrap(), ("Which?".into(), vec![]));
-        assert_eq!(question(&json!({"question": "Which?", "choices": ["a"]})).unwrap().1, ["a"]);
-        assert!(question(&json!({"question": ""})).is_err());
-        assert!(question(&json!({"question": 3})).is_err());
-        assert!(question(&json!({"question": "q", "choices": "a"})).is_err());
-        assert!(question(&json!({"question": "q", "choices": [1]})).is_err());
     }
 }

@@ -99,7 +99,7 @@ fn request(body: Result<Bytes, BytesRejection>) -> ApiResult<TurnRequest> {
     let user_id = id("user_id", body.user_id, DEFAULT_USER)?;
     let route: Vec<(String, String)> = body.route.into_iter().collect();
     crate::sandbox::RouteAttributes::check(&route).map_err(|e| ApiError::bad_request(format!("`route`: {e}")))?;
-    Ok(TurnRequest { channel_id, user_id: Some(user_id), message: body.message, route })
+    Ok(TurnRequest { channel_id, thread: None, user_id: Some(user_id), message: body.message, route })
 }
 
 /// `POST /api/trigger`.

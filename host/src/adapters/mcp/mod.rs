@@ -34,7 +34,7 @@ pub use http::http_app;
 
 use crate::engine::gate::new_id;
 use crate::engine::tool_budget::TurnBudget;
-use crate::engine::{ApprovalOutcome, ApprovalRequest, Approver, Engine, NoEvents};
+use crate::engine::{ApprovalOutcome, ApprovalRequest, Counterpart, Engine, NoEvents};
 use crate::sandbox::CallContext;
 use elicit::Round;
 use rmcp::model::{
@@ -155,7 +155,7 @@ enum Elicit<'a> {
 }
 
 #[async_trait::async_trait]
-impl Approver for Elicit<'_> {
+impl Counterpart for Elicit<'_> {
     async fn decide(&self, request: ApprovalRequest) -> ApprovalOutcome {
         let context = match self {
             Elicit::Answered(outcome) => return outcome.clone(),
@@ -242,7 +242,7 @@ impl ServerHandler for SkillServer {
         let ctx =
             CallContext { observer: Some(forwarding.observer()), ..CallContext::standalone(&self.session.channel) };
         let name = request.name.to_string();
-        let mut approver = Elicit::Request(&context);
+        let mut counterpart = Elicit::Request(&context);
         let inline = elicit::inline(&context);
         // From 2026-07-28 a gated call is answered with the question; its retry carries the
         // answer, which the gate then receives as the decision.
@@ -253,18 +253,18 @@ impl ServerHandler for SkillServer {
             let timeout = Duration::from_secs(engine.settings().human.timeout_seconds);
             match self.shared.pending.round(&request, &input, level, timeout) {
                 Round::Ask(question) => return Ok(question.into()),
-                Round::Decided(outcome) => approver = Elicit::Answered(outcome),
+                Round::Decided(outcome) => counterpart = Elicit::Answered(outcome),
             }
         } else if inline {
             // Asked through `input_required` or not at all; never by a request to the client.
-            approver = Elicit::Answered(ApprovalOutcome::Unavailable(
+            counterpart = Elicit::Answered(ApprovalOutcome::Unavailable(
                 "this MCP client cannot ask one (no elicitation support)".into(),
             ));
         }
         let call = (format!("mcp-{}", context.id), name, input);
         // `notifications/cancelled` cancels the token: dropping the call drops the guest's
         // store, which stops it; no result is sent for a cancelled request.
-        let run = engine.call_tool(call, &ctx, &NoEvents, &approver, &self.session.budget);
+        let run = engine.call_tool(call, &ctx, &NoEvents, &counterpart, &self.session.budget);
         let record = tokio::select! {
             record = run => Some(record),
             () = context.ct.cancelled() => None,

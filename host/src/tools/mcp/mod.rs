@@ -17,7 +17,7 @@ use super::temporal::{Guardrails, NOTE_FIELD};
 use super::{CallScope, Level, Prepared, ToolCall, ToolInfo, ToolOutcome, ToolSource, ToolTarget, generically_empty};
 use crate::llm::ToolDecl;
 use crate::mcp::client::{McpManager, result_text};
-use crate::mcp::elicit::{Answer, Person, Question};
+use crate::person::{Answer, Person, Question};
 use crate::sandbox::CallContext;
 use crate::skills::skill::{MAX_TOOL_NAME, SEPARATOR};
 use crate::skills::{Skill, SkillSet};

@@ -1,9 +1,11 @@
-//! How an adapter asks a person: the request, the decision, and the [`Approver`] each
-//! adapter implements (the terminal, the approval-v1 stream, MCP elicitation);
-//! [`NonInteractive`] and [`AutoApprove`] cover runs with nobody to ask. The policy that
-//! decides *when* to ask is the [`super::gate`].
+//! The turn's counterpart: what stands, through an adapter, for the person at the other end
+//! of one turn. A [`Counterpart`] decides gated calls, answers questions, and may bring tools
+//! of its own (the approval-v1 stream's `human__ask`); each adapter implements one (the
+//! terminal, the API stream, MCP elicitation, a chat thread). [`NonInteractive`] and
+//! [`AutoApprove`] cover runs with nobody to ask. The policy that decides *when* to ask is
+//! the [`super::gate`].
 
-use crate::mcp::elicit::{Answer, Question};
+use crate::person::{Answer, Question};
 use crate::tools::{Level, ToolSource};
 use serde_json::Value;
 use std::time::{Duration, SystemTime};
@@ -53,10 +55,11 @@ impl ApprovalOutcome {
     }
 }
 
-/// How an adapter asks a person. The engine bounds every decision by
-/// `human.timeout_seconds`, so an implementation may simply wait for the person.
+/// The person at the other end of a turn, as its adapter reaches them: decisions, answers,
+/// and the adapter's own tools. The engine bounds every decision by `human.timeout_seconds`,
+/// so an implementation may simply wait for the person.
 #[async_trait::async_trait]
-pub trait Approver: Send + Sync {
+pub trait Counterpart: Send + Sync {
     /// The decision on `request`.
     async fn decide(&self, request: ApprovalRequest) -> ApprovalOutcome;
 
@@ -78,7 +81,7 @@ pub trait Approver: Send + Sync {
 pub struct NonInteractive;
 
 #[async_trait::async_trait]
-impl Approver for NonInteractive {
+impl Counterpart for NonInteractive {
     async fn decide(&self, _request: ApprovalRequest) -> ApprovalOutcome {
         ApprovalOutcome::Cancelled
     }
@@ -88,7 +91,7 @@ impl Approver for NonInteractive {
 pub struct AutoApprove;
 
 #[async_trait::async_trait]
-impl Approver for AutoApprove {
+impl Counterpart for AutoApprove {
     async fn decide(&self, _request: ApprovalRequest) -> ApprovalOutcome {
         ApprovalOutcome::Approved
     }

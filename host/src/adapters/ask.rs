@@ -1,0 +1,90 @@
+//! `human__ask`, the question tool the interactive adapters offer for a turn (the API stream,
+//! a chat thread): its declaration, its input checked, and its result from the resolution.
+
+use super::interactions::Resolution;
+use crate::llm::ToolDecl;
+use crate::tools::{ToolInfo, ToolOutcome};
+use serde_json::{Value, json};
+use std::time::Duration;
+
+/// The question tool's name.
+pub const ASK_TOOL: &str = "human__ask";
+const MAX_QUESTION: usize = 2000;
+const MAX_CHOICES: usize = 20;
+const MAX_CHOICE: usize = 200;
+
+/// What the model sees of `human__ask`.
+pub fn decl() -> ToolDecl {
+    let input_schema = json!({
+        "type": "object",
+        "properties": {
+            "question": {"type": "string", "description": "The question, in one or two sentences."},
+            "choices": {"type": "array", "items": {"type": "string"}, "description": "Suggested answers, if any."}
+        },
+        "required": ["question"]
+    });
+    let description = "Ask the person who started this request a question and wait for the answer. \
+Use it only when you cannot proceed without their input.";
+    ToolDecl { name: ASK_TOOL.into(), description: description.into(), input_schema: input_schema.into() }
+}
+
+/// Its info: answered by a person (never gated, never promoted).
+pub fn info(name: &str) -> Option<ToolInfo> {
+    (name == ASK_TOOL).then(|| ToolInfo { answered_by_person: true, ..ToolInfo::default() })
+}
+
+/// The question and its choices, checked.
+pub fn question(input: &Value) -> Result<(String, Vec<String>), String> {
+    let prompt = input.get("question").and_then(Value::as_str).map(str::trim).unwrap_or_default();
+    if prompt.is_empty() || prompt.chars().count() > MAX_QUESTION {
+        return Err(format!("`question` must be a string of 1 to {MAX_QUESTION} characters"));
+    }
+    let choices = match input.get("choices") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(items)) if items.len() <= MAX_CHOICES => items
+            .iter()
+            .map(|c| c.as_str().filter(|s| !s.is_empty() && s.chars().count() <= MAX_CHOICE).map(str::to_owned))
+            .collect::<Option<Vec<_>>>()
+            .ok_or(format!("each of `choices` must be a string of 1 to {MAX_CHOICE} characters"))?,
+        Some(_) => return Err(format!("`choices` must be an array of at most {MAX_CHOICES} strings")),
+    };
+    Ok((prompt.to_owned(), choices))
+}
+
+/// An input the question could not be asked with.
+pub fn invalid(problem: String, duration: Duration) -> ToolOutcome {
+    ToolOutcome::error(&json!({"error": problem, "kind": "invalid_input"}), duration)
+}
+
+/// The tool's result for how the question ended, `timeout` being how long it waited.
+pub fn outcome(resolution: Resolution, duration: Duration, timeout: Duration) -> ToolOutcome {
+    match resolution {
+        Resolution::Answered(answer) => ToolOutcome::text(json!({ "answer": answer }).to_string(), duration),
+        Resolution::TimedOut => ToolOutcome::error(
+            &json!({"error": format!("nobody answered within {} s", timeout.as_secs()), "kind": "question_timeout"}),
+            duration,
+        ),
+        _ => ToolOutcome::error(&json!({"error": "the question was cancelled", "kind": "cancelled"}), duration),
+    }
+}
+
+/// No id could be made for the question.
+pub fn no_id(duration: Duration) -> ToolOutcome {
+    ToolOutcome::error(&json!({"error": "no question id: the OS random source failed", "kind": "host"}), duration)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::question;
+    use serde_json::json;
+
+    #[test]
+    fn questions_are_checked() {
+        assert_eq!(question(&json!({"question": " Which? "})).unwrap(), ("Which?".into(), vec![]));
+        assert_eq!(question(&json!({"question": "Which?", "choices": ["a"]})).unwrap().1, ["a"]);
+        assert!(question(&json!({"question": ""})).is_err());
+        assert!(question(&json!({"question": 3})).is_err());
+        assert!(question(&json!({"question": "q", "choices": "a"})).is_err());
+        assert!(question(&json!({"question": "q", "choices": [1]})).is_err());
+    }
+}

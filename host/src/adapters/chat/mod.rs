@@ -1,0 +1,653 @@
+//! What the chat adapters (Slack, Telegram) share: a person's message becomes a turn whose
+//! progress, answer, approvals and questions appear in the conversation it came from.
+//!
+//! A platform implements [`Platform`] (post, edit, ask with buttons, settle a prompt, show
+//! that it is working); [`Chat`] does the rest: it starts a turn per message (turns of one
+//! conversation run in order: the engine's channel lock), routes a reply to the question
+//! pending in that conversation, takes a click's decision (first decision wins, through
+//! [`super::interactions`]), and runs each turn's [`ChatTurn`], the turn's event sink and
+//! counterpart in one. The answer streams into one message edited at a bounded rate
+//! ([`Platform::EDIT_EVERY`]), split at the platform's size limit; tool activity shows as
+//! `→ tool` / `✓ tool 12 ms` lines in a status message, as the terminal shows them.
+
+pub mod text;
+
+use super::ask;
+use super::interactions::{Announce, ApprovalInfo, DecideError, Interactions, Owner, QuestionInfo, Resolution};
+use super::present::{Descriptions, tool_input};
+use crate::engine::gate::new_id;
+use crate::engine::{ApprovalOutcome, ApprovalRequest, Counterpart, Engine, EngineEvent, EventSink, TurnRequest};
+use crate::llm::ToolDecl;
+use crate::person::{Answer, Question};
+use crate::tools::{CONFIRMATION_CHALLENGE, CallScope, Level, ToolCall, ToolInfo, ToolOutcome, ToolSource};
+use serde_json::Value;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant, SystemTime};
+use tokio::sync::{mpsc, oneshot};
+
+/// One chat platform, as the kit drives it. Every method that talks to the platform logs its
+/// own failures; the kit goes on without the message rather than failing the turn.
+#[async_trait::async_trait]
+pub trait Platform: Send + Sync + 'static {
+    /// Where a conversation's messages go (a Slack channel and thread, a Telegram chat).
+    type Place: Clone + Send + Sync + std::fmt::Debug + 'static;
+
+    /// The longest message, in characters of the model's Markdown (the answer is split there).
+    const LIMIT: usize;
+    /// How often the message an answer streams into is edited, at most.
+    const EDIT_EVERY: Duration;
+    /// How often the working signal is repeated while a turn runs (Telegram's `typing` lasts
+    /// five seconds); `None`: shown once.
+    const WORKING_EVERY: Option<Duration>;
+
+    /// The conversation `place` is in, as a key (free answers to a pending question).
+    fn key(place: &Self::Place) -> String;
+
+    /// Posts `markdown` (converted to the platform's markup); the message's id, or `None` when
+    /// it was not posted (failed, or suppressed by a guard).
+    async fn post(&self, place: &Self::Place, markdown: &str) -> Option<String>;
+
+    /// Replaces message `id`'s text with `markdown`.
+    async fn edit(&self, place: &Self::Place, id: &str, markdown: &str);
+
+    /// Shows that a turn is working (`done: None`), or that it ended (`Some(ok)`).
+    async fn working(&self, place: &Self::Place, done: Option<bool>);
+
+    /// Posts a prompt with its buttons; the message's id, or why it cannot be asked there
+    /// (then the call does not run, or the question is cancelled).
+    async fn ask(&self, place: &Self::Place, prompt: &Prompt<'_>) -> Result<String, String>;
+
+    /// Replaces a prompt (buttons and all) with the line saying how it ended.
+    async fn settle(&self, place: &Self::Place, id: &str, markdown: &str);
+}
+
+/// What a prompt asks.
+#[derive(Debug)]
+pub enum Prompt<'a> {
+    /// A gated call: Approve / Deny, or (`confirm`) the challenge to type.
+    Approval {
+        /// Its id (the buttons carry it).
+        id: &'a str,
+        /// The prefixed tool name.
+        tool: &'a str,
+        /// The tool's safe description (`Action:` line).
+        action: &'a str,
+        /// The redacted, capped input presentation.
+        input: &'a Value,
+        /// `Approve` or `Confirm`.
+        level: Level,
+        /// How long the person has.
+        timeout: Duration,
+    },
+    /// A question, with suggested answers as buttons; a reply answers it too.
+    Question {
+        /// Its id (the buttons carry it).
+        id: &'a str,
+        /// The question.
+        prompt: &'a str,
+        /// The suggested answers.
+        choices: &'a [String],
+    },
+}
+
+impl Prompt<'_> {
+    /// The prompt as Markdown text: what the platforms show above their buttons.
+    pub fn markdown(&self) -> String {
+        match self {
+            Prompt::Approval { tool, action, input, level, timeout, .. } => {
+                let input = serde_json::to_string_pretty(input).unwrap_or_default();
+                let ask = match level {
+                    Level::Confirm => format!("*Confirm* `{tool}`: type `{CONFIRMATION_CHALLENGE}` to run it"),
+                    _ => format!("*Approve* `{tool}`?"),
+                };
+                format!("{ask}\nAction: {action}\n```\n{input}\n```\n_{} s to decide_", timeout.as_secs())
+            }
+            Prompt::Question { prompt, .. } => format!("❓ {prompt}"),
+        }
+    }
+}
+
+/// A person's message, as a platform hands it to [`Chat::incoming`].
+#[derive(Debug, Clone)]
+pub struct Incoming<P> {
+    /// Where to answer.
+    pub place: P,
+    /// The engine channel (the platform's channel or chat id).
+    pub channel_id: String,
+    /// The thread, on platforms that have them.
+    pub thread: Option<String>,
+    /// The platform's user id.
+    pub user_id: String,
+    /// The text, mentions of the bot removed.
+    pub text: String,
+    /// Route attributes for the turn's tools (`slack.thread_ts`, ...).
+    pub route: Vec<(String, String)>,
+}
+
+/// A decision taken from a click (or a reply, or a modal).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// The Approve button.
+    Approve,
+    /// The Deny button.
+    Deny,
+    /// The challenge typed (a `confirm` call).
+    Confirm(String),
+}
+
+/// How a decision ended, for the reply to the person who took it.
+#[derive(Debug)]
+pub enum Decided {
+    /// Taken: the call runs (`true`) or not.
+    Taken(bool),
+    /// Refused, the request staying open; the reason, for the person.
+    Refused(String),
+}
+
+/// One chat adapter's shared state: the platform, the engine, what waits on people.
+pub struct Chat<P: Platform> {
+    /// The platform.
+    pub platform: Arc<P>,
+    engine: Arc<Engine>,
+    interactions: Interactions,
+    /// The question each conversation waits on, for answers typed as replies.
+    asking: Mutex<HashMap<String, String>>,
+    descriptions: Descriptions,
+    /// Turns running, so that a stop waits for them.
+    turns: tokio_util::task::TaskTracker,
+    /// Names the adapter in logs (`slack (agent ops)`).
+    label: String,
+}
+
+impl<P: Platform> Chat<P> {
+    /// The kit for `platform` serving `engine`.
+    pub fn new(platform: Arc<P>, engine: Arc<Engine>, label: String) -> Arc<Self> {
+        let descriptions = Descriptions::new(engine.tools().clone());
+        Arc::new(Chat {
+            platform,
+            engine,
+            interactions: Interactions::default(),
+            asking: Mutex::default(),
+            descriptions,
+            turns: tokio_util::task::TaskTracker::new(),
+            label,
+        })
+    }
+
+    /// The engine (its state store keeps the adapters' bookkeeping).
+    pub fn engine(&self) -> &Arc<Engine> {
+        &self.engine
+    }
+
+    /// A person's message: the answer to the question pending in its conversation, or else
+    /// a new turn (run in the background).
+    pub fn incoming(self: &Arc<Self>, message: Incoming<P::Place>) {
+        let key = P::key(&message.place);
+        let pending = self.asking.lock().unwrap_or_else(|p| p.into_inner()).get(&key).cloned();
+        if let Some(id) = pending
+            && self.answer(&id, message.text.trim()).is_ok()
+        {
+            return;
+        }
+        let chat = self.clone();
+        self.turns.spawn(async move { chat.turn(message).await });
+    }
+
+    /// Whether a question waits for an answer in conversation `key`.
+    pub fn asking(&self, key: &str) -> bool {
+        self.asking.lock().unwrap_or_else(|p| p.into_inner()).contains_key(key)
+    }
+
+    /// Decides approval `id` from a click by a person the platform already allowed.
+    pub fn decide(&self, id: &str, decision: &Decision) -> Decided {
+        let resolution = if *decision == Decision::Deny { Resolution::Denied } else { Resolution::Approved };
+        let check = |info: &ApprovalInfo| match (info.challenge, decision) {
+            (Some(challenge), Decision::Approve) => Err(format!("type {challenge} to run it")),
+            (Some(challenge), Decision::Confirm(typed)) if typed.trim() != challenge => {
+                Err(format!("that is not {challenge}: the call stays waiting"))
+            }
+            _ => Ok(()),
+        };
+        match self.interactions.approvals.decide(id, resolution.clone(), check) {
+            Ok(_) => Decided::Taken(resolution == Resolution::Approved),
+            Err(DecideError::Invalid(why)) => Decided::Refused(why),
+            Err(DecideError::Conflict(_)) => Decided::Refused("someone already decided it otherwise".into()),
+            Err(DecideError::Gone) => Decided::Refused("this request is no longer waiting".into()),
+        }
+    }
+
+    /// Whether approval `id` needs its challenge typed (a `confirm` call); `None` when it is
+    /// not pending.
+    pub fn needs_challenge(&self, id: &str) -> Option<bool> {
+        let entry = self.interactions.approvals.get(id)?;
+        entry.outcome.is_none().then_some(entry.info.challenge.is_some())
+    }
+
+    /// Answers question `id`.
+    pub fn answer(&self, id: &str, answer: &str) -> Result<(), String> {
+        if answer.is_empty() {
+            return Err("an empty answer".into());
+        }
+        match self.interactions.questions.decide(id, Resolution::Answered(answer.to_owned()), |_| Ok(())) {
+            Ok(_) => Ok(()),
+            Err(DecideError::Conflict(_)) => Err("someone already answered it".into()),
+            Err(_) => Err("this question is no longer waiting".into()),
+        }
+    }
+
+    /// The choices of pending question `id`.
+    pub fn choices(&self, id: &str) -> Option<Vec<String>> {
+        self.interactions.questions.get(id).filter(|q| q.outcome.is_none()).map(|q| q.info.choices)
+    }
+
+    /// Waits for the turns still running (after the adapter stopped taking messages).
+    pub async fn drain(&self) {
+        self.turns.close();
+        self.turns.wait().await;
+    }
+
+    async fn turn(self: Arc<Self>, message: Incoming<P::Place>) {
+        let Ok(run_id) = new_id() else {
+            tracing::error!("{}: no turn id: the OS random source failed", self.label);
+            return;
+        };
+        let (ops, queue) = mpsc::unbounded_channel();
+        let presenter = tokio::spawn(present(self.platform.clone(), message.place.clone(), queue));
+        let turn = ChatTurn::new(self.clone(), message.place.clone(), run_id.clone(), ops.clone());
+        let request = TurnRequest {
+            channel_id: message.channel_id,
+            thread: message.thread,
+            user_id: Some(message.user_id),
+            message: message.text,
+            route: message.route,
+        };
+        let result = self.engine.run_turn(request, &*turn, &*turn).await;
+        self.interactions.cancel_run(&run_id);
+        let finish = match result {
+            Ok(result) => Ok(result.text),
+            Err(e) => {
+                tracing::warn!("{}: turn failed: {e}", self.label);
+                Err(e.to_string())
+            }
+        };
+        let _ = ops.send(Op::Finish(finish));
+        drop((ops, turn));
+        let _ = presenter.await;
+    }
+}
+
+/// One turn in a conversation: its event sink, its counterpart, and its `human__ask`.
+pub struct ChatTurn<P: Platform> {
+    chat: Arc<Chat<P>>,
+    place: P::Place,
+    run_id: String,
+    ops: mpsc::UnboundedSender<Op>,
+    /// Decisions the engine will wait for, registered when the request is announced.
+    waiters: Mutex<HashMap<String, oneshot::Receiver<Resolution>>>,
+    /// The approval id of each gated call, and the message that asks it.
+    approvals: Mutex<HashMap<String, String>>,
+    prompts: Mutex<HashMap<String, String>>,
+    this: Weak<ChatTurn<P>>,
+}
+
+impl<P: Platform> ChatTurn<P> {
+    fn new(chat: Arc<Chat<P>>, place: P::Place, run_id: String, ops: mpsc::UnboundedSender<Op>) -> Arc<Self> {
+        Arc::new_cyclic(|this| ChatTurn {
+            chat,
+            place,
+            run_id,
+            ops,
+            waiters: Mutex::default(),
+            approvals: Mutex::default(),
+            prompts: Mutex::default(),
+            this: this.clone(),
+        })
+    }
+
+    fn owner(&self, expires_at: SystemTime) -> Owner {
+        Owner { run_id: self.run_id.clone(), channel_id: P::key(&self.place), expires_at }
+    }
+
+    fn op(&self, op: Op) {
+        let _ = self.ops.send(op);
+    }
+
+    /// Waits until what the turn produced so far is shown, so that a prompt comes below it.
+    async fn shown(&self) {
+        let (done, shown) = oneshot::channel();
+        self.op(Op::Flush(done));
+        let _ = shown.await;
+    }
+
+    /// Asks a question in the conversation, waiting at most `timeout`.
+    async fn question(&self, prompt: String, choices: Vec<String>, timeout: Duration) -> Option<Resolution> {
+        let id = new_id().ok()?;
+        let expires_at = SystemTime::now() + timeout;
+        let info = QuestionInfo { prompt: prompt.clone(), choices: choices.clone(), run: self.this.clone() };
+        let rx = self.chat.interactions.questions.open(&id, self.owner(expires_at), info);
+        self.shown().await;
+        let message = match self
+            .chat
+            .platform
+            .ask(&self.place, &Prompt::Question { id: &id, prompt: &prompt, choices: &choices })
+            .await
+        {
+            Ok(message) => message,
+            Err(why) => {
+                tracing::warn!("{}: cannot ask a question here: {why}", self.chat.label);
+                self.chat.interactions.questions.settle(&id, Resolution::Cancelled);
+                return Some(Resolution::Cancelled);
+            }
+        };
+        let key = P::key(&self.place);
+        self.chat.asking.lock().unwrap_or_else(|p| p.into_inner()).insert(key.clone(), id.clone());
+        let guard = Asking { chat: &self.chat, key, id: id.clone() };
+        let resolution = match tokio::time::timeout(timeout, rx).await {
+            Ok(Ok(resolution)) => resolution,
+            Ok(Err(_)) => Resolution::Cancelled,
+            Err(_) => Resolution::TimedOut,
+        };
+        drop(guard);
+        self.chat.interactions.questions.settle(&id, resolution.clone());
+        let line = match &resolution {
+            Resolution::Answered(answer) => format!("❓ {prompt}\n→ {answer}"),
+            Resolution::TimedOut => format!("❓ {prompt}\n_(no answer within {} s)_", timeout.as_secs()),
+            _ => format!("❓ {prompt}\n_(cancelled)_"),
+        };
+        self.op(Op::Settle { message, text: line });
+        Some(resolution)
+    }
+}
+
+/// Forgets the conversation's pending question when the wait ends, however it ends.
+struct Asking<'a, P: Platform> {
+    chat: &'a Chat<P>,
+    key: String,
+    id: String,
+}
+
+impl<P: Platform> Drop for Asking<'_, P> {
+    fn drop(&mut self) {
+        let mut asking = self.chat.asking.lock().unwrap_or_else(|p| p.into_inner());
+        if asking.get(&self.key) == Some(&self.id) {
+            asking.remove(&self.key);
+        }
+        drop(asking);
+        if self.chat.interactions.questions.get(&self.id).is_some_and(|q| q.outcome.is_none()) {
+            self.chat.interactions.questions.settle(&self.id, Resolution::Cancelled);
+        }
+    }
+}
+
+impl<P: Platform> EventSink for ChatTurn<P> {
+    fn emit(&self, event: EngineEvent) {
+        match event {
+            EngineEvent::RoundStarted => self.op(Op::Round),
+            EngineEvent::TextDelta(text) => self.op(Op::Text(text)),
+            EngineEvent::ToolStarted { tool_call_id, tool_name, .. } => {
+                self.op(Op::Status { id: tool_call_id, line: format!("→ `{tool_name}`") })
+            }
+            EngineEvent::ToolCompleted { tool_call_id, tool_name, duration, is_error, .. } => {
+                let ms = duration.as_millis();
+                let line = if is_error {
+                    format!("✗ `{tool_name}` error ({ms} ms)")
+                } else {
+                    format!("✓ `{tool_name}` {ms} ms")
+                };
+                self.op(Op::Status { id: tool_call_id, line })
+            }
+            // Registered before the engine asks: a click never finds an id it cannot decide.
+            EngineEvent::ApprovalRequested { approval_id, tool_call_id, level, expires_at, .. } => {
+                let challenge = (level == Level::Confirm).then_some(CONFIRMATION_CHALLENGE);
+                let info = ApprovalInfo { challenge, run: self.this.clone() };
+                let rx = self.chat.interactions.approvals.open(&approval_id, self.owner(expires_at), info);
+                self.waiters.lock().unwrap_or_else(|p| p.into_inner()).insert(approval_id.clone(), rx);
+                self.approvals.lock().unwrap_or_else(|p| p.into_inner()).insert(tool_call_id, approval_id);
+            }
+            EngineEvent::ApprovalResolved { tool_call_id, outcome } => {
+                let Some(id) = self.approvals.lock().unwrap_or_else(|p| p.into_inner()).remove(&tool_call_id) else {
+                    return;
+                };
+                self.chat.interactions.approvals.settle(&id, resolution(&outcome));
+                // A person's decision was shown by the click that took it.
+                let line = match &outcome {
+                    ApprovalOutcome::TimedOut => "⌛ No decision in time: not run.".to_owned(),
+                    ApprovalOutcome::Cancelled => "🚫 Cancelled: not run.".to_owned(),
+                    ApprovalOutcome::Unavailable(why) => format!("🚫 Not run: {why}"),
+                    ApprovalOutcome::Approved | ApprovalOutcome::Denied(_) => return,
+                };
+                if let Some(message) = self.prompts.lock().unwrap_or_else(|p| p.into_inner()).remove(&id) {
+                    self.op(Op::Settle { message, text: line });
+                }
+            }
+        }
+    }
+}
+
+fn resolution(outcome: &ApprovalOutcome) -> Resolution {
+    match outcome {
+        ApprovalOutcome::Approved => Resolution::Approved,
+        ApprovalOutcome::Denied(_) => Resolution::Denied,
+        ApprovalOutcome::TimedOut => Resolution::TimedOut,
+        ApprovalOutcome::Cancelled | ApprovalOutcome::Unavailable(_) => Resolution::Cancelled,
+    }
+}
+
+#[async_trait::async_trait]
+impl<P: Platform> Counterpart for ChatTurn<P> {
+    async fn decide(&self, request: ApprovalRequest) -> ApprovalOutcome {
+        let waiter = self.waiters.lock().unwrap_or_else(|p| p.into_inner()).remove(&request.approval_id);
+        let Some(rx) = waiter else { return ApprovalOutcome::Cancelled };
+        let timeout = request.expires_at.duration_since(SystemTime::now()).unwrap_or_default();
+        let action = self.chat.descriptions.safe_description(&request.tool_name);
+        let input = tool_input(&request.input);
+        let prompt = Prompt::Approval {
+            id: &request.approval_id,
+            tool: &request.tool_name,
+            action: &action,
+            input: &input,
+            level: request.level,
+            timeout,
+        };
+        self.shown().await;
+        match self.chat.platform.ask(&self.place, &prompt).await {
+            Ok(message) => {
+                self.prompts.lock().unwrap_or_else(|p| p.into_inner()).insert(request.approval_id.clone(), message);
+            }
+            Err(why) => return ApprovalOutcome::Unavailable(why),
+        }
+        match rx.await {
+            Ok(Resolution::Approved) => ApprovalOutcome::Approved,
+            Ok(Resolution::Denied) => ApprovalOutcome::Denied(None),
+            _ => ApprovalOutcome::Cancelled,
+        }
+    }
+
+    fn tools(&self) -> Option<&dyn ToolSource> {
+        Some(self)
+    }
+
+    /// A question in the conversation (an MCP server's elicitation).
+    async fn ask(&self, question: Question, timeout: Duration) -> Answer {
+        match self.question(question.prompt, question.choices, timeout).await {
+            Some(Resolution::Answered(answer)) => Answer::Answered(answer),
+            Some(Resolution::TimedOut) => Answer::TimedOut,
+            Some(_) => Answer::Cancelled,
+            None => Answer::Unavailable("no question id: the OS random source failed".into()),
+        }
+    }
+}
+
+/// `human__ask`: the question appears in the conversation, answered by a button or a reply.
+#[async_trait::async_trait]
+impl<P: Platform> ToolSource for ChatTurn<P> {
+    fn decls(&self) -> Vec<ToolDecl> {
+        vec![ask::decl()]
+    }
+
+    fn info(&self, name: &str) -> Option<ToolInfo> {
+        ask::info(name)
+    }
+
+    async fn level(&self, _call: ToolCall<'_>) -> Level {
+        Level::Auto
+    }
+
+    async fn execute(&self, call: ToolCall<'_>, scope: &dyn CallScope) -> ToolOutcome {
+        let (started, timeout) = (Instant::now(), scope.person_timeout());
+        let (prompt, choices) = match ask::question(call.input) {
+            Ok(q) => q,
+            Err(problem) => return ask::invalid(problem, started.elapsed()),
+        };
+        match self.question(prompt, choices, timeout).await {
+            Some(resolution) => ask::outcome(resolution, started.elapsed(), timeout),
+            None => ask::no_id(started.elapsed()),
+        }
+    }
+}
+
+/// A click updates its own message (with who decided), so there is nothing to announce.
+impl<P: Platform> Announce for ChatTurn<P> {
+    fn decided(&self, _approval_id: &str, _approved: bool) {}
+    fn answered(&self, _question_id: &str, _answer: &str) {}
+}
+
+/// What a turn shows, in order, for the presenter.
+#[derive(Debug)]
+enum Op {
+    /// An LLM request starts: the text that follows goes in a new message.
+    Round,
+    /// Answer text.
+    Text(String),
+    /// A tool call's status line (replacing the call's earlier line).
+    Status { id: String, line: String },
+    /// A prompt's final line.
+    Settle { message: String, text: String },
+    /// Show everything now (a prompt is about to be posted below it), then say so.
+    Flush(oneshot::Sender<()>),
+    /// The turn ended: its answer, or its error.
+    Finish(Result<String, String>),
+}
+
+/// The messages of a turn, edited at most every [`Platform::EDIT_EVERY`].
+struct Shown {
+    /// The current round's text.
+    text: String,
+    /// The current round's messages and what each shows.
+    messages: Vec<(String, String)>,
+    /// Tool lines by call, in order.
+    status: Vec<(String, String)>,
+    status_message: Option<(String, String)>,
+    dirty: bool,
+}
+
+/// Shows a turn: the status message, the streamed answer, prompt outcomes.
+async fn present<P: Platform>(platform: Arc<P>, place: P::Place, mut ops: mpsc::UnboundedReceiver<Op>) {
+    let mut shown =
+        Shown { text: String::new(), messages: Vec::new(), status: Vec::new(), status_message: None, dirty: false };
+    platform.working(&place, None).await;
+    let mut next_edit = tokio::time::Instant::now();
+    let mut working = P::WORKING_EVERY.map(|every| tokio::time::Instant::now() + every);
+    loop {
+        let wake = match (shown.dirty, working) {
+            (true, Some(w)) => Some(next_edit.min(w)),
+            (true, None) => Some(next_edit),
+            (false, w) => w,
+        };
+        let op = tokio::select! {
+            op = ops.recv() => op,
+            () = sleep_until(wake) => {
+                if working.is_some_and(|w| w <= tokio::time::Instant::now()) {
+                    platform.working(&place, None).await;
+                    working = P::WORKING_EVERY.map(|every| tokio::time::Instant::now() + every);
+                }
+                if shown.dirty && next_edit <= tokio::time::Instant::now() {
+                    flush(&*platform, &place, &mut shown).await;
+                    next_edit = tokio::time::Instant::now() + P::EDIT_EVERY;
+                }
+                continue;
+            }
+        };
+        match op {
+            Some(Op::Round) => {
+                flush(&*platform, &place, &mut shown).await;
+                shown.text.clear();
+                shown.messages.clear();
+            }
+            Some(Op::Text(text)) => {
+                shown.text.push_str(&text);
+                shown.dirty = true;
+            }
+            Some(Op::Status { id, line }) => {
+                match shown.status.iter_mut().find(|(call, _)| *call == id) {
+                    Some(entry) => entry.1 = line,
+                    None => shown.status.push((id, line)),
+                }
+                shown.dirty = true;
+            }
+            Some(Op::Settle { message, text }) => platform.settle(&place, &message, &text).await,
+            Some(Op::Flush(done)) => {
+                flush(&*platform, &place, &mut shown).await;
+                let _ = done.send(());
+            }
+            Some(Op::Finish(result)) => {
+                let ok = result.is_ok();
+                shown.text = match result {
+                    Ok(answer) if answer.trim().is_empty() && shown.messages.is_empty() => String::new(),
+                    Ok(answer) => answer,
+                    Err(e) => format!("⚠️ {e}"),
+                };
+                shown.dirty = true;
+                flush(&*platform, &place, &mut shown).await;
+                platform.working(&place, Some(ok)).await;
+                return;
+            }
+            None => {
+                flush(&*platform, &place, &mut shown).await;
+                platform.working(&place, Some(false)).await;
+                return;
+            }
+        }
+    }
+}
+
+async fn sleep_until(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Brings the messages up to date with what the turn produced.
+async fn flush<P: Platform>(platform: &P, place: &P::Place, shown: &mut Shown) {
+    if !shown.dirty {
+        return;
+    }
+    shown.dirty = false;
+    for (n, part) in text::split(&shown.text, P::LIMIT).into_iter().enumerate() {
+        match shown.messages.get_mut(n) {
+            Some((_, was)) if *was == part => {}
+            Some((id, was)) => {
+                platform.edit(place, id, &part).await;
+                *was = part;
+            }
+            None => match platform.post(place, &part).await {
+                Some(id) => shown.messages.push((id, part)),
+                None => break,
+            },
+        }
+    }
+    if !shown.status.is_empty() {
+        let lines: Vec<&str> = shown.status.iter().map(|(_, line)| line.as_str()).collect();
+        let status = lines.join("\n");
+        match &mut shown.status_message {
+            Some((_, was)) if *was == status => {}
+            Some((id, was)) => {
+                platform.edit(place, id, &status).await;
+                *was = status;
+            }
+            None => shown.status_message = platform.post(place, &status).await.map(|id| (id, status)),
+        }
+    }
+}

@@ -1,0 +1,481 @@
+//! The Telegram adapter: one bot per agent that names it, through the Bot API's long polling.
+//!
+//! `getUpdates` with the offset kept in the state store (an update is handled once, across
+//! restarts too); `allowed_chat_ids` is a whitelist; answers stream by editing one message,
+//! in Telegram's HTML parse mode (resent as plain text if Telegram refuses the markup);
+//! approvals are inline keyboards (`confirm`: a reply `CONFIRM` to the prompt); questions
+//! offer their choices as buttons, and any reply answers them. A 429 is honoured with its
+//! `retry_after`; a second poller of the same token (409) is retried with backoff; a refused
+//! token stops this bot, and the process's other adapters keep serving. The token is part of
+//! every URL, so no URL is ever logged.
+
+mod wire;
+
+use super::chat::text::to_telegram;
+use super::chat::{Chat, Decided, Decision, Incoming, Platform, Prompt};
+use super::{Adapter, Stop, stopped};
+use crate::config::{ChatId, TelegramSettings};
+use crate::engine::Engine;
+use crate::tools::{CONFIRMATION_CHALLENGE, Level};
+use backon::BackoffBuilder;
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use wire::{CallbackQuery, Reply, TgMessage, Update};
+
+/// How long one `getUpdates` waits for an update.
+const POLL_SECONDS: u64 = 25;
+/// How often one call is tried when Telegram says to slow down.
+const ATTEMPTS: usize = 4;
+/// The longest `retry_after` honoured.
+const MAX_RETRY_AFTER: u64 = 60;
+
+/// A chat, and the person's message the first answer replies to.
+#[derive(Debug, Clone)]
+pub struct Place {
+    /// The chat id.
+    pub chat: i64,
+    /// The message that started the turn.
+    pub source: i64,
+}
+
+/// Why a call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum TelegramError {
+    /// The Bot API answered `ok: false`.
+    #[error("{method}: {code} {description}")]
+    Api {
+        /// The method.
+        method: String,
+        /// `error_code`.
+        code: i64,
+        /// `description`.
+        description: String,
+    },
+    /// No answer the Bot API could have given.
+    #[error("{method}: {problem}")]
+    Transport {
+        /// The method.
+        method: String,
+        /// What went wrong.
+        problem: String,
+    },
+}
+
+impl TelegramError {
+    fn code(&self) -> Option<i64> {
+        match self {
+            TelegramError::Api { code, .. } => Some(*code),
+            TelegramError::Transport { .. } => None,
+        }
+    }
+}
+
+/// One Telegram bot of one agent.
+pub struct Telegram {
+    http: reqwest::Client,
+    /// `{base_url}/bot<token>/`: never logged.
+    base: String,
+    settings: TelegramSettings,
+    /// Prompts of `confirm` calls, by chat and message id: a reply `CONFIRM` to one decides it.
+    confirms: Mutex<HashMap<(i64, i64), String>>,
+    label: String,
+}
+
+/// The Telegram adapter of one agent.
+pub struct TelegramAdapter {
+    chat: Arc<Chat<Telegram>>,
+}
+
+impl TelegramAdapter {
+    /// The adapter for `engine` with `settings` (its token already checked).
+    pub fn new(engine: Arc<Engine>, settings: &TelegramSettings, agent: Option<&str>) -> Self {
+        let label = match agent {
+            Some(agent) => format!("telegram (agent `{agent}`)"),
+            None => "telegram".to_owned(),
+        };
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(10))
+            .timeout(Duration::from_secs(POLL_SECONDS + 15))
+            .build()
+            .unwrap_or_default();
+        let base = format!("{}/bot{}/", settings.base_url.trim_end_matches('/'), settings.bot_token);
+        let telegram =
+            Telegram { http, base, settings: settings.clone(), confirms: Mutex::default(), label: label.clone() };
+        TelegramAdapter { chat: Chat::new(Arc::new(telegram), engine, label) }
+    }
+}
+
+#[async_trait::async_trait]
+impl Adapter for TelegramAdapter {
+    fn describe(&self) -> String {
+        self.chat.platform.label.clone()
+    }
+
+    async fn serve(self: Box<Self>, stop: Stop) -> anyhow::Result<()> {
+        let result = poll(&self.chat, stop).await;
+        self.chat.drain().await;
+        result
+    }
+}
+
+impl Telegram {
+    /// Calls `method` with a JSON body; honours 429 `retry_after`.
+    async fn call(&self, method: &str, body: &Value) -> Result<Value, TelegramError> {
+        let transport = |problem: String| TelegramError::Transport { method: method.into(), problem };
+        for attempt in 1..=ATTEMPTS {
+            let response = self
+                .http
+                .post(format!("{}{method}", self.base))
+                .json(body)
+                .send()
+                .await
+                .map_err(|e| transport(e.without_url().to_string()))?;
+            let status = response.status();
+            let answer: Reply =
+                response.json().await.map_err(|e| transport(format!("HTTP {status}: {}", e.without_url())))?;
+            if answer.ok {
+                return Ok(answer.result.unwrap_or(Value::Null));
+            }
+            let code = answer.error_code.unwrap_or(i64::from(status.as_u16()));
+            let retry_after = answer.parameters.and_then(|p| p.retry_after);
+            if code == 429 && attempt < ATTEMPTS {
+                let wait = retry_after.unwrap_or(1).clamp(1, MAX_RETRY_AFTER);
+                tracing::warn!(method, wait_s = wait, "Telegram rate limit: retrying after retry_after");
+                tokio::time::sleep(Duration::from_secs(wait)).await;
+                continue;
+            }
+            let description = answer.description.unwrap_or_default();
+            if code != 409 {
+                tracing::warn!(method, code, description, "Telegram API call failed");
+            }
+            return Err(TelegramError::Api { method: method.into(), code, description });
+        }
+        Err(transport("rate limited on every attempt".into()))
+    }
+
+    /// Sends `markdown` as HTML; as plain text when Telegram refuses the markup.
+    async fn send(&self, chat: i64, markdown: &str, extra: Value) -> Option<i64> {
+        let mut body = json!({"chat_id": chat, "text": to_telegram(markdown), "parse_mode": "HTML"});
+        merge(&mut body, &extra);
+        let sent = match self.call("sendMessage", &body).await {
+            Err(e) if entities(&e) => {
+                let mut body = json!({"chat_id": chat, "text": markdown});
+                merge(&mut body, &extra);
+                self.call("sendMessage", &body).await
+            }
+            other => other,
+        };
+        sent.ok()?.get("message_id").and_then(Value::as_i64)
+    }
+
+    /// Replaces a message's text (and removes its keyboard unless `extra` sets one).
+    async fn replace(&self, chat: i64, id: i64, markdown: &str, extra: Value) {
+        let mut body = json!({"chat_id": chat, "message_id": id, "text": to_telegram(markdown), "parse_mode": "HTML"});
+        merge(&mut body, &extra);
+        if let Err(e) = self.call("editMessageText", &body).await
+            && entities(&e)
+        {
+            let mut body = json!({"chat_id": chat, "message_id": id, "text": markdown});
+            merge(&mut body, &extra);
+            let _ = self.call("editMessageText", &body).await;
+        }
+    }
+
+    fn allowed_chat(&self, chat: i64) -> bool {
+        self.settings.allowed_chat_ids.contains(&ChatId(chat))
+    }
+
+    fn may_decide(&self, user: &wire::TgUser) -> Result<(), &'static str> {
+        if user.is_bot {
+            return Err("Only a person can decide this.");
+        }
+        let approvers = &self.settings.approvers;
+        if !approvers.is_empty() && !approvers.contains(&ChatId(user.id)) {
+            return Err("Only the approvers configured for this bot can decide this.");
+        }
+        Ok(())
+    }
+}
+
+/// Telegram refused the message's markup.
+fn entities(e: &TelegramError) -> bool {
+    matches!(e, TelegramError::Api { code: 400, description, .. } if description.contains("can't parse entities"))
+}
+
+fn merge(body: &mut Value, extra: &Value) {
+    if let (Some(body), Some(extra)) = (body.as_object_mut(), extra.as_object()) {
+        body.extend(extra.iter().map(|(k, v)| (k.clone(), v.clone())));
+    }
+}
+
+#[async_trait::async_trait]
+impl Platform for Telegram {
+    type Place = Place;
+    const LIMIT: usize = 4000;
+    const EDIT_EVERY: Duration = Duration::from_millis(1000);
+    const WORKING_EVERY: Option<Duration> = Some(Duration::from_secs(4));
+
+    fn key(place: &Place) -> String {
+        place.chat.to_string()
+    }
+
+    async fn post(&self, place: &Place, markdown: &str) -> Option<String> {
+        let extra = json!({"reply_parameters": {"message_id": place.source, "allow_sending_without_reply": true}});
+        self.send(place.chat, markdown, extra).await.map(|id| id.to_string())
+    }
+
+    async fn edit(&self, place: &Place, id: &str, markdown: &str) {
+        if let Ok(id) = id.parse() {
+            self.replace(place.chat, id, markdown, json!({})).await;
+        }
+    }
+
+    async fn working(&self, place: &Place, done: Option<bool>) {
+        if done.is_none() {
+            let _ = self.call("sendChatAction", &json!({"chat_id": place.chat, "action": "typing"})).await;
+        }
+    }
+
+    async fn ask(&self, place: &Place, prompt: &Prompt<'_>) -> Result<String, String> {
+        let (markdown, keyboard, confirm) = match prompt {
+            Prompt::Approval { id, level: Level::Confirm, .. } => {
+                let text =
+                    format!("{}\nReply `{CONFIRMATION_CHALLENGE}` to this message to run it.", prompt.markdown());
+                (text, vec![vec![json!({"text": "Deny", "callback_data": format!("d:{id}")})]], Some(id.to_string()))
+            }
+            Prompt::Approval { id, .. } => {
+                let buttons = vec![
+                    json!({"text": "Approve", "callback_data": format!("a:{id}")}),
+                    json!({"text": "Deny", "callback_data": format!("d:{id}")}),
+                ];
+                (prompt.markdown(), vec![buttons], None)
+            }
+            Prompt::Question { id, choices, .. } => {
+                let rows = choices
+                    .iter()
+                    .enumerate()
+                    .map(|(n, choice)| vec![json!({"text": choice, "callback_data": format!("q:{id}:{n}")})])
+                    .collect();
+                (format!("{}\n_Reply to answer._", prompt.markdown()), rows, None)
+            }
+        };
+        let extra = json!({"reply_markup": {"inline_keyboard": keyboard}});
+        let id = self.send(place.chat, &markdown, extra).await.ok_or("Telegram refused the prompt")?;
+        if let Some(approval) = confirm {
+            self.confirms.lock().unwrap_or_else(|p| p.into_inner()).insert((place.chat, id), approval);
+        }
+        Ok(id.to_string())
+    }
+
+    async fn settle(&self, place: &Place, id: &str, markdown: &str) {
+        if let Ok(id) = id.parse::<i64>() {
+            self.confirms.lock().unwrap_or_else(|p| p.into_inner()).remove(&(place.chat, id));
+            self.replace(place.chat, id, markdown, json!({})).await;
+        }
+    }
+}
+
+/// Long polling until `stop`; a refused token ends this bot.
+async fn poll(chat: &Arc<Chat<Telegram>>, stop: Stop) -> anyhow::Result<()> {
+    let telegram = &chat.platform;
+    if telegram.settings.allowed_chat_ids.is_empty() {
+        tracing::warn!("{}: telegram.allowed_chat_ids is empty: every chat is refused", telegram.label);
+    }
+    let state = chat.engine().history().state().clone();
+    let mut offset: Option<(String, i64)> = None;
+    let mut backoff = backoff();
+    loop {
+        if *stop.borrow() {
+            return Ok(());
+        }
+        // The bot's id (`getMe`) names where the offset is kept; learnt once.
+        let (ns, from) = match &offset {
+            Some(known) => known.clone(),
+            None => match telegram.call("getMe", &json!({})).await {
+                Ok(me) => {
+                    let ns = format!("adapter:telegram:{}", me.get("id").and_then(Value::as_i64).unwrap_or_default());
+                    let from = state.get(&ns, "offset").ok().flatten().and_then(|v| v.parse().ok()).unwrap_or(0);
+                    tracing::info!("{}: polling for updates", telegram.label);
+                    offset.insert((ns, from)).clone()
+                }
+                Err(e) if matches!(e.code(), Some(401 | 404)) => {
+                    anyhow::bail!("{}: Telegram refused the bot token ({e}): this bot stops", telegram.label)
+                }
+                Err(e) => {
+                    wait(&telegram.label, &e.to_string(), &mut backoff, &stop).await;
+                    continue;
+                }
+            },
+        };
+        let body = json!({"offset": from, "timeout": POLL_SECONDS, "allowed_updates": ["message", "callback_query"]});
+        let updates = tokio::select! {
+            updates = telegram.call("getUpdates", &body) => updates,
+            () = stopped(stop.clone()) => return Ok(()),
+        };
+        let updates: Vec<Update> = match updates {
+            Ok(updates) => {
+                backoff = self::backoff();
+                serde_json::from_value(updates).unwrap_or_default()
+            }
+            Err(e) if e.code() == Some(409) => {
+                let why = "another process polls this bot token (Telegram answered 409 Conflict); \
+                    only one skillhost may serve a Telegram bot";
+                wait(&telegram.label, why, &mut backoff, &stop).await;
+                continue;
+            }
+            Err(e) if matches!(e.code(), Some(401 | 404)) => {
+                anyhow::bail!("{}: Telegram refused the bot token ({e}): this bot stops", telegram.label)
+            }
+            Err(e) => {
+                wait(&telegram.label, &e.to_string(), &mut backoff, &stop).await;
+                continue;
+            }
+        };
+        for update in updates {
+            let next = update.update_id + 1;
+            // Kept before the update is handled: a crash loses at most this one update,
+            // never handles it twice.
+            if let Err(e) = state.set(&ns, "offset", &next.to_string()) {
+                tracing::warn!("{}: cannot keep the update offset: {e}", telegram.label);
+            }
+            if let Some((_, from)) = offset.as_mut() {
+                *from = next;
+            }
+            handle(chat, update).await;
+        }
+    }
+}
+
+async fn wait(label: &str, why: &str, backoff: &mut impl Iterator<Item = Duration>, stop: &Stop) {
+    let delay = backoff.next().unwrap_or(Duration::from_secs(30));
+    tracing::warn!("{label}: {why}; trying again in {} ms", delay.as_millis());
+    tokio::select! {
+        () = tokio::time::sleep(delay) => {}
+        () = stopped(stop.clone()) => {}
+    }
+}
+
+/// Capped (30 s), jittered, exponential delays from 1 s, without end.
+fn backoff() -> impl Iterator<Item = Duration> {
+    backon::ExponentialBuilder::default()
+        .with_min_delay(Duration::from_secs(1))
+        .with_max_delay(Duration::from_secs(30))
+        .with_jitter()
+        .without_max_times()
+        .build()
+}
+
+async fn handle(chat: &Arc<Chat<Telegram>>, update: Update) {
+    if let Some(message) = update.message {
+        message_from(chat, message).await;
+    } else if let Some(query) = update.callback_query {
+        callback(chat, query).await;
+    }
+}
+
+async fn message_from(chat: &Arc<Chat<Telegram>>, message: TgMessage) {
+    let telegram = &chat.platform;
+    let Some(from) = message.from.as_ref() else { return };
+    if from.is_bot {
+        return;
+    }
+    if !telegram.allowed_chat(message.chat.id) {
+        tracing::warn!(
+            chat_id = message.chat.id,
+            "{}: a message from a chat not in allowed_chat_ids: ignored",
+            telegram.label
+        );
+        return;
+    }
+    let Some(text) = message.text.as_deref().map(str::trim).filter(|t| !t.is_empty()) else { return };
+    // A reply to a `confirm` prompt is its decision.
+    if let Some(replied) = message.reply_to_message.as_ref() {
+        let approval = telegram
+            .confirms
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&(message.chat.id, replied.message_id))
+            .cloned();
+        if let Some(id) = approval {
+            let result = match telegram.may_decide(from) {
+                Err(why) => Decided::Refused(why.into()),
+                Ok(()) => chat.decide(&id, &Decision::Confirm(text.to_owned())),
+            };
+            let (chat_id, prompt) = (message.chat.id, replied.message_id);
+            match result {
+                Decided::Taken(_) => {
+                    let line = format!("✅ Confirmed by {}", from.name());
+                    telegram.replace(chat_id, prompt, &line, json!({})).await;
+                    telegram.confirms.lock().unwrap_or_else(|p| p.into_inner()).remove(&(chat_id, prompt));
+                }
+                Decided::Refused(why) => {
+                    let extra = json!({"reply_parameters": {"message_id": message.message_id}});
+                    telegram.send(chat_id, &format!("🚫 {why}"), extra).await;
+                }
+            }
+            return;
+        }
+    }
+    let place = Place { chat: message.chat.id, source: message.message_id };
+    chat.incoming(Incoming {
+        place,
+        channel_id: message.chat.id.to_string(),
+        thread: None,
+        user_id: from.id.to_string(),
+        text: text.to_owned(),
+        route: Vec::new(),
+    });
+}
+
+async fn callback(chat: &Arc<Chat<Telegram>>, query: CallbackQuery) {
+    let telegram = &chat.platform;
+    let answer = |text: &str, alert: bool| json!({"callback_query_id": query.id, "text": text, "show_alert": alert});
+    let Some(message) = query.message.as_ref() else {
+        let _ = telegram.call("answerCallbackQuery", &answer("This message is too old.", true)).await;
+        return;
+    };
+    let chat_id = message.chat.id;
+    if !telegram.allowed_chat(chat_id) {
+        tracing::warn!(chat_id, "{}: a button press from a chat not in allowed_chat_ids: refused", telegram.label);
+        let _ = telegram.call("answerCallbackQuery", &answer("This chat is not allowed to use this bot.", true)).await;
+        return;
+    }
+    if let Err(why) = telegram.may_decide(&query.from) {
+        let _ = telegram.call("answerCallbackQuery", &answer(why, true)).await;
+        return;
+    }
+    let data = query.data.as_deref().unwrap_or_default();
+    let (reply, line) = match data.split_once(':') {
+        Some(("a" | "d", id)) => {
+            let decision = if data.starts_with('a') { Decision::Approve } else { Decision::Deny };
+            match chat.decide(id, &decision) {
+                Decided::Taken(true) => ("Approved".to_owned(), Some(format!("✅ Approved by {}", query.from.name()))),
+                Decided::Taken(false) => ("Denied".to_owned(), Some(format!("❌ Denied by {}", query.from.name()))),
+                Decided::Refused(why) => (why, None),
+            }
+        }
+        Some(("q", rest)) => {
+            let chosen = rest.rsplit_once(':').and_then(|(id, n)| {
+                let choice = chat.choices(id)?.get(n.parse::<usize>().ok()?)?.clone();
+                Some((id.to_owned(), choice))
+            });
+            match chosen {
+                Some((id, choice)) => match chat.answer(&id, &choice) {
+                    Ok(()) => {
+                        (format!("Answered: {choice}"), Some(format!("❓ answered by {}: {choice}", query.from.name())))
+                    }
+                    Err(why) => (why, None),
+                },
+                None => ("This question is no longer waiting.".to_owned(), None),
+            }
+        }
+        _ => ("This button is not one of this bot's.".to_owned(), None),
+    };
+    let alert = line.is_none();
+    let _ = telegram.call("answerCallbackQuery", &answer(&reply, alert)).await;
+    if let Some(line) = line {
+        telegram.replace(chat_id, message.message_id, &line, json!({})).await;
+    }
+}
