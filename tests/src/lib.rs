@@ -9,6 +9,8 @@ use std::sync::{Arc, OnceLock};
 
 pub mod api_client;
 pub mod llm_server;
+pub mod slack_server;
+pub mod telegram_server;
 
 /// Paths of every component built from source (`HOSTILE`, `PROBE`, `HTTP_CHECKER`, ...).
 pub mod guests {

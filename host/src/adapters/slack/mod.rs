@@ -12,7 +12,7 @@ pub mod api;
 pub mod socket;
 pub mod wire;
 
-use super::chat::text::to_slack;
+use super::chat::text::{self, to_slack};
 use super::chat::{Chat, Decided, Decision, Incoming, Platform, Prompt};
 use super::{Adapter, Stop};
 use crate::config::{Respond, SlackSettings};
@@ -143,10 +143,6 @@ impl Slack {
 
     /// Whether `user` may decide: a person, among `approvers` when that is set.
     async fn may_decide(&self, user: &str) -> Result<(), String> {
-        let approvers = &self.settings.approvers;
-        if !approvers.is_empty() && !approvers.iter().any(|a| a == user) {
-            return Err("only the approvers configured for this bot can decide this".into());
-        }
         let known = self.bots.lock().unwrap_or_else(|p| p.into_inner()).get(user).copied();
         let is_bot = match known {
             Some(is_bot) => is_bot,
@@ -161,6 +157,10 @@ impl Slack {
         };
         if is_bot || user == self.bot_user() {
             return Err("only a person can decide this".into());
+        }
+        let approvers = &self.settings.approvers;
+        if !approvers.is_empty() && !approvers.iter().any(|a| a == user) {
+            return Err("only the approvers configured for this bot can decide this".into());
         }
         Ok(())
     }
@@ -177,11 +177,13 @@ impl Slack {
         let _ = self.api.post("chat.postEphemeral", &body).await;
     }
 
-    async fn update(&self, channel: &str, ts: &str, markdown: &str) {
+    /// Replaces message `ts` (buttons and all) with `mrkdwn`, written by the adapter (a user
+    /// mention such as `<@U123>` is kept).
+    async fn update(&self, channel: &str, ts: &str, mrkdwn: &str) {
         if !self.may_post(channel).await {
             return;
         }
-        let text = to_slack(markdown);
+        let text = mrkdwn.to_owned();
         let blocks = json!([section(&text)]);
         let _ =
             self.api.post("chat.update", &json!({"channel": channel, "ts": ts, "text": text, "blocks": blocks})).await;
@@ -300,7 +302,7 @@ impl Platform for Slack {
     }
 
     async fn settle(&self, place: &Place, id: &str, markdown: &str) {
-        self.update(&place.channel, id, markdown).await;
+        self.update(&place.channel, id, &to_slack(markdown)).await;
     }
 }
 
@@ -353,7 +355,7 @@ pub(crate) async fn event(chat: &Arc<Chat<Slack>>, payload: &Value) {
 /// across a restart). Ids older than [`SEEN_FOR`] are forgotten now and then.
 fn first_time(chat: &Chat<Slack>, event_id: &str) -> bool {
     let state = chat.engine().history().state();
-    let ns = format!("adapter:slack:{}:events", chat.platform.bot_user());
+    let ns = format!("adapter.slack.{}.events", chat.platform.bot_user());
     let now = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default().as_secs();
     match state.create(&ns, event_id, &now.to_string()) {
         Ok(created) => {
@@ -440,7 +442,10 @@ async fn click(chat: &Arc<Chat<Slack>>, interaction: Interaction) {
                     return;
                 };
                 match chat.answer(id, &choice) {
-                    Ok(()) => slack.update(channel, ts, &format!("❓ answered by <@{user}>: {choice}")).await,
+                    Ok(()) => {
+                        let line = format!("❓ answered by <@{user}>: {}", text::slack_escape(&choice));
+                        slack.update(channel, ts, &line).await
+                    }
                     Err(why) => slack.refuse(channel, user, None, &why).await,
                 }
             }

@@ -295,7 +295,7 @@ async fn poll(chat: &Arc<Chat<Telegram>>, stop: Stop) -> anyhow::Result<()> {
             Some(known) => known.clone(),
             None => match telegram.call("getMe", &json!({})).await {
                 Ok(me) => {
-                    let ns = format!("adapter:telegram:{}", me.get("id").and_then(Value::as_i64).unwrap_or_default());
+                    let ns = format!("adapter.telegram.{}", me.get("id").and_then(Value::as_i64).unwrap_or_default());
                     let from = state.get(&ns, "offset").ok().flatten().and_then(|v| v.parse().ok()).unwrap_or(0);
                     tracing::info!("{}: polling for updates", telegram.label);
                     offset.insert((ns, from)).clone()

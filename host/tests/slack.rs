@@ -1,0 +1,327 @@
+//! The Slack adapter through the real binary: `skillhost run` against a scripted Slack (the
+//! Web API over HTTP, Socket Mode envelopes over a real WebSocket) and a scripted LLM, driven
+//! through whole conversations as a person in Slack would.
+
+mod support;
+
+use serde_json::{Value, json};
+use skillhost_tests::Workspace;
+use skillhost_tests::llm_server::{Answer, LlmServer, Reply};
+use skillhost_tests::slack_server::{ChannelFlags, SlackMessage, SlackServer};
+use std::time::Duration;
+use support::run::Running;
+
+const WAIT: Duration = Duration::from_secs(30);
+
+/// A workspace with `hooks_loop` (its `work` tool gated at `level`), served in Slack.
+fn workspace(llm: &LlmServer, slack: &SlackServer, level: &str, slack_extra: &str, extra: &str) -> Workspace {
+    let yaml = format!(
+        "llm:\n  provider: anthropic\n  model: test-model\n  max_tokens: 500\n  anthropic: {{api_key: test, base_url: '{}'}}\n\
+         adapter:\n  type: slack\n  slack:\n    bot_token: ${{SLACK_BOT_TOKEN}}\n    app_token: ${{SLACK_APP_TOKEN}}\n    base_url: '{}'\n{slack_extra}\
+         human:\n  overrides: {{hooks_loop__work: {level}}}\n{extra}",
+        llm.url(),
+        slack.api_url()
+    );
+    support::workspace(&yaml, false)
+}
+
+/// `skillhost run` in `ws`, connected to `slack` (bounded wait).
+async fn run(ws: &Workspace, slack: &SlackServer) -> Running {
+    let running = Running::start(
+        ws.path(),
+        &[],
+        &[("SLACK_BOT_TOKEN", SlackServer::BOT_TOKEN), ("SLACK_APP_TOKEN", SlackServer::APP_TOKEN)],
+    );
+    slack.wait_connected(1, WAIT).await;
+    running
+}
+
+/// The message in `channel` that has a button with `action`, and that button's value.
+async fn prompt(slack: &SlackServer, channel: &str, action: &str) -> (SlackMessage, String) {
+    let has = |m: &SlackMessage| button(m, action).is_some();
+    let message = slack.wait_for_message(channel, has, WAIT).await;
+    let value = button(&message, action).unwrap();
+    (message, value)
+}
+
+fn button(message: &SlackMessage, action: &str) -> Option<String> {
+    let blocks = message.blocks.as_ref()?.as_array()?.clone();
+    blocks
+        .iter()
+        .filter_map(|b| b["elements"].as_array())
+        .flatten()
+        .find_map(|e| (e["action_id"] == action).then(|| e["value"].as_str().unwrap_or_default().to_owned()))
+}
+
+fn work() -> Reply {
+    Answer::default().call("w1", "hooks_loop__work", json!({"n": 1})).into()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mention_asks_in_its_thread_and_the_approved_call_runs() {
+    let llm = LlmServer::start(vec![work(), Answer::text(&["All ", "**done**."]).into()]).await;
+    let slack = SlackServer::start().await;
+    let ws = workspace(&llm, &slack, "approve", "", "");
+    let running = run(&ws, &slack).await;
+
+    let sent = slack.mention("C1", "U1", "please work");
+    assert!(slack.wait_for_ack(&sent.envelope_id, WAIT).await.is_none(), "a plain acknowledgement");
+    let (prompt, id) = prompt(&slack, "C1", "approve").await;
+    assert_eq!(prompt.thread_ts.as_deref(), Some(sent.ts.as_str()), "asked in the mention's thread");
+    assert!(prompt.text.contains("hooks_loop__work") && prompt.text.contains("\"n\": 1"), "{}", prompt.text);
+    assert!(slack.reactions("C1", &sent.ts).contains(&"eyes".to_owned()), "working");
+
+    slack.click("C1", "U1", &prompt.ts, "approve", &id);
+    let answer = slack.wait_for_message("C1", |m| m.text.contains("All *done*."), WAIT).await;
+    assert_eq!(answer.thread_ts.as_deref(), Some(sent.ts.as_str()), "answered in the thread");
+    let settled =
+        slack.wait_for_message("C1", |m| m.ts == prompt.ts && m.text.contains("Approved by <@U1>"), WAIT).await;
+    assert!(button(&settled, "approve").is_none(), "the buttons are gone: {settled:?}");
+    slack.wait_for_message("C1", |m| m.text.contains("✓ `hooks_loop__work`"), WAIT).await;
+    let results = support::tool_results(&llm, 1);
+    assert_eq!(results[0]["is_error"], json!(false), "the approved call ran: {results:?}");
+    let started = std::time::Instant::now();
+    while !slack.reactions("C1", &sent.ts).contains(&"white_check_mark".to_owned()) {
+        assert!(started.elapsed() < WAIT, "never marked done: {}", running.stderr());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // The turn's history is the thread's: the model saw the thread's channel in context.
+    assert!(!running.stderr().contains(SlackServer::BOT_TOKEN), "no token in a log line");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_an_approver_decides_and_a_denial_reaches_the_model() {
+    let llm = LlmServer::start(vec![work(), Answer::text(&["Not run."]).into()]).await;
+    let slack = SlackServer::start().await;
+    slack.add_bot_user("U0OTHERBOT");
+    let ws = workspace(&llm, &slack, "approve", "    approvers: [U1]\n", "");
+    let _running = run(&ws, &slack).await;
+
+    let sent = slack.mention("C1", "U1", "please work");
+    let (prompt, id) = prompt(&slack, "C1", "approve").await;
+    // Someone outside `approvers`, and a bot: refused where only they see it, still pending.
+    slack.click("C1", "U2", &prompt.ts, "approve", &id);
+    slack.click_as_bot("C1", "U0OTHERBOT", &prompt.ts, "approve", &id);
+    let started = std::time::Instant::now();
+    while slack.ephemerals().len() < 2 {
+        assert!(started.elapsed() < WAIT, "no refusal: {:?}", slack.ephemerals());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let ephemerals = slack.ephemerals();
+    assert!(ephemerals.iter().any(|(_, user, text)| user == "U2" && text.contains("approvers")), "{ephemerals:?}");
+    assert!(ephemerals.iter().any(|(_, user, text)| user == "U0OTHERBOT" && text.contains("person")), "{ephemerals:?}");
+    assert_eq!(llm.requests().len(), 1, "the call still waits");
+
+    slack.click("C1", "U1", &prompt.ts, "deny", &id);
+    slack.wait_for_message("C1", |m| m.text.contains("Not run."), WAIT).await;
+    slack.wait_for_message("C1", |m| m.ts == prompt.ts && m.text.contains("Denied by <@U1>"), WAIT).await;
+    let results = support::tool_results(&llm, 1);
+    assert_eq!(results[0]["is_error"], json!(true), "{results:?}");
+    assert!(results[0]["content"].to_string().contains("denied"), "{results:?}");
+    let _ = sent;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn confirm_goes_through_the_modal_and_a_wrong_challenge_is_refused() {
+    let llm = LlmServer::start(vec![work(), Answer::text(&["Confirmed and done."]).into()]).await;
+    let slack = SlackServer::start().await;
+    let ws = workspace(&llm, &slack, "confirm", "", "");
+    let _running = run(&ws, &slack).await;
+
+    slack.mention("C1", "U1", "please work");
+    let (prompt, id) = prompt(&slack, "C1", "confirm").await;
+    assert!(button(&prompt, "approve").is_none(), "no one-click approval for confirm");
+    slack.click("C1", "U1", &prompt.ts, "confirm", &id);
+    slack.wait_for_call("views.open", |_| true, WAIT).await;
+    let view = slack.views().last().cloned().unwrap();
+    let view_id = view["id"].as_str().unwrap().to_owned();
+
+    let refused = slack.submit_view(&view_id, "U1", "confirm");
+    let ack = slack.wait_for_ack(&refused, WAIT).await.expect("an error under the input");
+    assert_eq!(ack["response_action"], "errors", "{ack}");
+    assert_eq!(llm.requests().len(), 1, "still waiting after a wrong challenge");
+
+    let taken = slack.submit_view(&view_id, "U1", "CONFIRM");
+    assert!(slack.wait_for_ack(&taken, WAIT).await.is_none(), "the modal closes");
+    slack.wait_for_message("C1", |m| m.text.contains("Confirmed and done."), WAIT).await;
+    slack.wait_for_message("C1", |m| m.ts == prompt.ts && m.text.contains("Confirmed by <@U1>"), WAIT).await;
+    assert_eq!(support::tool_results(&llm, 1)[0]["is_error"], json!(false));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_decision_in_time_is_shown_and_the_call_does_not_run() {
+    let llm = LlmServer::start(vec![work(), Answer::text(&["Timed out."]).into()]).await;
+    let slack = SlackServer::start().await;
+    let ws = workspace(&llm, &slack, "approve", "", "");
+    let config = std::fs::read_to_string(ws.path().join("config.yaml")).unwrap();
+    let config = config.replace("human:\n", "human:\n  timeout_seconds: 1\n");
+    std::fs::write(ws.path().join("config.yaml"), config).unwrap();
+    let _running = run(&ws, &slack).await;
+
+    slack.mention("C1", "U1", "please work");
+    let (prompt, _) = prompt(&slack, "C1", "approve").await;
+    slack.wait_for_message("C1", |m| m.ts == prompt.ts && m.text.contains("No decision in time"), WAIT).await;
+    slack.wait_for_message("C1", |m| m.text.contains("Timed out."), WAIT).await;
+    assert_eq!(support::tool_results(&llm, 1)[0]["is_error"], json!(true));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_is_answered_by_a_button() {
+    let ask =
+        Answer::default().call("q1", "human__ask", json!({"question": "Which env?", "choices": ["staging", "prod"]}));
+    let llm = LlmServer::start(vec![ask.into(), Answer::text(&["Going with it."]).into()]).await;
+    let slack = SlackServer::start().await;
+    let ws = workspace(&llm, &slack, "approve", "", "");
+    let _running = run(&ws, &slack).await;
+
+    slack.mention("C1", "U1", "deploy");
+    let (question, value) = prompt(&slack, "C1", "answer").await;
+    assert!(question.text.contains("Which env?"), "{}", question.text);
+    // The second choice's button.
+    let prod = value.replace(":0", ":1");
+    slack.click("C1", "U1", &question.ts, "answer", &prod);
+    slack.wait_for_message("C1", |m| m.text.contains("Going with it."), WAIT).await;
+    let results = support::tool_results(&llm, 1);
+    assert!(results[0]["content"].to_string().contains("prod"), "{results:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retried_event_is_handled_once_and_a_dropped_socket_is_replaced() {
+    let llm = LlmServer::start(vec![work(), Answer::text(&["Once."]).into()]).await;
+    let slack = SlackServer::start().await;
+    let ws = workspace(&llm, &slack, "approve", "", "");
+    let running = run(&ws, &slack).await;
+
+    let sent = slack.mention("C1", "U1", "please work");
+    slack.wait_for_ack(&sent.envelope_id, WAIT).await;
+    let redelivered = slack.redeliver(&sent, 1);
+    slack.wait_for_ack(&redelivered, WAIT).await;
+    let (prompt, id) = prompt(&slack, "C1", "approve").await;
+    // The socket dies while the turn waits: a new one is opened, and the turn goes on.
+    slack.drop_socket();
+    slack.wait_connected(2, WAIT).await;
+    slack.click("C1", "U1", &prompt.ts, "approve", &id);
+    slack.wait_for_message("C1", |m| m.text.contains("Once."), WAIT).await;
+    assert_eq!(llm.requests().len(), 2, "one turn, not two: {}", running.stderr());
+    let answers = slack.messages("C1").into_iter().filter(|m| m.text.contains("Once.")).count();
+    assert_eq!(answers, 1);
+    // Slack asks for a refresh: the adapter connects again.
+    slack.disconnect("refresh_requested");
+    slack.wait_connected(3, WAIT).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rate_limited_post_is_sent_after_retry_after() {
+    let llm = LlmServer::start(vec![Answer::text(&["After the limit."]).into()]).await;
+    let slack = SlackServer::start().await;
+    let ws = workspace(&llm, &slack, "approve", "", "");
+    let running = run(&ws, &slack).await;
+    slack.rate_limit_next("chat.postMessage", 1);
+    slack.mention("C1", "U1", "hello");
+    slack.wait_for_message("C1", |m| m.text.contains("After the limit."), WAIT).await;
+    let posts = slack.calls_to("chat.postMessage");
+    assert!(posts.len() >= 2, "tried again: {posts:?}");
+    let gap = posts[1].at.duration_since(posts[0].at);
+    assert!(gap >= Duration::from_millis(900), "waited for Retry-After: {gap:?}");
+    assert!(running.stderr().contains("rate limit"), "{}", running.stderr());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_external_channel_guard_suppresses_text_but_not_reactions() {
+    let replies: Vec<Reply> = (0..5).map(|n| Answer::text(&[&format!("answer {n}")]).into()).collect();
+    let gated = Answer::default().call("w9", "hooks_loop__work", json!({}));
+    let llm =
+        LlmServer::start(replies.into_iter().chain([gated.into(), Answer::text(&["gated end"]).into()]).collect())
+            .await;
+    let slack = SlackServer::start().await;
+    let ext = ChannelFlags { is_shared: true, is_ext_shared: true, ..Default::default() };
+    slack.set_channel("CEXT", ext);
+    slack.set_channel("CORG", ChannelFlags { is_shared: true, is_org_shared: true, ..Default::default() });
+    slack.fail_info("CFAIL", 1000);
+    let ws = workspace(&llm, &slack, "approve", "    allow_posting_in_external_channels: false\n", "");
+    let running = run(&ws, &slack).await;
+
+    let answered = |channel: &'static str| {
+        let slack = &slack;
+        async move { slack.wait_for_message(channel, |m| m.text.starts_with("answer"), WAIT).await }
+    };
+    let external = slack.mention("CEXT", "U1", "one");
+    let started = std::time::Instant::now();
+    while !slack.reactions("CEXT", &external.ts).contains(&"white_check_mark".to_owned()) {
+        assert!(started.elapsed() < WAIT, "reactions still work there: {}", running.stderr());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(slack.messages("CEXT").is_empty(), "nothing posted in an external channel");
+    slack.mention("CINT", "U1", "two");
+    answered("CINT").await;
+    slack.mention("CORG", "U1", "three");
+    answered("CORG").await;
+    // A failed lookup fails closed, and is not cached: the next message looks again.
+    let failed = slack.mention("CFAIL", "U1", "four");
+    let started = std::time::Instant::now();
+    while !slack.reactions("CFAIL", &failed.ts).contains(&"white_check_mark".to_owned()) {
+        assert!(started.elapsed() < WAIT, "{}", running.stderr());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(slack.messages("CFAIL").is_empty());
+    assert!(running.stderr().contains("Could not resolve Slack channel info for external posting guard"));
+    slack.fail_info("CFAIL", 0);
+    slack.mention("CFAIL", "U1", "five");
+    answered("CFAIL").await;
+    assert!(slack.info_lookups("CFAIL") >= 2, "not cached");
+    // An approval cannot be asked in an external channel: the call is refused, not run.
+    slack.mention("CEXT", "U1", "gated");
+    let started = std::time::Instant::now();
+    while llm.requests().len() < 7 {
+        assert!(started.elapsed() < WAIT, "{}", running.stderr());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let results = support::tool_results(&llm, 6);
+    assert_eq!(results[0]["is_error"], json!(true), "{results:?}");
+    assert!(slack.messages("CEXT").is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn its_own_and_other_bots_messages_edits_and_deletions_start_nothing() {
+    let llm = LlmServer::start(vec![Answer::text(&["Only this."]).into()]).await;
+    let slack = SlackServer::start().await;
+    let ws = workspace(&llm, &slack, "approve", "    respond: all\n", "");
+    let _running = run(&ws, &slack).await;
+    let own = slack.own_message("C1", "from the bot itself");
+    let bot = slack.bot_message("C1", "B0OTHER", "from another bot");
+    slack.wait_for_ack(&own.envelope_id, WAIT).await;
+    slack.wait_for_ack(&bot.envelope_id, WAIT).await;
+    let edited = slack.edit("C1", &own.ts, "edited");
+    let deleted = slack.delete("C1", &own.ts);
+    slack.wait_for_ack(&edited.envelope_id, WAIT).await;
+    slack.wait_for_ack(&deleted.envelope_id, WAIT).await;
+    // With `respond: all`, a person's plain message is answered; a mention of the bot with
+    // it (Slack sends both events) only once.
+    slack.mention_with_message("C1", "U1", "hello");
+    slack.wait_for_message("C1", |m| m.text.contains("Only this."), WAIT).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(llm.requests().len(), 1, "one turn");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revoked_token_stops_the_bot_with_a_clear_line_and_the_api_keeps_serving() {
+    let llm = LlmServer::start(vec![]).await;
+    let slack = SlackServer::start().await;
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let ws = workspace(&llm, &slack, "approve", "", &format!("ui: {{port: {port}, auth_token: tok}}\n"));
+    let config = std::fs::read_to_string(ws.path().join("config.yaml")).unwrap();
+    std::fs::write(ws.path().join("config.yaml"), config.replace("type: slack", "types: [slack, api]")).unwrap();
+    slack.revoke();
+    let mut running = Running::start(
+        ws.path(),
+        &[],
+        &[("SLACK_BOT_TOKEN", SlackServer::BOT_TOKEN), ("SLACK_APP_TOKEN", SlackServer::APP_TOKEN)],
+    );
+    running.wait_for_log("token_revoked").await;
+    running.wait_for_log("stopped with an error").await;
+    assert!(running.running(), "the process keeps serving the API");
+    let health = reqwest::get(format!("http://127.0.0.1:{port}/healthz")).await.unwrap();
+    assert_eq!(health.status(), 200);
+    assert!(!running.stderr().contains(SlackServer::BOT_TOKEN));
+    let _: Value = json!(null);
+}

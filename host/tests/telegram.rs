@@ -1,0 +1,171 @@
+//! The Telegram adapter through the real binary: `skillhost run` against a scripted Bot API
+//! (long polling over real HTTP) and a scripted LLM.
+
+mod support;
+
+use serde_json::json;
+use skillhost_tests::Workspace;
+use skillhost_tests::llm_server::{Answer, LlmServer, Reply};
+use skillhost_tests::telegram_server::{BotMessage, TelegramServer};
+use std::time::Duration;
+use support::run::Running;
+
+const WAIT: Duration = Duration::from_secs(30);
+const TOKEN: &str = "4242000:ABCdefGHIjklMNOpqrSTUvwxyz_0123456";
+const CHAT: i64 = 4242;
+const ADA: i64 = 7;
+
+fn workspace(llm: &LlmServer, telegram: &TelegramServer, level: &str, extra: &str) -> Workspace {
+    let yaml = format!(
+        "llm:\n  provider: anthropic\n  model: test-model\n  max_tokens: 500\n  anthropic: {{api_key: test, base_url: '{}'}}\n\
+         adapter:\n  type: telegram\n  telegram:\n    bot_token: ${{TELEGRAM_BOT_TOKEN}}\n    allowed_chat_ids: [${{TELEGRAM_CHAT_ID}}]\n\
+         \x20   base_url: '{}'\n{extra}human:\n  overrides: {{hooks_loop__work: {level}}}\n",
+        llm.url(),
+        telegram.base_url()
+    );
+    support::workspace(&yaml, false)
+}
+
+fn run(ws: &Workspace) -> Running {
+    Running::start(ws.path(), &[], &[("TELEGRAM_BOT_TOKEN", TOKEN), ("TELEGRAM_CHAT_ID", &CHAT.to_string())])
+}
+
+fn work() -> Reply {
+    Answer::default().call("w1", "hooks_loop__work", json!({"n": 1})).into()
+}
+
+fn keyboard(message: &BotMessage) -> Vec<String> {
+    let rows = message.reply_markup.as_ref().and_then(|m| m["inline_keyboard"].as_array().cloned()).unwrap_or_default();
+    rows.iter()
+        .filter_map(|r| r.as_array())
+        .flatten()
+        .filter_map(|b| b["callback_data"].as_str().map(str::to_owned))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_asks_with_a_keyboard_and_the_approved_call_runs() {
+    let answer = "Done: _*[]()~ `x` **bold** <tag> & [link](https://example.com)";
+    let llm = LlmServer::start(vec![work(), Answer::text(&["Done: ", &answer["Done: ".len()..]]).into()]).await;
+    let telegram = TelegramServer::start(TOKEN).await;
+    let ws = workspace(&llm, &telegram, "approve", "");
+    let running = run(&ws);
+
+    telegram.send_text(CHAT, ADA, "please work");
+    let prompt = telegram.wait_for_message(CHAT, |m| !keyboard(m).is_empty(), WAIT).await;
+    assert!(prompt.text.contains("hooks_loop__work"), "{}", prompt.text);
+    let approve = keyboard(&prompt).into_iter().find(|d| d.starts_with("a:")).unwrap();
+    telegram.wait_for_call("sendChatAction", |p| p["action"] == "typing", WAIT).await;
+
+    let (_, query) = telegram.click(CHAT, ADA, prompt.message_id, &approve);
+    let sent = telegram.wait_for_message(CHAT, |m| m.text.starts_with("Done:"), WAIT).await;
+    assert_eq!(sent.parse_mode.as_deref(), Some("HTML"), "formatted, and Telegram accepted it");
+    assert!(sent.text.contains("<b>bold</b>") && sent.text.contains("&lt;tag&gt;"), "{}", sent.text);
+    let settled = telegram
+        .wait_for_message(CHAT, |m| m.message_id == prompt.message_id && m.text.contains("Approved"), WAIT)
+        .await;
+    assert!(keyboard(&settled).is_empty(), "the keyboard is gone");
+    assert!(telegram.answered_callbacks().iter().any(|(id, _)| *id == query));
+    assert_eq!(support::tool_results(&llm, 1)[0]["is_error"], json!(false));
+    assert!(!running.stderr().contains(TOKEN), "the token is never logged");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_offset_survives_a_restart_so_nothing_is_handled_twice() {
+    let replies: Vec<Reply> = (0..3).map(|n| Answer::text(&[&format!("reply {n}")]).into()).collect();
+    let llm = LlmServer::start(replies).await;
+    let telegram = TelegramServer::start(TOKEN).await;
+    let ws = workspace(&llm, &telegram, "approve", "");
+    let mut running = run(&ws);
+    telegram.send_text(CHAT, ADA, "first");
+    telegram.wait_for_message(CHAT, |m| m.text == "reply 0", WAIT).await;
+    running.kill();
+    let before = telegram.offsets().len();
+
+    let second = telegram.send_text(CHAT, ADA, "second");
+    let _running = run(&ws);
+    telegram.wait_for_message(CHAT, |m| m.text == "reply 1", WAIT).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(llm.requests().len(), 2, "the first message was not handled again");
+    // The restarted bot asks from the kept offset, not from the start.
+    let offsets = telegram.offsets();
+    assert_eq!(offsets[before], second, "{offsets:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chats_and_people_outside_the_lists_are_refused() {
+    let llm = LlmServer::start(vec![work(), Answer::text(&["Denied, then."]).into()]).await;
+    let telegram = TelegramServer::start(TOKEN).await;
+    let ws = workspace(&llm, &telegram, "approve", "    approvers: [7]\n");
+    let running = run(&ws);
+
+    telegram.send_text(999, ADA, "let me in");
+    running.wait_for_log("not in allowed_chat_ids").await;
+    assert!(telegram.messages(999).is_empty());
+    telegram.send_text(CHAT, ADA, "please work");
+    let prompt = telegram.wait_for_message(CHAT, |m| !keyboard(m).is_empty(), WAIT).await;
+    let data = keyboard(&prompt);
+    let (approve, deny) =
+        (data.iter().find(|d| d.starts_with("a:")).unwrap(), data.iter().find(|d| d.starts_with("d:")).unwrap());
+    // Someone outside `approvers`: refused, the call still waits.
+    let (_, refused) = telegram.click(CHAT, 8, prompt.message_id, approve);
+    let started = std::time::Instant::now();
+    while !telegram.answered_callbacks().iter().any(|(id, _)| *id == refused) {
+        assert!(started.elapsed() < WAIT, "{}", running.stderr());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (_, params) = telegram.answered_callbacks().into_iter().find(|(id, _)| *id == refused).unwrap();
+    assert!(params["text"].as_str().unwrap().contains("approvers"), "{params}");
+    assert_eq!(llm.requests().len(), 1);
+    telegram.click(CHAT, ADA, prompt.message_id, deny);
+    telegram.wait_for_message(CHAT, |m| m.text == "Denied, then.", WAIT).await;
+    assert_eq!(support::tool_results(&llm, 1)[0]["is_error"], json!(true));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn confirm_is_a_reply_and_a_question_is_a_button() {
+    let ask =
+        Answer::default().call("q1", "human__ask", json!({"question": "Which env?", "choices": ["staging", "prod"]}));
+    let llm =
+        LlmServer::start(vec![work(), Answer::text(&["Ran."]).into(), ask.into(), Answer::text(&["Asked."]).into()])
+            .await;
+    let telegram = TelegramServer::start(TOKEN).await;
+    let ws = workspace(&llm, &telegram, "confirm", "");
+    let _running = run(&ws);
+
+    telegram.send_text(CHAT, ADA, "please work");
+    let prompt = telegram.wait_for_message(CHAT, |m| m.text.contains("CONFIRM"), WAIT).await;
+    telegram.reply_text(CHAT, ADA, "confirm", prompt.message_id);
+    telegram.wait_for_message(CHAT, |m| m.text.contains("that is not CONFIRM"), WAIT).await;
+    telegram.reply_text(CHAT, ADA, "CONFIRM", prompt.message_id);
+    telegram.wait_for_message(CHAT, |m| m.text == "Ran.", WAIT).await;
+    assert_eq!(support::tool_results(&llm, 1)[0]["is_error"], json!(false));
+
+    telegram.send_text(CHAT, ADA, "deploy");
+    let question = telegram.wait_for_message(CHAT, |m| m.text.contains("Which env?"), WAIT).await;
+    let prod = keyboard(&question).into_iter().find(|d| d.ends_with(":1")).unwrap();
+    telegram.click(CHAT, ADA, question.message_id, &prod);
+    telegram.wait_for_message(CHAT, |m| m.text == "Asked.", WAIT).await;
+    assert!(support::tool_results(&llm, 3)[0]["content"].to_string().contains("prod"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rate_limit_and_a_second_poller_are_waited_out() {
+    let llm = LlmServer::start(vec![Answer::text(&["Still here."]).into()]).await;
+    let telegram = TelegramServer::start(TOKEN).await;
+    let ws = workspace(&llm, &telegram, "approve", "");
+    let conflict =
+        json!({"ok": false, "error_code": 409, "description": "Conflict: terminated by other getUpdates request"});
+    telegram.fail_next("getUpdates", 409, conflict);
+    telegram.fail_next(
+        "sendMessage",
+        429,
+        json!({"ok": false, "error_code": 429, "description": "Too Many Requests: retry after 1", "parameters": {"retry_after": 1}}),
+    );
+    let running = run(&ws);
+    running.wait_for_log("another process polls this bot token").await;
+    telegram.send_text(CHAT, ADA, "hello");
+    telegram.wait_for_message(CHAT, |m| m.text == "Still here.", WAIT).await;
+    let sends = telegram.calls_to("sendMessage");
+    assert!(sends.len() >= 2 && sends[1].at.duration_since(sends[0].at) >= Duration::from_millis(900), "{sends:?}");
+}
