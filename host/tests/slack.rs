@@ -325,3 +325,127 @@ async fn a_revoked_token_stops_the_bot_with_a_clear_line_and_the_api_keeps_servi
     assert!(!running.stderr().contains(SlackServer::BOT_TOKEN));
     let _: Value = json!(null);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slack_telegram_and_the_api_serve_two_agents_each_approval_on_its_own_platform() {
+    use skillhost_tests::telegram_server::TelegramServer;
+    const TELEGRAM_TOKEN: &str = "4242000:ABCdefGHIjklMNOpqrSTUvwxyz_0123456";
+    let replies = vec![
+        work(),
+        Answer::text(&["slack done"]).into(),
+        work(),
+        Answer::text(&["telegram done"]).into(),
+        Answer::text(&["api done"]).into(),
+    ];
+    let llm = LlmServer::start(replies).await;
+    let slack = SlackServer::start().await;
+    let telegram = TelegramServer::start(TELEGRAM_TOKEN).await;
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let yaml = format!(
+        "llm:\n  provider: anthropic\n  model: test-model\n  max_tokens: 500\n  anthropic: {{api_key: test, base_url: '{}'}}\n\
+         human:\n  overrides: {{hooks_loop__work: approve}}\nagents:\n\
+         \x20 ops:\n    adapter:\n      types: [slack, api]\n      slack: {{bot_token: '${{SLACK_BOT_TOKEN}}', app_token: '${{SLACK_APP_TOKEN}}', base_url: '{}'}}\n\
+         \x20   ui: {{port: {port}, auth_token: tok}}\n\
+         \x20 triage:\n    adapter:\n      type: telegram\n      telegram: {{bot_token: '{TELEGRAM_TOKEN}', allowed_chat_ids: [4242], base_url: '{}'}}\n",
+        llm.url(),
+        slack.api_url(),
+        telegram.base_url()
+    );
+    let ws = support::workspace(&yaml, false);
+    let running = run(&ws, &slack).await;
+    let keyboard = |m: &skillhost_tests::telegram_server::BotMessage| {
+        let rows = m.reply_markup.as_ref().and_then(|k| k["inline_keyboard"].as_array().cloned()).unwrap_or_default();
+        rows.iter()
+            .filter_map(|r| r.as_array())
+            .flatten()
+            .filter_map(|b| b["callback_data"].as_str().map(str::to_owned))
+            .collect::<Vec<_>>()
+    };
+
+    // Slack (agent ops): asked and decided in Slack.
+    slack.mention("C1", "U1", "please work");
+    let (slack_prompt, slack_id) = prompt(&slack, "C1", "approve").await;
+    // The same id pressed in Telegram is not Telegram's to decide.
+    let (_, query) = {
+        let started = std::time::Instant::now();
+        while telegram.calls_to("getUpdates").is_empty() {
+            assert!(started.elapsed() < WAIT, "{}", running.stderr());
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        telegram.click(4242, 7, 1, &format!("a:{slack_id}"))
+    };
+    let refusal = telegram.wait_for_call("answerCallbackQuery", |p| p["callback_query_id"] == query, WAIT).await;
+    assert!(refusal.params["text"].as_str().unwrap().contains("no longer waiting"), "{:?}", refusal.params);
+    slack.click("C1", "U1", &slack_prompt.ts, "approve", &slack_id);
+    slack.wait_for_message("C1", |m| m.text.contains("slack done"), WAIT).await;
+
+    // Telegram (agent triage): asked and decided in Telegram.
+    telegram.send_text(4242, 7, "please work");
+    let prompt = telegram.wait_for_message(4242, |m| !keyboard(m).is_empty(), WAIT).await;
+    let approve = keyboard(&prompt).into_iter().find(|d| d.starts_with("a:")).unwrap();
+    telegram.click(4242, 7, prompt.message_id, &approve);
+    telegram.wait_for_message(4242, |m| m.text == "telegram done", WAIT).await;
+
+    // The API of agent ops, beside both.
+    let answer: Value = reqwest::Client::new()
+        .post(format!("http://127.0.0.1:{port}/api/trigger?wait=true"))
+        .bearer_auth("tok")
+        .json(&json!({"message": "hi", "channel_id": "api-1"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(answer["text"], "api done", "{answer}");
+    assert_eq!(support::tool_results(&llm, 1)[0]["is_error"], json!(false));
+    assert_eq!(support::tool_results(&llm, 3)[0]["is_error"], json!(false));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_handled_before_a_restart_is_not_handled_again() {
+    let llm = LlmServer::start(vec![Answer::text(&["First."]).into(), Answer::text(&["Second."]).into()]).await;
+    let slack = SlackServer::start().await;
+    let ws = workspace(&llm, &slack, "approve", "", "");
+    let mut running = run(&ws, &slack).await;
+    let sent = slack.mention("C1", "U1", "hello");
+    slack.wait_for_message("C1", |m| m.text.contains("First."), WAIT).await;
+    running.kill();
+
+    let _running = Running::start(
+        ws.path(),
+        &[],
+        &[("SLACK_BOT_TOKEN", SlackServer::BOT_TOKEN), ("SLACK_APP_TOKEN", SlackServer::APP_TOKEN)],
+    );
+    slack.wait_connected(2, WAIT).await;
+    let again = slack.redeliver(&sent, 3);
+    slack.wait_for_ack(&again, WAIT).await;
+    let next = slack.mention("C1", "U1", "next");
+    // Had the redelivery started a turn, it would have taken "Second.", in the first thread.
+    let answer = slack.wait_for_message("C1", |m| m.text.contains("Second."), WAIT).await;
+    assert_eq!(answer.thread_ts.as_deref(), Some(next.ts.as_str()), "the redelivered event started nothing");
+    assert_eq!(llm.requests().len(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_streamed_answer_is_edited_at_a_bounded_rate_and_split_cleanly() {
+    // 60 deltas, 6,000 characters in all, with a code block in the middle.
+    let mut pieces: Vec<String> = (0..30).map(|n| format!("Paragraph {n} {}\n\n", "word ".repeat(19))).collect();
+    pieces.push(format!("```\n{}\n```\n\n", "let x = 1;\n".repeat(40)));
+    pieces.extend((30..59).map(|n| format!("Paragraph {n} {}\n\n", "word ".repeat(19))));
+    let refs: Vec<&str> = pieces.iter().map(String::as_str).collect();
+    let llm = LlmServer::start(vec![Answer::text(&refs).into()]).await;
+    let slack = SlackServer::start().await;
+    let ws = workspace(&llm, &slack, "approve", "", "");
+    let _running = run(&ws, &slack).await;
+    slack.mention("C1", "U1", "write a lot");
+    slack.wait_for_message("C1", |m| m.text.contains("Paragraph 58"), WAIT).await;
+    let messages = slack.messages("C1");
+    assert!(messages.len() >= 2, "split: {}", messages.len());
+    for message in &messages {
+        assert!(message.text.chars().count() <= 3900, "{}", message.text.len());
+        assert_eq!(message.text.matches("```").count() % 2, 0, "code blocks closed: {}", message.text);
+    }
+    let writes = slack.calls_to("chat.postMessage").len() + slack.calls_to("chat.update").len();
+    assert!(writes < 20, "not one write per delta: {writes}");
+}
