@@ -449,3 +449,34 @@ async fn a_long_streamed_answer_is_edited_at_a_bounded_rate_and_split_cleanly() 
     let writes = slack.calls_to("chat.postMessage").len() + slack.calls_to("chat.update").len();
     assert!(writes < 20, "not one write per delta: {writes}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_frames_and_stray_clicks_change_nothing_and_the_bot_goes_on() {
+    let llm = LlmServer::start(vec![Answer::text(&["Still fine."]).into()]).await;
+    let slack = SlackServer::start().await;
+    let ws = workspace(&llm, &slack, "approve", "", "");
+    let running = run(&ws, &slack).await;
+    slack.send_raw("not json");
+    slack.send_raw(r#"{"type": "events_api"}"#);
+    slack.send_raw(r#"{"type": "events_api", "envelope_id": "e1", "payload": {"event": {"type": "app_mention"}}}"#);
+    slack.send_raw(r#"{"type": "interactive", "envelope_id": "e2", "payload": {"type": "block_actions"}}"#);
+    slack.send_raw(
+        r#"{"type": "interactive", "envelope_id": "e3", "payload": {"type": "view_submission", "user": {"id": "U1"}, "view": {"private_metadata": "not json"}}}"#,
+    );
+    slack.send_raw(r#"{"type": "slash_commands", "envelope_id": "e4", "payload": {}}"#);
+    for id in ["e1", "e2", "e3", "e4"] {
+        slack.wait_for_ack(id, WAIT).await;
+    }
+    // A click on an approval that does not exist: refused to that person only.
+    slack.click("C1", "U1", "1700000000.999999", "approve", "no-such-approval");
+    let started = std::time::Instant::now();
+    while slack.ephemerals().is_empty() {
+        assert!(started.elapsed() < WAIT, "{}", running.stderr());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(slack.ephemerals()[0].2.contains("no longer waiting"), "{:?}", slack.ephemerals());
+    slack.mention("C1", "U1", "are you there?");
+    slack.wait_for_message("C1", |m| m.text.contains("Still fine."), WAIT).await;
+    assert!(running.stderr().contains("unreadable Socket Mode frame"), "{}", running.stderr());
+    assert_eq!(slack.connections(), 1, "the socket was never dropped");
+}

@@ -169,3 +169,21 @@ async fn a_rate_limit_and_a_second_poller_are_waited_out() {
     let sends = telegram.calls_to("sendMessage");
     assert!(sends.len() >= 2 && sends[1].at.duration_since(sends[0].at) >= Duration::from_millis(900), "{sends:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unreadable_updates_are_skipped_one_by_one_and_the_bot_goes_on() {
+    let llm = LlmServer::start(vec![Answer::text(&["Still fine."]).into()]).await;
+    let telegram = TelegramServer::start(TOKEN).await;
+    let ws = workspace(&llm, &telegram, "approve", "");
+    let running = run(&ws);
+    telegram.raw_update(json!({"message": {"message_id": "not a number"}}));
+    telegram.raw_update(json!({"message": {"message_id": 5, "chat": {"id": CHAT}, "text": "no sender"}}));
+    telegram.raw_update(json!({"edited_message": {"message_id": 6, "chat": {"id": CHAT}, "text": "edited"}}));
+    let (_, stray) = telegram.click(CHAT, ADA, 1, "zz:unknown");
+    telegram.send_text(CHAT, ADA, "are you there?");
+    telegram.wait_for_message(CHAT, |m| m.text == "Still fine.", WAIT).await;
+    assert!(running.stderr().contains("is not one the adapter reads"), "{}", running.stderr());
+    let answered = telegram.answered_callbacks();
+    assert!(answered.iter().any(|(id, p)| *id == stray && p["show_alert"] == true), "{answered:?}");
+    assert_eq!(llm.requests().len(), 1, "only the real message started a turn");
+}

@@ -355,6 +355,15 @@ impl SlackServer {
         )
     }
 
+    /// Sends `text` as one frame, as written (malformed frames, unknown envelopes).
+    pub fn send_raw(&self, text: &str) {
+        let mut inner = self.lock();
+        match &inner.socket {
+            Some(socket) if socket.send(Command::Send(text.to_owned())).is_ok() => {}
+            _ => inner.backlog.push(text.to_owned()),
+        }
+    }
+
     /// Sends `disconnect` with `reason` on the open socket.
     pub fn disconnect(&self, reason: &str) {
         self.send(json!({"type": "disconnect", "reason": reason, "debug_info": {"host": "applink-test"}}));

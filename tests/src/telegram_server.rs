@@ -107,7 +107,9 @@ impl TelegramServer {
         let id = inner.next_update;
         inner.next_update += 1;
         let mut update = make(&mut inner, id);
-        update["update_id"] = json!(id);
+        if update.get("update_id").is_none() {
+            update["update_id"] = json!(id);
+        }
         inner.updates.push_back(update);
         drop(inner);
         self.shared.arrived.notify_waiters();
@@ -153,6 +155,17 @@ impl TelegramServer {
             }})
         });
         (update, query)
+    }
+
+    /// Queues `update` as written (its `update_id` set unless it has one); the update id.
+    pub fn raw_update(&self, update: Value) -> i64 {
+        self.push(|_, id| {
+            let mut update = update;
+            if update.get("update_id").is_none() {
+                update["update_id"] = json!(id);
+            }
+            update
+        })
     }
 
     /// How many updates are queued (not yet confirmed by an offset).
