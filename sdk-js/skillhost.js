@@ -14,8 +14,8 @@
 //   ];
 //
 // Hooks are exported functions of the entry module, found by name at build time:
-// resolveHuman, isAvailable, startup, beforeMcpCall, observeMcpResult, toolResultEmpty,
-// toolTarget. Facts about the skill are an exported `info` object
+// resolveHuman, isAvailable, startup, scheduled (every `[schedule] every` of skill.toml while
+// `skillhost run` serves), beforeMcpCall, observeMcpResult, toolResultEmpty, toolTarget. Facts about the skill are an exported `info` object
 // ({ mcpTools: [{ server, tools }], mcpServers, mcpPrerequisites, verify }).
 // `isAvailable(config)` and `startup(config)` receive the skill's config block; credentials
 // are in `env`: exactly the variables skill.toml names ([capabilities] env) and the operator
@@ -28,6 +28,7 @@ import * as rawHttp from "skillhost:skill/http@0.1.0";
 import * as rawMcp from "skillhost:skill/mcp@0.1.0";
 import * as rawRoute from "skillhost:skill/route@0.1.0";
 import * as rawProgress from "skillhost:skill/progress@0.1.0";
+import * as rawNotify from "skillhost:skill/notify@0.1.0";
 import { getEnvironment } from "wasi:cli/environment@0.2.10";
 
 const OPTIONAL = Symbol("optional");
@@ -198,6 +199,15 @@ export const mcp = {
 };
 
 /**
+ * Messages the skill sends on its own (`[capabilities] notify = true` in skill.toml, each
+ * destination granted in `skills.grants.<skill>.notify`): `slack:<channel id>` or
+ * `telegram:<chat id>`. `{ wake: true }` then has the agent run a turn on the message.
+ */
+export const notify = {
+  send: (destination, text, { wake = false } = {}) => host("notify", () => rawNotify.send(destination, text, wake)),
+};
+
+/**
  * The environment variables granted to the skill (named in skill.toml's `[capabilities] env`
  * and granted in `skills.grants.<skill>.env`); nothing else is there.
  */
@@ -299,6 +309,15 @@ export function exportsOf(skill) {
       startup(config) {
         try {
           skill.startup(JSON.parse(config || "{}"));
+        } catch (err) {
+          throw `${err?.name ?? "Error"}: ${err?.message ?? err}`;
+        }
+      },
+    },
+    scheduled: {
+      scheduled(config) {
+        try {
+          skill.scheduled(JSON.parse(config || "{}"));
         } catch (err) {
           throw `${err?.name ?? "Error"}: ${err?.message ?? err}`;
         }

@@ -69,6 +69,8 @@ const KEYS: &[(&str, By)] = &[
     ("skills.grants.*.memory", Code("host/src/skills/loader.rs", "grant.memory")),
     ("skills.grants.*.http_hosts", Code("host/src/skills/loader.rs", "http_hosts")),
     ("skills.grants.*.env", Code("host/src/skills/loader.rs", "grant.env")),
+    ("skills.grants.*.notify", Code("host/src/skills/loader.rs", "grant.notify")),
+    ("skills.schedule_minimum", Code("host/src/skills/loader.rs", "skills.schedule_minimum")),
     ("skills.builtins", Code("host/src/skills/loader.rs", "skills.builtins")),
     ("skills.allowed", Code("host/src/skills/loader.rs", "skills.allowed")),
     ("skills.max_prompt_bytes", Code("host/src/skills/loader.rs", "max_prompt_bytes")),

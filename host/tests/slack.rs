@@ -38,19 +38,10 @@ async fn run(ws: &Workspace, slack: &SlackServer) -> Running {
 
 /// The message in `channel` that has a button with `action`, and that button's value.
 async fn prompt(slack: &SlackServer, channel: &str, action: &str) -> (SlackMessage, String) {
-    let has = |m: &SlackMessage| button(m, action).is_some();
+    let has = |m: &SlackMessage| support::slack_button(m, action).is_some();
     let message = slack.wait_for_message(channel, has, WAIT).await;
-    let value = button(&message, action).unwrap();
+    let value = support::slack_button(&message, action).unwrap();
     (message, value)
-}
-
-fn button(message: &SlackMessage, action: &str) -> Option<String> {
-    let blocks = message.blocks.as_ref()?.as_array()?.clone();
-    blocks
-        .iter()
-        .filter_map(|b| b["elements"].as_array())
-        .flatten()
-        .find_map(|e| (e["action_id"] == action).then(|| e["value"].as_str().unwrap_or_default().to_owned()))
 }
 
 fn work() -> Reply {
@@ -76,7 +67,7 @@ async fn a_mention_asks_in_its_thread_and_the_approved_call_runs() {
     assert_eq!(answer.thread_ts.as_deref(), Some(sent.ts.as_str()), "answered in the thread");
     let settled =
         slack.wait_for_message("C1", |m| m.ts == prompt.ts && m.text.contains("Approved by <@U1>"), WAIT).await;
-    assert!(button(&settled, "approve").is_none(), "the buttons are gone: {settled:?}");
+    assert!(support::slack_button(&settled, "approve").is_none(), "the buttons are gone: {settled:?}");
     slack.wait_for_message("C1", |m| m.text.contains("✓ `hooks_loop__work`"), WAIT).await;
     let results = support::tool_results(&llm, 1);
     assert_eq!(results[0]["is_error"], json!(false), "the approved call ran: {results:?}");
@@ -130,7 +121,7 @@ async fn confirm_goes_through_the_modal_and_a_wrong_challenge_is_refused() {
 
     slack.mention("C1", "U1", "please work");
     let (prompt, id) = prompt(&slack, "C1", "confirm").await;
-    assert!(button(&prompt, "approve").is_none(), "no one-click approval for confirm");
+    assert!(support::slack_button(&prompt, "approve").is_none(), "no one-click approval for confirm");
     slack.click("C1", "U1", &prompt.ts, "confirm", &id);
     slack.wait_for_call("views.open", |_| true, WAIT).await;
     let view = slack.views().last().cloned().unwrap();
@@ -479,4 +470,23 @@ async fn malformed_frames_and_stray_clicks_change_nothing_and_the_bot_goes_on() 
     slack.wait_for_message("C1", |m| m.text.contains("Still fine."), WAIT).await;
     assert!(running.stderr().contains("unreadable Socket Mode frame"), "{}", running.stderr());
     assert_eq!(slack.connections(), 1, "the socket was never dropped");
+}
+
+/// A tool sees Slack's own ids: the channel, the person, and the thread as a route attribute.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tools_see_slacks_channel_user_and_thread() {
+    let call = Answer::default().call("c1", "probe__ctx", json!({}));
+    let llm = LlmServer::start(vec![call.into(), Answer::text(&["seen"]).into()]).await;
+    let slack = SlackServer::start().await;
+    let ws = workspace(&llm, &slack, "approve", "", "");
+    ws.add_skill("skills", "probe", skillhost_tests::guests::PROBE, "");
+    let _running = run(&ws, &slack).await;
+
+    let sent = slack.mention("C7", "U42", "who am I?");
+    slack.wait_for_message("C7", |m| m.text == "seen", WAIT).await;
+    let result = &support::tool_results(&llm, 1)[0];
+    let ctx: Value = serde_json::from_str(result["content"].as_str().unwrap()).unwrap();
+    assert_eq!(ctx["channel_id"], "C7", "{ctx}");
+    assert_eq!(ctx["user_id"], "U42", "{ctx}");
+    assert_eq!(ctx["route"], json!([["slack.thread_ts", sent.ts]]), "{ctx}");
 }

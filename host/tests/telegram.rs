@@ -58,7 +58,9 @@ async fn a_message_asks_with_a_keyboard_and_the_approved_call_runs() {
     telegram.wait_for_call("sendChatAction", |p| p["action"] == "typing", WAIT).await;
 
     let (_, query) = telegram.click(CHAT, ADA, prompt.message_id, &approve);
-    let sent = telegram.wait_for_message(CHAT, |m| m.text.starts_with("Done:"), WAIT).await;
+    // The answer streams: the first delta may be shown alone before the message is edited.
+    let whole = |m: &BotMessage| m.text.starts_with("Done:") && m.text.contains("example.com");
+    let sent = telegram.wait_for_message(CHAT, whole, WAIT).await;
     assert_eq!(sent.parse_mode.as_deref(), Some("HTML"), "formatted, and Telegram accepted it");
     assert!(sent.text.contains("<b>bold</b>") && sent.text.contains("&lt;tag&gt;"), "{}", sent.text);
     let settled = telegram
@@ -186,4 +188,22 @@ async fn unreadable_updates_are_skipped_one_by_one_and_the_bot_goes_on() {
     let answered = telegram.answered_callbacks();
     assert!(answered.iter().any(|(id, p)| *id == stray && p["show_alert"] == true), "{answered:?}");
     assert_eq!(llm.requests().len(), 1, "only the real message started a turn");
+}
+
+/// A tool sees Telegram's own ids: the chat and the person.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tools_see_telegrams_chat_and_user() {
+    let call = Answer::default().call("c1", "probe__ctx", json!({}));
+    let llm = LlmServer::start(vec![call.into(), Answer::text(&["seen"]).into()]).await;
+    let telegram = TelegramServer::start(TOKEN).await;
+    let ws = workspace(&llm, &telegram, "approve", "");
+    ws.add_skill("skills", "probe", skillhost_tests::guests::PROBE, "");
+    let _running = run(&ws);
+
+    telegram.send_text(CHAT, ADA, "who am I?");
+    telegram.wait_for_message(CHAT, |m| m.text == "seen", WAIT).await;
+    let result = &support::tool_results(&llm, 1)[0];
+    let ctx: serde_json::Value = serde_json::from_str(result["content"].as_str().unwrap()).unwrap();
+    assert_eq!(ctx["channel_id"], CHAT.to_string(), "{ctx}");
+    assert_eq!(ctx["user_id"], ADA.to_string(), "{ctx}");
 }

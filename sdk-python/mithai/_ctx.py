@@ -11,7 +11,7 @@ import json
 import traceback
 from typing import Any, Dict, List, Optional
 
-from skillhost import HostError, log, mcp
+from skillhost import HostError, log, mcp, notify
 from skillhost import memory as _memory
 from skillhost import state as _state
 
@@ -119,8 +119,19 @@ class McpManager:
         return mcp.call_tool(server_name, tool_name, arguments or {})
 
 
+class Adapter:
+    """What ``bind(engine, adapter)`` receives as ``adapter``: ``send`` posts through the agent's
+    chat adapters (the ``notify`` import). ``channel`` is ``slack:<id>`` / ``telegram:<id>``, or a
+    bare id when one granted destination has it; failures raise ``skillhost.HostError``."""
+
+    def send(self, channel: str, text: str, wake: bool = False) -> None:
+        """Posts ``text``; ``wake=True`` then has the agent run a turn on it."""
+        notify.send(str(channel), str(text), wake=bool(wake))
+
+
 class Engine:
-    """What ``bind(engine, adapter)`` receives: only the read-only ``mcp_manager`` accessor."""
+    """What ``bind(engine, adapter)`` receives as ``engine``: only the read-only ``mcp_manager``
+    accessor."""
 
     def __init__(self) -> None:
         self.mcp_manager = McpManager()

@@ -29,7 +29,7 @@ from .core.mcp_preflight import MCPPreflightDecision
 from .core.skill_loader import ToolExecutionResult
 
 HOOKS = (
-    "resolve_human", "is_available", "startup", "before_mcp_call", "observe_mcp_result",
+    "resolve_human", "is_available", "startup", "scheduled", "before_mcp_call", "observe_mcp_result",
     "tool_result_empty", "tool_target",
 )
 # The spec's `human` values -> the WIT's `approval`.
@@ -57,7 +57,7 @@ def bind(module: Any, exported: Sequence[str]) -> None:
             raise TypeError(f"tools.py: define {hook} with `def {hook}(` at the start of a line (the build finds hooks so)")
     skill_facts(module)
     if callable(getattr(module, "bind", None)):
-        module.bind(_ctx.Engine(), None)
+        module.bind(_ctx.Engine(), _ctx.Adapter())
 
 
 def tool_defs(tools: Sequence[Any]) -> List[tuple]:
@@ -203,6 +203,20 @@ class Startup:
 
         try:
             _call("startup", json.loads(config or "{}"))
+        except Exception as err:
+            raise Err(_failure(err))
+
+
+class Scheduled:
+    """``scheduled(config)``, every ``[schedule] every`` of ``skill.toml`` (skillhost's form of the
+    polling thread a mithai ``startup`` starts); an exception fails the run, which the host logs
+    and counts, and the next run comes as usual."""
+
+    def scheduled(self, config: str) -> None:
+        from componentize_py_types import Err
+
+        try:
+            _call("scheduled", json.loads(config or "{}"))
         except Exception as err:
             raise Err(_failure(err))
 

@@ -18,7 +18,8 @@ from its docstring::
         return {"saved": True}
 
 Hooks are plain functions of the same module, found by name when ``skillhost skill build``
-bundles the skill: ``resolve_human``, ``is_available``, ``startup``, ``before_mcp_call``,
+bundles the skill: ``resolve_human``, ``is_available``, ``startup``, ``scheduled`` (every
+``[schedule] every`` of ``skill.toml`` while ``skillhost run`` serves), ``before_mcp_call``,
 ``observe_mcp_result``, ``tool_result_empty`` and ``tool_target``. Facts about the skill are
 module constants: ``MCP_TOOLS``, ``MCP_SERVERS``, ``MCP_PREREQUISITES``, ``VERIFY``.
 
@@ -27,13 +28,13 @@ module constants: ``MCP_TOOLS``, ``MCP_SERVERS``, ``MCP_PREREQUISITES``, ``VERIF
 call: that is where ``is_available`` and ``startup`` find credentials.
 
 The host's imports are the modules :mod:`skillhost.log`, :mod:`skillhost.memory`,
-:mod:`skillhost.state`, :mod:`skillhost.http`, :mod:`skillhost.mcp` and
+:mod:`skillhost.state`, :mod:`skillhost.http`, :mod:`skillhost.mcp`, :mod:`skillhost.notify`,
 :mod:`skillhost.route` and :mod:`skillhost.progress`; a failed import raises :class:`HostError`.
 """
 
 from ._tool import Context, Coverage, Image, Json, McpDecision, Param, ResourceLink, Target, ToolError, ToolResult, tool
 from ._errors import HostError
-from . import http, log, mcp, memory, progress, route, state
+from . import http, log, mcp, memory, notify, progress, route, state
 
 __all__ = [
     "Context",
@@ -52,6 +53,7 @@ __all__ = [
     "log",
     "mcp",
     "memory",
+    "notify",
     "progress",
     "route",
     "state",

@@ -153,6 +153,19 @@ class Startup:
             raise Err(f"{type(err).__name__}: {err}")
 
 
+class Scheduled:
+    """``scheduled(config: dict)``, every ``[schedule] every``; raising fails the run (logged and
+    counted by the host), and the next run comes as usual."""
+
+    def scheduled(self, config: str) -> None:
+        from componentize_py_types import Err
+
+        try:
+            _hook("scheduled")(json.loads(config or "{}"))
+        except Exception as err:
+            raise Err(f"{type(err).__name__}: {err}")
+
+
 class BeforeMcpCall:
     """``before_mcp_call(server, tool, arguments, ctx)`` -> :class:`McpDecision` or ``None``."""
 

@@ -48,6 +48,7 @@ macro_rules! hook_world {
 hook_world! { resolve_human, "hook-resolve-human", "export_resolve_human", uses_types }
 hook_world! { availability, "hook-availability", "export_availability" }
 hook_world! { startup, "hook-startup", "export_startup" }
+hook_world! { scheduled, "hook-scheduled", "export_scheduled" }
 hook_world! { before_mcp_call, "hook-before-mcp-call", "export_before_mcp_call", uses_types }
 hook_world! { observe_mcp_result, "hook-observe-mcp-result", "export_observe_mcp_result", uses_types }
 hook_world! { tool_result_empty, "hook-tool-result-empty", "export_tool_result_empty" }

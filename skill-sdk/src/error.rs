@@ -5,6 +5,7 @@ use std::fmt;
 use crate::http::HttpError;
 use crate::mcp::McpError;
 use crate::memory::MemoryError;
+use crate::notify::NotifyError;
 use crate::state::StateError;
 use crate::{ToolResult, json};
 
@@ -30,6 +31,8 @@ pub enum Error {
     Http(HttpError),
     /// An [`mcp`](crate::mcp) call failed.
     Mcp(McpError),
+    /// A [`notify`](crate::notify) message was not sent.
+    Notify(NotifyError),
     /// Any other failure, described for the model.
     Message(String),
 }
@@ -56,6 +59,7 @@ impl fmt::Display for Error {
             Error::State(e) => write!(f, "state: {e}"),
             Error::Http(e) => write!(f, "http: {e}"),
             Error::Mcp(e) => write!(f, "mcp: {e}"),
+            Error::Notify(e) => write!(f, "notify: {e}"),
             Error::Message(message) => f.write_str(message),
         }
     }
@@ -68,6 +72,7 @@ impl std::error::Error for Error {
             Error::State(e) => Some(e),
             Error::Http(e) => Some(e),
             Error::Mcp(e) => Some(e),
+            Error::Notify(e) => Some(e),
             _ => None,
         }
     }
@@ -100,6 +105,12 @@ impl From<HttpError> for Error {
 impl From<McpError> for Error {
     fn from(e: McpError) -> Self {
         Error::Mcp(e)
+    }
+}
+
+impl From<NotifyError> for Error {
+    fn from(e: NotifyError) -> Self {
+        Error::Notify(e)
     }
 }
 

@@ -61,6 +61,13 @@ impl<S: crate::Startup> b::startup::exports::skillhost::skill::startup::Guest fo
     }
 }
 
+impl<S: crate::Scheduled> b::scheduled::exports::skillhost::skill::scheduled::Guest for Glue<S> {
+    fn scheduled(config: String) -> Result<(), String> {
+        let config = parse(&config).map_err(|e| e.to_string())?;
+        S::scheduled(config).map_err(|e| e.to_string())
+    }
+}
+
 impl<S: crate::BeforeMcpCall> b::before_mcp_call::exports::skillhost::skill::before_mcp_call::Guest for Glue<S> {
     fn before_mcp_call(
         server: String,
@@ -130,7 +137,7 @@ impl<S: crate::ToolTarget> b::tool_target::exports::skillhost::skill::tool_targe
 /// skill_sdk::export!(MySkill, hooks: [resolve_human, is_available, startup]);
 /// ```
 ///
-/// Hook names: `resolve_human`, `is_available`, `startup`, `before_mcp_call`,
+/// Hook names: `resolve_human`, `is_available`, `startup`, `scheduled`, `before_mcp_call`,
 /// `observe_mcp_result`, `tool_result_empty`, `tool_target`. Each needs the matching trait
 /// ([`ResolveHuman`](crate::ResolveHuman), ...) implemented on the skill type. Use the macro
 /// once per crate.
@@ -161,6 +168,9 @@ macro_rules! __export_hook {
     (startup, $glue:ident) => {
         $crate::__export_hook!(@world startup, export_startup, $glue);
     };
+    (scheduled, $glue:ident) => {
+        $crate::__export_hook!(@world scheduled, export_scheduled, $glue);
+    };
     (before_mcp_call, $glue:ident) => {
         $crate::__export_hook!(@world before_mcp_call, export_before_mcp_call, $glue);
     };
@@ -179,7 +189,7 @@ macro_rules! __export_hook {
     ($other:ident, $glue:ident) => {
         compile_error!(concat!(
             "unknown hook `", stringify!($other), "`; expected one of: resolve_human, ",
-            "is_available, startup, before_mcp_call, observe_mcp_result, tool_result_empty, ",
+            "is_available, startup, scheduled, before_mcp_call, observe_mcp_result, tool_result_empty, ",
             "tool_target",
         ));
     };

@@ -7,6 +7,7 @@
 //! | [`ResolveHuman`] | `resolve_human` | before each call of every tool of the skill (and of MCP tools it owns) |
 //! | [`IsAvailable`] | `is_available` | once at load, before registering the skill |
 //! | [`Startup`] | `startup` | once when the engine starts |
+//! | [`Scheduled`] | `scheduled` | every `[schedule] every` while `skillhost run` serves |
 //! | [`BeforeMcpCall`] | `before_mcp_call` | before each call to an MCP server the skill owns |
 //! | [`ObserveMcpResult`] | `observe_mcp_result` | after each successful call to an owned server |
 //! | [`ToolResultEmpty`] | `tool_result_empty` | to tell stream consumers whether a result is empty |
@@ -65,6 +66,30 @@ pub trait Startup {
     /// are readable as in [`IsAvailable`]. An `Err` stops the host from starting, with the
     /// error's message: use it to fail fast on missing configuration.
     fn startup(config: Value) -> Result<(), Error>;
+}
+
+/// Work on a schedule: the sandboxed form of a polling loop started in `startup`. Runs every
+/// `[schedule] every` of the skill's `skill.toml` (never more often than the operator's
+/// `skills.schedule_minimum`) while `skillhost run` serves, on a fresh instance under the
+/// skill's limits, never two runs at once. To tell people what a run found, send it with
+/// [`notify::send`](crate::notify::send).
+///
+/// ```ignore
+/// struct Watch;
+/// impl skill_sdk::Scheduled for Watch {
+///     fn scheduled(config: Value) -> Result<(), Error> {
+///         if let Some(alert) = check(&config)? {
+///             skill_sdk::notify::wake("slack:C0ALERTS", &alert)?;
+///         }
+///         Ok(())
+///     }
+/// }
+/// skill_sdk::export!(Watch, hooks: [scheduled]);
+/// ```
+pub trait Scheduled {
+    /// Receives the skill's config block (`{}` when absent). An `Err` (like a trap or the
+    /// deadline) is logged and counted by the host; the next run comes as usual.
+    fn scheduled(config: Value) -> Result<(), Error>;
 }
 
 /// The owning skill's policy for calls to the MCP servers it lists in

@@ -48,7 +48,7 @@
 //!
 //! # Hooks
 //!
-//! Optional hooks are traits: [`ResolveHuman`], [`IsAvailable`], [`Startup`],
+//! Optional hooks are traits: [`ResolveHuman`], [`IsAvailable`], [`Startup`], [`Scheduled`],
 //! [`BeforeMcpCall`], [`ObserveMcpResult`], [`ToolResultEmpty`] and [`ToolTarget`]. Name the
 //! ones you implement in [`export!`]; the component then exports exactly those, and the
 //! host treats every other hook as absent:
@@ -61,8 +61,8 @@
 //!
 //! - [`Skill`], [`Tool`], [`ToolResult`], [`SkillInfo`]: what a skill declares and returns.
 //! - [`Context`]: who called, from where, and the skill's configuration.
-//! - [`memory`], [`state`], [`http`], [`mcp`], [`route`], [`log`], [`progress`]: the host's
-//!   imports, each with its own error type; all of them convert into [`Error`], so `?` works
+//! - [`memory`], [`state`], [`http`], [`mcp`], [`notify`], [`route`], [`log`], [`progress`]:
+//!   the host's imports, each with its own error type; all of them convert into [`Error`], so `?` works
 //!   in handlers.
 //! - [`hooks`]: the optional hook traits and their answer types.
 #![deny(missing_docs)]
@@ -77,6 +77,7 @@ pub mod http;
 pub mod log;
 pub mod mcp;
 pub mod memory;
+pub mod notify;
 pub mod progress;
 mod result;
 pub mod route;
@@ -86,7 +87,7 @@ mod tool;
 pub use context::Context;
 pub use error::Error;
 pub use hooks::{
-    BeforeMcpCall, HumanLevel, IsAvailable, ObserveMcpResult, Preflight, ResolveHuman, Startup, Target,
+    BeforeMcpCall, HumanLevel, IsAvailable, ObserveMcpResult, Preflight, ResolveHuman, Scheduled, Startup, Target,
     ToolResultEmpty, ToolTarget,
 };
 pub use result::{Block, Content, Coverage, CoverageStatus, ResultState, ToolResult};

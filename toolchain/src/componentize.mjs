@@ -23,6 +23,7 @@ const HOOKS = {
   resolveHuman: "resolve-human",
   isAvailable: "availability",
   startup: "startup",
+  scheduled: "scheduled",
   beforeMcpCall: "before-mcp-call",
   observeMcpResult: "observe-mcp-result",
   toolResultEmpty: "tool-result-empty",

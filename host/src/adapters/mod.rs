@@ -15,6 +15,8 @@
 //! - [`present`]: what a person may be shown of a call: the redacted, capped input, the
 //!   tool's safe description (every tool kind), the `wait=true` summary.
 //! - [`ask`]: `human__ask`, the question tool the interactive adapters offer.
+//! - [`outbox`]: where skills' own messages (the `notify` import) find the agent's chat
+//!   adapters.
 
 pub mod api;
 pub mod ask;
@@ -23,6 +25,7 @@ pub mod chat;
 pub mod http;
 pub mod interactions;
 pub mod mcp;
+pub mod outbox;
 pub mod present;
 pub mod slack;
 pub mod telegram;

@@ -7,6 +7,7 @@
 //! as the manager, which the app and every agent's tools hold.
 
 pub mod names;
+pub mod schedule;
 pub mod serve;
 
 pub use serve::serve;
@@ -14,8 +15,9 @@ pub use serve::serve;
 use crate::config::{self, AdapterKind, LoadedConfig, Ui};
 use crate::engine::{Engine, EngineSettings};
 
+use crate::adapters::outbox::Outbox;
 use crate::mcp::McpManager;
-use crate::sandbox::{LimitPolicy, McpBridge, Sandbox, SandboxOptions, WARM_INSTANCES};
+use crate::sandbox::{LimitPolicy, McpBridge, Notifier, Sandbox, SandboxOptions, WARM_INSTANCES};
 use crate::skills::{LoadMode, LoadProblem, Loader, SkillSet};
 use crate::tools::{ScriptTools, SkillTools, ToolSource, Tools};
 use anyhow::{Context, bail};
@@ -69,6 +71,8 @@ pub struct Agent {
     pub adapter: config::Adapter,
     /// Its HTTP server settings.
     pub ui: Ui,
+    /// Where its skills' own messages find its chat adapters.
+    pub outbox: Arc<Outbox>,
     /// Skills that did not load (the others still serve).
     pub problems: Vec<LoadProblem>,
     /// Its effective config, and the loader that reloads its skills.
@@ -227,6 +231,8 @@ async fn build_agent(
     };
     let mut loader = Loader::new(sandbox.clone(), config.clone());
     loader.mcp = mcp.is_configured().then(|| mcp.clone() as Arc<dyn McpBridge>);
+    let outbox = Outbox::new();
+    loader.notifier = Some(outbox.clone() as Arc<dyn Notifier>);
     let set = Arc::new(loader.load_all(options.mode).await.with_context(|| who.clone())?);
     check_loading(&set, &config).with_context(|| who.clone())?;
     let tools = tools_for(mcp, &set, &config).await;
@@ -244,6 +250,7 @@ async fn build_agent(
         adapters,
         adapter: config.config.adapter.clone(),
         ui: config.config.ui.clone(),
+        outbox,
         problems: set.problems.clone(),
         loader,
         mcp: mcp.clone(),

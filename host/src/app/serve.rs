@@ -32,6 +32,8 @@ pub async fn serve(app: App, adapter: Option<AdapterKind>) -> anyhow::Result<()>
         adapters.push(make(agent, kind, &mut turns).await?);
     }
     let (stop, stopping) = watch::channel(false);
+    // After the adapters are made: a skill's first run can already reach them.
+    let schedules = super::schedule::start(&app.agents, &stopping);
     let mut serving = tokio::task::JoinSet::new();
     let mut ending = None;
     for adapter in adapters {
@@ -58,6 +60,7 @@ pub async fn serve(app: App, adapter: Option<AdapterKind>) -> anyhow::Result<()>
         None => shutdown_signal().await,
     }
     let _ = stop.send(true);
+    schedules.wait().await;
     // Graceful shutdown waits for open responses; a stream waiting on a person could hold
     // it for `human.timeout_seconds`, so open streams get a grace period, then are cut.
     let drained = async { while serving.join_next().await.is_some() {} };
@@ -88,12 +91,12 @@ async fn make(agent: &Agent, kind: &Served, turns: &mut Turns) -> anyhow::Result
         }
         Served::Slack => {
             let settings = agent.adapter.slack.as_ref().ok_or_else(|| anyhow::anyhow!("no adapter.slack block"))?;
-            Box::new(SlackAdapter::new(agent.engine.clone(), settings, agent.name.as_deref()))
+            Box::new(SlackAdapter::new(agent.engine.clone(), settings, agent.name.as_deref(), &agent.outbox))
         }
         Served::Telegram => {
             let settings =
                 agent.adapter.telegram.as_ref().ok_or_else(|| anyhow::anyhow!("no adapter.telegram block"))?;
-            Box::new(TelegramAdapter::new(agent.engine.clone(), settings, agent.name.as_deref()))
+            Box::new(TelegramAdapter::new(agent.engine.clone(), settings, agent.name.as_deref(), &agent.outbox))
         }
     })
 }

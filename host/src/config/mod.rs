@@ -11,11 +11,13 @@ mod chat;
 mod env;
 mod interp;
 mod names;
+mod notify;
 mod sections;
 mod temporal;
 
 pub use chat::{ChatId, Respond, SLACK_API, SlackSettings, TELEGRAM_API, TelegramSettings};
 pub use names::{check_env_name, check_name};
+pub use notify::{DEFAULT_SCHEDULE_MINIMUM, Destination, Interval, Platform};
 pub use sections::*;
 pub use temporal::{DEFAULT_ATTRIBUTE_LOOKBACK_MINUTES, TemporalGuardrails, TemporalProfile};
 

@@ -351,6 +351,9 @@ pub struct Skills {
     /// `engine.temporal_guardrails`) stops the start instead of being a warning. `--strict`
     /// sets it.
     pub strict: bool,
+    /// The shortest `[schedule] every` a skill may run at (a manifest asking for less runs
+    /// at this, with a warning). Default 10 s.
+    pub schedule_minimum: super::Interval,
 }
 
 /// `skills.loading`: how a `SKILL.md` skill's body (and its tools) reach the model.
@@ -377,6 +380,7 @@ impl Default for Skills {
             loading: Loading::OnDemand,
             loading_overrides: BTreeMap::new(),
             strict: false,
+            schedule_minimum: super::DEFAULT_SCHEDULE_MINIMUM,
         }
     }
 }
@@ -424,6 +428,9 @@ pub struct Grant {
     /// manifest also names are its WASI environment in every call (hooks and tools alike),
     /// with their values when skillhost started; nothing else of the environment reaches it.
     pub env: Vec<String>,
+    /// Where the skill may send messages of its own (the `notify` import), when its manifest
+    /// asks for it: `slack:<channel id>`, `telegram:<chat id>`.
+    pub notify: Vec<super::Destination>,
 }
 
 impl Grant {

@@ -1,6 +1,7 @@
 //! What one skill may reach: the intersection of what its manifest asks for and what the
 //! operator's config grants. Nothing is reachable by default.
 
+use crate::config::Destination;
 use crate::store::{MemoryStore, StateStore};
 use std::future::Future;
 use std::pin::Pin;
@@ -25,6 +26,50 @@ pub enum McpCallError {
 pub trait McpBridge: Send + Sync {
     /// Calls `tool` on `server` with JSON `arguments`, for `skill`.
     fn call_tool<'a>(&'a self, skill: &'a str, server: &'a str, tool: &'a str, arguments: &'a str) -> McpFuture<'a>;
+}
+
+/// The result of a message sent on a skill's behalf.
+pub type NotifyFuture<'a> = Pin<Box<dyn Future<Output = Result<(), NotifyError>> + Send + 'a>>;
+
+/// Why a message a skill sent was not delivered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NotifyError {
+    /// No adapter of the destination's platform serves the skill's agent in this process.
+    Unavailable(String),
+    /// The platform refused it, could not be reached, or a guard suppressed it.
+    Failed(String),
+}
+
+/// One message a skill sends on its own (the `notify` import), already checked against the
+/// skill's grants.
+#[derive(Debug, Clone, Copy)]
+pub struct Notice<'a> {
+    /// The sending skill.
+    pub skill: &'a str,
+    /// Where it goes.
+    pub destination: &'a Destination,
+    /// The text (Markdown).
+    pub text: &'a str,
+    /// Whether the agent then runs a turn with the text as the incoming message.
+    pub wake: bool,
+}
+
+/// Delivers skills' messages through the agent's chat adapters. Implemented by the adapters'
+/// outbox; absent where no adapter can serve (`skill list`, `skill validate`).
+pub trait Notifier: Send + Sync {
+    /// Delivers `notice`.
+    fn send<'a>(&'a self, notice: Notice<'a>) -> NotifyFuture<'a>;
+}
+
+/// What a skill may send (the `notify` import).
+#[derive(Clone, Default)]
+pub struct NotifyGrant {
+    /// Whether the manifest asks for `notify`.
+    pub asked: bool,
+    /// The destinations the operator grants (`skills.grants.<skill>.notify`).
+    pub granted: Vec<Destination>,
+    /// Who delivers.
+    pub notifier: Option<Arc<dyn Notifier>>,
 }
 
 /// A list of host patterns: `*` (anything), `*.example.com` (subdomains), `example.com`
@@ -90,6 +135,8 @@ pub struct Capabilities {
     /// The guest's WASI environment: the variables the manifest names and the operator
     /// grants, with their values. Often credentials: never logged.
     pub env: Vec<(String, String)>,
+    /// Messages of its own.
+    pub notify: NotifyGrant,
 }
 
 impl Capabilities {

@@ -28,6 +28,7 @@ pub struct Hooks {
     resolve_human: Option<guest::resolve_human::GuestIndices>,
     availability: Option<guest::availability::GuestIndices>,
     startup: Option<guest::startup::GuestIndices>,
+    scheduled: Option<guest::scheduled::GuestIndices>,
     before_mcp_call: Option<guest::before_mcp_call::GuestIndices>,
     observe_mcp_result: Option<guest::observe_mcp_result::GuestIndices>,
     tool_result_empty: Option<guest::tool_result_empty::GuestIndices>,
@@ -47,6 +48,7 @@ impl Hooks {
             ("resolve-human", self.resolve_human.is_some()),
             ("availability", self.availability.is_some()),
             ("startup", self.startup.is_some()),
+            ("scheduled", self.scheduled.is_some()),
             ("before-mcp-call", self.before_mcp_call.is_some()),
             ("observe-mcp-result", self.observe_mcp_result.is_some()),
             ("tool-result-empty", self.tool_result_empty.is_some()),
@@ -122,6 +124,7 @@ impl SkillComponent {
             resolve_human: guest::resolve_human::GuestIndices::new(&pre).ok(),
             availability: guest::availability::GuestIndices::new(&pre).ok(),
             startup: guest::startup::GuestIndices::new(&pre).ok(),
+            scheduled: guest::scheduled::GuestIndices::new(&pre).ok(),
             before_mcp_call: guest::before_mcp_call::GuestIndices::new(&pre).ok(),
             observe_mcp_result: guest::observe_mcp_result::GuestIndices::new(&pre).ok(),
             tool_result_empty: guest::tool_result_empty::GuestIndices::new(&pre).ok(),
@@ -180,6 +183,7 @@ impl SkillComponent {
             resolve_human,
             availability,
             startup,
+            scheduled,
             before_mcp_call,
             observe_mcp_result,
             tool_result_empty,
@@ -281,6 +285,24 @@ impl SkillComponent {
         Some(
             self.run(env, RouteAttributes::default(), "startup".into(), move |store, instance| {
                 Box::pin(async move { indices.load(&mut *store, &instance)?.call_startup(&mut *store, &config).await })
+            })
+            .await,
+        )
+    }
+
+    /// `scheduled`, or `None` when the component does not export it.
+    pub async fn scheduled(
+        &self,
+        env: &CallEnv,
+        config: &serde_json::Value,
+    ) -> Option<Result<Outcome<Result<(), String>>, CallError>> {
+        let indices = self.hooks.scheduled.clone()?;
+        let config = config.to_string();
+        Some(
+            self.run(env, RouteAttributes::default(), "scheduled".into(), move |store, instance| {
+                Box::pin(
+                    async move { indices.load(&mut *store, &instance)?.call_scheduled(&mut *store, &config).await },
+                )
             })
             .await,
         )

@@ -117,6 +117,8 @@ pub struct HostState {
     pub(crate) limits: Limits,
     /// Who hears the call's log records and progress (`handle` calls only).
     pub(crate) observer: Option<Observer>,
+    /// Messages sent so far (the `notify` import's per-call cap).
+    pub(crate) notices: u32,
 }
 
 impl HostState {
@@ -136,6 +138,7 @@ impl HostState {
             deadline: Instant::now() + limits.timeout,
             limits: *limits,
             observer: None,
+            notices: 0,
         }
     }
 
@@ -145,6 +148,7 @@ impl HostState {
         self.route = route;
         self.operation = operation;
         self.deadline = Instant::now() + self.limits.timeout;
+        self.notices = 0;
     }
 
     /// The data of a script's run (`command.rs`): its own WASI (arguments, the folder, stdout
@@ -162,6 +166,7 @@ impl HostState {
             deadline: Instant::now() + limits.timeout,
             limits,
             observer: None,
+            notices: 0,
         }
     }
 

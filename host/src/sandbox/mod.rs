@@ -22,7 +22,9 @@ pub mod output;
 mod warm;
 
 pub use cache::ComponentCache;
-pub use capabilities::{Capabilities, HostList, McpBridge, McpCallError};
+pub use capabilities::{
+    Capabilities, HostList, McpBridge, McpCallError, Notice, Notifier, NotifyError, NotifyFuture, NotifyGrant,
+};
 pub use command::{CommandComponent, Exit, Invocation};
 pub use component::{CallEnv, Hooks, Outcome, SkillComponent, wit_context};
 pub use error::{CallError, HOST_COPY_LIMIT, LoadError};

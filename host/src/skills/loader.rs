@@ -12,12 +12,14 @@ use super::manifest::Manifest;
 use super::prompt::{self, Prompt};
 use super::skill::{Skill, ToolSpec, split_exposed};
 use crate::config::{Builtin, Grant, LoadedConfig};
-use crate::sandbox::{CallEnv, Capabilities, HostList, LimitPolicy, McpBridge, Sandbox, SkillComponent, Wasm};
+use crate::sandbox::{
+    CallEnv, Capabilities, HostList, LimitPolicy, McpBridge, Notifier, NotifyGrant, Sandbox, SkillComponent, Wasm,
+};
 use crate::store::{MemoryStore, StateStore};
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// The component file in a skill folder.
 pub const WASM_FILE: &str = "skill.wasm";
@@ -91,6 +93,8 @@ pub struct Loader {
     pub state: StateStore,
     /// The MCP bridge, when MCP servers are configured.
     pub mcp: Option<Arc<dyn McpBridge>>,
+    /// Who delivers the skills' own messages (the agent's chat adapters), when serving.
+    pub notifier: Option<Arc<dyn Notifier>>,
     policy: LimitPolicy,
 }
 
@@ -100,7 +104,7 @@ impl Loader {
         let c = &config.config;
         let policy = LimitPolicy::from_config(&c.sandbox.defaults, &c.sandbox.maximums);
         let state = StateStore::new(config.resolve(&c.state.filesystem.path));
-        Loader { sandbox, config, state, mcp: None, policy }
+        Loader { sandbox, config, state, mcp: None, notifier: None, policy }
     }
 
     /// The operator's limit policy.
@@ -285,6 +289,10 @@ impl Loader {
                 let fix = format!("not built: run `skillhost skill build {}`", dir.display());
                 return Err(problem(WASM_FILE, fix));
             }
+            if manifest.schedule.is_some() {
+                let why = "[schedule] needs a component that exports `scheduled`; this skill has none";
+                return Err(problem("skill.toml", why.into()));
+            }
             return Ok(Some(Candidate::Loaded(Box::new(skill))));
         }
         self.instantiate(skill, &manifest, Wasm::File(&wasm_path), mode, None).await
@@ -334,8 +342,35 @@ impl Loader {
             }
             tools.push(ToolSpec::new(&name, def.into()).map_err(&problem)?);
         }
-        let skill = skill.with_component(component, env, tools, info.into());
+        let exports_scheduled = component.hooks().names().contains(&"scheduled");
+        let schedule = self.schedule(&name, manifest, exports_scheduled).map_err(problem)?;
+        let mut skill = skill.with_component(component, env, tools, info.into());
+        skill.schedule = schedule;
         Ok(Some(Candidate::Loaded(Box::new(skill))))
+    }
+
+    /// How often the skill's `scheduled` runs: its manifest's `[schedule] every`, raised to
+    /// `skills.schedule_minimum` (with a warning). A schedule without the export is a
+    /// problem; the export without a schedule never runs (a warning).
+    fn schedule(&self, name: &str, manifest: &Manifest, exported: bool) -> Result<Option<Duration>, String> {
+        let minimum = self.config.config.skills.schedule_minimum;
+        match (manifest.schedule, exported) {
+            (None, false) => Ok(None),
+            (None, true) => {
+                tracing::warn!(skill = name, "exports `scheduled` but its skill.toml has no [schedule]: it never runs");
+                Ok(None)
+            }
+            (Some(_), false) => Err("skill.toml has [schedule], but the component does not export `scheduled`".into()),
+            (Some(schedule), true) if schedule.every < minimum => {
+                tracing::warn!(
+                    skill = name,
+                    "[schedule] every = \"{}\" is below skills.schedule_minimum; it runs every {minimum}",
+                    schedule.every
+                );
+                Ok(Some(minimum.0))
+            }
+            (Some(schedule), true) => Ok(Some(schedule.every.0)),
+        }
     }
 
     /// The spec's `is-available`: absent means available; a trap is fatal, with no details.
@@ -382,6 +417,15 @@ impl Loader {
         if asked.memory && !grant.memory && !quiet {
             tracing::warn!(skill = name, "asks for memory; not granted (skills.grants.{name}.memory)");
         }
+        if asked.notify && grant.notify.is_empty() && !quiet {
+            tracing::warn!(skill = name, "asks for notify; no destinations granted (skills.grants.{name}.notify)");
+        }
+        if !asked.notify && !grant.notify.is_empty() {
+            tracing::warn!(
+                skill = name,
+                "skills.grants.{name}.notify is set, but the skill's manifest does not ask for notify: it cannot send"
+            );
+        }
         if !asked.http_hosts.is_empty() && grant.http_hosts.is_empty() && !quiet {
             tracing::warn!(skill = name, "asks for HTTP; no hosts granted (skills.grants.{name}.http_hosts)");
         }
@@ -396,6 +440,7 @@ impl Loader {
             http_granted: HostList::new(grant.http_hosts),
             mcp: self.mcp.clone(),
             env,
+            notify: NotifyGrant { asked: asked.notify, granted: grant.notify.clone(), notifier: self.notifier.clone() },
         };
         CallEnv { caps: Arc::new(caps), limits: self.policy.for_skill(&manifest.limits) }
     }

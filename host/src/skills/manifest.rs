@@ -14,6 +14,17 @@ pub struct Manifest {
     pub limits: LimitSettings,
     /// How `skillhost skill build` builds it.
     pub build: Build,
+    /// When its `scheduled` export runs.
+    pub schedule: Option<Schedule>,
+}
+
+/// `[schedule]`: the skill's `scheduled` export runs every `every` while `skillhost run`
+/// serves (never more often than the operator's `skills.schedule_minimum`).
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Schedule {
+    /// The time between two runs (`30s`, `5m`, `1h`).
+    pub every: crate::config::Interval,
 }
 
 /// `[capabilities]`.
@@ -27,6 +38,9 @@ pub struct Capabilities {
     /// Environment variables the skill reads (exact names): those the operator also grants
     /// (`skills.grants.<skill>.env`) are its WASI environment in every call.
     pub env: Vec<String>,
+    /// The notify import: messages of its own to the destinations the operator grants
+    /// (`skills.grants.<skill>.notify`).
+    pub notify: bool,
 }
 
 /// `[build]`.
@@ -125,6 +139,20 @@ mod tests {
         assert_eq!(m.capabilities.env, ["API_KEY"]);
         assert_eq!(m.limits.timeout_ms, Some(500));
         assert_eq!(m.build.kind, Some(BuildKind::Python));
+    }
+
+    #[test]
+    fn schedule_and_notify() {
+        let m = parse("[capabilities]\nnotify = true\n[schedule]\nevery = \"90s\"\n").unwrap();
+        assert!(m.capabilities.notify);
+        assert_eq!(m.schedule.unwrap().every.0, std::time::Duration::from_secs(90));
+        assert!(parse("").unwrap().schedule.is_none());
+        let err = parse("[schedule]\nevery = \"often\"\n").unwrap_err();
+        assert!(err.starts_with("line 2, column 9: ") && err.contains("30s"), "{err}");
+        let err = parse("[schedule]\n").unwrap_err();
+        assert!(err.contains("every"), "{err}");
+        let err = parse("[schedule]\nevery = \"1m\"\nat = \"noon\"\n").unwrap_err();
+        assert!(err.contains("at"), "{err}");
     }
 
     #[test]

@@ -59,6 +59,7 @@ const RUST_SDK: &[(&str, &str)] = &[
     ("skill-sdk/src/log.rs", include_str!("../../../skill-sdk/src/log.rs")),
     ("skill-sdk/src/mcp.rs", include_str!("../../../skill-sdk/src/mcp.rs")),
     ("skill-sdk/src/memory.rs", include_str!("../../../skill-sdk/src/memory.rs")),
+    ("skill-sdk/src/notify.rs", include_str!("../../../skill-sdk/src/notify.rs")),
     ("skill-sdk/src/result.rs", include_str!("../../../skill-sdk/src/result.rs")),
     ("skill-sdk/src/progress.rs", include_str!("../../../skill-sdk/src/progress.rs")),
     ("skill-sdk/src/route.rs", include_str!("../../../skill-sdk/src/route.rs")),

@@ -159,6 +159,9 @@ pub struct Skill {
     pub facts: SkillFacts,
     /// Its `skills.config` block.
     pub config: serde_json::Value,
+    /// How often its `scheduled` export runs while serving (`[schedule] every`, raised to
+    /// the operator's minimum); `None` when it has no schedule.
+    pub schedule: Option<std::time::Duration>,
     /// What runs its tools and hooks.
     runtime: Runtime,
 }
@@ -227,6 +230,7 @@ impl Skill {
             scripts: Vec::new(),
             facts: SkillFacts::default(),
             config,
+            schedule: None,
             runtime: Runtime::Prompt,
         }
     }

@@ -124,3 +124,13 @@ pub fn tool_results(llm: &LlmServer, n: usize) -> Vec<Value> {
     let last = body["messages"].as_array().unwrap().last().unwrap().clone();
     last["content"].as_array().unwrap().iter().filter(|b| b["type"] == "tool_result").cloned().collect()
 }
+
+/// The value of a scripted Slack message's button with `action` (its Block Kit `value`).
+pub fn slack_button(message: &skillhost_tests::slack_server::SlackMessage, action: &str) -> Option<String> {
+    let blocks = message.blocks.as_ref()?.as_array()?.clone();
+    blocks
+        .iter()
+        .filter_map(|b| b["elements"].as_array())
+        .flatten()
+        .find_map(|e| (e["action_id"] == action).then(|| e["value"].as_str().unwrap_or_default().to_owned()))
+}

@@ -14,14 +14,16 @@ pub mod text;
 
 use super::ask;
 use super::interactions::{Announce, ApprovalInfo, DecideError, Interactions, Owner, QuestionInfo, Resolution};
+use super::outbox::Deliver;
 use super::present::{Descriptions, tool_input};
+use crate::config::Destination;
 use crate::engine::gate::new_id;
 use crate::engine::{ApprovalOutcome, ApprovalRequest, Counterpart, Engine, EngineEvent, EventSink, TurnRequest};
 use crate::llm::ToolDecl;
 use crate::person::{Answer, Question};
 use crate::tools::{CONFIRMATION_CHALLENGE, CallScope, Level, ToolCall, ToolInfo, ToolOutcome, ToolSource};
 use serde_json::Value;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant, SystemTime};
 use tokio::sync::{mpsc, oneshot};
@@ -60,6 +62,12 @@ pub trait Platform: Send + Sync + 'static {
 
     /// Replaces a prompt (buttons and all) with the line saying how it ended.
     async fn settle(&self, place: &Self::Place, id: &str, markdown: &str);
+
+    /// Posts a skill's message (the `notify` import) as a new message in conversation `id`
+    /// (a Slack channel, a Telegram chat), split at [`Platform::LIMIT`] and guarded like an
+    /// answer. Returns the conversation a woken turn answers in (on Slack, the message's
+    /// thread), its `text` and `user_id` left for the kit to fill; or why it was not posted.
+    async fn notify(&self, id: &str, markdown: &str) -> Result<Incoming<Self::Place>, String>;
 }
 
 /// What a prompt asks.
@@ -117,8 +125,8 @@ pub struct Incoming<P> {
     pub channel_id: String,
     /// The thread, on platforms that have them.
     pub thread: Option<String>,
-    /// The platform's user id.
-    pub user_id: String,
+    /// The platform's user id (`None` for a turn a skill's message woke).
+    pub user_id: Option<String>,
     /// The text, mentions of the bot removed.
     pub text: String,
     /// Route attributes for the turn's tools (`slack.thread_ts`, ...).
@@ -158,13 +166,16 @@ pub struct Chat<P: Platform> {
     turns: tokio_util::task::TaskTracker,
     /// Names the adapter in logs (`slack (agent ops)`).
     label: String,
+    /// The skills whose woken turn still runs (one at a time per skill).
+    waking: Mutex<HashSet<String>>,
+    this: Weak<Chat<P>>,
 }
 
 impl<P: Platform> Chat<P> {
     /// The kit for `platform` serving `engine`.
     pub fn new(platform: Arc<P>, engine: Arc<Engine>, label: String) -> Arc<Self> {
         let descriptions = Descriptions::new(engine.tools().clone());
-        Arc::new(Chat {
+        Arc::new_cyclic(|this| Chat {
             platform,
             engine,
             interactions: Interactions::default(),
@@ -172,7 +183,14 @@ impl<P: Platform> Chat<P> {
             descriptions,
             turns: tokio_util::task::TaskTracker::new(),
             label,
+            waking: Mutex::default(),
+            this: this.clone(),
         })
+    }
+
+    /// The kit as the outbox reaches it (the `notify` import's messages).
+    pub fn delivery(&self) -> Weak<dyn Deliver> {
+        self.this.clone()
     }
 
     /// The engine (its state store keeps the adapters' bookkeeping).
@@ -258,7 +276,7 @@ impl<P: Platform> Chat<P> {
         let request = TurnRequest {
             channel_id: message.channel_id,
             thread: message.thread,
-            user_id: Some(message.user_id),
+            user_id: message.user_id,
             message: message.text,
             route: message.route,
         };
@@ -274,6 +292,37 @@ impl<P: Platform> Chat<P> {
         let _ = ops.send(Op::Finish(finish));
         drop((ops, turn));
         let _ = presenter.await;
+    }
+}
+
+/// A skill's message: posted by the platform; with `wake`, a turn on it (one at a time per
+/// skill: while the agent still works on the skill's last message, the next is posted only).
+#[async_trait::async_trait]
+impl<P: Platform> Deliver for Chat<P> {
+    async fn deliver(&self, skill: &str, destination: &Destination, text: &str, wake: bool) -> Result<(), String> {
+        let mut incoming = self.platform.notify(&destination.id, text).await?;
+        if !wake {
+            return Ok(());
+        }
+        let Some(chat) = self.this.upgrade() else { return Ok(()) };
+        if !self.waking.lock().unwrap_or_else(|p| p.into_inner()).insert(skill.to_owned()) {
+            tracing::warn!(
+                skill,
+                %destination,
+                "{}: the agent still works on this skill's previous message: posted without waking it",
+                self.label
+            );
+            return Ok(());
+        }
+        incoming.text = text.to_owned();
+        incoming.user_id = None;
+        incoming.route.push(("notify.skill".into(), skill.to_owned()));
+        let skill = skill.to_owned();
+        self.turns.spawn(async move {
+            chat.clone().turn(incoming).await;
+            chat.waking.lock().unwrap_or_else(|p| p.into_inner()).remove(&skill);
+        });
+        Ok(())
     }
 }
 

@@ -14,6 +14,7 @@ pub mod wire;
 
 use super::chat::text::{self, to_slack};
 use super::chat::{Chat, Decided, Decision, Incoming, Platform, Prompt};
+use super::outbox::{Outbox, Registered};
 use super::{Adapter, Stop};
 use crate::config::{Respond, SlackSettings};
 use crate::engine::Engine;
@@ -61,12 +62,15 @@ pub struct Slack {
 /// The Slack adapter of one agent, made by the app and served until the process stops.
 pub struct SlackAdapter {
     chat: Arc<Chat<Slack>>,
+    /// Skills' messages reach this bot while it serves.
+    registered: Registered,
 }
 
 impl SlackAdapter {
     /// The adapter for `engine` with `settings` (its tokens already checked); `agent` names it
     /// in logs.
-    pub fn new(engine: Arc<Engine>, settings: &SlackSettings, agent: Option<&str>) -> Self {
+    /// Skills' own messages to `slack:` destinations come through `outbox`.
+    pub fn new(engine: Arc<Engine>, settings: &SlackSettings, agent: Option<&str>, outbox: &Arc<Outbox>) -> Self {
         let label = match agent {
             Some(agent) => format!("slack (agent `{agent}`)"),
             None => "slack".to_owned(),
@@ -79,7 +83,9 @@ impl SlackAdapter {
             bots: Mutex::default(),
             label: label.clone(),
         };
-        SlackAdapter { chat: Chat::new(Arc::new(slack), engine, label) }
+        let chat = Chat::new(Arc::new(slack), engine, label);
+        let registered = outbox.register(crate::config::Platform::Slack, chat.delivery());
+        SlackAdapter { chat, registered }
     }
 }
 
@@ -91,6 +97,7 @@ impl Adapter for SlackAdapter {
 
     async fn serve(self: Box<Self>, stop: Stop) -> anyhow::Result<()> {
         let result = socket::run(self.chat.clone(), stop).await;
+        drop(self.registered);
         self.chat.drain().await;
         result
     }
@@ -259,6 +266,36 @@ impl Platform for Slack {
         }
     }
 
+    async fn notify(&self, id: &str, markdown: &str) -> Result<Incoming<Place>, String> {
+        if !self.may_post(id).await {
+            return Err(format!(
+                "channel {id} is external (or its info could not be looked up) and this bot does not post there \
+                 (allow_posting_in_external_channels: false)"
+            ));
+        }
+        let mut parts = text::split(markdown, Self::LIMIT).into_iter();
+        let first = parts.next().unwrap_or_default();
+        let answer = self
+            .api
+            .post("chat.postMessage", &json!({"channel": id, "text": to_slack(&first)}))
+            .await
+            .map_err(|e| e.to_string())?;
+        let ts: String = api::field(&answer, "ts", "chat.postMessage").map_err(|e| e.to_string())?;
+        // The rest of a long message goes in its thread.
+        for part in parts {
+            let body = json!({"channel": id, "thread_ts": ts, "text": to_slack(&part)});
+            self.api.post("chat.postMessage", &body).await.map_err(|e| e.to_string())?;
+        }
+        Ok(Incoming {
+            place: Place { channel: id.to_owned(), thread_ts: ts.clone(), source: ts.clone() },
+            channel_id: id.to_owned(),
+            thread: Some(ts.clone()),
+            user_id: None,
+            text: String::new(),
+            route: vec![("slack.thread_ts".into(), ts)],
+        })
+    }
+
     async fn ask(&self, place: &Place, prompt: &Prompt<'_>) -> Result<String, String> {
         if !self.may_post(&place.channel).await {
             return Err("the conversation is in an external Slack channel, where this bot does not post \
@@ -344,7 +381,7 @@ pub(crate) async fn event(chat: &Arc<Chat<Slack>>, payload: &Value) {
         place,
         channel_id: event.channel.clone(),
         thread: Some(thread_ts.clone()),
-        user_id: event.user.clone().unwrap_or_default(),
+        user_id: event.user.clone(),
         text,
         route: vec![("slack.thread_ts".into(), thread_ts)],
     };

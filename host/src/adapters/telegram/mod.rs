@@ -11,8 +11,9 @@
 
 mod wire;
 
-use super::chat::text::to_telegram;
+use super::chat::text::{self, to_telegram};
 use super::chat::{Chat, Decided, Decision, Incoming, Platform, Prompt};
+use super::outbox::{Outbox, Registered};
 use super::{Adapter, Stop, stopped};
 use crate::config::{ChatId, TelegramSettings};
 use crate::engine::Engine;
@@ -86,11 +87,14 @@ pub struct Telegram {
 /// The Telegram adapter of one agent.
 pub struct TelegramAdapter {
     chat: Arc<Chat<Telegram>>,
+    /// Skills' messages reach this bot while it serves.
+    registered: Registered,
 }
 
 impl TelegramAdapter {
     /// The adapter for `engine` with `settings` (its token already checked).
-    pub fn new(engine: Arc<Engine>, settings: &TelegramSettings, agent: Option<&str>) -> Self {
+    /// Skills' own messages to `telegram:` destinations come through `outbox`.
+    pub fn new(engine: Arc<Engine>, settings: &TelegramSettings, agent: Option<&str>, outbox: &Arc<Outbox>) -> Self {
         let label = match agent {
             Some(agent) => format!("telegram (agent `{agent}`)"),
             None => "telegram".to_owned(),
@@ -103,7 +107,9 @@ impl TelegramAdapter {
         let base = format!("{}/bot{}/", settings.base_url.trim_end_matches('/'), settings.bot_token);
         let telegram =
             Telegram { http, base, settings: settings.clone(), confirms: Mutex::default(), label: label.clone() };
-        TelegramAdapter { chat: Chat::new(Arc::new(telegram), engine, label) }
+        let chat = Chat::new(Arc::new(telegram), engine, label);
+        let registered = outbox.register(crate::config::Platform::Telegram, chat.delivery());
+        TelegramAdapter { chat, registered }
     }
 }
 
@@ -115,6 +121,7 @@ impl Adapter for TelegramAdapter {
 
     async fn serve(self: Box<Self>, stop: Stop) -> anyhow::Result<()> {
         let result = poll(&self.chat, stop).await;
+        drop(self.registered);
         self.chat.drain().await;
         result
     }
@@ -156,7 +163,7 @@ impl Telegram {
     }
 
     /// Sends `markdown` as HTML; as plain text when Telegram refuses the markup.
-    async fn send(&self, chat: i64, markdown: &str, extra: Value) -> Option<i64> {
+    async fn send(&self, chat: i64, markdown: &str, extra: Value) -> Result<i64, TelegramError> {
         let mut body = json!({"chat_id": chat, "text": to_telegram(markdown), "parse_mode": "HTML"});
         merge(&mut body, &extra);
         let sent = match self.call("sendMessage", &body).await {
@@ -167,7 +174,8 @@ impl Telegram {
             }
             other => other,
         };
-        sent.ok()?.get("message_id").and_then(Value::as_i64)
+        let no_id = || TelegramError::Transport { method: "sendMessage".into(), problem: "no message_id".into() };
+        sent?.get("message_id").and_then(Value::as_i64).ok_or_else(no_id)
     }
 
     /// Replaces a message's text (and removes its keyboard unless `extra` sets one).
@@ -223,7 +231,7 @@ impl Platform for Telegram {
 
     async fn post(&self, place: &Place, markdown: &str) -> Option<String> {
         let extra = json!({"reply_parameters": {"message_id": place.source, "allow_sending_without_reply": true}});
-        self.send(place.chat, markdown, extra).await.map(|id| id.to_string())
+        self.send(place.chat, markdown, extra).await.ok().map(|id| id.to_string())
     }
 
     async fn edit(&self, place: &Place, id: &str, markdown: &str) {
@@ -236,6 +244,27 @@ impl Platform for Telegram {
         if done.is_none() {
             let _ = self.call("sendChatAction", &json!({"chat_id": place.chat, "action": "typing"})).await;
         }
+    }
+
+    async fn notify(&self, id: &str, markdown: &str) -> Result<Incoming<Place>, String> {
+        let chat: i64 = id.parse().map_err(|_| format!("`{id}` is not a Telegram chat id"))?;
+        if !self.allowed_chat(chat) {
+            return Err(format!("chat {chat} is not in adapter.telegram.allowed_chat_ids"));
+        }
+        let mut first = None;
+        for part in text::split(markdown, Self::LIMIT) {
+            let id = self.send(chat, &part, json!({})).await.map_err(|e| e.to_string())?;
+            first.get_or_insert(id);
+        }
+        let source = first.ok_or("the text is empty")?;
+        Ok(Incoming {
+            place: Place { chat, source },
+            channel_id: chat.to_string(),
+            thread: None,
+            user_id: None,
+            text: String::new(),
+            route: Vec::new(),
+        })
     }
 
     async fn ask(&self, place: &Place, prompt: &Prompt<'_>) -> Result<String, String> {
@@ -262,7 +291,7 @@ impl Platform for Telegram {
             }
         };
         let extra = json!({"reply_markup": {"inline_keyboard": keyboard}});
-        let id = self.send(place.chat, &markdown, extra).await.ok_or("Telegram refused the prompt")?;
+        let id = self.send(place.chat, &markdown, extra).await.map_err(|_| "Telegram refused the prompt")?;
         if let Some(approval) = confirm {
             self.confirms.lock().unwrap_or_else(|p| p.into_inner()).insert((place.chat, id), approval);
         }
@@ -314,10 +343,13 @@ async fn poll(chat: &Arc<Chat<Telegram>>, stop: Stop) -> anyhow::Result<()> {
             updates = telegram.call("getUpdates", &body) => updates,
             () = stopped(stop.clone()) => return Ok(()),
         };
-        let updates: Vec<Update> = match updates {
+        let updates: Vec<Value> = match updates {
             Ok(updates) => {
                 backoff = self::backoff();
-                serde_json::from_value(updates).unwrap_or_default()
+                match updates {
+                    Value::Array(updates) => updates,
+                    _ => Vec::new(),
+                }
             }
             Err(e) if e.code() == Some(409) => {
                 let why = "another process polls this bot token (Telegram answered 409 Conflict); \
@@ -333,8 +365,13 @@ async fn poll(chat: &Arc<Chat<Telegram>>, stop: Stop) -> anyhow::Result<()> {
                 continue;
             }
         };
-        for update in updates {
-            let next = update.update_id + 1;
+        for raw in updates {
+            // One unreadable update is skipped (and its offset passed), never the batch.
+            let Some(id) = raw.get("update_id").and_then(Value::as_i64) else {
+                tracing::warn!("{}: an update without an update_id: skipped", telegram.label);
+                continue;
+            };
+            let next = id + 1;
             // Kept before the update is handled: a crash loses at most this one update,
             // never handles it twice.
             if let Err(e) = state.set(&ns, "offset", &next.to_string()) {
@@ -343,7 +380,10 @@ async fn poll(chat: &Arc<Chat<Telegram>>, stop: Stop) -> anyhow::Result<()> {
             if let Some((_, from)) = offset.as_mut() {
                 *from = next;
             }
-            handle(chat, update).await;
+            match serde_json::from_value::<Update>(raw) {
+                Ok(update) => handle(chat, update).await,
+                Err(e) => tracing::warn!("{}: update {id} is not one the adapter reads ({e}): skipped", telegram.label),
+            }
         }
     }
 }
@@ -412,7 +452,7 @@ async fn message_from(chat: &Arc<Chat<Telegram>>, message: TgMessage) {
                 }
                 Decided::Refused(why) => {
                     let extra = json!({"reply_parameters": {"message_id": message.message_id}});
-                    telegram.send(chat_id, &format!("🚫 {why}"), extra).await;
+                    let _ = telegram.send(chat_id, &format!("🚫 {why}"), extra).await;
                 }
             }
             return;
@@ -423,7 +463,7 @@ async fn message_from(chat: &Arc<Chat<Telegram>>, message: TgMessage) {
         place,
         channel_id: message.chat.id.to_string(),
         thread: None,
-        user_id: from.id.to_string(),
+        user_id: Some(from.id.to_string()),
         text: text.to_owned(),
         route: Vec::new(),
     });

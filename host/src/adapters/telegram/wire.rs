@@ -25,11 +25,10 @@ pub struct Parameters {
     pub retry_after: Option<u64>,
 }
 
-/// One update from `getUpdates`.
+/// One update from `getUpdates` (its `update_id` is read before it is parsed: an update the
+/// adapter cannot read still moves the offset on).
 #[derive(Debug, Deserialize)]
 pub struct Update {
-    /// Its id: the next offset is this plus one.
-    pub update_id: i64,
     /// A new message.
     pub message: Option<TgMessage>,
     /// A button press.

@@ -4,6 +4,7 @@ mod http;
 pub(super) mod log;
 mod mcp;
 mod memory;
+mod notify;
 mod progress;
 mod route;
 mod state;

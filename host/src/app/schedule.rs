@@ -1,0 +1,69 @@
+//! Skills that speak first: every skill with a `[schedule]` has its `scheduled` export called
+//! at that interval while `skillhost run` serves, the sandboxed form of the polling loop a
+//! Python skill starts in `startup`. Each run is an ordinary sandboxed call (a fresh
+//! instance, the skill's limits, its grants); a skill's runs never overlap (a run that
+//! outlasts the interval delays the next tick); a run that fails (an error, a trap, the
+//! deadline) is logged with the skill's counts, and the next tick runs as usual. What a run
+//! finds worth saying goes out through the `notify` import.
+
+use super::Agent;
+use crate::adapters::{Stop, stopped};
+use crate::skills::Skill;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::time::MissedTickBehavior;
+use tokio_util::task::TaskTracker;
+
+/// Starts the schedules of every agent's skills; they end when `stop` is set.
+pub fn start(agents: &[Agent], stop: &Stop) -> TaskTracker {
+    let tasks = TaskTracker::new();
+    for agent in agents {
+        for skill in agent.engine.skills().skills.values() {
+            let Some(every) = skill.schedule else { continue };
+            let label = match &agent.name {
+                Some(agent) => format!("skill `{}` (agent `{agent}`)", skill.name),
+                None => format!("skill `{}`", skill.name),
+            };
+            tracing::info!("{label}: scheduled every {}", crate::config::Interval(every));
+            tasks.spawn(run(skill.clone(), every, label, stop.clone()));
+        }
+    }
+    tasks.close();
+    tasks
+}
+
+/// Runs one skill's schedule until `stop`.
+async fn run(skill: Arc<Skill>, every: Duration, label: String, stop: Stop) {
+    let Some((component, env)) = skill.component() else { return };
+    let mut ticks = tokio::time::interval(every);
+    ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let (mut runs, mut failures) = (0u64, 0u64);
+    loop {
+        tokio::select! {
+            _ = ticks.tick() => {}
+            () = stopped(stop.clone()) => return,
+        }
+        runs += 1;
+        let outcome = tokio::select! {
+            outcome = component.scheduled(env, &skill.config) => outcome,
+            () = stopped(stop.clone()) => return,
+        };
+        let failure = match outcome {
+            None => return,
+            Some(Ok(outcome)) => match outcome.value {
+                Ok(()) => {
+                    tracing::debug!(run = runs, took = ?outcome.elapsed, "{label}: scheduled run done");
+                    continue;
+                }
+                Err(message) => format!("it returned an error: {message}"),
+            },
+            Some(Err(e)) => e.to_string(),
+        };
+        failures += 1;
+        tracing::warn!(
+            run = runs,
+            failures,
+            "{label}: scheduled run {runs} failed ({failures} of {runs} so far): {failure}"
+        );
+    }
+}
