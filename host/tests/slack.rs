@@ -176,6 +176,27 @@ async fn a_question_is_answered_by_a_button() {
     assert!(results[0]["content"].to_string().contains("prod"), "{results:?}");
 }
 
+/// A question without choices is answered by a reply in the thread (no mention needed), and
+/// that reply starts no turn of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_free_question_is_answered_by_a_reply_in_the_thread() {
+    let ask = Answer::default().call("q1", "human__ask", json!({"question": "Which ticket?"}));
+    let llm = LlmServer::start(vec![ask.into(), Answer::text(&["Looking at it."]).into()]).await;
+    let slack = SlackServer::start().await;
+    let ws = workspace(&llm, &slack, "approve", "", "");
+    let _running = run(&ws, &slack).await;
+
+    let sent = slack.mention("C1", "U1", "triage");
+    let question = slack.wait_for_message("C1", |m| m.text.contains("Which ticket?"), WAIT).await;
+    slack.message("C1", "U1", "OPS-42", Some(&sent.ts));
+    slack.wait_for_message("C1", |m| m.text.contains("Looking at it."), WAIT).await;
+    let results = support::tool_results(&llm, 1);
+    assert!(results[0]["content"].to_string().contains("OPS-42"), "{results:?}");
+    let settled = slack.wait_for_message("C1", |m| m.ts == question.ts && m.text.contains("OPS-42"), WAIT).await;
+    assert_eq!(settled.thread_ts.as_deref(), Some(sent.ts.as_str()));
+    assert_eq!(llm.requests().len(), 2, "the reply answered; it started no turn");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_retried_event_is_handled_once_and_a_dropped_socket_is_replaced() {
     let llm = LlmServer::start(vec![work(), Answer::text(&["Once."]).into()]).await;
