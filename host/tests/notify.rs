@@ -245,6 +245,13 @@ async fn every_sdk_schedules_and_notifies() {
     }
     let out = support::skillhost(&ws, &["skill", "list"], "");
     assert_eq!(out.stdout.matches("hooks: scheduled").count(), 3, "{}{}", out.stdout, out.stderr);
+    // Below the default minimum (10s): raised to it, and said so.
+    assert_eq!(out.stdout.matches("schedule: every 10s (under `skillhost run`)").count(), 3, "{}", out.stdout);
+    assert!(
+        out.stderr.contains("[schedule] every = \"1s\" is below skills.schedule_minimum; it runs every 10s"),
+        "{}",
+        out.stderr
+    );
     let yaml = format!(
         "llm:\n  provider: anthropic\n  model: test-model\n  max_tokens: 500\n  anthropic: {{api_key: test, base_url: '{}'}}\n\
          adapter:\n  type: slack\n  slack:\n    bot_token: ${{SLACK_BOT_TOKEN}}\n    app_token: ${{SLACK_APP_TOKEN}}\n    base_url: '{}'\n\

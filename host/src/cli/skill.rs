@@ -69,6 +69,9 @@ async fn list(config: Option<&Path>) -> anyhow::Result<ExitCode> {
         if !hooks.is_empty() {
             println!("    hooks: {}", hooks.join(", "));
         }
+        if let Some(every) = skill.schedule {
+            println!("    schedule: every {} (under `skillhost run`)", skillhost::config::Interval(every));
+        }
         let scripts = skill.scripts.iter().map(|s| (&s.spec, Some(s.decl.script.as_str())));
         for (tool, script) in skill.tools.iter().map(|t| (t, None)).chain(scripts) {
             let level = match overrides.get(&tool.full_name) {
