@@ -70,6 +70,17 @@ const KEYS: &[(&str, By)] = &[
     ("skills.grants.*.http_hosts", Code("host/src/skills/loader.rs", "http_hosts")),
     ("skills.grants.*.env", Code("host/src/skills/loader.rs", "grant.env")),
     ("skills.grants.*.notify", Code("host/src/skills/loader.rs", "grant.notify")),
+    ("skills.declared", Code("host/src/skills/declared.rs", "skills.declared")),
+    // The fields of one record (a list item: the shown configs reach them as `skills.declared`).
+    ("skills.declared.*.name", Code("host/src/skills/declared.rs", "record.name")),
+    ("skills.declared.*.skill_type", Code("host/src/skills/declared.rs", "record.skill_type")),
+    ("skills.declared.*.description", Code("host/src/skills/declared.rs", "record.description")),
+    ("skills.declared.*.is_active", Code("host/src/skills/declared.rs", "record.is_active")),
+    ("skills.declared.*.human", Code("host/src/skills/declared.rs", "record.human")),
+    ("skills.declared.*.config_json", Code("host/src/skills/declared.rs", "record.config_json")),
+    ("databases.*.url", Code("host/src/skills/declared.rs", "database.parsed_url()")),
+    ("databases.*.max_rows", Code("host/src/skills/declared.rs", "database.max_rows")),
+    ("databases.*.statement_timeout_ms", Code("host/src/skills/declared.rs", "database.statement_timeout_ms")),
     ("skills.schedule_minimum", Code("host/src/skills/loader.rs", "skills.schedule_minimum")),
     ("skills.builtins", Code("host/src/skills/loader.rs", "skills.builtins")),
     ("skills.allowed", Code("host/src/skills/loader.rs", "skills.allowed")),
@@ -227,6 +238,7 @@ fn documents() -> Vec<(String, String)> {
         "engine",
         "ui",
         "sandbox",
+        "databases",
     ];
     let mut docs =
         vec![("config.example.yaml".to_owned(), std::fs::read_to_string(repo().join("config.example.yaml")).unwrap())];
@@ -326,7 +338,12 @@ fn nest(pattern: &str, value: &str) -> String {
 fn every_field_of_the_config_types_is_listed() {
     let mut failures = Vec::new();
     let segments: BTreeSet<&str> = KEYS.iter().flat_map(|(p, _)| p.split('.')).collect();
-    for file in ["host/src/config/sections.rs", "host/src/config/temporal.rs", "host/src/config/chat.rs"] {
+    for file in [
+        "host/src/config/sections.rs",
+        "host/src/config/temporal.rs",
+        "host/src/config/chat.rs",
+        "host/src/config/declared.rs",
+    ] {
         let text = std::fs::read_to_string(repo().join(file)).unwrap();
         let mut rename: Option<String> = None;
         for line in text.lines().map(str::trim) {

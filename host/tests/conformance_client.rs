@@ -35,13 +35,24 @@ fn the_client_scenarios_pass_or_are_baselined() {
     let runs = ALONE.iter().map(|s| ["--scenario", s]).chain(SUITES.iter().map(|s| ["--suite", s]));
     let mut summaries = Vec::new();
     for [flag, name] in runs {
-        summaries.push(run(&node, &cli, &dir, flag, name));
+        // `sse-retry` times the client's reconnection against the server's `retry` field: on a
+        // loaded machine one run can miss the measurement window. It gets three tries; a
+        // client that never reconnects as asked still fails all three.
+        let tries = if name == "sse-retry" { 3 } else { 1 };
+        let mut outcome = run(&node, &cli, &dir, flag, name);
+        for _ in 1..tries {
+            if outcome.is_ok() {
+                break;
+            }
+            outcome = run(&node, &cli, &dir, flag, name);
+        }
+        summaries.push(outcome.unwrap_or_else(|failure| panic!("{failure}")));
     }
     eprintln!("{}\n(all in {:?})", summaries.join("\n"), started.elapsed());
 }
 
-/// One invocation of the suite; panics with its output unless the baseline check passed.
-fn run(node: &Path, cli: &Path, dir: &Path, flag: &str, name: &str) -> String {
+/// One invocation of the suite: its summary, or its output when the baseline check failed.
+fn run(node: &Path, cli: &Path, dir: &Path, flag: &str, name: &str) -> Result<String, String> {
     let results = tempfile::tempdir().unwrap();
     let command = format!("{} conformance-client", env!("CARGO_BIN_EXE_skillhost"));
     let started = Instant::now();
@@ -71,8 +82,10 @@ fn run(node: &Path, cli: &Path, dir: &Path, flag: &str, name: &str) -> String {
     };
     let (stdout, stderr) = (stdout.join().unwrap(), stderr.join().unwrap());
     let outcome = format!("{flag} {name}: {}", tail(&stdout, 3000));
-    assert!(status.success(), "{outcome}\n--- stderr (tail) ---\n{}", tail(&stderr, 6000));
-    format!("{flag} {name}: ok in {:?}", started.elapsed())
+    if !status.success() {
+        return Err(format!("{outcome}\n--- stderr (tail) ---\n{}", tail(&stderr, 6000)));
+    }
+    Ok(format!("{flag} {name}: ok in {:?}", started.elapsed()))
 }
 
 fn tail(text: &str, bytes: usize) -> &str {

@@ -19,7 +19,7 @@ use crate::adapters::outbox::Outbox;
 use crate::mcp::McpManager;
 use crate::sandbox::{LimitPolicy, McpBridge, Notifier, Sandbox, SandboxOptions, WARM_INSTANCES};
 use crate::skills::{LoadMode, LoadProblem, Loader, SkillSet};
-use crate::tools::{ScriptTools, SkillTools, ToolSource, Tools};
+use crate::tools::{DeclaredTools, ScriptTools, SkillTools, ToolSource, Tools};
 use anyhow::{Context, bail};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -281,14 +281,32 @@ fn check_names(config: &LoadedConfig, agents: &[Agent], mcp: &McpManager) -> any
 /// The tools an agent offers: its skills', their script tools, then (when servers are configured) those of the
 /// MCP servers its skills declare or its `skills.allowed` names.
 async fn tools_for(mcp: &Arc<McpManager>, set: &Arc<SkillSet>, config: &LoadedConfig) -> Tools {
-    let mut sources: Vec<Arc<dyn ToolSource>> =
-        vec![Arc::new(SkillTools::new(set.clone())), Arc::new(ScriptTools::new(set.clone()))];
+    let mut sources: Vec<Arc<dyn ToolSource>> = vec![
+        Arc::new(SkillTools::new(set.clone())),
+        Arc::new(ScriptTools::new(set.clone())),
+        Arc::new(DeclaredTools::new(set.clone(), declared_reach(config))),
+    ];
     if mcp.is_configured() {
         let extra = config.config.skills.allowed.clone().unwrap_or_default();
         let guardrails = crate::tools::temporal::Guardrails::from_config(&config.config.engine.temporal_guardrails);
         sources.push(crate::tools::mcp::start_for(mcp, set.clone(), &extra, guardrails).await);
     }
     Tools::new(sources)
+}
+
+/// What the declared tools of `config` may reach: each one's `http_hosts` grant, the memory
+/// root, the result cap and the longest call.
+fn declared_reach(config: &LoadedConfig) -> crate::tools::declared::Reach {
+    let c = &config.config;
+    let policy = LimitPolicy::from_config(&c.sandbox.defaults, &c.sandbox.maximums);
+    let grants =
+        c.skills.grants.iter().map(|(name, g)| (name.clone(), crate::sandbox::HostList::new(g.http_hosts.clone())));
+    crate::tools::declared::Reach {
+        grants: grants.collect(),
+        memory: crate::store::MemoryStore::new(config.resolve(&c.learning.memory.filesystem.path)),
+        max_result: usize::try_from(policy.defaults.max_result_bytes).unwrap_or(usize::MAX),
+        max_timeout: policy.maximums.timeout,
+    }
 }
 
 /// Loads `path` (or `./config.yaml`), for commands.

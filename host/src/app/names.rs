@@ -52,6 +52,11 @@ impl Known {
             self.tools.extend(tools.iter().cloned());
         }
         self.skills.extend(set.problems.iter().map(|p| p.skill.clone()));
+        // A declared tool's grants are written under its tool name (`declared__weather`).
+        for tool in &set.declared.tools {
+            self.skills.insert(tool.spec.full_name.clone());
+            self.tools.insert(tool.spec.full_name.clone());
+        }
         if let Some(tools) = tools {
             self.tools.extend(tools.decls().into_iter().map(|d| d.name));
         }

@@ -2,7 +2,7 @@
 
 use clap::Subcommand;
 use skillhost::app::names;
-use skillhost::skills::{LoadMode, Loader, SkillSet, build, loader::describe_prompt, new as build_new};
+use skillhost::skills::{LoadMode, Loader, SkillSet, ToolSpec, build, loader::describe_prompt, new as build_new};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -74,19 +74,37 @@ async fn list(config: Option<&Path>) -> anyhow::Result<ExitCode> {
         }
         let scripts = skill.scripts.iter().map(|s| (&s.spec, Some(s.decl.script.as_str())));
         for (tool, script) in skill.tools.iter().map(|t| (t, None)).chain(scripts) {
-            let level = match overrides.get(&tool.full_name) {
-                Some(o) => {
-                    let to = o.map(|l| format!("{l:?}").to_lowercase()).unwrap_or_else(|| "none".into());
-                    format!("{}, overridden to {to}", tool.approval_name())
-                }
-                None => tool.approval_name().to_string(),
-            };
+            let level = level_shown(&overrides, tool);
             let script = script.map(|s| format!(" (script {s})")).unwrap_or_default();
             println!("    - {}  [approval: {level}]{script}  {}", tool.full_name, first_line(&tool.description));
         }
     }
+    if !set.declared.tools.is_empty() {
+        println!("declared  (skills.declared in the config)");
+        for tool in &set.declared.tools {
+            let spec = &tool.spec;
+            let level = level_shown(&overrides, spec);
+            let active = if tool.active { "active" } else { "inactive" };
+            let (kind, about) = (tool.skill_type.as_str(), first_line(&spec.description));
+            println!("    - {}  [{kind}, approval: {level}, {active}]  {about}", spec.full_name);
+        }
+    }
     report_problems(&set);
     Ok(ExitCode::SUCCESS)
+}
+
+/// A tool's approval level as `skill list` shows it, with the operator's override.
+fn level_shown<V: std::fmt::Debug>(
+    overrides: &std::collections::BTreeMap<String, Option<V>>,
+    tool: &ToolSpec,
+) -> String {
+    match overrides.get(&tool.full_name) {
+        Some(o) => {
+            let to = o.as_ref().map(|l| format!("{l:?}").to_lowercase()).unwrap_or_else(|| "none".into());
+            format!("{}, overridden to {to}", tool.approval_name())
+        }
+        None => tool.approval_name().to_string(),
+    }
 }
 
 async fn validate(config: Option<&Path>) -> anyhow::Result<ExitCode> {
@@ -104,7 +122,8 @@ async fn validate(config: Option<&Path>) -> anyhow::Result<ExitCode> {
         eprintln!("{}: {line}", if strict { "error" } else { "warning" });
     }
     let problems = set.problems.len() + if strict { unmatched.len() } else { 0 };
-    let tools: usize = set.skills.values().map(|s| s.tools.len() + s.scripts.len()).sum();
+    let tools: usize =
+        set.skills.values().map(|s| s.tools.len() + s.scripts.len()).sum::<usize>() + set.declared.tools.len();
     if problems == 0 {
         println!("ok: {} skills, {tools} tools", set.skills.len());
         Ok(ExitCode::SUCCESS)

@@ -8,6 +8,7 @@
 
 mod agents;
 mod chat;
+mod declared;
 mod env;
 mod interp;
 mod names;
@@ -16,6 +17,7 @@ mod sections;
 mod temporal;
 
 pub use chat::{ChatId, Respond, SLACK_API, SlackSettings, TELEGRAM_API, TelegramSettings};
+pub use declared::{Database, DatabaseUrl, DeclaredLevel, DeclaredRecord, SkillType};
 pub use names::{check_env_name, check_name};
 pub use notify::{DEFAULT_SCHEDULE_MINIMUM, Destination, Interval, Platform};
 pub use sections::*;

@@ -34,6 +34,8 @@ pub struct Config {
     pub ui: Ui,
     /// Sandbox defaults and operator maximums (beyond the spec).
     pub sandbox: Sandbox,
+    /// Databases that `database` records of `skills.declared` query, by id.
+    pub databases: BTreeMap<String, super::Database>,
 }
 
 impl Config {
@@ -48,6 +50,9 @@ impl Config {
             for key in skills.loading_overrides.keys() {
                 super::check_name(key).map_err(|e| format!("{at}.loading_overrides: key `{key}` {e}"))?;
             }
+        }
+        for (id, database) in &self.databases {
+            database.check().map_err(|e| format!("databases.{id}.{e}"))?;
         }
         for (name, server) in &self.mcp_servers {
             // The name prefixes the server's tools (`<server>__<tool>`), like a skill's name.
@@ -354,6 +359,8 @@ pub struct Skills {
     /// The shortest `[schedule] every` a skill may run at (a manifest asking for less runs
     /// at this, with a warning). Default 10 s.
     pub schedule_minimum: super::Interval,
+    /// Tools declared by a record, no code (`declared__<name>`).
+    pub declared: Vec<super::DeclaredRecord>,
 }
 
 /// `skills.loading`: how a `SKILL.md` skill's body (and its tools) reach the model.
@@ -381,6 +388,7 @@ impl Default for Skills {
             loading_overrides: BTreeMap::new(),
             strict: false,
             schedule_minimum: super::DEFAULT_SCHEDULE_MINIMUM,
+            declared: Vec::new(),
         }
     }
 }

@@ -71,6 +71,8 @@ pub struct SkillSet {
     /// Skills found but left out (`is-available` said no, or not in `skills.allowed`), with
     /// their tools' exposed names: a name in config naming one of them names something real.
     pub left_out: BTreeMap<String, Vec<String>>,
+    /// The tools declared in config (`skills.declared`).
+    pub declared: super::declared::DeclaredSet,
 }
 
 impl SkillSet {
@@ -155,6 +157,7 @@ impl Loader {
             let loaded = self.load_builtin(*builtin, mode).await;
             admit(&mut set, loaded, &builtin::location(name))?;
         }
+        set.declared = super::declared::load(&self.config, &mut set.problems);
         // An agent's `skills.allowed`: the others never start.
         if let Some(allowed) = &self.config.config.skills.allowed {
             let (kept, not_allowed) = std::mem::take(&mut set.skills)

@@ -6,6 +6,7 @@ pub mod build;
 pub mod builtin;
 pub mod content;
 pub mod contract;
+pub mod declared;
 pub mod loader;
 pub mod manifest;
 pub mod native;

@@ -16,12 +16,14 @@
 //! - [`skill`]: [`SkillTools`], the tools of loaded skills.
 //! - [`script`]: [`ScriptTools`], the script tools of loaded skills.
 //! - [`mcp`]: [`McpTools`], the tools of MCP servers, through their owners' hooks.
+//! - [`declared`]: [`DeclaredTools`], the tools declared in config (`skills.declared`).
 //! - [`load_skill`]: [`LoadSkill`], the built-in `load_skill` of on-demand `SKILL.md` skills,
 //!   one per turn, which withholds their tools until they are loaded.
 //! - [`temporal`]: `engine.temporal_guardrails`, the normalisation of MCP tools' time
 //!   arguments ([`ToolSource::prepare`]).
 
 pub mod coverage;
+pub mod declared;
 pub mod level;
 pub mod load_skill;
 pub mod mcp;
@@ -32,6 +34,7 @@ pub mod target;
 pub mod temporal;
 
 pub use coverage::CoverageEntry;
+pub use declared::DeclaredTools;
 pub use level::{CONFIRMATION_CHALLENGE, Level, PromotionKey};
 pub use load_skill::{LOAD_SKILL, LoadSkill, OnDemand};
 pub use mcp::McpTools;

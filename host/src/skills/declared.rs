@@ -1,0 +1,436 @@
+//! Tools declared in config (`skills.declared`), checked: each record becomes the tool
+//! `declared__<name>` with its schema compiled and its type's `config_json` parsed into what
+//! runs it (`tools::declared` runs them). A bad record is one load problem naming the record
+//! and the key; the others load.
+
+use super::contract::{Human, ToolDef, ToolHints};
+use super::loader::LoadProblem;
+use super::skill::ToolSpec;
+use crate::config::{DeclaredLevel, DeclaredRecord, LoadedConfig, SkillType};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The prefix of every declared tool (`declared__weather`).
+pub const DECLARED: &str = "declared";
+/// The spec's timeout of `http` and `mcp` records.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+/// The DuckDuckGo Instant Answer API.
+pub const DUCKDUCKGO: &str = "https://api.duckduckgo.com/";
+
+/// One declared tool, ready to run.
+#[derive(Debug)]
+pub struct Declared {
+    /// Its name, schema and level (`declared__<name>`).
+    pub spec: ToolSpec,
+    /// Its record's `skill_type`.
+    pub skill_type: SkillType,
+    /// Offered to the model (`is_active`).
+    pub active: bool,
+    /// What runs it.
+    pub kind: Kind,
+}
+
+/// What runs a declared tool.
+#[derive(Debug, Clone)]
+pub enum Kind {
+    /// A REST call.
+    Http(HttpTool),
+    /// The spec's single-tool JSON-RPC call.
+    Mcp(McpTool),
+    /// A built-in action.
+    Builtin(Builtin),
+    /// A read-only query over a configured database (`Query`), or its schema (`Schema`, the
+    /// companion `declared__<name>_schema` tool).
+    Database(DatabaseTool),
+}
+
+/// A `database` record's tool.
+#[derive(Debug, Clone)]
+pub struct DatabaseTool {
+    /// `databases.<id>`.
+    pub db_id: String,
+    /// Where it is (a relative SQLite path already resolved beside the config).
+    pub url: crate::config::DatabaseUrl,
+    /// The most rows returned.
+    pub max_rows: u32,
+    /// The longest a query runs.
+    pub timeout: Duration,
+    /// Whether this is the companion schema tool.
+    pub schema: bool,
+}
+
+/// An `http` record.
+#[derive(Debug, Clone)]
+pub struct HttpTool {
+    /// The address; the model's arguments never change its host, scheme or port.
+    pub url: url::Url,
+    /// `GET` (arguments as query parameters) or `POST` (a JSON body).
+    pub method: HttpMethod,
+    /// Sent with every call.
+    pub headers: Vec<(String, String)>,
+    /// The whole call's limit.
+    pub timeout: Duration,
+}
+
+/// An `http` record's method.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum HttpMethod {
+    /// Arguments as query parameters.
+    Get,
+    /// Arguments as a JSON body (the spec's default).
+    Post,
+}
+
+/// An `mcp` record.
+#[derive(Debug, Clone)]
+pub struct McpTool {
+    /// `{url}/call` (the url as written when it already ends with `/call`).
+    pub url: url::Url,
+    /// The header that carries `auth_value`, with its value.
+    pub auth: Option<(&'static str, String)>,
+    /// The tool's name on the server (the record's `name`).
+    pub remote_name: String,
+}
+
+/// A `builtin` record's action.
+#[derive(Debug, Clone)]
+pub enum Builtin {
+    /// The DuckDuckGo Instant Answer API's first five related topics.
+    WebSearch {
+        /// The API's base (a proxy, a test server).
+        base_url: url::Url,
+    },
+    /// A Markdown entry in the conversation's journal under the memory root.
+    JournalWrite,
+    /// A bar, line or pie chart as an SVG file under the memory root.
+    TextToChart,
+}
+
+impl Builtin {
+    /// What the model is told when the record gives no description.
+    pub fn description(&self) -> &'static str {
+        match self {
+            Builtin::WebSearch { .. } => "Search the web: the first five related results (title and URL) for a query.",
+            Builtin::JournalWrite => "Write a Markdown entry in this conversation's journal (one file per day).",
+            Builtin::TextToChart => {
+                "Draw a bar, line or pie chart from labels and series; returns the SVG file's path."
+            }
+        }
+    }
+}
+
+/// The declared tools of one config, and the records that did not load.
+#[derive(Debug, Default, Clone)]
+pub struct DeclaredSet {
+    /// Every record that loaded, active or not, in config order.
+    pub tools: Vec<Arc<Declared>>,
+}
+
+impl DeclaredSet {
+    /// The tool called `full_name` (`declared__weather`).
+    pub fn get(&self, full_name: &str) -> Option<&Arc<Declared>> {
+        self.tools.iter().find(|t| t.spec.full_name == full_name)
+    }
+}
+
+/// Checks every record of `skills.declared`; each bad one is a problem of its own.
+pub fn load(config: &LoadedConfig, problems: &mut Vec<LoadProblem>) -> DeclaredSet {
+    let mut set = DeclaredSet::default();
+    let mut seen = HashSet::new();
+    for (index, record) in config.config.skills.declared.iter().enumerate() {
+        let full_name = format!("{DECLARED}__{}", record.name);
+        let problem = |message: String| LoadProblem {
+            skill: full_name.clone(),
+            file: PathBuf::from(format!("skills.declared[{index}]")),
+            message,
+        };
+        if !seen.insert(record.name.clone()) {
+            problems.push(problem("a second record with this name".into()));
+            continue;
+        }
+        let loaded = match record.skill_type {
+            SkillType::Database => database(config, record),
+            _ => declared(record).map(|tool| vec![tool]),
+        };
+        let taken = |tools: &[Declared]| {
+            tools.iter().find(|t| set.get(&t.spec.full_name).is_some()).map(|t| t.spec.full_name.clone())
+        };
+        match loaded {
+            Ok(tools) => match taken(&tools) {
+                Some(name) => problems.push(problem(format!("`{name}` is also the name of another record's tool"))),
+                None => set.tools.extend(tools.into_iter().map(Arc::new)),
+            },
+            Err(message) => problems.push(problem(message)),
+        }
+    }
+    set
+}
+
+fn declared(record: &DeclaredRecord) -> Result<Declared, String> {
+    let config = &record.config_json;
+    let (kind, schema) = match record.skill_type {
+        SkillType::Http => http(config)?,
+        SkillType::Mcp => mcp(config, &record.name)?,
+        SkillType::Builtin => builtin(config, &record.name)?,
+        SkillType::Database => return Err("a database record is loaded by `database`".into()),
+        SkillType::Function => {
+            return Err("skill_type function is not supported by this version of skillhost (supported: http, mcp, builtin, database)".into());
+        }
+    };
+    tool(record, &record.name, kind, schema, None)
+}
+
+/// The checked tool `declared__<name>` of `record`, with `description` over the record's.
+fn tool(
+    record: &DeclaredRecord,
+    name: &str,
+    kind: Kind,
+    schema: Value,
+    description: Option<String>,
+) -> Result<Declared, String> {
+    let human = match record.human {
+        None => Human::None,
+        Some(DeclaredLevel::Approve) => Human::Approve,
+        Some(DeclaredLevel::Confirm) => Human::Confirm,
+    };
+    let description = match (description, &kind, record.description.trim()) {
+        (Some(description), _, _) => description,
+        (None, Kind::Builtin(builtin), "") => builtin.description().to_owned(),
+        (None, _, written) => written.to_owned(),
+    };
+    let def = ToolDef {
+        name: name.to_owned(),
+        description,
+        input_schema: schema.to_string(),
+        human,
+        expose_result: false,
+        declares_coverage: false,
+        output_schema: None,
+        hints: ToolHints::default(),
+    };
+    let spec = ToolSpec::new(DECLARED, def).map_err(|e| {
+        e.replacen("tool name", "name", 1)
+            .replacen("tool `", "`", 1)
+            .replace("input schema", "config_json.input_schema")
+    })?;
+    Ok(Declared { spec, skill_type: record.skill_type, active: record.is_active, kind })
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DatabaseSettings {
+    db_id: String,
+}
+
+/// A `database` record: the query tool `declared__<name>` and its companion
+/// `declared__<name>_schema`.
+fn database(config: &LoadedConfig, record: &DeclaredRecord) -> Result<Vec<Declared>, String> {
+    let s: DatabaseSettings = settings(&record.config_json)?;
+    let databases = &config.config.databases;
+    let database = databases.get(&s.db_id).ok_or_else(|| {
+        let known: Vec<&str> = databases.keys().map(String::as_str).collect();
+        format!("config_json.db_id: no database `{}` in `databases` (configured: {})", s.db_id, known.join(", "))
+    })?;
+    let url = match database.parsed_url().map_err(|e| format!("databases.{}.{e}", s.db_id))? {
+        crate::config::DatabaseUrl::Sqlite(path) => crate::config::DatabaseUrl::Sqlite(config.resolve(&path)),
+        other => other,
+    };
+    let query = DatabaseTool {
+        db_id: s.db_id.clone(),
+        url,
+        max_rows: database.max_rows,
+        timeout: Duration::from_millis(database.statement_timeout_ms),
+        schema: false,
+    };
+    let companion = DatabaseTool { schema: true, ..query.clone() };
+    let schema_name = format!("{}_schema", record.name);
+    let about = if record.description.trim().is_empty() {
+        format!("database `{}`", s.db_id)
+    } else {
+        record.description.trim().to_owned()
+    };
+    let sql = json!({"type": "object", "properties": {"sql": {"type": "string", "description": "One SELECT (or WITH ... SELECT) statement."}}, "required": ["sql"], "additionalProperties": false});
+    let query_about = format!(
+        "Run one read-only SQL query (SELECT or WITH ... SELECT) on {about}; at most {} rows come back. \
+         Call {DECLARED}__{schema_name} first for its tables and columns.",
+        database.max_rows
+    );
+    let schema_about =
+        format!("The tables, columns, types and comments of {about}, to write SQL for {DECLARED}__{}.", record.name);
+    let no_input = json!({"type": "object", "properties": {}, "additionalProperties": false});
+    Ok(vec![
+        tool(record, &record.name, Kind::Database(query), sql, Some(query_about))?,
+        tool(record, &schema_name, Kind::Database(companion), no_input, Some(schema_about))?,
+    ])
+}
+
+/// A record's `input_schema`, or an object of string arguments.
+fn input_schema(schema: Option<Value>) -> Value {
+    schema.unwrap_or_else(|| json!({"type": "object", "additionalProperties": {"type": "string"}}))
+}
+
+/// `config_json` as the type's settings; the error names the key.
+fn settings<T: serde::de::DeserializeOwned>(config: &Value) -> Result<T, String> {
+    serde_path_to_error::deserialize(config.clone()).map_err(|e| {
+        let path = e.path().to_string();
+        match path.as_str() {
+            "." | "" => format!("config_json: {}", e.inner()),
+            path => format!("config_json.{path}: {}", e.inner()),
+        }
+    })
+}
+
+fn absolute_url(text: &str, key: &str) -> Result<url::Url, String> {
+    let url = url::Url::parse(text).map_err(|e| format!("config_json.{key}: `{text}` is not a URL: {e}"))?;
+    if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
+        return Err(format!("config_json.{key}: `{text}` is not an http(s) URL with a host"));
+    }
+    Ok(url)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HttpSettings {
+    url: String,
+    #[serde(default = "post")]
+    method: HttpMethod,
+    #[serde(default)]
+    headers: std::collections::BTreeMap<String, String>,
+    input_schema: Option<Value>,
+    timeout_seconds: Option<f64>,
+}
+
+fn post() -> HttpMethod {
+    HttpMethod::Post
+}
+
+fn http(config: &Value) -> Result<(Kind, Value), String> {
+    let s: HttpSettings = settings(config)?;
+    let url = absolute_url(&s.url, "url")?;
+    for (name, value) in &s.headers {
+        let valid = reqwest::header::HeaderName::from_bytes(name.as_bytes()).is_ok()
+            && reqwest::header::HeaderValue::from_str(value).is_ok();
+        if !valid {
+            return Err(format!("config_json.headers: `{name}` is not a valid header name and value"));
+        }
+    }
+    let timeout = match s.timeout_seconds {
+        None => DEFAULT_TIMEOUT,
+        Some(t) if t > 0.0 && t <= 3600.0 => Duration::from_secs_f64(t),
+        Some(t) => return Err(format!("config_json.timeout_seconds: {t} is not between 0 and 3600")),
+    };
+    let headers = s.headers.into_iter().collect();
+    Ok((Kind::Http(HttpTool { url, method: s.method, headers, timeout }), input_schema(s.input_schema)))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct McpSettings {
+    url: String,
+    #[serde(default)]
+    auth_type: AuthType,
+    auth_value: Option<String>,
+    input_schema: Option<Value>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum AuthType {
+    #[default]
+    None,
+    ApiKey,
+    Bearer,
+    Oauth2,
+}
+
+fn mcp(config: &Value, name: &str) -> Result<(Kind, Value), String> {
+    let s: McpSettings = settings(config)?;
+    let written = s.url.trim_end_matches('/');
+    let url = if written.ends_with("/call") { written.to_owned() } else { format!("{written}/call") };
+    let url = absolute_url(&url, "url")?;
+    let value = || s.auth_value.clone().filter(|v| !v.is_empty());
+    let auth = match s.auth_type {
+        AuthType::None => None,
+        kind => {
+            let value = value().ok_or_else(|| "config_json.auth_value: needed by auth_type".to_owned())?;
+            match kind {
+                AuthType::ApiKey => Some(("x-api-key", value)),
+                _ => Some(("authorization", format!("Bearer {value}"))),
+            }
+        }
+    };
+    Ok((Kind::Mcp(McpTool { url, auth, remote_name: name.to_owned() }), input_schema(s.input_schema)))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BuiltinSettings {
+    function_name: Option<String>,
+    base_url: Option<String>,
+}
+
+fn builtin(config: &Value, name: &str) -> Result<(Kind, Value), String> {
+    let s: BuiltinSettings = settings(config)?;
+    let function = s.function_name.as_deref().unwrap_or(name);
+    if s.base_url.is_some() && function != "web_search" {
+        return Err("config_json.base_url: only web_search takes a base_url".into());
+    }
+    let string = |description: &str| json!({"type": "string", "description": description});
+    Ok(match function {
+        "web_search" => {
+            let base_url = absolute_url(s.base_url.as_deref().unwrap_or(DUCKDUCKGO), "base_url")?;
+            let schema = json!({"type": "object", "properties": {"query": string("What to search for.")}, "required": ["query"], "additionalProperties": false});
+            (Kind::Builtin(Builtin::WebSearch { base_url }), schema)
+        }
+        "journal_write" => {
+            let schema = json!({"type": "object", "properties": {"entry": string("The entry, in Markdown.")}, "required": ["entry"], "additionalProperties": false});
+            (Kind::Builtin(Builtin::JournalWrite), schema)
+        }
+        "text_to_chart" => (Kind::Builtin(Builtin::TextToChart), chart_schema()),
+        "instagram_post" | "whatsapp_send" => {
+            return Err(format!(
+                "builtin `{function}` is not supported: it needs a third-party account's credentials skillhost does not hold"
+            ));
+        }
+        "delegate_to_agent" | "code_execution" => {
+            return Err(format!("builtin `{function}` is not supported by this version of skillhost"));
+        }
+        other => {
+            return Err(format!(
+                "config_json.function_name: unknown builtin `{other}` (web_search, journal_write, text_to_chart)"
+            ));
+        }
+    })
+}
+
+/// The input of `text_to_chart`.
+fn chart_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "kind": {"type": "string", "enum": ["bar", "line", "pie"], "description": "The chart's kind."},
+            "title": {"type": "string", "description": "Its title."},
+            "labels": {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": 100, "description": "The categories (x axis, or the slices)."},
+            "series": {
+                "type": "array", "minItems": 1, "maxItems": 10,
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "name": {"type": "string"},
+                        "values": {"type": "array", "items": {"type": "number"}, "maxItems": 100}
+                    },
+                    "required": ["name", "values"],
+                    "additionalProperties": false
+                },
+                "description": "One or more series, one value per label (a pie takes one series)."
+            }
+        },
+        "required": ["kind", "labels", "series"],
+        "additionalProperties": false
+    })
+}
