@@ -408,3 +408,25 @@ fn postgres_records_read_and_never_write_even_past_the_parser() {
     assert_eq!((code, out["kind"].as_str()), (1, Some("timeout")), "statement_timeout: {out}");
     assert_eq!(pg.psql("sales", "SELECT count(*) FROM orders").trim(), "4", "nothing was written");
 }
+
+/// An MCP client sees the active declared tools in `tools/list` and calls them like any tool;
+/// a gated one is refused there, since this client cannot be asked (no elicitation).
+#[test]
+fn an_mcp_client_lists_and_calls_declared_tools() {
+    let ws = workspace(9, "");
+    let mut raw = support::raw::Raw::start(&ws);
+    raw.initialize("2025-11-25");
+    let listed = raw.request("tools/list", json!({}));
+    let names: Vec<&str> =
+        listed["result"]["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert!(names.contains(&"declared__chart") && names.contains(&"declared__weather"), "{names:?}");
+    assert!(!names.contains(&"declared__dormant"), "an inactive record is not offered: {names:?}");
+    let chart = json!({"kind": "line", "labels": ["mon", "tue"], "series": [{"name": "load", "values": [0.5, 0.7]}]});
+    let (answer, _) = raw.call("declared__chart", chart);
+    assert_eq!(answer["result"]["isError"], json!(false), "{answer}");
+    let text = answer["result"]["content"][0]["text"].as_str().unwrap();
+    let path = serde_json::from_str::<Value>(text).unwrap()["path"].as_str().unwrap().to_owned();
+    assert!(ws.path().join("memory").join(&path).is_file(), "{path}");
+    let (answer, _) = raw.call("declared__echo", json!({"a": "b"}));
+    assert_eq!(answer["result"]["isError"], json!(true), "approve-level, nobody to ask: {answer}");
+}
