@@ -51,8 +51,6 @@ pub enum Kind {
 /// A `database` record's tool.
 #[derive(Debug, Clone)]
 pub struct DatabaseTool {
-    /// `databases.<id>`.
-    pub db_id: String,
     /// Where it is (a relative SQLite path already resolved beside the config).
     pub url: crate::config::DatabaseUrl,
     /// The most rows returned.
@@ -153,10 +151,7 @@ pub fn load(config: &LoadedConfig, problems: &mut Vec<LoadProblem>) -> DeclaredS
             problems.push(problem("a second record with this name".into()));
             continue;
         }
-        let loaded = match record.skill_type {
-            SkillType::Database => database(config, record),
-            _ => declared(record).map(|tool| vec![tool]),
-        };
+        let loaded = declared(config, record);
         let taken = |tools: &[Declared]| {
             tools.iter().find(|t| set.get(&t.spec.full_name).is_some()).map(|t| t.spec.full_name.clone())
         };
@@ -171,18 +166,19 @@ pub fn load(config: &LoadedConfig, problems: &mut Vec<LoadProblem>) -> DeclaredS
     set
 }
 
-fn declared(record: &DeclaredRecord) -> Result<Declared, String> {
-    let config = &record.config_json;
+/// The tools of `record`: one, or a database's two.
+fn declared(config: &LoadedConfig, record: &DeclaredRecord) -> Result<Vec<Declared>, String> {
+    let settings = &record.config_json;
     let (kind, schema) = match record.skill_type {
-        SkillType::Http => http(config)?,
-        SkillType::Mcp => mcp(config, &record.name)?,
-        SkillType::Builtin => builtin(config, &record.name)?,
-        SkillType::Database => return Err("a database record is loaded by `database`".into()),
+        SkillType::Http => http(settings)?,
+        SkillType::Mcp => mcp(settings, &record.name)?,
+        SkillType::Builtin => builtin(settings, &record.name)?,
+        SkillType::Database => return database(config, record),
         SkillType::Function => {
             return Err("skill_type function is not supported by this version of skillhost (supported: http, mcp, builtin, database)".into());
         }
     };
-    tool(record, &record.name, kind, schema, None)
+    Ok(vec![tool(record, &record.name, kind, schema, None)?])
 }
 
 /// The checked tool `declared__<name>` of `record`, with `description` over the record's.
@@ -241,7 +237,6 @@ fn database(config: &LoadedConfig, record: &DeclaredRecord) -> Result<Vec<Declar
         other => other,
     };
     let query = DatabaseTool {
-        db_id: s.db_id.clone(),
         url,
         max_rows: database.max_rows,
         timeout: Duration::from_millis(database.statement_timeout_ms),
@@ -263,10 +258,9 @@ fn database(config: &LoadedConfig, record: &DeclaredRecord) -> Result<Vec<Declar
     let schema_about =
         format!("The tables, columns, types and comments of {about}, to write SQL for {DECLARED}__{}.", record.name);
     let no_input = json!({"type": "object", "properties": {}, "additionalProperties": false});
-    Ok(vec![
-        tool(record, &record.name, Kind::Database(query), sql, Some(query_about))?,
-        tool(record, &schema_name, Kind::Database(companion), no_input, Some(schema_about))?,
-    ])
+    let mut schema = tool(record, &schema_name, Kind::Database(companion), no_input, Some(schema_about))?;
+    schema.spec.human = Human::None; // reading the schema asks nobody, whatever the record's level
+    Ok(vec![tool(record, &record.name, Kind::Database(query), sql, Some(query_about))?, schema])
 }
 
 /// A record's `input_schema`, or an object of string arguments.

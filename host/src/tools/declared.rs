@@ -15,11 +15,12 @@
 mod chart;
 mod database;
 
+use super::skill::static_level;
 use super::{CallScope, Level, ToolCall, ToolInfo, ToolOutcome, ToolSource};
 use crate::llm::ToolDecl;
 use crate::sandbox::HostList;
 use crate::skills::SkillSet;
-use crate::skills::contract::Human;
+use crate::skills::ToolError;
 use crate::skills::declared::{Builtin, Declared, HttpMethod, HttpTool, Kind, McpTool};
 use crate::store::MemoryStore;
 use serde_json::{Value, json};
@@ -85,29 +86,21 @@ impl ToolSource for DeclaredTools {
     fn check(&self, name: &str, input: &Value) -> Result<(), ToolOutcome> {
         let Some(tool) = self.find(name) else { return Ok(()) };
         tool.spec.validate(input).map_err(|problems| {
-            let error = json!({"error": format!("invalid input for `{name}`: {problems}"), "kind": "invalid_input"});
-            ToolOutcome::error(&error, Duration::ZERO)
+            let error = ToolError::InvalidInput { tool: tool.spec.full_name.clone(), problems };
+            ToolOutcome::error(&error.to_model_json(), Duration::ZERO)
         })
     }
 
     async fn level(&self, call: ToolCall<'_>) -> Level {
-        let tool = self.find(call.name);
-        if let Some(Kind::Database(database)) = tool.map(|t| &t.kind)
-            && database.schema
-        {
-            return Level::Auto; // reading the schema asks nobody
-        }
-        match tool.map(|t| t.spec.human) {
-            Some(Human::Confirm) => Level::Confirm,
-            Some(Human::None) => Level::Auto,
-            _ => Level::Approve,
-        }
+        // A declared tool's level is static (never `dynamic`); an unknown one fails closed.
+        self.find(call.name).and_then(|t| static_level(t.spec.human)).unwrap_or(Level::Approve)
     }
 
     async fn execute(&self, call: ToolCall<'_>, _scope: &dyn CallScope) -> ToolOutcome {
         let started = Instant::now();
         let Some(tool) = self.find(call.name) else {
-            return failed(format!("unknown tool `{}`", call.name), "unknown_tool", started);
+            let error = ToolError::UnknownTool(call.name.to_owned());
+            return ToolOutcome::error(&error.to_model_json(), started.elapsed());
         };
         let result = match &tool.kind {
             Kind::Http(http) => self.http(call.name, http, call.input).await,
@@ -137,7 +130,7 @@ impl ToolSource for DeclaredTools {
     }
 }
 
-/// A failed call, as the model reads it.
+/// A failed call, as the model reads it: the message and its kind.
 type Failure = (String, &'static str);
 
 fn failed(message: String, kind: &str, started: Instant) -> ToolOutcome {

@@ -65,8 +65,8 @@ pub trait Platform: Send + Sync + 'static {
 
     /// Posts a skill's message (the `notify` import) as a new message in conversation `id`
     /// (a Slack channel, a Telegram chat), split at [`Platform::LIMIT`] and guarded like an
-    /// answer. Returns the conversation a woken turn answers in (on Slack, the message's
-    /// thread), its `text` and `user_id` left for the kit to fill; or why it was not posted.
+    /// answer. Returns the message as a woken turn's incoming message (no user; on Slack, in
+    /// the message's thread), or why it was not posted.
     async fn notify(&self, id: &str, markdown: &str) -> Result<Incoming<Self::Place>, String>;
 }
 
@@ -314,8 +314,6 @@ impl<P: Platform> Deliver for Chat<P> {
             );
             return Ok(());
         }
-        incoming.text = text.to_owned();
-        incoming.user_id = None;
         incoming.route.push(("notify.skill".into(), skill.to_owned()));
         let skill = skill.to_owned();
         self.turns.spawn(async move {

@@ -291,7 +291,7 @@ impl Platform for Slack {
             channel_id: id.to_owned(),
             thread: Some(ts.clone()),
             user_id: None,
-            text: String::new(),
+            text: markdown.to_owned(),
             route: vec![("slack.thread_ts".into(), ts)],
         })
     }

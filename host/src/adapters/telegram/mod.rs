@@ -262,7 +262,7 @@ impl Platform for Telegram {
             channel_id: chat.to_string(),
             thread: None,
             user_id: None,
-            text: String::new(),
+            text: markdown.to_owned(),
             route: Vec::new(),
         })
     }

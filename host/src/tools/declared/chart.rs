@@ -37,7 +37,7 @@ struct Series {
 }
 
 /// Writes the chart `input` describes; the file's path under the memory root and a summary.
-pub fn write(memory: &MemoryStore, input: &Value) -> Result<Value, (String, &'static str)> {
+pub fn write(memory: &MemoryStore, input: &Value) -> Result<Value, super::Failure> {
     let invalid = |why: String| (why, "invalid_input");
     let spec: Spec = serde_json::from_value(input.clone()).map_err(|e| invalid(e.to_string()))?;
     for series in &spec.series {

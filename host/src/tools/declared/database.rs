@@ -9,6 +9,7 @@
 //! in a `READ ONLY` transaction with a `statement_timeout`, the query run through a cursor
 //! (which accepts only a query, and fetches no more rows than asked), then rolled back.
 
+use super::Failure;
 use crate::config::DatabaseUrl;
 use crate::skills::declared::DatabaseTool;
 use serde_json::{Map, Value, json};
@@ -16,9 +17,6 @@ use sqlparser::ast::{Query, SetExpr, Statement};
 use sqlparser::dialect::{Dialect, PostgreSqlDialect, SQLiteDialect};
 use sqlparser::parser::Parser;
 use std::time::Duration;
-
-/// A failed query, as the model reads it: the message and its kind.
-pub type Failure = (String, &'static str);
 
 /// Runs the tool: the schema, or the query `input.sql`.
 pub async fn run(tool: &DatabaseTool, input: &Value) -> Result<Value, Failure> {
