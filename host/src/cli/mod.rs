@@ -42,7 +42,8 @@ enum Command {
     /// Chat with the agent in the terminal (channel `cli`).
     Chat(chat::ChatArgs),
     /// Serve an adapter: `cli` is the same as `chat`; `api` serves the HTTP API, and the skills
-    /// over MCP at `/mcp`.
+    /// over MCP at `/mcp`; `slack` and `telegram` the chat bots. Skills with a `[schedule]` run
+    /// their `scheduled` export meanwhile.
     Run(chat::RunArgs),
     /// Serve every skill tool as an MCP tool on stdin/stdout (no LLM needed).
     Mcp(mcp::McpArgs),

@@ -8,7 +8,8 @@ use std::process::ExitCode;
 
 #[derive(Debug, Subcommand)]
 pub enum SkillCommand {
-    /// List loaded skills, their tools, approval levels and source folders.
+    /// List loaded skills, their tools, approval levels, schedules and source folders, and the
+    /// tools declared in config (`skills.declared`).
     List,
     /// Check every skill (prompt, manifest, component, tool schemas) without running hooks.
     Validate,
