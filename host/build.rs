@@ -5,6 +5,11 @@
 //! Building them needs the wasm32-wasip2 toolchain (see `toolchain/`). Without it the binary
 //! is still built, without the embedded skills, and says so: at build time as a cargo warning,
 //! at run time in `skillhost skill list`. `SKILLHOST_NO_EMBED=1` skips them on purpose.
+//!
+//! It also builds the function runtime (`host/runtime/function/`, Python on the SDK, with
+//! componentize-py) that runs declared `function` and `code_execution` records. Without
+//! componentize-py the binary is built without it, and such records are load errors that say
+//! why.
 
 use skillhost_toolchain as toolchain;
 use std::fmt::Write as _;
@@ -17,9 +22,16 @@ fn main() {
     let host_dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap());
     let root = host_dir.parent().unwrap().to_path_buf();
     let out_dir = PathBuf::from(std::env::var("OUT_DIR").unwrap());
-    for watched in
-        ["wit", "skill-sdk/src", "skill-sdk/Cargo.toml", "skills/Cargo.toml", "skills/memory", "skills/http_checker"]
-    {
+    for watched in [
+        "wit",
+        "skill-sdk/src",
+        "skill-sdk/Cargo.toml",
+        "skills/Cargo.toml",
+        "skills/memory",
+        "skills/http_checker",
+        "sdk-python/skillhost",
+        "host/runtime/function",
+    ] {
         toolchain::rerun_if_changed_under(&root.join(watched));
     }
     println!("cargo:rerun-if-env-changed=SKILLHOST_OFFLINE");
@@ -58,7 +70,38 @@ fn main() {
             }
         }
     }
+    let runtime = if std::env::var_os("SKILLHOST_NO_EMBED").is_some() {
+        Err("built with SKILLHOST_NO_EMBED set".to_string())
+    } else {
+        function_runtime(&root)
+    };
+    writeln!(generated, "/// The function runtime's component, or why this binary has none.").unwrap();
+    match runtime {
+        Ok(path) => writeln!(
+            generated,
+            "pub const FUNCTION_RUNTIME: Result<&[u8], &str> = Ok(include_bytes!({:?}));",
+            path.display().to_string()
+        )
+        .unwrap(),
+        Err(why) => {
+            println!("cargo:warning=skillhost is built without its function runtime: {why}");
+            writeln!(generated, "pub const FUNCTION_RUNTIME: Result<&[u8], &str> = Err({why:?});").unwrap();
+        }
+    }
     std::fs::write(out_dir.join("builtins.rs"), generated).unwrap();
+}
+
+/// Builds the function runtime with componentize-py (once per content); `Err` says why not.
+fn function_runtime(root: &Path) -> Result<PathBuf, String> {
+    let app = root.join("host/runtime/function");
+    let found = std::process::Command::new("componentize-py").arg("--version").output();
+    if !found.is_ok_and(|o| o.status.success()) {
+        return Err("componentize-py is not installed (pip install componentize-py)".into());
+    }
+    toolchain::cached_python(root, &app, "function_runtime", &[toolchain::PYTHON_SDK], |output| {
+        toolchain::build_python_app(&app, "app", &root.join("wit"), None, output)
+    })
+    .map_err(|e| format!("building host/runtime/function: {e}"))
 }
 
 /// Builds the `skills/` workspace; the path of each embedded skill's component. A missing

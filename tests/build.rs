@@ -62,10 +62,7 @@ fn manifest_value(path: &Path, key: &str) -> Option<String> {
     })
 }
 
-/// Builds a Python skill once per content: componentize-py takes tens of seconds, so the
-/// component is kept in `target/wasm-guests/python/` under a hash of everything it is built
-/// from (the skill's files, the WIT, the files the toolchain bundles as it embedded them,
-/// componentize-py's version).
+/// [`toolchain::cached_python`]; a failure stops the build.
 fn cached_python(
     root: &Path,
     dir: &Path,
@@ -73,51 +70,6 @@ fn cached_python(
     bundled: &[&[(&str, &str)]],
     build: impl FnOnce(&Path) -> Result<(), toolchain::BuildError>,
 ) -> PathBuf {
-    use std::hash::{Hash, Hasher};
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    bundled.hash(&mut hasher);
-    for folder in [dir.to_path_buf(), root.join("wit")] {
-        for file in files_under(&folder) {
-            file.strip_prefix(&folder).unwrap().hash(&mut hasher);
-            std::fs::read(&file).unwrap().hash(&mut hasher);
-        }
-    }
-    let version = std::process::Command::new("componentize-py").arg("--version").output();
-    version.map(|o| o.stdout).unwrap_or_default().hash(&mut hasher);
-    let cache = root.join("target/wasm-guests/python");
-    let output = cache.join(format!("{name}-{:016x}.wasm", hasher.finish()));
-    if !output.is_file() {
-        std::fs::create_dir_all(&cache).unwrap();
-        let partial = output.with_extension("partial");
-        build(&partial).unwrap_or_else(|e| panic!("building {}: {e}", dir.display()));
-        std::fs::rename(&partial, &output).unwrap();
-        // Older builds of this skill are never read again.
-        for stale in std::fs::read_dir(&cache).unwrap().flatten().map(|e| e.path()) {
-            let file = stale.file_name().unwrap().to_string_lossy().into_owned();
-            if stale != output && file.strip_prefix(name).is_some_and(|rest| rest.len() == 22 && rest.starts_with('-'))
-            {
-                let _ = std::fs::remove_file(stale);
-            }
-        }
-    }
-    output
-}
-
-/// The files under `dir`, sorted, without built components and Python caches.
-fn files_under(dir: &Path) -> Vec<PathBuf> {
-    let mut files = Vec::new();
-    let mut pending = vec![dir.to_path_buf()];
-    while let Some(current) = pending.pop() {
-        for entry in std::fs::read_dir(&current).into_iter().flatten().flatten() {
-            let path = entry.path();
-            let name = entry.file_name();
-            if path.is_dir() && name != "__pycache__" {
-                pending.push(path);
-            } else if path.is_file() && path.extension().is_none_or(|e| e != "wasm" && e != "pyc") {
-                files.push(path);
-            }
-        }
-    }
-    files.sort();
-    files
+    toolchain::cached_python(root, dir, name, bundled, build)
+        .unwrap_or_else(|e| panic!("building {}: {e}", dir.display()))
 }

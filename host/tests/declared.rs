@@ -430,3 +430,136 @@ fn an_mcp_client_lists_and_calls_declared_tools() {
     let (answer, _) = raw.call("declared__echo", json!({"a": "b"}));
     assert_eq!(answer["result"]["isError"], json!(true), "approve-level, nobody to ask: {answer}");
 }
+
+/// A workspace with `function` records and `code_execution`, run by the function runtime.
+fn function_workspace(extra: &str) -> Workspace {
+    let ws = Workspace::new();
+    let yaml = format!(
+        "skills:\n  paths: []\n  builtins: []\n  declared:\n\
+         \x20   - name: stats\n\
+         \x20     skill_type: function\n\
+         \x20     description: Mean and spread of numbers.\n\
+         \x20     config_json:\n\
+         \x20       language: python\n\
+         \x20       input_schema: {{type: object, properties: {{values: {{type: array, items: {{type: number}}}}}}, required: [values]}}\n\
+         \x20       code: |\n\
+         \x20         import statistics\n\
+         \x20         def run(args):\n\
+         \x20             values = args[\"values\"]\n\
+         \x20             return {{\"mean\": statistics.mean(values), \"spread\": max(values) - min(values)}}\n\
+         \x20   - {{name: fails, skill_type: function, config_json: {{language: python, code: \"def run(args):\\n    total = 0\\n    return total / int(args['n'])\\n\"}}}}\n\
+         \x20   - {{name: shout, skill_type: function, config_json: '{{\"language\": \"python\", \"code\": \"def run(args):\\n    return args[\\\"text\\\"].upper()\"}}'}}\n\
+         \x20   - {{name: code_execution, skill_type: builtin}}\n\
+         state:\n  filesystem: {{path: state}}\n{extra}"
+    );
+    std::fs::write(ws.path().join("config.yaml"), yaml).unwrap();
+    ws
+}
+
+/// `function` records and `code_execution` run in the sandbox: results, an exception with
+/// its line, and every way out refused (files, sockets, environment, state); a loop is
+/// stopped by fuel, a sleeper at the 5 s deadline, a memory bomb at the cap, and the same
+/// server answers the next call.
+#[test]
+fn functions_run_sandboxed_and_runaways_are_stopped() {
+    let ws = function_workspace("");
+    let (code, out) = call(&ws, "declared__stats", json!({"values": [1, 2, 3, 6]}));
+    assert_eq!((code, out), (0, json!({"mean": 3, "spread": 5})));
+    let (code, out) = call(&ws, "declared__shout", json!({"text": "hi"}));
+    assert_eq!((code, out), (0, Value::String("HI\n".into())));
+    let (code, out) = call(&ws, "declared__stats", json!({"values": "no"}));
+    assert_eq!(code, 1, "the input schema holds: {out}");
+    let (code, out) = call(&ws, "declared__fails", json!({"n": "0"}));
+    assert_eq!(code, 1, "{out}");
+    assert_eq!(out["error"], json!("ZeroDivisionError: division by zero (line 3)"), "{out}");
+    assert_eq!((out["kind"].as_str(), out["line"].as_u64()), (Some("exception"), Some(3)), "{out}");
+
+    let run = |source: &str| call(&ws, "declared__code_execution", json!({"code": source}));
+    let (code, out) = run("import json\nprint('rows:', 2)\njson.dumps({'a': [1, 2]})");
+    assert_eq!((code, out), (0, Value::String("rows: 2\n{\"a\": [1, 2]}\n".into())));
+    let (_, out) = run("open('/etc/hostname').read()");
+    assert!(out["error"].as_str().unwrap().starts_with("FileNotFoundError"), "{out}");
+    let (_, out) = run("import socket\nsocket.create_connection(('127.0.0.1', 22))");
+    assert!(out["error"].as_str().unwrap().starts_with("ModuleNotFoundError"), "{out}");
+    let (_, out) = run("import urllib.request\nurllib.request.urlopen('http://127.0.0.1:9/')");
+    assert_eq!(out["kind"], json!("exception"), "no network: {out}");
+    let (_, out) = run("import os\nprint(sorted(os.environ))\nos.listdir('/')");
+    assert_eq!(out["output"], json!("[]\n"), "no environment: {out}");
+    assert!(out["error"].as_str().unwrap().starts_with("FileNotFoundError"), "no file system at all: {out}");
+    let (_, out) = run("from skillhost import state\nstate.set('k', 'v')");
+    assert!(out["error"].as_str().unwrap().contains("no state store"), "{out}");
+
+    // The runaways, in one long-lived server that goes on answering.
+    let mut raw = support::raw::Raw::start(&ws);
+    raw.initialize("2025-11-25");
+    let (answer, _) = raw.call("declared__code_execution", json!({"code": "while True:\n    pass"}));
+    assert!(answer["result"]["content"][0]["text"].as_str().unwrap().contains("fuel_exhausted"), "{answer}");
+    let started = std::time::Instant::now();
+    let (answer, _) = raw.call("declared__code_execution", json!({"code": "import time\ntime.sleep(60)"}));
+    let text = answer["result"]["content"][0]["text"].as_str().unwrap().to_owned();
+    assert!(text.contains("\"deadline\"") && text.contains("5s"), "{answer}");
+    assert!(started.elapsed() < Duration::from_secs(60), "stopped long before the sleep ends");
+    let (answer, _) = raw.call(
+        "declared__code_execution",
+        json!({"code": "chunks = []\nwhile True:\n    chunks.append(bytearray(8 << 20))"}),
+    );
+    let text = answer["result"]["content"][0]["text"].as_str().unwrap().to_owned();
+    assert!(text.contains("MemoryError") || text.contains("memory"), "{answer}");
+    let (answer, _) = raw.call("declared__stats", json!({"values": [2, 4]}));
+    assert_eq!(answer["result"]["isError"], json!(false), "the server is healthy: {answer}");
+    assert!(answer["result"]["content"][0]["text"].as_str().unwrap().contains("\"mean\": 3"), "{answer}");
+}
+
+/// Code that does not compile, or has no `run`, is a load problem with its line; the other
+/// records still load.
+#[test]
+fn function_code_is_checked_at_load() {
+    let ws = function_workspace("");
+    let path = ws.path().join("config.yaml");
+    let good = std::fs::read_to_string(&path).unwrap();
+    let bad = good.replace(
+        "state:\n",
+        "    - {name: syntax, skill_type: function, config_json: {language: python, code: \"def run(args):\\n    x = [1,\\n    return x\\n\"}}\n\
+         \x20   - {name: norun, skill_type: function, config_json: {language: python, code: \"def go(args):\\n    return 1\\n\"}}\n\
+         \x20   - {name: js, skill_type: function, config_json: {language: javascript, code: 'function run() {}'}}\n\
+         state:\n",
+    );
+    std::fs::write(&path, bad).unwrap();
+    let out = support::skillhost(&ws, &["skill", "validate"], "");
+    assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
+    for expected in [
+        "skill `declared__syntax`: skills.declared[4]: config_json.code: SyntaxError: '[' was never closed (line 2)",
+        "skill `declared__norun`: skills.declared[5]: config_json.code: the code defines no top-level `def run(args)`",
+        "skill `declared__js`: skills.declared[6]: config_json.language: `javascript` is not supported (python)",
+    ] {
+        assert!(out.stderr.contains(expected), "{expected}:\n{}", out.stderr);
+    }
+    assert!(out.stdout.contains("3 problem(s)"), "{}", out.stdout);
+    let out = support::skillhost(&ws, &["skill", "list"], "");
+    assert!(
+        out.stdout.contains("- declared__stats  [function, approval: none, active]  Mean and spread"),
+        "{}",
+        out.stdout
+    );
+    assert!(out.stdout.contains("- declared__code_execution  [builtin, approval: none, active]"), "{}", out.stdout);
+}
+
+/// Through the engine: the model runs code and a function, and reads their results.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_runs_declared_code() {
+    let code = Answer::default().call("c1", "declared__code_execution", json!({"code": "sum(range(101))"}));
+    let stats = Answer::default().call("s1", "declared__stats", json!({"values": [10, 20]}));
+    let llm = LlmServer::start(vec![code.into(), stats.into(), Answer::text(&["Done."]).into()]).await;
+    let extra = format!(
+        "llm:\n  provider: anthropic\n  model: test-model\n  max_tokens: 500\n  anthropic: {{api_key: test, base_url: '{}'}}\n",
+        llm.url()
+    );
+    let ws = function_workspace(&extra);
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_skillhost"));
+    command.current_dir(ws.path()).args(["chat"]);
+    let out = tokio::task::block_in_place(|| support::run_bounded(command, "add them up\n"));
+    assert!(out.stdout.contains("Done."), "{}{}", out.stdout, out.stderr);
+    assert_eq!(support::tool_results(&llm, 1)[0]["content"], json!("5050"));
+    let stats = support::tool_results(&llm, 2)[0]["content"].to_string();
+    assert!(stats.contains("mean") && stats.contains("15"), "{stats}");
+}

@@ -289,3 +289,64 @@ mod tests {
         assert_eq!(on_disk, embedded);
     }
 }
+
+/// Builds a Python component once per content: componentize-py takes tens of seconds, so the
+/// component is kept in `<root>/target/wasm-guests/python/` under a hash of everything it is
+/// built from (the files under `dir`, the WIT, the files the toolchain bundles as it embedded
+/// them, componentize-py's version). Older builds of `name` are removed.
+pub fn cached_python(
+    root: &Path,
+    dir: &Path,
+    name: &str,
+    bundled: &[&[(&str, &str)]],
+    build: impl FnOnce(&Path) -> Result<(), BuildError>,
+) -> Result<std::path::PathBuf, BuildError> {
+    use std::hash::{Hash, Hasher};
+    let failed = |e: std::io::Error| BuildError::Failed(format!("the Python build cache: {e}"));
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    bundled.hash(&mut hasher);
+    for folder in [dir.to_path_buf(), root.join("wit")] {
+        for file in files_under(&folder) {
+            file.strip_prefix(&folder).unwrap_or(&file).hash(&mut hasher);
+            std::fs::read(&file).map_err(failed)?.hash(&mut hasher);
+        }
+    }
+    let version = Command::new("componentize-py").arg("--version").output();
+    version.map(|o| o.stdout).unwrap_or_default().hash(&mut hasher);
+    let cache = root.join("target/wasm-guests/python");
+    let output = cache.join(format!("{name}-{:016x}.wasm", hasher.finish()));
+    if !output.is_file() {
+        std::fs::create_dir_all(&cache).map_err(failed)?;
+        let partial = output.with_extension("partial");
+        build(&partial)?;
+        std::fs::rename(&partial, &output).map_err(failed)?;
+        // Older builds of this component are never read again.
+        for stale in std::fs::read_dir(&cache).map_err(failed)?.flatten().map(|e| e.path()) {
+            let file = stale.file_name().unwrap_or_default().to_string_lossy().into_owned();
+            if stale != output && file.strip_prefix(name).is_some_and(|rest| rest.len() == 22 && rest.starts_with('-'))
+            {
+                let _ = std::fs::remove_file(stale);
+            }
+        }
+    }
+    Ok(output)
+}
+
+/// The files under `dir`, sorted, without built components and Python caches.
+fn files_under(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(current) = pending.pop() {
+        for entry in std::fs::read_dir(&current).into_iter().flatten().flatten() {
+            let path = entry.path();
+            let name = entry.file_name();
+            if path.is_dir() && name != "__pycache__" {
+                pending.push(path);
+            } else if path.is_file() && path.extension().is_none_or(|e| e != "wasm" && e != "pyc") {
+                files.push(path);
+            }
+        }
+    }
+    files.sort();
+    files
+}

@@ -122,8 +122,9 @@ pub struct Capabilities {
     pub skill: String,
     /// The memory root, when both manifest and grant allow it.
     pub memory: Option<MemoryStore>,
-    /// The state store, and the skill's namespace in it.
-    pub state: StateStore,
+    /// The state store, and the skill's namespace in it; `None` for code with no state (the
+    /// function runtime's).
+    pub state: Option<StateStore>,
     /// The namespace of the skill's keys (no other skill shares it).
     pub state_namespace: String,
     /// Hosts the manifest asks for.

@@ -32,6 +32,15 @@ pub struct Declared {
     pub active: bool,
     /// What runs it.
     pub kind: Kind,
+    /// Its record's place in `skills.declared` (a load problem names it).
+    pub record: usize,
+}
+
+impl Declared {
+    /// Whether the function runtime runs it (a `function` record, `code_execution`).
+    pub fn needs_runtime(&self) -> bool {
+        matches!(self.kind, Kind::Function(_) | Kind::Builtin(Builtin::CodeExecution))
+    }
 }
 
 /// What runs a declared tool.
@@ -46,6 +55,15 @@ pub enum Kind {
     /// A read-only query over a configured database (`Query`), or its schema (`Schema`, the
     /// companion `declared__<name>_schema` tool).
     Database(DatabaseTool),
+    /// Python code whose `run(args)` the function runtime calls, sandboxed.
+    Function(FunctionTool),
+}
+
+/// A `function` record.
+#[derive(Debug, Clone)]
+pub struct FunctionTool {
+    /// The Python source; it defines `run(args)` (checked at load).
+    pub code: Arc<str>,
 }
 
 /// A `database` record's tool.
@@ -107,6 +125,8 @@ pub enum Builtin {
     JournalWrite,
     /// A bar, line or pie chart as an SVG file under the memory root.
     TextToChart,
+    /// The model's Python code, run in the function runtime.
+    CodeExecution,
 }
 
 impl Builtin {
@@ -118,15 +138,28 @@ impl Builtin {
             Builtin::TextToChart => {
                 "Draw a bar, line or pie chart from labels and series; returns the SVG file's path."
             }
+            Builtin::CodeExecution => {
+                "Run Python code in a sandbox (standard library only; no files, network or environment; \
+                 a few seconds at most). The result is what it prints, then the value of its last line \
+                 when that is an expression."
+            }
         }
     }
 }
 
 /// The declared tools of one config, and the records that did not load.
-#[derive(Debug, Default, Clone)]
+#[derive(Default, Clone)]
 pub struct DeclaredSet {
     /// Every record that loaded, active or not, in config order.
     pub tools: Vec<Arc<Declared>>,
+    /// The function runtime, when a record needs it (see [`check_code`]).
+    pub runtime: Option<Arc<super::Skill>>,
+}
+
+impl std::fmt::Debug for DeclaredSet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeclaredSet").field("tools", &self.tools).field("runtime", &self.runtime.is_some()).finish()
+    }
 }
 
 impl DeclaredSet {
@@ -151,7 +184,7 @@ pub fn load(config: &LoadedConfig, problems: &mut Vec<LoadProblem>) -> DeclaredS
             problems.push(problem("a second record with this name".into()));
             continue;
         }
-        let loaded = declared(config, record);
+        let loaded = declared(config, record, index);
         let taken = |tools: &[Declared]| {
             tools.iter().find(|t| set.get(&t.spec.full_name).is_some()).map(|t| t.spec.full_name.clone())
         };
@@ -167,23 +200,22 @@ pub fn load(config: &LoadedConfig, problems: &mut Vec<LoadProblem>) -> DeclaredS
 }
 
 /// The tools of `record`: one, or a database's two.
-fn declared(config: &LoadedConfig, record: &DeclaredRecord) -> Result<Vec<Declared>, String> {
+fn declared(config: &LoadedConfig, record: &DeclaredRecord, index: usize) -> Result<Vec<Declared>, String> {
     let settings = &record.config_json;
     let (kind, schema) = match record.skill_type {
         SkillType::Http => http(settings)?,
         SkillType::Mcp => mcp(settings, &record.name)?,
         SkillType::Builtin => builtin(settings, &record.name)?,
-        SkillType::Database => return database(config, record),
-        SkillType::Function => {
-            return Err("skill_type function is not supported by this version of skillhost (supported: http, mcp, builtin, database)".into());
-        }
+        SkillType::Database => return database(config, record, index),
+        SkillType::Function => function(settings)?,
     };
-    Ok(vec![tool(record, &record.name, kind, schema, None)?])
+    Ok(vec![tool(record, index, &record.name, kind, schema, None)?])
 }
 
 /// The checked tool `declared__<name>` of `record`, with `description` over the record's.
 fn tool(
     record: &DeclaredRecord,
+    index: usize,
     name: &str,
     kind: Kind,
     schema: Value,
@@ -214,7 +246,7 @@ fn tool(
             .replacen("tool `", "`", 1)
             .replace("input schema", "config_json.input_schema")
     })?;
-    Ok(Declared { spec, skill_type: record.skill_type, active: record.is_active, kind })
+    Ok(Declared { spec, skill_type: record.skill_type, active: record.is_active, kind, record: index })
 }
 
 #[derive(Deserialize)]
@@ -225,7 +257,7 @@ struct DatabaseSettings {
 
 /// A `database` record: the query tool `declared__<name>` and its companion
 /// `declared__<name>_schema`.
-fn database(config: &LoadedConfig, record: &DeclaredRecord) -> Result<Vec<Declared>, String> {
+fn database(config: &LoadedConfig, record: &DeclaredRecord, index: usize) -> Result<Vec<Declared>, String> {
     let s: DatabaseSettings = settings(&record.config_json)?;
     let databases = &config.config.databases;
     let database = databases.get(&s.db_id).ok_or_else(|| {
@@ -258,9 +290,9 @@ fn database(config: &LoadedConfig, record: &DeclaredRecord) -> Result<Vec<Declar
     let schema_about =
         format!("The tables, columns, types and comments of {about}, to write SQL for {DECLARED}__{}.", record.name);
     let no_input = json!({"type": "object", "properties": {}, "additionalProperties": false});
-    let mut schema = tool(record, &schema_name, Kind::Database(companion), no_input, Some(schema_about))?;
+    let mut schema = tool(record, index, &schema_name, Kind::Database(companion), no_input, Some(schema_about))?;
     schema.spec.human = Human::None; // reading the schema asks nobody, whatever the record's level
-    Ok(vec![tool(record, &record.name, Kind::Database(query), sql, Some(query_about))?, schema])
+    Ok(vec![tool(record, index, &record.name, Kind::Database(query), sql, Some(query_about))?, schema])
 }
 
 /// A record's `input_schema`, or an object of string arguments.
@@ -391,12 +423,16 @@ fn builtin(config: &Value, name: &str) -> Result<(Kind, Value), String> {
                 "builtin `{function}` is not supported: it needs a third-party account's credentials skillhost does not hold"
             ));
         }
-        "delegate_to_agent" | "code_execution" => {
+        "code_execution" => {
+            let schema = json!({"type": "object", "properties": {"code": string("Python source to run.")}, "required": ["code"], "additionalProperties": false});
+            (Kind::Builtin(Builtin::CodeExecution), schema)
+        }
+        "delegate_to_agent" => {
             return Err(format!("builtin `{function}` is not supported by this version of skillhost"));
         }
         other => {
             return Err(format!(
-                "config_json.function_name: unknown builtin `{other}` (web_search, journal_write, text_to_chart)"
+                "config_json.function_name: unknown builtin `{other}` (web_search, journal_write, text_to_chart, code_execution)"
             ));
         }
     })
@@ -427,4 +463,84 @@ fn chart_schema() -> Value {
         "required": ["kind", "labels", "series"],
         "additionalProperties": false
     })
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FunctionSettings {
+    language: String,
+    code: String,
+    input_schema: Option<Value>,
+}
+
+fn function(config: &Value) -> Result<(Kind, Value), String> {
+    let s: FunctionSettings = settings(config)?;
+    if s.language != "python" {
+        return Err(format!("config_json.language: `{}` is not supported (python)", s.language));
+    }
+    if s.code.trim().is_empty() {
+        return Err("config_json.code: empty".into());
+    }
+    Ok((Kind::Function(FunctionTool { code: s.code.into() }), input_schema(s.input_schema)))
+}
+
+/// Whether a record of `config` would need the function runtime (to compile it early).
+pub fn wants_runtime(config: &LoadedConfig) -> bool {
+    config.config.skills.declared.iter().any(|record| match record.skill_type {
+        SkillType::Function => true,
+        SkillType::Builtin => {
+            let function = record.config_json.get("function_name").and_then(Value::as_str);
+            function.unwrap_or(&record.name) == "code_execution"
+        }
+        _ => false,
+    })
+}
+
+/// Loads the function runtime when a record needs it and checks every `function` record's
+/// code with it (a syntax error is a problem with its line, as is code without `run`). A
+/// record it cannot serve is a problem of its own; the others stay.
+pub async fn check_code(set: &mut DeclaredSet, loader: &super::Loader, problems: &mut Vec<LoadProblem>) {
+    if !set.tools.iter().any(|t| t.needs_runtime()) {
+        return;
+    }
+    let problem = |tool: &Declared, message: String| LoadProblem {
+        skill: tool.spec.full_name.clone(),
+        file: PathBuf::from(format!("skills.declared[{}]", tool.record)),
+        message,
+    };
+    let runtime = match loader.function_runtime().await {
+        Ok(runtime) => Arc::new(runtime),
+        Err(why) => {
+            for tool in set.tools.iter().filter(|t| t.needs_runtime()) {
+                problems.push(problem(tool, format!("the function runtime is not available: {why}")));
+            }
+            set.tools.retain(|t| !t.needs_runtime());
+            return;
+        }
+    };
+    let ctx = crate::sandbox::CallContext::standalone("load");
+    let mut kept = Vec::with_capacity(set.tools.len());
+    for tool in std::mem::take(&mut set.tools) {
+        let Kind::Function(function) = &tool.kind else {
+            kept.push(tool);
+            continue;
+        };
+        let input = json!({"code": &*function.code, "mode": "function"});
+        let checked = match runtime.call("check", &input, &ctx).await {
+            Ok(outcome) => serde_json::from_str::<Value>(&outcome.value.content)
+                .map_err(|e| format!("the function runtime answered something else: {e}")),
+            Err(e) => Err(format!("checking the code failed: {e}")),
+        };
+        match checked {
+            Ok(answer) if answer["ok"] == json!(true) => kept.push(tool),
+            Ok(answer) => {
+                let error = answer["error"].as_str().unwrap_or("the code does not compile");
+                let line = answer["line"].as_u64().map(|l| format!(" (line {l})")).unwrap_or_default();
+                problems.push(problem(&tool, format!("config_json.code: {error}{line}")));
+            }
+            Err(why) => problems.push(problem(&tool, why)),
+        }
+    }
+    set.tools = kept;
+    set.runtime = Some(runtime);
 }

@@ -158,6 +158,7 @@ impl Loader {
             admit(&mut set, loaded, &builtin::location(name))?;
         }
         set.declared = super::declared::load(&self.config, &mut set.problems);
+        super::declared::check_code(&mut set.declared, self, &mut set.problems).await;
         // An agent's `skills.allowed`: the others never start.
         if let Some(allowed) = &self.config.config.skills.allowed {
             let (kept, not_allowed) = std::mem::take(&mut set.skills)
@@ -209,6 +210,9 @@ impl Loader {
                 jobs.push((builtin.name().to_string(), Wasm::Bytes(embedded.wasm)));
             }
         }
+        if let (true, Ok(wasm)) = (super::declared::wants_runtime(&self.config), builtin::FUNCTION_RUNTIME) {
+            jobs.push((super::declared::DECLARED.to_string(), Wasm::Bytes(wasm)));
+        }
         for (dir, file) in dirs.iter().zip(&files) {
             if file.is_file() {
                 let folder = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
@@ -259,6 +263,34 @@ impl Loader {
             Err(Failure::Problem(problem)) => Err(problem),
             Err(Failure::Fatal(e)) => Err(unnamed(e.0)),
         }
+    }
+
+    /// The function runtime (`host/runtime/function`), embedded in the binary, that runs the
+    /// code of declared `function` and `code_execution` records: no capability at all (no
+    /// memory, state, network, environment, MCP or notify, whatever the grants say), the
+    /// limits of its manifest (a 5 s deadline) within the operator's maximums.
+    pub async fn function_runtime(&self) -> Result<Skill, String> {
+        const NAME: &str = super::declared::DECLARED;
+        let wasm = builtin::FUNCTION_RUNTIME.map_err(|why| format!("this skillhost binary has none ({why})"))?;
+        let manifest = Manifest::parse(builtin::FUNCTION_RUNTIME_MANIFEST)?;
+        let component = self.sandbox.load(wasm).map_err(|e| e.to_string())?;
+        let caps = Capabilities {
+            skill: NAME.into(),
+            memory: None,
+            state: None,
+            state_namespace: String::new(),
+            http_requested: HostList::new(Vec::<String>::new()),
+            http_granted: HostList::new(Vec::<String>::new()),
+            mcp: None,
+            env: Vec::new(),
+            notify: NotifyGrant { asked: false, granted: Vec::new(), notifier: None },
+        };
+        let env = CallEnv { caps: Arc::new(caps), limits: self.policy.for_skill(&manifest.limits) };
+        let (defs, info) = component.describe(&env).await.map_err(|e| e.to_string())?.value;
+        let tools = defs.into_iter().map(|def| ToolSpec::new(NAME, def.into())).collect::<Result<Vec<_>, _>>()?;
+        let location = builtin::location("function runtime");
+        let skill = Skill::new(NAME.into(), location, builtin::prompt(""), serde_json::json!({}));
+        Ok(skill.with_component(component, env, tools, info.into()))
     }
 
     /// Loads one skill folder. `Ok(None)`: not a skill folder.
@@ -437,7 +469,7 @@ impl Loader {
         let caps = Capabilities {
             skill: name.to_string(),
             memory: (asked.memory && grant.memory).then(|| MemoryStore::new(memory_root)),
-            state: self.state.clone(),
+            state: Some(self.state.clone()),
             state_namespace: format!("skill-{name}"),
             http_requested: HostList::new(asked.http_hosts.clone()),
             http_granted: HostList::new(grant.http_hosts),

@@ -9,8 +9,11 @@
 //! - `mcp`: the spec's `POST {url}/call` JSON-RPC `tools/call`; the first text content.
 //! - `database`: one read-only statement on a configured database, refused twice over for
 //!   anything that writes (`declared/database.rs`), and the companion `_schema` tool.
+//! - `function`: the record's Python `run(args)`, in the function runtime (a component with
+//!   no capability, under its deadline, fuel and memory cap).
 //! - `builtin`: `web_search` (DuckDuckGo's Instant Answer API), `journal_write` and
-//!   `text_to_chart` (files under the memory root, confined as the memory skill's).
+//!   `text_to_chart` (files under the memory root, confined as the memory skill's), and
+//!   `code_execution` (the model's Python, in the function runtime).
 
 mod chart;
 mod database;
@@ -109,6 +112,14 @@ impl ToolSource for DeclaredTools {
             Kind::Builtin(Builtin::JournalWrite) => self.journal(call),
             Kind::Builtin(Builtin::TextToChart) => chart::write(&self.memory, call.input),
             Kind::Database(database) => database::run(database, call.input).await,
+            Kind::Function(function) => {
+                let input = json!({"code": &*function.code, "args": call.input.to_string()});
+                return self.in_runtime("run", &input, call, started).await;
+            }
+            Kind::Builtin(Builtin::CodeExecution) => {
+                let input = json!({"code": call.input["code"].as_str().unwrap_or_default()});
+                return self.in_runtime("execute", &input, call, started).await;
+            }
         };
         match result {
             Ok(value) => {
@@ -125,6 +136,32 @@ impl ToolSource for DeclaredTools {
             Err((message, kind)) => {
                 tracing::warn!(tool = %call.name, kind, "declared tool failed: {message}");
                 failed(message, kind, started)
+            }
+        }
+    }
+}
+
+impl DeclaredTools {
+    /// Runs `tool` of the function runtime: its result, or the sandbox's refusal (deadline,
+    /// fuel, memory, trap) as the model reads any skill's.
+    async fn in_runtime(&self, tool: &str, input: &Value, call: ToolCall<'_>, started: Instant) -> ToolOutcome {
+        let Some(runtime) = &self.skills.declared.runtime else {
+            let why = "the function runtime is not loaded".to_owned();
+            return failed(why, "unavailable", started);
+        };
+        match runtime.call(tool, input, call.ctx).await {
+            Ok(outcome) => {
+                let result = outcome.value;
+                if result.succeeded != Some(false) {
+                    return ToolOutcome::text(result.content, started.elapsed());
+                }
+                tracing::info!(tool = %call.name, "declared code raised: {}", result.content);
+                let error = serde_json::from_str(&result.content).unwrap_or_else(|_| json!({"error": result.content}));
+                ToolOutcome::error(&error, started.elapsed())
+            }
+            Err(e) => {
+                tracing::warn!(tool = %call.name, kind = e.kind(), "declared code stopped: {e}");
+                ToolOutcome::error(&e.to_model_json(), started.elapsed())
             }
         }
     }

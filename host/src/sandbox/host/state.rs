@@ -2,7 +2,7 @@
 
 use crate::sandbox::bindings::skillhost::skill::state::{Error, Host};
 use crate::sandbox::host_state::HostState;
-use crate::store::StateError;
+use crate::store::{StateError, StateStore};
 
 fn convert(e: StateError) -> Error {
     match e {
@@ -11,22 +11,28 @@ fn convert(e: StateError) -> Error {
     }
 }
 
+impl HostState {
+    fn state(&self) -> Result<&StateStore, Error> {
+        self.caps.state.as_ref().ok_or_else(|| Error::Other("this code has no state store".into()))
+    }
+}
+
 impl Host for HostState {
     async fn get(&mut self, key: String) -> Result<Option<String>, Error> {
-        self.caps.state.get(&self.caps.state_namespace, &key).map_err(convert)
+        self.state()?.get(&self.caps.state_namespace, &key).map_err(convert)
     }
 
     /// Bounded by the skill's state quota (`state_quota_mb`, `state_quota_keys`).
     async fn set(&mut self, key: String, value: String) -> Result<(), Error> {
         let quota = self.limits.state_quota();
-        self.caps.state.set_within(&self.caps.state_namespace, &key, &value, &quota).map_err(convert)
+        self.state()?.set_within(&self.caps.state_namespace, &key, &value, &quota).map_err(convert)
     }
 
     async fn delete(&mut self, key: String) -> Result<(), Error> {
-        self.caps.state.delete(&self.caps.state_namespace, &key).map_err(convert)
+        self.state()?.delete(&self.caps.state_namespace, &key).map_err(convert)
     }
 
     async fn keys(&mut self) -> Result<Vec<String>, Error> {
-        self.caps.state.keys(&self.caps.state_namespace).map_err(convert)
+        self.state()?.keys(&self.caps.state_namespace).map_err(convert)
     }
 }

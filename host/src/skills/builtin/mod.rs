@@ -33,6 +33,11 @@ mod generated {
 /// with `SKILLHOST_NO_EMBED`); `None` when it has them.
 pub const MISSING: Option<&str> = generated::MISSING;
 
+/// The function runtime's component (`host/runtime/function`), or why this binary has none.
+pub const FUNCTION_RUNTIME: Result<&[u8], &str> = generated::FUNCTION_RUNTIME;
+/// Its `skill.toml` (its limits).
+pub const FUNCTION_RUNTIME_MANIFEST: &str = include_str!("../../../runtime/function/skill.toml");
+
 /// The embedded component skill called `name`, when this binary has it.
 pub fn embedded(name: &str) -> Option<Embedded> {
     [generated::MEMORY, generated::HTTP_CHECKER].into_iter().flatten().find(|e| e.name == name)
