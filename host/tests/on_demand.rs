@@ -181,7 +181,7 @@ fn always_injects_every_body_and_overrides_pick_skills() {
 fn loading_settings_that_cannot_apply_are_clear_errors() {
     let llm = llm(vec![]);
     for (extra, expected) in [
-        ("  loading: lazy\n", "unknown variant `lazy`, expected `always` or `on_demand`"),
+        ("  loading: lazy\n", "unknown variant `lazy`, expected one of `always`, `on_demand`, `sub_agent`"),
         ("  loading_overrides: {notes: on_demand}\n", "skills.loading_overrides.notes: `on_demand` needs a SKILL.md"),
     ] {
         let ws = workspace(&llm, "");

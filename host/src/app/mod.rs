@@ -13,7 +13,7 @@ pub mod serve;
 pub use serve::serve;
 
 use crate::config::{self, AdapterKind, LoadedConfig, Ui};
-use crate::engine::{Engine, EngineSettings};
+use crate::engine::{Engine, EngineSettings, NestedRunner, Peers};
 
 use crate::adapters::outbox::Outbox;
 use crate::mcp::McpManager;
@@ -116,10 +116,18 @@ impl App {
         mcp.set_people(options.asks_people());
         let c = &config.config;
         mcp.set_state(crate::store::StateStore::new(config.resolve(&c.state.filesystem.path)));
-        let mut agents = Vec::new();
+        let (mut agents, peers) = (Vec::new(), Arc::new(Peers::default()));
         for (name, agent_config) in agent_configs(&config, &options.agents)? {
-            agents.push(build_agent(&sandbox, &mcp, name, agent_config, &options).await?);
+            agents.push(build_agent(&sandbox, &mcp, name, agent_config, &options, &peers).await?);
         }
+        // Delegations (`delegate_to_agent`) find the other agents of this process by key.
+        for agent in &agents {
+            if let Some(name) = &agent.name {
+                let engine: Arc<dyn NestedRunner> = agent.engine.clone();
+                peers.register(name, Arc::downgrade(&engine));
+            }
+        }
+        check_delegations(&config, &agents)?;
         check_names(&config, &agents, &mcp)?;
         Ok(App { config, sandbox, mcp, agents })
     }
@@ -220,6 +228,7 @@ async fn build_agent(
     name: Option<String>,
     config: LoadedConfig,
     options: &Options,
+    peers: &Arc<Peers>,
 ) -> anyhow::Result<Agent> {
     let who = name.as_deref().map(|n| format!("agent `{n}`: ")).unwrap_or_default();
     let provider = match options.llm {
@@ -238,7 +247,8 @@ async fn build_agent(
     let tools = tools_for(mcp, &set, &config).await;
     let mut settings = EngineSettings::from_config(&config);
     settings.agent = name.clone();
-    let engine = Arc::new(Engine::new(set.clone(), tools, provider, settings, loader.state.clone()));
+    let engine = Engine::new(set.clone(), tools, provider, settings, loader.state.clone()).with_peers(peers.clone());
+    let engine = Arc::new(engine);
     let mut adapters = config.config.adapter.kinds();
     if adapters.is_empty() {
         adapters.push(AdapterKind::Cli);
@@ -262,6 +272,27 @@ async fn build_agent(
 fn check_loading(set: &SkillSet, config: &LoadedConfig) -> anyhow::Result<()> {
     let overrides = &config.config.skills.loading_overrides;
     crate::tools::load_skill::check_overrides(set, overrides).map_err(anyhow::Error::msg)
+}
+
+/// Refuses a `delegate_to_agent` record whose `to_agent_id` names no agent in `agents`.
+fn check_delegations(config: &LoadedConfig, agents: &[Agent]) -> anyhow::Result<()> {
+    use crate::skills::declared::{Builtin, Kind};
+    let known = &config.config.agents;
+    for agent in agents {
+        for tool in &agent.engine.skills().declared.tools {
+            let Kind::Builtin(Builtin::Delegate { to: Some(to) }) = &tool.kind else { continue };
+            if !known.contains_key(to) {
+                let at = agent.name.as_deref().map(|n| format!("agent `{n}`: ")).unwrap_or_default();
+                let names: Vec<&str> = known.keys().map(String::as_str).collect();
+                bail!(
+                    "{at}skills.declared `{}`: config_json.to_agent_id: no agent `{to}` in `agents` (configured: {})",
+                    tool.spec.full_name,
+                    names.join(", ")
+                );
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Reports the names in config that match nothing the built agents have ([`names`]): a

@@ -373,6 +373,9 @@ pub enum Loading {
     /// `load_skill` for its body, and its tools are offered from then on.
     #[default]
     OnDemand,
+    /// The skill is one tool, `<skill>__run {task}`: a nested turn whose only system prompt
+    /// is the body, with only the skill's own tools; its answer is the result.
+    SubAgent,
 }
 
 impl Default for Skills {

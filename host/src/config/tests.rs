@@ -224,7 +224,7 @@ fn skill_loading_defaults_to_on_demand_and_bad_values_or_keys_are_errors() {
     assert_eq!(config.skills.loading, Loading::Always);
     assert_eq!(config.skills.loading_overrides["pdf_tools"], Loading::OnDemand);
     let err = parse("skills:\n  loading: lazy\n", env(&[])).unwrap_err();
-    assert!(err.contains("unknown variant `lazy`, expected `always` or `on_demand`"), "{err}");
+    assert!(err.contains("unknown variant `lazy`, expected one of `always`, `on_demand`, `sub_agent`"), "{err}");
     assert!(err.contains("line 2"), "{err}");
     let err = parse("skills:\n  loading_overrides:\n    pdf: sometimes\n", env(&[])).unwrap_err();
     assert!(err.contains("sometimes") && err.contains("line 3"), "{err}");

@@ -2,7 +2,8 @@
 //! calls, the turn's deadline), and the one approval path every adapter shares.
 //!
 //! # Layout
-//! - [`turn`]: [`Engine`], `run_turn` and `call_tool`; [`round`]: one round of calls.
+//! - [`turn`]: [`Engine`], `run_turn` and `call_tool`; [`round`]: one round of calls;
+//!   `nested`: the nested turns of delegations and sub-agent skills.
 //! - [`gate`]: the one approval path (levels with overrides, promotion, asking, refusals);
 //!   [`counterpart`]: how an adapter asks a person; [`promote`]: the approval counts;
 //!   [`tool_budget`]: `engine.tool_budget`; [`window`]: the time window a call asks for.
@@ -18,6 +19,7 @@ pub mod events;
 pub mod gate;
 pub mod history;
 pub mod inflight;
+mod nested;
 mod on_demand;
 pub mod promote;
 pub mod prompt;
@@ -33,5 +35,5 @@ pub use events::{EngineEvent, EventSink, NoEvents, ToolTarget};
 pub use gate::Gate;
 pub use history::History;
 pub use promote::{Promotion, PromotionKey};
-pub use round::{MAX_PARALLEL, ToolCallRecord};
+pub use round::{MAX_PARALLEL, NestedRunner, Peers, ToolCallRecord};
 pub use turn::{Engine, EngineError, EngineSettings, TurnRequest, TurnResult};

@@ -15,7 +15,8 @@ pub const SKILLS_TO_LOAD: &str = "# Skills to load";
 
 /// Builds the system prompt. Empty parts are skipped, so no blank sections reach the model.
 /// Skills in `on_demand` are listed, not injected, except those in `carried`: loaded in
-/// this conversation, but their load is no longer in the history sent.
+/// this conversation, but their load is no longer in the history sent. Skills `left_out`
+/// (sub-agents: their body is another turn's prompt) are neither.
 ///
 /// `MEMORY.md` is read on every call, not cached: skills write memory during a conversation
 /// and the next turn must see it.
@@ -25,9 +26,10 @@ pub fn system_prompt(
     on_demand: &OnDemand,
     carried: &BTreeSet<String>,
     memory_root: &Path,
+    left_out: &dyn Fn(&str) -> bool,
 ) -> String {
     let mut parts: Vec<String> = vec![bot_prompt.trim().to_owned()];
-    let injected = skills.skills.values().filter(|s| !on_demand.contains(&s.name));
+    let injected = skills.skills.values().filter(|s| !on_demand.contains(&s.name) && !left_out(&s.name));
     parts.extend(injected.map(|s| s.prompt.system_text(&s.dir).trim().to_owned()));
     parts.push(catalog(on_demand));
     let carried = carried.iter().filter_map(|name| on_demand.get(name));
@@ -81,7 +83,7 @@ mod tests {
     fn bot_prompt_then_memory_and_empty_parts_skipped() {
         let dir = tempfile::tempdir().unwrap();
         let (set, none) = (SkillSet::default(), OnDemand::default());
-        let prompt = |bot: &str| system_prompt(bot, &set, &none, &BTreeSet::new(), dir.path());
+        let prompt = |bot: &str| system_prompt(bot, &set, &none, &BTreeSet::new(), dir.path(), &|_| false);
         assert_eq!(prompt(" Be brief. "), "Be brief.");
         std::fs::write(dir.path().join(MEMORY_FILE), "\n").unwrap();
         assert_eq!(prompt("Be brief."), "Be brief.");
@@ -101,14 +103,15 @@ mod tests {
             set.skills.insert(name.into(), std::sync::Arc::new(skill));
         }
         let on_demand = OnDemand::new(&set, |_| crate::config::Loading::OnDemand, &[]);
-        let listed = system_prompt("Bot.", &set, &on_demand, &BTreeSet::new(), dir.path());
+        let listed = system_prompt("Bot.", &set, &on_demand, &BTreeSet::new(), dir.path(), &|_| false);
         assert!(listed.starts_with("Bot.\n\nNOTES BODY\n\n# Skills to load\n"), "{listed}");
         let line = format!("- `pdf`: Reads PDFs. (folder: {})", dir.path().join("pdf").display());
         assert!(listed.contains(&line) && !listed.contains("PDF BODY"), "{listed}");
-        let carried = system_prompt("Bot.", &set, &on_demand, &BTreeSet::from(["pdf".to_owned()]), dir.path());
+        let carried =
+            system_prompt("Bot.", &set, &on_demand, &BTreeSet::from(["pdf".to_owned()]), dir.path(), &|_| false);
         assert!(carried.ends_with("# Skill `pdf` (loaded earlier in this conversation)\n\nPDF BODY"), "{carried}");
         let always = OnDemand::new(&set, |_| crate::config::Loading::Always, &[]);
-        let injected = system_prompt("Bot.", &set, &always, &BTreeSet::new(), dir.path());
+        let injected = system_prompt("Bot.", &set, &always, &BTreeSet::new(), dir.path(), &|_| false);
         assert_eq!(injected, "Bot.\n\nNOTES BODY\n\nPDF BODY");
     }
 }

@@ -13,7 +13,8 @@ use crate::llm::{Block, ToolDecl};
 use crate::person::{Answer, Question};
 use crate::sandbox::CallContext;
 use crate::tools::{
-    CallScope, CoverageEntry, Level, Prepared, ToolCall, ToolInfo, ToolOutcome, ToolSource, Tools, unknown_tool,
+    CallScope, CoverageEntry, Level, NestedTurn, Prepared, ToolCall, ToolInfo, ToolOutcome, ToolSource, Tools,
+    unknown_tool,
 };
 use futures::StreamExt;
 use serde_json::{Value, json};
@@ -92,6 +93,53 @@ pub struct Round<'a> {
     pub counterpart: &'a dyn Counterpart,
     /// `engine.tool_budget`: calls past a cap are refused, in call order, before any approval.
     pub tool_budget: &'a TurnBudget,
+    /// Who runs the nested turns its calls ask for; `None` outside a turn.
+    pub nesting: Option<Nesting<'a>>,
+}
+
+/// What lets a round's calls start nested turns ([`CallScope::nested`]).
+#[derive(Clone, Copy)]
+pub struct Nesting<'a> {
+    /// The engine whose turn this is.
+    pub runner: &'a dyn NestedRunner,
+    /// The agents this turn is nested in, outermost first (empty for a person's turn).
+    pub chain: &'a [String],
+}
+
+/// Runs nested turns (the engine, in `nested.rs`).
+#[async_trait::async_trait]
+pub trait NestedRunner: Send + Sync {
+    /// Runs `turn` for a call of `outer`'s (its deadline, person, events and budget), with
+    /// `chain` the agents the outer turn is nested in.
+    async fn run_nested(&self, turn: NestedTurn, outer: &Round<'_>, chain: &[String]) -> Result<String, String>;
+
+    /// Answers `task` delegated to this agent by a call of `outer`'s; `chain` ends with the
+    /// delegating agent.
+    async fn run_delegated(&self, task: String, outer: &Round<'_>, chain: &[String]) -> Result<String, String>;
+}
+
+/// The agents of this process by key, for delegations: filled by the app once every agent
+/// is built; an agent that is gone (reloaded, stopped) is not found.
+#[derive(Default)]
+pub struct Peers {
+    agents: std::sync::RwLock<std::collections::BTreeMap<String, std::sync::Weak<dyn NestedRunner>>>,
+}
+
+impl Peers {
+    /// Adds (or replaces) the agent called `name`.
+    pub fn register(&self, name: &str, agent: std::sync::Weak<dyn NestedRunner>) {
+        self.agents.write().unwrap_or_else(|p| p.into_inner()).insert(name.to_owned(), agent);
+    }
+
+    /// The agent called `name`, while it runs.
+    pub fn get(&self, name: &str) -> Option<std::sync::Arc<dyn NestedRunner>> {
+        self.agents.read().unwrap_or_else(|p| p.into_inner()).get(name).and_then(std::sync::Weak::upgrade)
+    }
+
+    /// The names of the agents registered.
+    pub fn names(&self) -> Vec<String> {
+        self.agents.read().unwrap_or_else(|p| p.into_inner()).keys().cloned().collect()
+    }
 }
 
 impl Round<'_> {
@@ -262,6 +310,13 @@ impl CallScope for Round<'_> {
         let timeout = self.gate.timeout();
         let asked = tokio::time::timeout(timeout, self.counterpart.ask(question, timeout));
         self.deadline.paused(asked).await.unwrap_or(Answer::TimedOut)
+    }
+
+    async fn nested(&self, turn: NestedTurn) -> Result<String, String> {
+        match self.nesting {
+            Some(nesting) => nesting.runner.run_nested(turn, self, nesting.chain).await,
+            None => Err("a nested turn needs a conversation with a model; this call runs outside one".into()),
+        }
     }
 }
 

@@ -10,7 +10,7 @@ use super::history::History;
 use super::inflight::{Held, InFlight};
 use super::on_demand::TurnSkills;
 use super::promote::Promotion;
-use super::round::{Call, Round, ToolCallRecord};
+use super::round::{Call, Nesting, Peers, Round, ToolCallRecord};
 use super::tool_budget::{AfterRound, PARTIAL_ANSWER_INSTRUCTION, TurnBudget};
 use super::{prompt, reflection, verifier};
 use crate::config::{Human, Learning, LoadedConfig, Loading, Session};
@@ -18,7 +18,7 @@ use crate::llm::{Block, Delta, LlmError, Message, Provider, Request, Response, R
 use crate::sandbox::{CallContext, RouteAttributes};
 use crate::skills::SkillSet;
 use crate::store::{MemoryStore, StateError, StateStore};
-use crate::tools::{Level, OnDemand, ToolCall, Tools};
+use crate::tools::{Level, OnDemand, SubAgents, ToolCall, Tools};
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -154,7 +154,7 @@ pub struct Engine {
     skills: Arc<SkillSet>,
     tools: Tools,
     /// The skills that load on demand, and their `load_skill`.
-    on_demand: Arc<OnDemand>,
+    pub(super) on_demand: Arc<OnDemand>,
     /// Shared with background reflections, which outlive the turn. `None` for an engine
     /// that only serves tool calls (`skillhost mcp`, `skillhost call`).
     provider: Option<Arc<dyn Provider>>,
@@ -167,6 +167,10 @@ pub struct Engine {
     channels: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     /// The same, across processes sharing the state directory.
     inflight: InFlight,
+    /// The skills that run as sub-agents, and their `<skill>__run` tools.
+    pub(super) sub_agents: Arc<SubAgents>,
+    /// The other agents of this process, for delegations.
+    pub(super) peers: Arc<Peers>,
 }
 
 impl Engine {
@@ -187,14 +191,38 @@ impl Engine {
         let (history, provider) = (History::new(state), provider.map(Arc::from));
         let (background, channels) = (Mutex::default(), Mutex::default());
         let on_demand = Arc::new(OnDemand::new(&skills, |s| settings.loading_of(s), &tools.decls()));
-        Engine { skills, tools, on_demand, provider, settings, history, gate, background, channels, inflight }
+        let sub_agents = Arc::new(SubAgents::new(&skills, |s| settings.loading_of(s)));
+        let peers = Arc::new(Peers::default());
+        Engine {
+            skills,
+            tools,
+            on_demand,
+            provider,
+            settings,
+            history,
+            gate,
+            background,
+            channels,
+            inflight,
+            sub_agents,
+            peers,
+        }
+    }
+
+    /// The same engine, finding the other agents of this process in `peers`.
+    pub fn with_peers(mut self, peers: Arc<Peers>) -> Self {
+        self.peers = peers;
+        self
     }
 
     /// The same engine over reloaded `skills` and `tools`: provider, settings, histories
     /// and approval counts carry over.
     pub fn reloaded(&self, skills: Arc<SkillSet>, tools: Tools) -> Self {
         let on_demand = Arc::new(OnDemand::new(&skills, |s| self.settings.loading_of(s), &tools.decls()));
+        let sub_agents = Arc::new(SubAgents::new(&skills, |s| self.settings.loading_of(s)));
         Engine {
+            sub_agents,
+            peers: self.peers.clone(),
             skills,
             tools,
             on_demand,
@@ -206,6 +234,16 @@ impl Engine {
             channels: Mutex::default(),
             inflight: self.inflight.clone(),
         }
+    }
+
+    /// The agent's LLM provider, if it has one.
+    pub(super) fn provider(&self) -> Option<Arc<dyn Provider>> {
+        self.provider.clone()
+    }
+
+    /// The agent's approval policy.
+    pub(super) fn gate(&self) -> &Gate {
+        &self.gate
     }
 
     /// The approval counts behind auto-promotion.
@@ -284,8 +322,17 @@ impl Engine {
         budget: &TurnBudget,
     ) -> ToolCallRecord {
         let deadline = Deadline::starting_now(Duration::from_secs(self.settings.session.deadline_seconds));
-        let round =
-            Round { tools: &self.tools, gate: &self.gate, deadline, ctx, events, counterpart, tool_budget: budget };
+        let tool_budget = budget;
+        let round = Round {
+            tools: &self.tools,
+            gate: &self.gate,
+            deadline,
+            ctx,
+            events,
+            counterpart,
+            tool_budget,
+            nesting: None,
+        };
         let mut records = round.run(vec![call]).await;
         records.pop().expect("one record per call")
     }
@@ -342,7 +389,8 @@ impl Engine {
         messages.push(Message::user(req.message.clone()));
         let skills = TurnSkills::begin(&self.on_demand, &self.tools, &self.history, conversation, &messages)?;
         let (bot, memory) = (&self.settings.system_prompt, &self.settings.memory_root);
-        let system = prompt::system_prompt(bot, &self.skills, &self.on_demand, &skills.carried, memory);
+        let leave_out = |name: &str| self.sub_agents.contains(name);
+        let system = prompt::system_prompt(bot, &self.skills, &self.on_demand, &skills.carried, memory, &leave_out);
         let ctx = CallContext {
             config: serde_json::json!({}),
             channel_id: req.channel_id.clone(),
@@ -351,35 +399,67 @@ impl Engine {
             user_message: Some(req.message.clone()),
             observer: None,
         };
+        let tools = match self.sub_agents.is_empty() {
+            true => skills.tools.clone(),
+            false => skills.tools.with_first(self.sub_agents.clone()),
+        };
         let tool_budget = TurnBudget::new(self.settings.tool_budget.clone());
         let round = Round {
-            tools: &skills.tools,
+            tools: &tools,
             gate: &self.gate,
-            deadline: deadline.clone(),
+            deadline,
             ctx: &ctx,
             events,
             counterpart,
             tool_budget: &tool_budget,
+            nesting: Some(Nesting { runner: self, chain: &[] }),
         };
+        let mut result = self.converse(provider, &system, &mut messages, &round, &mut || held.refresh()).await?;
+        if verifier::needed(&result.tool_calls) {
+            self.verify(provider, &mut messages, &mut result).await;
+        }
+        // The history, and the loaded skills when they changed, are written in the same
+        // commit that releases the channel's in-flight marker.
+        let mut writes = vec![History::saving(conversation, &messages)?];
+        writes.extend(skills.saving(conversation)?);
+        held.release_with(writes)?;
+        if self.settings.learning.enabled && self.settings.learning.reflection {
+            self.reflect(provider, req, &result);
+        }
+        Ok(result)
+    }
+
+    /// The model's rounds until it answers: each request with the tools the round offers,
+    /// each round of calls answered; a forced wrap-up once the round's deadline or a tool
+    /// budget is spent. `each_pass` runs before every request (the in-flight marker's refresh).
+    pub(super) async fn converse(
+        &self,
+        provider: &Arc<dyn Provider>,
+        system: &str,
+        messages: &mut Vec<Message>,
+        round: &Round<'_>,
+        each_pass: &mut (dyn FnMut() + Send),
+    ) -> Result<TurnResult, EngineError> {
+        let (deadline, events, tool_budget) = (&round.deadline, round.events, round.tool_budget);
         let mut result = TurnResult { text: String::new(), rounds: 0, tool_calls: Vec::new(), time_boxed: false };
         result.text = loop {
-            held.refresh();
+            each_pass();
             if deadline.is_spent() {
                 result.time_boxed = true;
                 break self
-                    .wrap_up(provider, &system, &mut messages, round.decls(), events, &mut result, WRAPUP_INSTRUCTION)
+                    .wrap_up(provider, system, messages, round.decls(), events, &mut result, WRAPUP_INSTRUCTION)
                     .await?;
             }
             result.rounds += 1;
             events.emit(EngineEvent::RoundStarted);
-            let request = self.request(&system, &messages, tool_budget.offered(round.decls()));
+            let request = self.request(system, messages, tool_budget.offered(round.decls()));
             let Ok(response) =
                 tokio::time::timeout_at(deadline.deadline().into(), self.complete(provider, &request, events)).await
             else {
                 continue; // the budget ran out mid-answer: the next pass wraps up
             };
             let response = response?;
-            push_assistant(&mut messages, response.content.clone());
+            push_assistant(messages, response.content.clone());
             let calls: Vec<Call> =
                 response.tool_uses().into_iter().map(|(i, n, v)| (i.into(), n.into(), v.clone())).collect();
             if calls.is_empty() {
@@ -393,29 +473,10 @@ impl Engine {
             // tools that can still run) or ends the loop with an honest partial answer.
             if tool_budget.after_round() == AfterRound::Synthesize {
                 break self
-                    .wrap_up(
-                        provider,
-                        &system,
-                        &mut messages,
-                        round.decls(),
-                        events,
-                        &mut result,
-                        PARTIAL_ANSWER_INSTRUCTION,
-                    )
+                    .wrap_up(provider, system, messages, round.decls(), events, &mut result, PARTIAL_ANSWER_INSTRUCTION)
                     .await?;
             }
         };
-        if verifier::needed(&result.tool_calls) {
-            self.verify(provider, &mut messages, &mut result).await;
-        }
-        // The history, and the loaded skills when they changed, are written in the same
-        // commit that releases the channel's in-flight marker.
-        let mut writes = vec![History::saving(conversation, &messages)?];
-        writes.extend(skills.saving(conversation)?);
-        held.release_with(writes)?;
-        if self.settings.learning.enabled && self.settings.learning.reflection {
-            self.reflect(provider, req, &result);
-        }
         Ok(result)
     }
 

@@ -127,6 +127,11 @@ pub enum Builtin {
     TextToChart,
     /// The model's Python code, run in the function runtime.
     CodeExecution,
+    /// A nested turn on another agent of this process.
+    Delegate {
+        /// The agent (`to_agent_id`); the model names it (`to_agent_slug`) when absent.
+        to: Option<String>,
+    },
 }
 
 impl Builtin {
@@ -137,6 +142,10 @@ impl Builtin {
             Builtin::JournalWrite => "Write a Markdown entry in this conversation's journal (one file per day).",
             Builtin::TextToChart => {
                 "Draw a bar, line or pie chart from labels and series; returns the SVG file's path."
+            }
+            Builtin::Delegate { .. } => {
+                "Hand a task to another agent of this deployment (by its key in `agents`), which works on it \
+                 with its own skills, and get its answer."
             }
             Builtin::CodeExecution => {
                 "Run Python code in a sandbox (standard library only; no files, network or environment; \
@@ -398,6 +407,7 @@ fn mcp(config: &Value, name: &str) -> Result<(Kind, Value), String> {
 struct BuiltinSettings {
     function_name: Option<String>,
     base_url: Option<String>,
+    to_agent_id: Option<String>,
 }
 
 fn builtin(config: &Value, name: &str) -> Result<(Kind, Value), String> {
@@ -405,6 +415,9 @@ fn builtin(config: &Value, name: &str) -> Result<(Kind, Value), String> {
     let function = s.function_name.as_deref().unwrap_or(name);
     if s.base_url.is_some() && function != "web_search" {
         return Err("config_json.base_url: only web_search takes a base_url".into());
+    }
+    if s.to_agent_id.is_some() && function != "delegate_to_agent" {
+        return Err("config_json.to_agent_id: only delegate_to_agent takes a to_agent_id".into());
     }
     let string = |description: &str| json!({"type": "string", "description": description});
     Ok(match function {
@@ -428,11 +441,20 @@ fn builtin(config: &Value, name: &str) -> Result<(Kind, Value), String> {
             (Kind::Builtin(Builtin::CodeExecution), schema)
         }
         "delegate_to_agent" => {
-            return Err(format!("builtin `{function}` is not supported by this version of skillhost"));
+            let mut properties = serde_json::Map::new();
+            let mut required = vec!["task"];
+            if s.to_agent_id.is_none() {
+                properties.insert("to_agent_slug".into(), string("The agent to hand the task to (its key)."));
+                required.insert(0, "to_agent_slug");
+            }
+            properties.insert("task".into(), string("What the agent should do."));
+            properties.insert("context".into(), string("What it needs to know to do it."));
+            let schema = json!({"type": "object", "properties": properties, "required": required, "additionalProperties": false});
+            (Kind::Builtin(Builtin::Delegate { to: s.to_agent_id }), schema)
         }
         other => {
             return Err(format!(
-                "config_json.function_name: unknown builtin `{other}` (web_search, journal_write, text_to_chart, code_execution)"
+                "config_json.function_name: unknown builtin `{other}` (web_search, journal_write, text_to_chart, code_execution, delegate_to_agent)"
             ));
         }
     })

@@ -13,7 +13,8 @@
 //!   no capability, under its deadline, fuel and memory cap).
 //! - `builtin`: `web_search` (DuckDuckGo's Instant Answer API), `journal_write` and
 //!   `text_to_chart` (files under the memory root, confined as the memory skill's), and
-//!   `code_execution` (the model's Python, in the function runtime).
+//!   `code_execution` (the model's Python, in the function runtime), and `delegate_to_agent`
+//!   (a nested turn on another agent of this process, through [`CallScope::nested`]).
 
 mod chart;
 mod database;
@@ -99,7 +100,7 @@ impl ToolSource for DeclaredTools {
         self.find(call.name).and_then(|t| static_level(t.spec.human)).unwrap_or(Level::Approve)
     }
 
-    async fn execute(&self, call: ToolCall<'_>, _scope: &dyn CallScope) -> ToolOutcome {
+    async fn execute(&self, call: ToolCall<'_>, scope: &dyn CallScope) -> ToolOutcome {
         let started = Instant::now();
         let Some(tool) = self.find(call.name) else {
             let error = ToolError::UnknownTool(call.name.to_owned());
@@ -115,6 +116,15 @@ impl ToolSource for DeclaredTools {
             Kind::Function(function) => {
                 let input = json!({"code": &*function.code, "args": call.input.to_string()});
                 return self.in_runtime("run", &input, call, started).await;
+            }
+            Kind::Builtin(Builtin::Delegate { to }) => {
+                let to = to.as_deref().or(call.input["to_agent_slug"].as_str()).unwrap_or_default();
+                let mut task = call.input["task"].as_str().unwrap_or_default().to_owned();
+                if let Some(context) = call.input["context"].as_str().filter(|c| !c.trim().is_empty()) {
+                    task = format!("{task}\n\nContext:\n{context}");
+                }
+                let turn = super::NestedTurn { target: super::NestedTarget::Agent(to.to_owned()), task };
+                scope.nested(turn).await.map(Value::String).map_err(|why| (why, "nested_refused"))
             }
             Kind::Builtin(Builtin::CodeExecution) => {
                 let input = json!({"code": call.input["code"].as_str().unwrap_or_default()});

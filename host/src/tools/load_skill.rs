@@ -119,8 +119,8 @@ fn owner_prefix(tool: &str) -> Option<&str> {
     split_exposed(tool).map(|(prefix, _)| prefix)
 }
 
-/// Checks `skills.loading_overrides` against the loaded skills: `on_demand` for a skill
-/// without a `SKILL.md` is an error (it has no description to list). Names no loaded skill
+/// Checks `skills.loading_overrides` against the loaded skills: `on_demand` or `sub_agent`
+/// for a skill without a `SKILL.md` is an error (it has no description to list). Names no loaded skill
 /// has are the app's to report (`app::names`), with every other name in config.
 pub fn check_overrides(set: &SkillSet, overrides: &BTreeMap<String, Loading>) -> Result<(), String> {
     for (name, loading) in overrides {
@@ -129,6 +129,13 @@ pub fn check_overrides(set: &SkillSet, overrides: &BTreeMap<String, Loading>) ->
                 return Err(format!(
                     "skills.loading_overrides.{name}: `on_demand` needs a SKILL.md (its description is what the \
                      model reads before loading it); `{name}` has a {}, which is always injected",
+                    skill.prompt.file
+                ));
+            }
+            Some(skill) if *loading == Loading::SubAgent && !is_skill_md(&skill.prompt) => {
+                return Err(format!(
+                    "skills.loading_overrides.{name}: `sub_agent` needs a SKILL.md (its description describes \
+                     the `{name}__run` tool, its body is the sub-agent's prompt); `{name}` has a {}",
                     skill.prompt.file
                 ));
             }

@@ -19,6 +19,9 @@
 //! - [`declared`]: [`DeclaredTools`], the tools declared in config (`skills.declared`).
 //! - [`load_skill`]: [`LoadSkill`], the built-in `load_skill` of on-demand `SKILL.md` skills,
 //!   one per turn, which withholds their tools until they are loaded.
+//! - [`sub_agent`]: [`SubAgents`], the `<skill>__run` tool of each `sub_agent` SKILL.md skill,
+//!   a nested turn ([`CallScope::nested`]) that withholds the skill's own tools from the outer
+//!   model.
 //! - [`temporal`]: `engine.temporal_guardrails`, the normalisation of MCP tools' time
 //!   arguments ([`ToolSource::prepare`]).
 
@@ -30,6 +33,7 @@ pub mod mcp;
 pub mod outcome;
 pub mod script;
 pub mod skill;
+pub mod sub_agent;
 pub mod target;
 pub mod temporal;
 
@@ -41,6 +45,7 @@ pub use mcp::McpTools;
 pub use outcome::{ToolOutcome, generically_empty};
 pub use script::ScriptTools;
 pub use skill::SkillTools;
+pub use sub_agent::SubAgents;
 pub use target::ToolTarget;
 
 use crate::llm::ToolDecl;
@@ -121,6 +126,34 @@ pub trait CallScope: Send + Sync {
         let _ = question;
         Answer::Unavailable("nobody can be asked here".into())
     }
+
+    /// Runs a nested turn for the call (a delegation to another agent, a sub-agent skill)
+    /// within the call's deadline, its approvals put to the call's person: the nested turn's
+    /// answer, or why it did not run (a loop, too deep, no such agent). Only turns can nest.
+    async fn nested(&self, turn: NestedTurn) -> Result<String, String> {
+        let _ = turn;
+        Err("a nested turn needs a conversation with a model; this call runs outside one".into())
+    }
+}
+
+/// A nested turn a tool asks for ([`CallScope::nested`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NestedTurn {
+    /// Who answers.
+    pub target: NestedTarget,
+    /// The task, as the nested turn's message.
+    pub task: String,
+}
+
+/// Who answers a nested turn.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NestedTarget {
+    /// Another agent of this process, by its key in `agents`, with its own prompt, skills
+    /// and approval policy.
+    Agent(String),
+    /// A `sub_agent` SKILL.md skill of the same agent: its body as the only system prompt,
+    /// only its own tools.
+    Skill(String),
 }
 
 /// A scope with no budget and nobody to ask: every retry needing a person is refused.
@@ -234,6 +267,16 @@ impl Tools {
         self.sources.iter().find_map(|s| s.info(name).map(|info| (&**s, info)))
     }
 
+    /// Only the tools of the skill called `skill` (`<skill>__<tool>`), from every source
+    /// (a sub-agent skill's nested turn).
+    pub fn only_skill(&self, skill: &str) -> Self {
+        let prefix = format!("{skill}__");
+        let only = |source: &Arc<dyn ToolSource>| -> Arc<dyn ToolSource> {
+            Arc::new(Only { inner: source.clone(), prefix: prefix.clone() })
+        };
+        Tools { sources: self.sources.iter().map(only).collect() }
+    }
+
     /// Tells every source a round starts on `channel`.
     pub fn begin_round(&self, channel: &str) {
         for source in &self.sources {
@@ -246,4 +289,53 @@ impl Tools {
 pub fn unknown_tool(name: &str) -> ToolOutcome {
     let json = serde_json::json!({"error": format!("unknown tool `{name}`"), "kind": "unknown_tool"});
     ToolOutcome::error(&json, Duration::ZERO)
+}
+
+/// A source with only the names under `prefix` ([`Tools::only_skill`]).
+struct Only {
+    inner: Arc<dyn ToolSource>,
+    prefix: String,
+}
+
+#[async_trait::async_trait]
+impl ToolSource for Only {
+    fn decls(&self) -> Vec<ToolDecl> {
+        self.inner.decls().into_iter().filter(|d| d.name.starts_with(&self.prefix)).collect()
+    }
+
+    fn info(&self, name: &str) -> Option<ToolInfo> {
+        name.starts_with(&self.prefix).then(|| self.inner.info(name)).flatten()
+    }
+
+    fn prepare(&self, name: &str, input: &Value) -> Result<Option<Prepared>, ToolOutcome> {
+        self.inner.prepare(name, input)
+    }
+
+    fn check(&self, name: &str, input: &Value) -> Result<(), ToolOutcome> {
+        self.inner.check(name, input)
+    }
+
+    async fn level(&self, call: ToolCall<'_>) -> Level {
+        self.inner.level(call).await
+    }
+
+    fn promotion_key(&self, name: &str, input: &Value) -> Option<PromotionKey> {
+        self.inner.promotion_key(name, input)
+    }
+
+    async fn target(&self, call: ToolCall<'_>) -> Option<ToolTarget> {
+        self.inner.target(call).await
+    }
+
+    async fn execute(&self, call: ToolCall<'_>, scope: &dyn CallScope) -> ToolOutcome {
+        self.inner.execute(call, scope).await
+    }
+
+    async fn is_empty(&self, call: ToolCall<'_>, outcome: &ToolOutcome) -> bool {
+        self.inner.is_empty(call, outcome).await
+    }
+
+    fn begin_round(&self, channel: &str) {
+        self.inner.begin_round(channel);
+    }
 }

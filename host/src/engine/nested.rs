@@ -1,0 +1,177 @@
+//! Nested turns: a delegation to another agent of this process (`delegate_to_agent`) and a
+//! `sub_agent` SKILL.md skill's `<skill>__run`. A nested turn is a conversation of its own
+//! (the task is its only message; nothing is kept in a history) that runs inside one call of
+//! the outer turn:
+//!
+//! - under the outer turn's deadline (shared: a person's wait gives time back to both);
+//! - its gated calls put to the outer turn's person, through the outer counterpart, under the
+//!   nested agent's own approval policy; their tool and approval events reach the outer
+//!   stream, its text does not (the answer is the call's result);
+//! - a delegation runs the other agent's prompt, skills and tool budget; a sub-agent skill
+//!   runs its body as the only system prompt, only its own tools, and the outer tool budget;
+//! - a delegation back to an agent already in the chain (A -> B -> A) is refused, as is one
+//!   more than [`MAX_DEPTH`] agents deep. The chain travels with the rounds, out of the
+//!   skills' reach (not in route attributes a tool could rewrite).
+
+use super::counterpart::{ApprovalOutcome, ApprovalRequest, Counterpart};
+use super::events::{EngineEvent, EventSink};
+use super::round::{NestedRunner, Nesting, Round};
+use super::tool_budget::TurnBudget;
+use super::turn::Engine;
+use crate::llm::Message;
+use crate::person::{Answer, Question};
+use crate::sandbox::{CallContext, RouteAttributes};
+use crate::tools::{LoadSkill, NestedTarget, NestedTurn, Tools};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The most agents a delegation chain holds, the first one included (A -> B -> C).
+pub const MAX_DEPTH: usize = 3;
+
+#[async_trait::async_trait]
+impl NestedRunner for Engine {
+    async fn run_nested(&self, turn: NestedTurn, outer: &Round<'_>, chain: &[String]) -> Result<String, String> {
+        match turn.target {
+            NestedTarget::Skill(skill) => self.sub_agent(&skill, turn.task, outer, chain).await,
+            NestedTarget::Agent(to) => {
+                let path = admit(chain, self.settings().agent.as_deref().unwrap_or_default(), &to)?;
+                let Some(peer) = self.peers.get(&to) else {
+                    let running = self.peers.names().join(", ");
+                    return Err(format!(
+                        "no agent `{to}` runs in this process (running: {running}); `skillhost run` serves every agent in `agents`"
+                    ));
+                };
+                tracing::info!(from = %path.last().map(String::as_str).unwrap_or_default(), to = %to, "delegating a task");
+                peer.run_delegated(turn.task, outer, &path).await
+            }
+        }
+    }
+
+    async fn run_delegated(&self, task: String, outer: &Round<'_>, chain: &[String]) -> Result<String, String> {
+        let (bot, memory) = (&self.settings().system_prompt, &self.settings().memory_root);
+        let leave_out = |name: &str| self.sub_agents.contains(name);
+        let none = Default::default();
+        let system = super::prompt::system_prompt(bot, self.skills(), &self.on_demand, &none, memory, &leave_out);
+        let mut tools = self.tools().clone();
+        if !self.on_demand.is_empty() {
+            tools = tools.with_first(Arc::new(LoadSkill::new(self.on_demand.clone(), Default::default())));
+        }
+        if !self.sub_agents.is_empty() {
+            tools = tools.with_first(self.sub_agents.clone());
+        }
+        let budget = self.tool_budget();
+        self.nested_turn(system, &tools, task, outer, &budget, chain).await
+    }
+}
+
+/// The chain a delegation from `me` to `to` makes, or why it is refused: a loop, or more
+/// than [`MAX_DEPTH`] agents.
+fn admit(chain: &[String], me: &str, to: &str) -> Result<Vec<String>, String> {
+    let mut path = chain.to_vec();
+    path.push(me.to_owned());
+    if path.iter().any(|a| a == to) {
+        return Err(format!("a delegation loop is refused: {} -> {to}", path.join(" -> ")));
+    }
+    if path.len() >= MAX_DEPTH {
+        let path = path.join(" -> ");
+        return Err(format!("delegations go at most {MAX_DEPTH} agents deep: {path} -> {to} is refused"));
+    }
+    Ok(path)
+}
+
+impl Engine {
+    /// A sub-agent skill's turn: the body alone as the system prompt, only its own tools.
+    async fn sub_agent(
+        &self,
+        skill: &str,
+        task: String,
+        outer: &Round<'_>,
+        chain: &[String],
+    ) -> Result<String, String> {
+        let found = self.skills().skills.get(skill).filter(|_| self.sub_agents.contains(skill));
+        let Some(found) = found else { return Err(format!("no sub-agent skill `{skill}`")) };
+        let system = found.prompt.system_text(&found.dir).trim().to_owned();
+        let tools = self.tools().only_skill(skill);
+        self.nested_turn(system, &tools, task, outer, outer.tool_budget, chain).await
+    }
+
+    /// Runs `task` as a fresh conversation inside a call of `outer`'s.
+    async fn nested_turn(
+        &self,
+        system: String,
+        tools: &Tools,
+        task: String,
+        outer: &Round<'_>,
+        budget: &TurnBudget,
+        chain: &[String],
+    ) -> Result<String, String> {
+        let Some(provider) = self.provider() else {
+            return Err("this agent has no LLM provider".into());
+        };
+        let ctx = CallContext {
+            config: serde_json::json!({}),
+            channel_id: outer.ctx.channel_id.clone(),
+            user_id: outer.ctx.user_id.clone(),
+            route: RouteAttributes::from_host(&outer.ctx.route.snapshot()),
+            user_message: Some(task.clone()),
+            observer: None,
+        };
+        let (events, counterpart) = (Quiet(outer.events), Person(outer.counterpart));
+        let round = Round {
+            tools,
+            gate: self.gate(),
+            deadline: outer.deadline.clone(),
+            ctx: &ctx,
+            events: &events,
+            counterpart: &counterpart,
+            tool_budget: budget,
+            nesting: Some(Nesting { runner: self, chain }),
+        };
+        let mut messages = vec![Message::user(task)];
+        match self.converse(&provider, &system, &mut messages, &round, &mut || {}).await {
+            Ok(result) => Ok(result.text),
+            Err(e) => Err(format!("the nested turn failed: {e}")),
+        }
+    }
+}
+
+/// The outer stream, without the nested turn's text (its answer is the call's result).
+struct Quiet<'a>(&'a dyn EventSink);
+
+impl EventSink for Quiet<'_> {
+    fn emit(&self, event: EngineEvent) {
+        if !matches!(event, EngineEvent::RoundStarted | EngineEvent::TextDelta(_)) {
+            self.0.emit(event);
+        }
+    }
+}
+
+/// The outer turn's person, without the outer adapter's own tools.
+struct Person<'a>(&'a dyn Counterpart);
+
+#[async_trait::async_trait]
+impl Counterpart for Person<'_> {
+    async fn decide(&self, request: ApprovalRequest) -> ApprovalOutcome {
+        self.0.decide(request).await
+    }
+
+    async fn ask(&self, question: Question, timeout: Duration) -> Answer {
+        self.0.ask(question, timeout).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loops_and_deep_chains_are_refused() {
+        let chain = |names: &[&str]| names.iter().map(|n| n.to_string()).collect::<Vec<_>>();
+        assert_eq!(admit(&[], "a", "b"), Ok(chain(&["a"])));
+        assert_eq!(admit(&chain(&["a"]), "b", "c"), Ok(chain(&["a", "b"])));
+        assert_eq!(admit(&[], "a", "a"), Err("a delegation loop is refused: a -> a".into()));
+        assert_eq!(admit(&chain(&["a"]), "b", "a"), Err("a delegation loop is refused: a -> b -> a".into()));
+        let deep = admit(&chain(&["a", "b"]), "c", "d").unwrap_err();
+        assert_eq!(deep, "delegations go at most 3 agents deep: a -> b -> c -> d is refused");
+    }
+}
