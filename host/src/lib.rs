@@ -24,6 +24,7 @@ pub mod config;
 pub mod engine;
 pub mod llm;
 pub mod mcp;
+pub mod metrics;
 pub mod person;
 pub mod sandbox;
 pub mod skills;

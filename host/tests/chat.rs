@@ -77,10 +77,16 @@ fn user_texts(server: &Server, n: usize) -> Vec<String> {
 fn two_messages_stream_and_carry_history() {
     let server = server(vec![Answer::text(&["Hel", "lo ", "there."]).into(), Answer::text(&["Second."]).into()]);
     let ws = workspace(&server, "");
-    let (code, stdout, stderr) = chat(&ws, &["chat"], "hi\n\nagain\n");
+    let (code, stdout, stderr) = chat(&ws, &["chat"], "/usage\nhi\n\nagain\n/usage\n");
     assert_eq!(code, 0, "EOF ends the session cleanly: {stdout}{stderr}");
-    assert_eq!(stdout, "Hello there.\nSecond.\n", "{stderr}");
-    assert_eq!(server.llm.requests().len(), 2, "the empty line is ignored");
+    // The scripted server reports 25 input and 42 output tokens per request.
+    let usage = "last answer: 25 input + 42 output tokens; this session (2 answers): 50 input + 84 output tokens";
+    assert_eq!(
+        stdout,
+        format!("no answer yet in this session: 0 tokens\nHello there.\nSecond.\n{usage}\n"),
+        "{stderr}"
+    );
+    assert_eq!(server.llm.requests().len(), 2, "the empty line and /usage are not sent");
     assert_eq!(user_texts(&server, 1), ["hi", "again"], "the first exchange is sent again");
     let assistant = &server.llm.body(1)["messages"][1];
     assert_eq!(assistant["role"], "assistant");

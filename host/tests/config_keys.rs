@@ -165,6 +165,7 @@ const KEYS: &[(&str, By)] = &[
     ("ui.auth_token", Code("host/src/adapters/api/mod.rs", "ui.auth_token")),
     ("ui.allowed_hosts", Code("host/src/adapters/mcp/http.rs", "allowed_hosts")),
     ("ui.allowed_origins", Code("host/src/adapters/mcp/http.rs", "allowed_origins")),
+    ("ui.metrics_public", Code("host/src/adapters/api/mod.rs", "metrics_public")),
 ];
 
 /// The blocks of an agent that are top-level blocks merged over (`agents.<name>.llm` ...).

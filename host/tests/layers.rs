@@ -1,6 +1,6 @@
 //! The module direction check: `use crate::` edges between the top-level modules of
 //! `host/src` point one way only, adapters -> engine -> tools -> {mcp client, skills, llm} ->
-//! sandbox -> store (the app builder above them all; `config` and `person` read by all), and the modules
+//! sandbox -> store (the app builder above them all; `config`, `person` and `metrics` read by all), and the modules
 //! inside `engine/` form no cycle. A planted upward import fails it (tested below).
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -12,7 +12,7 @@ const LAYERS: &[&[&str]] =
     &[&["app"], &["adapters"], &["engine"], &["tools"], &["mcp"], &["skills", "llm"], &["sandbox"], &["store"]];
 
 /// Read by every layer; use none (the typed config, and the person at the other end).
-const SHARED: &[&str] = &["config", "person"];
+const SHARED: &[&str] = &["config", "person", "metrics"];
 
 fn rank(module: &str) -> Option<usize> {
     LAYERS.iter().position(|row| row.contains(&module))

@@ -17,6 +17,7 @@ pub fn config() -> ApiConfig {
         heartbeat: api::DEFAULT_HEARTBEAT,
         body_limit: 64 * 1024,
         name: "skillhost".into(),
+        metrics_public: false,
     }
 }
 

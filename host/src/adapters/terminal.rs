@@ -210,8 +210,11 @@ pub async fn chat(engine: &Engine, channel: &str) {
     let interactive = std::io::stdin().is_terminal();
     let user_id = std::env::var("USER").ok().filter(|u| !u.is_empty());
     if interactive {
-        eprintln!("skillhost chat — /exit, Ctrl-D or Ctrl-C to leave; Ctrl-C during an answer cancels it.");
+        eprintln!(
+            "skillhost chat — /usage for the tokens used; /exit, Ctrl-D or Ctrl-C to leave; Ctrl-C during an answer cancels it."
+        );
     }
+    let (mut session, mut last, mut turns) = (crate::llm::Usage::default(), None, 0u32);
     loop {
         if interactive {
             eprint!("> ");
@@ -231,6 +234,10 @@ pub async fn chat(engine: &Engine, channel: &str) {
         match message {
             "" => continue,
             "/exit" | "/quit" => return,
+            "/usage" => {
+                println!("{}", usage_report(turns, &session, last.as_ref()));
+                continue;
+            }
             _ => {}
         }
         let request = TurnRequest {
@@ -243,6 +250,7 @@ pub async fn chat(engine: &Engine, channel: &str) {
         tokio::select! {
             result = engine.run_turn(request, &*terminal, &counterpart) => match result {
                 Ok(result) => {
+                    (session, last, turns) = (add(session, result.usage), Some(result.usage), turns + 1);
                     terminal.finish(&result.text);
                     if result.time_boxed {
                         terminal.note("(time budget spent: this is a wrap-up answer)");
@@ -257,6 +265,23 @@ pub async fn chat(engine: &Engine, channel: &str) {
                 terminal.discard();
                 terminal.note("(cancelled)");
             }
+        }
+    }
+}
+
+fn add(mut total: crate::llm::Usage, more: crate::llm::Usage) -> crate::llm::Usage {
+    total += more;
+    total
+}
+
+/// What `/usage` prints: the last turn's tokens and the session's.
+fn usage_report(turns: u32, session: &crate::llm::Usage, last: Option<&crate::llm::Usage>) -> String {
+    let tokens = |u: &crate::llm::Usage| format!("{} input + {} output tokens", u.input_tokens, u.output_tokens);
+    match last {
+        None => "no answer yet in this session: 0 tokens".to_owned(),
+        Some(last) => {
+            let answers = if turns == 1 { "1 answer".to_owned() } else { format!("{turns} answers") };
+            format!("last answer: {}; this session ({answers}): {}", tokens(last), tokens(session))
         }
     }
 }

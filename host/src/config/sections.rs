@@ -863,4 +863,6 @@ pub struct Ui {
     /// Browser `Origin`s (`scheme://host[:port|:*]`) `/mcp` admits besides loopback ones; a
     /// request without an `Origin` (not from a browser) is admitted; `["*"]` admits any.
     pub allowed_origins: Vec<String>,
+    /// `GET /metrics` answers without the bearer token (for a scraper on a trusted network).
+    pub metrics_public: bool,
 }

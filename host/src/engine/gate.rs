@@ -151,7 +151,10 @@ impl Gate {
             expires_at: request.expires_at,
         });
         let decision = tokio::time::timeout(self.timeout, counterpart.decide(request));
+        let (pending, asked) = (crate::metrics::approval_pending(), std::time::Instant::now());
         let outcome = deadline.paused(decision).await.unwrap_or(ApprovalOutcome::TimedOut);
+        drop(pending);
+        crate::metrics::approval(outcome.as_str(), asked.elapsed());
         events.emit(EngineEvent::ApprovalResolved { tool_call_id: call.id.to_owned(), outcome: outcome.clone() });
         outcome
     }

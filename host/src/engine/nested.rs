@@ -126,6 +126,7 @@ impl Engine {
             counterpart: &counterpart,
             tool_budget: budget,
             nesting: Some(Nesting { runner: self, chain }),
+            spent: outer.spent,
         };
         let mut messages = vec![Message::user(task)];
         match self.converse(&provider, &system, &mut messages, &round, &mut || {}).await {

@@ -95,6 +95,30 @@ pub struct Round<'a> {
     pub tool_budget: &'a TurnBudget,
     /// Who runs the nested turns its calls ask for; `None` outside a turn.
     pub nesting: Option<Nesting<'a>>,
+    /// The tokens the turn's nested turns used (shared with them), for the turn's usage.
+    pub spent: &'a Spent,
+}
+
+/// Tokens added up across a turn and its nested turns.
+#[derive(Debug, Default)]
+pub struct Spent {
+    input: std::sync::atomic::AtomicU64,
+    output: std::sync::atomic::AtomicU64,
+}
+
+impl Spent {
+    /// Adds `usage`.
+    pub fn add(&self, usage: crate::llm::Usage) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.input.fetch_add(usage.input_tokens, Relaxed);
+        self.output.fetch_add(usage.output_tokens, Relaxed);
+    }
+
+    /// The total so far.
+    pub fn get(&self) -> crate::llm::Usage {
+        use std::sync::atomic::Ordering::Relaxed;
+        crate::llm::Usage { input_tokens: self.input.load(Relaxed), output_tokens: self.output.load(Relaxed) }
+    }
 }
 
 /// What lets a round's calls start nested turns ([`CallScope::nested`]).
@@ -188,6 +212,7 @@ impl Round<'_> {
             if !executed && outcome.coverage.is_none() && self.find(&name).is_some_and(|(_, i)| i.declares_coverage) {
                 outcome.coverage = Some(CoverageEntry::Unverified);
             }
+            self.count(&name, executed, &outcome);
             let Decision { level, approval, promoted } = decision;
             ToolCallRecord {
                 tool_call_id: id,
@@ -202,6 +227,30 @@ impl Round<'_> {
             }
         });
         futures::stream::iter(answers).buffered(MAX_PARALLEL).collect().await
+    }
+
+    /// Records an answered call in the metrics: by tool (unknown names, which the model
+    /// makes up, as one label), kind and outcome; the sandbox's stops; a person's answers
+    /// as questions.
+    fn count(&self, name: &str, executed: bool, outcome: &ToolOutcome) {
+        let Some((source, info)) = self.find(name) else {
+            crate::metrics::tool_call("(unknown)", "unknown", "refused", None);
+            return;
+        };
+        if info.answered_by_person {
+            crate::metrics::question(if outcome.is_error { "not_answered" } else { "answered" });
+            return;
+        }
+        let result = match (executed, outcome.is_error) {
+            (false, _) => "refused",
+            (true, true) => "error",
+            (true, false) => "ok",
+        };
+        crate::metrics::tool_call(name, source.kind(name), result, executed.then_some(outcome.duration));
+        let stopped = outcome.error_kind.as_deref().and_then(crate::metrics::sandbox_failure_kind);
+        if let (true, Some(kind)) = (executed, stopped) {
+            crate::metrics::sandbox_failure(kind);
+        }
     }
 
     /// Preparation, budget, input check and approval of one call; a `refused` answer
@@ -283,6 +332,7 @@ impl CallScope for Round<'_> {
     async fn admit_again(&self, original: ToolCall<'_>, input: &Value) -> Result<(), ToolOutcome> {
         let Some((source, info)) = self.find(original.name) else { return Err(unknown_tool(original.name)) };
         if let Some(mut refusal) = self.tool_budget.admit(original.name, input) {
+            crate::metrics::budget_suppressed();
             refusal.coverage = Some(CoverageEntry::Unverified);
             return Err(refusal);
         }
@@ -309,7 +359,14 @@ impl CallScope for Round<'_> {
     async fn ask(&self, question: Question) -> Answer {
         let timeout = self.gate.timeout();
         let asked = tokio::time::timeout(timeout, self.counterpart.ask(question, timeout));
-        self.deadline.paused(asked).await.unwrap_or(Answer::TimedOut)
+        let answer = self.deadline.paused(asked).await.unwrap_or(Answer::TimedOut);
+        crate::metrics::question(match &answer {
+            Answer::Answered(_) => "answered",
+            Answer::Cancelled => "cancelled",
+            Answer::TimedOut => "timed_out",
+            Answer::Unavailable(_) => "unavailable",
+        });
+        answer
     }
 
     async fn nested(&self, turn: NestedTurn) -> Result<String, String> {

@@ -114,6 +114,7 @@ impl TurnBudget {
         if over {
             c.refused_this_round += 1;
             tracing::info!(tool = %name, metric = "mithai.tool_budget.blocked_calls", "tool budget: call not run");
+            crate::metrics::budget_blocked();
             let error = json!({"error": "this call was not run: the budget for this tool in this request is spent. \
                 Use the results you already have, or other tools."});
             return Some(ToolOutcome::error(&error, Duration::ZERO));
@@ -132,6 +133,7 @@ impl TurnBudget {
         }
         if policy.replan_enabled && !c.replanned {
             c.replanned = true;
+            crate::metrics::budget_recovery("replanned");
             tracing::info!(
                 metric = "mithai.tool_budget.recoveries",
                 disposition = "replanned",
@@ -139,6 +141,7 @@ impl TurnBudget {
             );
             return AfterRound::Replan;
         }
+        crate::metrics::budget_recovery("synthesized");
         tracing::info!(
             metric = "mithai.tool_budget.recoveries",
             disposition = "synthesized",

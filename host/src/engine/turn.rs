@@ -10,7 +10,7 @@ use super::history::History;
 use super::inflight::{Held, InFlight};
 use super::on_demand::TurnSkills;
 use super::promote::Promotion;
-use super::round::{Call, Nesting, Peers, Round, ToolCallRecord};
+use super::round::{Call, Nesting, Peers, Round, Spent, ToolCallRecord};
 use super::tool_budget::{AfterRound, PARTIAL_ANSWER_INSTRUCTION, TurnBudget};
 use super::{prompt, reflection, verifier};
 use crate::config::{Human, Learning, LoadedConfig, Loading, Session};
@@ -126,6 +126,9 @@ pub struct TurnResult {
     pub tool_calls: Vec<ToolCallRecord>,
     /// The time budget ran out and the answer is the forced wrap-up.
     pub time_boxed: bool,
+    /// The tokens of the turn's LLM requests, its nested turns' included (not the fact
+    /// check's or the reflection's).
+    pub usage: crate::llm::Usage,
 }
 
 /// Why a turn failed.
@@ -332,6 +335,7 @@ impl Engine {
             counterpart,
             tool_budget,
             nesting: None,
+            spent: &Spent::default(),
         };
         let mut records = round.run(vec![call]).await;
         records.pop().expect("one record per call")
@@ -350,10 +354,18 @@ impl Engine {
         let lock = self.channel_lock(&conversation);
         let result = {
             let _turn = lock.lock().await;
-            match self.inflight.acquire(&conversation).await {
+            let started = std::time::Instant::now();
+            let result = match self.inflight.acquire(&conversation).await {
                 Ok(mut held) => self.turn(&req, &conversation, &provider, events, counterpart, &mut held).await,
                 Err(e) => Err(EngineError::InFlight(e)),
-            }
+            };
+            let outcome = match &result {
+                Ok(r) if r.time_boxed => "time_boxed",
+                Ok(_) => "completed",
+                Err(_) => "failed",
+            };
+            crate::metrics::turn(self.settings.agent.as_deref(), outcome, started.elapsed());
+            result
         };
         self.release(&conversation, lock);
         result
@@ -413,6 +425,7 @@ impl Engine {
             counterpart,
             tool_budget: &tool_budget,
             nesting: Some(Nesting { runner: self, chain: &[] }),
+            spent: &Spent::default(),
         };
         let mut result = self.converse(provider, &system, &mut messages, &round, &mut || held.refresh()).await?;
         if verifier::needed(&result.tool_calls) {
@@ -441,7 +454,13 @@ impl Engine {
         each_pass: &mut (dyn FnMut() + Send),
     ) -> Result<TurnResult, EngineError> {
         let (deadline, events, tool_budget) = (&round.deadline, round.events, round.tool_budget);
-        let mut result = TurnResult { text: String::new(), rounds: 0, tool_calls: Vec::new(), time_boxed: false };
+        let mut result = TurnResult {
+            text: String::new(),
+            rounds: 0,
+            tool_calls: Vec::new(),
+            time_boxed: false,
+            usage: Default::default(),
+        };
         result.text = loop {
             each_pass();
             if deadline.is_spent() {
@@ -459,6 +478,7 @@ impl Engine {
                 continue; // the budget ran out mid-answer: the next pass wraps up
             };
             let response = response?;
+            result.usage += response.usage;
             push_assistant(messages, response.content.clone());
             let calls: Vec<Call> =
                 response.tool_uses().into_iter().map(|(i, n, v)| (i.into(), n.into(), v.clone())).collect();
@@ -477,6 +497,9 @@ impl Engine {
                     .await?;
             }
         };
+        // The tokens of this conversation, and of those nested in it (which added theirs).
+        round.spent.add(result.usage);
+        result.usage = round.spent.get();
         Ok(result)
     }
 
@@ -529,7 +552,11 @@ impl Engine {
         request.tool_choice = crate::llm::ToolChoice::None;
         let limit = Duration::from_secs(self.settings.session.wrapup_timeout_seconds);
         let content = match tokio::time::timeout(limit, self.complete(provider, &request, events)).await {
-            Ok(response) => response?.content.into_iter().filter(|b| !matches!(b, Block::ToolUse { .. })).collect(),
+            Ok(response) => {
+                let response = response?;
+                result.usage += response.usage;
+                response.content.into_iter().filter(|b| !matches!(b, Block::ToolUse { .. })).collect()
+            }
             Err(_) => Vec::new(),
         };
         let text: String =
@@ -557,7 +584,10 @@ impl Engine {
         events: &dyn EventSink,
     ) -> Result<Response, LlmError> {
         let mut sink = |Delta::Text(text)| events.emit(EngineEvent::TextDelta(text));
-        provider.complete(request, &mut sink).await
+        let response = provider.complete(request, &mut sink).await;
+        let tokens = response.as_ref().ok().map(|r| (r.usage.input_tokens, r.usage.output_tokens));
+        crate::metrics::llm_request(provider.name(), &request.model, response.is_ok(), tokens);
+        response
     }
 }
 

@@ -209,13 +209,20 @@ pub enum StopReason {
     Other(String),
 }
 
-/// Token counts of one request, as the provider reports them.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// Token counts of one request, as the provider reports them (or of several, added up).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Usage {
     /// Prompt tokens.
     pub input_tokens: u64,
     /// Generated tokens (including reasoning, where billed).
     pub output_tokens: u64,
+}
+
+impl std::ops::AddAssign for Usage {
+    fn add_assign(&mut self, other: Usage) {
+        self.input_tokens += other.input_tokens;
+        self.output_tokens += other.output_tokens;
+    }
 }
 
 /// A complete answer.

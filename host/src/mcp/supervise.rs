@@ -38,10 +38,16 @@ pub(super) async fn supervise(server: Arc<Server>, settings: Settings) {
         askers: server.askers.clone(),
         tools_changed: Arc::new(move |peer| relist(weak.clone(), peer)),
     };
+    let mut was_up = false;
+    crate::metrics::mcp_server(&server.name, false);
     loop {
         match open(&server, &settings, handler.clone()).await {
             Ok((session, tools)) => {
                 tracing::info!(server = %server.name, tools = tools.len(), "MCP server ready");
+                crate::metrics::mcp_server(&server.name, true);
+                if std::mem::replace(&mut was_up, true) {
+                    crate::metrics::mcp_reconnect(&server.name);
+                }
                 let peer = session.peer().clone();
                 server.update(|s| {
                     (s.status, s.peer, s.tools) = (Status::Ready, Some(peer.clone()), Arc::new(tools));
@@ -52,6 +58,7 @@ pub(super) async fn supervise(server: Arc<Server>, settings: Settings) {
                 listening.abort();
                 let why = format!("the connection ended ({reason:?})");
                 tracing::warn!(server = %server.name, "MCP server stopped: {why}; restarting in {delay:?}");
+                crate::metrics::mcp_server(&server.name, false);
                 server.update(|s| (s.status, s.peer, s.tools) = (Status::Down(why), None, Arc::default()));
                 delay = BACKOFF_START;
             }

@@ -83,6 +83,10 @@ impl ToolSource for DeclaredTools {
             .collect()
     }
 
+    fn kind(&self, _name: &str) -> &'static str {
+        "declared"
+    }
+
     fn info(&self, name: &str) -> Option<ToolInfo> {
         self.find(name).map(|_| ToolInfo::default())
     }

@@ -230,6 +230,10 @@ impl ToolSource for LoadSkill {
         }]
     }
 
+    fn kind(&self, _name: &str) -> &'static str {
+        "load_skill"
+    }
+
     fn info(&self, name: &str) -> Option<ToolInfo> {
         (name == LOAD_SKILL || self.withheld_by(name).is_some()).then(ToolInfo::default)
     }

@@ -181,6 +181,12 @@ pub trait ToolSource: Send + Sync {
     /// The tools offered now (a server that went down takes its tools with it).
     fn decls(&self) -> Vec<ToolDecl>;
 
+    /// What kind of tool `name` is, for metrics and traces (`component`, `native`, `script`,
+    /// `mcp`, `declared`, ...).
+    fn kind(&self, _name: &str) -> &'static str {
+        "other"
+    }
+
     /// What the source knows of `name`; `None` when `name` is not one of its tools now.
     fn info(&self, name: &str) -> Option<ToolInfo>;
 
@@ -305,6 +311,10 @@ impl ToolSource for Only {
 
     fn info(&self, name: &str) -> Option<ToolInfo> {
         name.starts_with(&self.prefix).then(|| self.inner.info(name)).flatten()
+    }
+
+    fn kind(&self, name: &str) -> &'static str {
+        self.inner.kind(name)
     }
 
     fn prepare(&self, name: &str, input: &Value) -> Result<Option<Prepared>, ToolOutcome> {

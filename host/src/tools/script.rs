@@ -46,6 +46,10 @@ impl ToolSource for ScriptTools {
             .collect()
     }
 
+    fn kind(&self, _name: &str) -> &'static str {
+        "script"
+    }
+
     fn info(&self, name: &str) -> Option<ToolInfo> {
         let (skill, _) = self.find(name)?;
         Some(ToolInfo { promotion_threshold: promotion_threshold(skill), ..ToolInfo::default() })

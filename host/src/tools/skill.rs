@@ -80,6 +80,10 @@ impl ToolSource for SkillTools {
             .collect()
     }
 
+    fn kind(&self, name: &str) -> &'static str {
+        self.find(name).map_or("component", |(skill, _)| skill.kind())
+    }
+
     fn info(&self, name: &str) -> Option<ToolInfo> {
         let (skill, tool) = self.find(name)?;
         Some(ToolInfo {

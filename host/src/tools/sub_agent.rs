@@ -71,6 +71,10 @@ impl ToolSource for SubAgents {
             .collect()
     }
 
+    fn kind(&self, _name: &str) -> &'static str {
+        "sub_agent"
+    }
+
     fn info(&self, name: &str) -> Option<ToolInfo> {
         self.owner(name).map(|_| ToolInfo::default())
     }

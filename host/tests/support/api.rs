@@ -50,6 +50,11 @@ impl ApiProcess {
         api
     }
 
+    /// `http://127.0.0.1:<port>`.
+    pub fn base(&self) -> &str {
+        &self.base
+    }
+
     /// The server's process id.
     pub fn pid(&self) -> u32 {
         self.child.id()

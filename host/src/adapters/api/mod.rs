@@ -57,6 +57,8 @@ pub struct ApiConfig {
     pub body_limit: usize,
     /// The agent's name (`bot.name`), in the [`AGENT_HEADER`] of every response.
     pub name: String,
+    /// `ui.metrics_public`: `/metrics` without the token.
+    pub metrics_public: bool,
 }
 
 impl ApiConfig {
@@ -70,6 +72,7 @@ impl ApiConfig {
             heartbeat: DEFAULT_HEARTBEAT,
             body_limit: DEFAULT_BODY_LIMIT,
             name: crate::config::Bot::default().name,
+            metrics_public: ui.metrics_public,
         }
     }
 
@@ -178,11 +181,16 @@ pub fn app_with(api: Arc<Api>, extra: Router) -> Router {
         .route("/api/approvals/{id}/decision", post(decisions::decide_approval))
         .route("/api/approvals/{id}", get(decisions::approval))
         .route("/api/questions/{id}/answer", post(decisions::answer_question))
-        .route("/api/questions/{id}", get(decisions::question))
-        .route_layer(middleware::from_fn_with_state(api.token.clone(), auth::require));
+        .route("/api/questions/{id}", get(decisions::question));
+    let (protected, open) = match api.config.metrics_public {
+        true => (protected, Router::new().route("/metrics", get(metrics))),
+        false => (protected.route("/metrics", get(metrics)), Router::new()),
+    };
+    let protected = protected.route_layer(middleware::from_fn_with_state(api.token.clone(), auth::require));
     Router::new()
         .route("/healthz", get(|| async { axum::Json(serde_json::json!({"status": "ok"})) }))
         .route("/readyz", get(|| async { axum::Json(serde_json::json!({"status": "ready"})) }))
+        .merge(open)
         .merge(protected)
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no such route") })
         .method_not_allowed_fallback(|| async {
@@ -192,6 +200,11 @@ pub fn app_with(api: Arc<Api>, extra: Router) -> Router {
         .with_state(api.clone())
         .merge(extra)
         .layer(middleware::map_response_with_state(api, agent_header))
+}
+
+/// `GET /metrics`: the process's metrics in the Prometheus (OpenMetrics) text format.
+async fn metrics() -> impl axum::response::IntoResponse {
+    ([(axum::http::header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)], crate::metrics::get().render())
 }
 
 /// Names the agent (`bot.name`, or the agent's `name`) on every response.

@@ -27,6 +27,8 @@ pub struct ApiRun {
     /// This run, for the approvals and questions it opens: a person's decision or answer is
     /// announced (`approval_resolved`, `question_resolved`) by the route that took it.
     this: std::sync::Weak<ApiRun>,
+    /// Counts the stream open while the run lives.
+    _open: crate::metrics::Stream,
 }
 
 impl ApiRun {
@@ -47,6 +49,7 @@ impl ApiRun {
             interactions,
             waiters: Mutex::default(),
             this: this.clone(),
+            _open: crate::metrics::stream_open(),
         })
     }
 

@@ -239,12 +239,26 @@ impl Translator {
     /// The end of a successful run: closes the block, sends the whole answer as one bare
     /// `assistant_text` if nothing streamed, then `run_completed`.
     pub fn completed(&mut self, text: &str, time_boxed: bool) -> Vec<WireEvent> {
+        self.completed_with(text, time_boxed, None)
+    }
+
+    /// [`Translator::completed`], with the run's token usage as an added field.
+    pub fn completed_with(
+        &mut self,
+        text: &str,
+        time_boxed: bool,
+        usage: Option<&crate::llm::Usage>,
+    ) -> Vec<WireEvent> {
         let mut out = Vec::new();
         self.close(&mut out);
         if !self.streamed && !text.trim().is_empty() {
             out.push(self.event("assistant_text", json!({ "text": text })));
         }
-        out.push(self.event("run_completed", json!({ "text": text, "time_boxed": time_boxed })));
+        let mut fields = json!({ "text": text, "time_boxed": time_boxed });
+        if let Some(usage) = usage {
+            fields["usage"] = json!(usage);
+        }
+        out.push(self.event("run_completed", fields));
         out
     }
 

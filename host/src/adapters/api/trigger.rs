@@ -147,6 +147,7 @@ fn summary(api: &Api, channel_id: &str, result: &TurnResult) -> Value {
         "channel_id": channel_id,
         "text": result.text,
         "time_boxed": result.time_boxed,
+        "usage": result.usage,
         "tool_results": present::tool_results(skills, &result.tool_calls),
         "coverage": present::coverage(skills, &result.tool_calls),
     })
@@ -254,7 +255,7 @@ impl Feed for ApiRun {
 
     fn finish(&self, result: &Result<TurnResult, EngineError>) {
         match result {
-            Ok(result) => self.send(|t| t.completed(&result.text, result.time_boxed)),
+            Ok(result) => self.send(|t| t.completed_with(&result.text, result.time_boxed, Some(&result.usage))),
             Err(e) => self.send(|t| t.failed(&format!("the run failed: {e}"))),
         }
     }

@@ -212,6 +212,10 @@ impl ToolSource for McpTools {
         decls
     }
 
+    fn kind(&self, _name: &str) -> &'static str {
+        "mcp"
+    }
+
     fn info(&self, name: &str) -> Option<ToolInfo> {
         let call = self.resolve(name)?;
         let advertised =
