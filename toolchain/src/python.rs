@@ -247,49 +247,6 @@ fn python_traceback(stderr: &str, folders: &[String]) -> String {
     text
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn sdk_use_and_hooks_are_found_in_the_source() {
-        let source = "from skillhost import tool\n\ndef tool_target(name, input):\n    pass\n\nclass X:\n    def startup(self):\n        pass\n";
-        assert!(uses_python_sdk(source));
-        assert!(!uses_python_sdk("import skillhostile\nfrom wit_world import exports\n"));
-        let hooks = python_hooks(source);
-        assert_eq!(hooks.iter().map(|h| h.function).collect::<Vec<_>>(), ["tool_target"], "methods are not hooks");
-        let world = hooks_world("skillhost:generated", &["tool-target"]);
-        assert!(world.contains("export skillhost:skill/tool-target@0.1.0;"), "{world}");
-        assert!(entry_module("app", &hooks).contains("ToolTarget = _exports.ToolTarget"));
-    }
-
-    #[test]
-    fn the_traceback_names_the_authors_file() {
-        let stderr = "Traceback (most recent call last):\n  File \"/usr/bin/componentize-py\", line 8\nAssertionError: Traceback (most recent call last):\n  File \"/1/skillhost_entry.py\", line 1, in <module>\n  File \"/0/app.py\", line 6\n    return 1 +\nSyntaxError: invalid syntax\n\n\nCaused by:\n    SyntaxError\n\nStack backtrace:\n   0: x\n";
-        let text = python_traceback(stderr, &["/work/s".into(), "<sdk>".into()]);
-        assert!(text.starts_with("Traceback"), "{text}");
-        assert!(
-            text.contains("File \"/work/s/app.py\", line 6") && text.ends_with("SyntaxError: invalid syntax"),
-            "{text}"
-        );
-        assert!(!text.contains("Caused by") && !text.contains("componentize-py\""), "{text}");
-    }
-
-    #[test]
-    fn every_sdk_file_is_embedded() {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../sdk-python/skillhost");
-        let mut on_disk: Vec<String> = std::fs::read_dir(dir)
-            .unwrap()
-            .filter_map(|e| e.ok()?.file_name().into_string().ok())
-            .filter(|n| n.ends_with(".py"))
-            .map(|n| format!("skillhost/{n}"))
-            .collect();
-        on_disk.sort();
-        let embedded: Vec<String> = PYTHON_SDK.iter().map(|(n, _)| n.to_string()).collect();
-        assert_eq!(on_disk, embedded);
-    }
-}
-
 /// Builds a Python component once per content: componentize-py takes tens of seconds, so the
 /// component is kept in `<root>/target/wasm-guests/python/` under a hash of everything it is
 /// built from (the files under `dir`, the WIT, the files the toolchain bundles as it embedded
@@ -349,4 +306,47 @@ fn files_under(dir: &Path) -> Vec<std::path::PathBuf> {
     }
     files.sort();
     files
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sdk_use_and_hooks_are_found_in_the_source() {
+        let source = "from skillhost import tool\n\ndef tool_target(name, input):\n    pass\n\nclass X:\n    def startup(self):\n        pass\n";
+        assert!(uses_python_sdk(source));
+        assert!(!uses_python_sdk("import skillhostile\nfrom wit_world import exports\n"));
+        let hooks = python_hooks(source);
+        assert_eq!(hooks.iter().map(|h| h.function).collect::<Vec<_>>(), ["tool_target"], "methods are not hooks");
+        let world = hooks_world("skillhost:generated", &["tool-target"]);
+        assert!(world.contains("export skillhost:skill/tool-target@0.1.0;"), "{world}");
+        assert!(entry_module("app", &hooks).contains("ToolTarget = _exports.ToolTarget"));
+    }
+
+    #[test]
+    fn the_traceback_names_the_authors_file() {
+        let stderr = "Traceback (most recent call last):\n  File \"/usr/bin/componentize-py\", line 8\nAssertionError: Traceback (most recent call last):\n  File \"/1/skillhost_entry.py\", line 1, in <module>\n  File \"/0/app.py\", line 6\n    return 1 +\nSyntaxError: invalid syntax\n\n\nCaused by:\n    SyntaxError\n\nStack backtrace:\n   0: x\n";
+        let text = python_traceback(stderr, &["/work/s".into(), "<sdk>".into()]);
+        assert!(text.starts_with("Traceback"), "{text}");
+        assert!(
+            text.contains("File \"/work/s/app.py\", line 6") && text.ends_with("SyntaxError: invalid syntax"),
+            "{text}"
+        );
+        assert!(!text.contains("Caused by") && !text.contains("componentize-py\""), "{text}");
+    }
+
+    #[test]
+    fn every_sdk_file_is_embedded() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../sdk-python/skillhost");
+        let mut on_disk: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .filter(|n| n.ends_with(".py"))
+            .map(|n| format!("skillhost/{n}"))
+            .collect();
+        on_disk.sort();
+        let embedded: Vec<String> = PYTHON_SDK.iter().map(|(n, _)| n.to_string()).collect();
+        assert_eq!(on_disk, embedded);
+    }
 }
