@@ -7,7 +7,8 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let args = cli::Args::parse();
-    cli::init_logging(args.verbose);
+    // Before the runtime: the trace exporter's blocking client must not start inside it.
+    let telemetry = cli::init_logging(args.verbose);
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -15,5 +16,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    runtime.block_on(cli::run(args))
+    let code = runtime.block_on(cli::run(args));
+    telemetry.shutdown();
+    code
 }

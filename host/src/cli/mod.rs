@@ -5,6 +5,7 @@ mod chat;
 mod conformance;
 mod mcp;
 mod skill;
+pub mod telemetry;
 
 use clap::{Parser, Subcommand};
 use skillhost::config::LoadedConfig;
@@ -52,13 +53,23 @@ enum Command {
     ConformanceClient(conformance::ConformanceArgs),
 }
 
-/// Sets up logging to stderr: warnings by default, debug with `--verbose`.
-pub fn init_logging(verbose: bool) {
+/// Sets up logging to stderr (warnings by default, debug with `--verbose`) and, when the
+/// environment asks for it, traces over OTLP ([`telemetry`]): the returned handle flushes
+/// them at exit.
+pub fn init_logging(verbose: bool) -> telemetry::Telemetry {
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    use tracing_subscriber::{Layer as _, filter::Targets};
     let default = if verbose { "debug,cranelift=info,wasmtime=info" } else { "warn" };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi).init();
+    let logs = tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_ansi(ansi).with_filter(filter);
+    let (traces, telemetry) = telemetry::layer();
+    // The spans skillhost makes for traces are at INFO; nothing of the dependencies'.
+    let traces = traces.map(|layer| layer.with_filter(Targets::new().with_target("skillhost", tracing::Level::INFO)));
+    tracing_subscriber::registry().with(logs).with(traces).init();
+    telemetry
 }
 
 /// Runs the parsed command.

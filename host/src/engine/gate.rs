@@ -15,6 +15,7 @@ use crate::tools::{Level, PromotionKey, ToolCall, ToolInfo, ToolOutcome, ToolSou
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
+use tracing::Instrument as _;
 
 pub use crate::tools::CONFIRMATION_CHALLENGE;
 
@@ -150,10 +151,19 @@ impl Gate {
             level,
             expires_at: request.expires_at,
         });
+        let span = tracing::info_span!(
+            "approval",
+            otel.name = %format!("approval {}", call.name),
+            gen_ai.tool.name = %call.name,
+            gen_ai.tool.call.id = %call.id,
+            skillhost.approval.level = level.as_str(),
+            skillhost.approval.outcome = tracing::field::Empty,
+        );
         let decision = tokio::time::timeout(self.timeout, counterpart.decide(request));
         let (pending, asked) = (crate::metrics::approval_pending(), std::time::Instant::now());
-        let outcome = deadline.paused(decision).await.unwrap_or(ApprovalOutcome::TimedOut);
+        let outcome = deadline.paused(decision).instrument(span.clone()).await.unwrap_or(ApprovalOutcome::TimedOut);
         drop(pending);
+        span.record("skillhost.approval.outcome", outcome.as_str());
         crate::metrics::approval(outcome.as_str(), asked.elapsed());
         events.emit(EngineEvent::ApprovalResolved { tool_call_id: call.id.to_owned(), outcome: outcome.clone() });
         outcome

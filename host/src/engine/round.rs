@@ -19,6 +19,7 @@ use crate::tools::{
 use futures::StreamExt;
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
+use tracing::Instrument as _;
 
 /// How many tool calls of one round run at the same time.
 pub const MAX_PARALLEL: usize = 4;
@@ -304,8 +305,28 @@ impl Round<'_> {
             input: input.clone(),
             target,
         });
-        let run = source.execute(call, self);
+        let skill = crate::skills::skill::split_exposed(name).map_or("", |(prefix, _)| prefix);
+        let span = tracing::info_span!(
+            "execute_tool",
+            otel.name = %format!("execute_tool {name}"),
+            gen_ai.operation.name = "execute_tool",
+            gen_ai.tool.name = %name,
+            gen_ai.tool.call.id = %id,
+            skillhost.skill = %skill,
+            skillhost.tool.kind = source.kind(name),
+            skillhost.outcome = tracing::field::Empty,
+            skillhost.failure = tracing::field::Empty,
+            otel.status_code = tracing::field::Empty,
+        );
+        let run = source.execute(call, self).instrument(span.clone());
         let outcome = tokio::time::timeout_at(deadline, run).await.unwrap_or_else(|_| deadline_error(started));
+        span.record("skillhost.outcome", if outcome.is_error { "error" } else { "ok" });
+        if outcome.is_error {
+            span.record("otel.status_code", "ERROR");
+            if let Some(kind) = &outcome.error_kind {
+                span.record("skillhost.failure", kind.as_str());
+            }
+        }
         let (duration, is_error) = (outcome.duration, outcome.is_error);
         let generic =
             !is_error && outcome.is_empty.unwrap_or_else(|| crate::tools::generically_empty(&outcome.content));

@@ -24,6 +24,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tracing::Instrument as _;
 
 /// Appended to the last message of the forced wrap-up request.
 pub const WRAPUP_INSTRUCTION: &str = "The time budget for this request is spent and no more tools can be called. \
@@ -352,7 +353,18 @@ impl Engine {
         let Some(provider) = self.provider.clone() else { return Err(EngineError::NoProvider) };
         let conversation = self.conversation(&req.place());
         let lock = self.channel_lock(&conversation);
-        let result = {
+        let agent = self.settings.agent.as_deref().unwrap_or("default");
+        let span = tracing::info_span!(
+            "invoke_agent",
+            otel.name = %format!("invoke_agent {agent}"),
+            gen_ai.operation.name = "invoke_agent",
+            gen_ai.agent.name = %agent,
+            skillhost.channel = %req.channel_id,
+            skillhost.time_boxed = tracing::field::Empty,
+            skillhost.outcome = tracing::field::Empty,
+            otel.status_code = tracing::field::Empty,
+        );
+        let result = async {
             let _turn = lock.lock().await;
             let started = std::time::Instant::now();
             let result = match self.inflight.acquire(&conversation).await {
@@ -365,8 +377,17 @@ impl Engine {
                 Err(_) => "failed",
             };
             crate::metrics::turn(self.settings.agent.as_deref(), outcome, started.elapsed());
+            let current = tracing::Span::current();
+            current.record("skillhost.outcome", outcome);
+            if let Ok(r) = &result {
+                current.record("skillhost.time_boxed", r.time_boxed);
+            } else {
+                current.record("otel.status_code", "ERROR");
+            }
             result
-        };
+        }
+        .instrument(span)
+        .await;
         self.release(&conversation, lock);
         result
     }
@@ -584,7 +605,49 @@ impl Engine {
         events: &dyn EventSink,
     ) -> Result<Response, LlmError> {
         let mut sink = |Delta::Text(text)| events.emit(EngineEvent::TextDelta(text));
-        let response = provider.complete(request, &mut sink).await;
+        let system = match provider.name() {
+            "bedrock" => "aws.bedrock",
+            other => other,
+        };
+        let span = tracing::info_span!(
+            "chat",
+            otel.name = %format!("chat {}", request.model),
+            otel.kind = "client",
+            gen_ai.operation.name = "chat",
+            gen_ai.system = system,
+            gen_ai.provider.name = system,
+            gen_ai.request.model = %request.model,
+            gen_ai.response.model = tracing::field::Empty,
+            gen_ai.usage.input_tokens = tracing::field::Empty,
+            gen_ai.usage.output_tokens = tracing::field::Empty,
+            gen_ai.response.finish_reasons = tracing::field::Empty,
+            error.type = tracing::field::Empty,
+            otel.status_code = tracing::field::Empty,
+        );
+        let response = provider.complete(request, &mut sink).instrument(span.clone()).await;
+        match &response {
+            Ok(r) => {
+                span.record("gen_ai.response.model", request.model.as_str());
+                span.record("gen_ai.usage.input_tokens", r.usage.input_tokens);
+                span.record("gen_ai.usage.output_tokens", r.usage.output_tokens);
+                let finish = match &r.stop {
+                    crate::llm::StopReason::EndTurn => "end_turn",
+                    crate::llm::StopReason::ToolUse => "tool_use",
+                    crate::llm::StopReason::MaxTokens => "max_tokens",
+                    crate::llm::StopReason::Other(other) => other.as_str(),
+                };
+                span.record("gen_ai.response.finish_reasons", finish);
+            }
+            Err(e) => {
+                let kind = match e {
+                    LlmError::Status { status, .. } => format!("http_{status}"),
+                    LlmError::Transport { .. } => "transport".to_owned(),
+                    LlmError::Protocol { .. } => "protocol".to_owned(),
+                };
+                span.record("error.type", kind);
+                span.record("otel.status_code", "ERROR");
+            }
+        }
         let tokens = response.as_ref().ok().map(|r| (r.usage.input_tokens, r.usage.output_tokens));
         crate::metrics::llm_request(provider.name(), &request.model, response.is_ok(), tokens);
         response

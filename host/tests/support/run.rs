@@ -56,6 +56,20 @@ impl Running {
         self.child.try_wait().unwrap().is_none()
     }
 
+    /// Asks it to stop with SIGTERM and waits (bounded) for its exit code.
+    pub fn terminate(&mut self) -> Option<i32> {
+        let pid = self.child.id().to_string();
+        std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+        let started = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status.code();
+            }
+            assert!(started.elapsed() < super::PROCESS_LIMIT, "still running after SIGTERM:\n{}", self.stderr());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// Stops it with SIGKILL and waits.
     pub fn kill(&mut self) {
         let _ = self.child.kill();

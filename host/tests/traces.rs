@@ -1,0 +1,225 @@
+//! Traces over OTLP through the real binary: `skillhost run --adapter api` with the standard
+//! OpenTelemetry environment sends its spans to a test receiver that decodes real OTLP
+//! protobuf over HTTP: the turn, its LLM requests, a tool call and its approval, parented as
+//! the work nests, with the GenAI attributes, and nothing of the prompt or the answer; a
+//! SIGTERM loses no finished span; a receiver answering 503 loses no turn.
+
+mod support;
+
+use axum::body::Bytes;
+use axum::http::StatusCode;
+use axum::routing::post;
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use opentelemetry_proto::tonic::common::v1::{AnyValue, any_value};
+use opentelemetry_proto::tonic::trace::v1::Span;
+use prost::Message as _;
+use serde_json::json;
+use skillhost_tests::api_client::Sse;
+use skillhost_tests::llm_server::{Answer, LlmServer};
+use skillhost_tests::{Workspace, guests};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// What the receiver got: the resource attributes and every span.
+#[derive(Default)]
+struct Received {
+    resource: BTreeMap<String, String>,
+    spans: Vec<Span>,
+    posts: usize,
+}
+
+/// An OTLP/HTTP receiver on loopback answering `status`.
+async fn receiver(status: StatusCode) -> (u16, Arc<Mutex<Received>>) {
+    let received = Arc::new(Mutex::new(Received::default()));
+    let shared = received.clone();
+    let app = axum::Router::new().route(
+        "/v1/traces",
+        post(move |body: Bytes| {
+            let shared = shared.clone();
+            async move {
+                let request = ExportTraceServiceRequest::decode(body).expect("OTLP protobuf");
+                let mut got = shared.lock().unwrap();
+                got.posts += 1;
+                for resource_spans in request.resource_spans {
+                    for attribute in resource_spans.resource.map(|r| r.attributes).unwrap_or_default() {
+                        got.resource.insert(attribute.key, text(attribute.value.as_ref()));
+                    }
+                    for scope in resource_spans.scope_spans {
+                        got.spans.extend(scope.spans);
+                    }
+                }
+                (status, Vec::<u8>::new())
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (port, received)
+}
+
+/// An attribute value as text.
+fn text(value: Option<&AnyValue>) -> String {
+    match value.and_then(|v| v.value.as_ref()) {
+        Some(any_value::Value::StringValue(s)) => s.clone(),
+        Some(any_value::Value::IntValue(i)) => i.to_string(),
+        Some(any_value::Value::BoolValue(b)) => b.to_string(),
+        Some(any_value::Value::DoubleValue(d)) => d.to_string(),
+        other => format!("{other:?}"),
+    }
+}
+
+fn attributes(span: &Span) -> BTreeMap<String, String> {
+    span.attributes.iter().map(|a| (a.key.clone(), text(a.value.as_ref()))).collect()
+}
+
+fn workspace(llm: &str) -> Workspace {
+    let ws = Workspace::new();
+    ws.add_skill("skills", "probe", guests::PROBE, "");
+    let yaml = format!(
+        "skills:\n  paths: [skills]\n  builtins: []\nstate:\n  filesystem: {{path: state}}\n\
+         human:\n  overrides: {{probe__echo: approve}}\nadapter: {{type: api}}\n\
+         llm:\n  provider: anthropic\n  model: test-model\n  max_tokens: 500\n  anthropic: {{api_key: test, base_url: '{llm}'}}\n"
+    );
+    std::fs::write(ws.path().join("config.yaml"), yaml).unwrap();
+    ws
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// `skillhost run --adapter api` exporting to `otlp`, once it listens.
+async fn run(ws: &Workspace, otlp: u16, port: u16) -> support::run::Running {
+    let endpoint = format!("http://127.0.0.1:{otlp}");
+    let port = port.to_string();
+    let env = [
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
+        ("OTEL_BSP_SCHEDULE_DELAY", "200"),
+        ("OTEL_BSP_EXPORT_TIMEOUT", "2000"),
+        ("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment=test"),
+        ("SKILLHOST_UI_PORT", port.as_str()),
+        ("SKILLHOST_UI_TOKEN", "tok"),
+    ];
+    let running = support::run::Running::start(ws.path(), &["--adapter", "api"], &env);
+    running.wait_for_log("listening on").await;
+    running
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_with_a_tool_call_and_an_approval_is_one_trace() {
+    let (otlp, received) = receiver(StatusCode::OK).await;
+    let call = Answer::default().call("e1", "probe__echo", json!({"n": 1}));
+    let llm = LlmServer::start(vec![call.into(), Answer::text(&["Echoed SECRET-ANSWER."]).into()]).await;
+    let ws = workspace(&llm.url());
+    let port = free_port();
+    let mut running = run(&ws, otlp, port).await;
+    let client = reqwest::Client::builder().timeout(Duration::from_secs(60)).build().unwrap();
+    let response = client
+        .post(format!("http://127.0.0.1:{port}/api/trigger?wait=1&stream=approval-v1"))
+        .bearer_auth("tok")
+        .json(&json!({"message": "echo SECRET-PROMPT please", "channel_id": "ops"}))
+        .send()
+        .await
+        .unwrap();
+    let mut sse = Sse::new(response);
+    let asked = sse.until("approval_requested").await.last().unwrap().data.clone();
+    let id = asked["approval_id"].as_str().unwrap();
+    let decided = client
+        .post(format!("http://127.0.0.1:{port}/api/approvals/{id}/decision"))
+        .bearer_auth("tok")
+        .json(&json!({"approved": true}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(decided.status(), 200);
+    assert!(sse.rest().await.iter().any(|e| e.kind == "run_completed"));
+    // SIGTERM: the finished spans are flushed before the process exits.
+    assert_eq!(running.terminate(), Some(0), "{}", running.stderr());
+
+    let got = received.lock().unwrap();
+    assert_eq!(got.resource.get("service.name").map(String::as_str), Some("skillhost"), "{:?}", got.resource);
+    assert_eq!(got.resource.get("deployment.environment").map(String::as_str), Some("test"));
+    let named = |prefix: &str| -> Vec<&Span> { got.spans.iter().filter(|s| s.name.starts_with(prefix)).collect() };
+    let turn = named("invoke_agent");
+    assert_eq!(turn.len(), 1, "{:#?}", got.spans.iter().map(|s| &s.name).collect::<Vec<_>>());
+    let turn = turn[0];
+    assert!(turn.parent_span_id.is_empty(), "the turn is the root");
+    let attrs = attributes(turn);
+    assert_eq!(
+        (attrs["gen_ai.operation.name"].as_str(), attrs["skillhost.outcome"].as_str()),
+        ("invoke_agent", "completed")
+    );
+    assert_eq!(attrs["skillhost.channel"], "ops");
+
+    let chats = named("chat test-model");
+    assert_eq!(chats.len(), 2, "two LLM requests");
+    for chat in &chats {
+        assert_eq!((chat.trace_id.clone(), chat.parent_span_id.clone()), (turn.trace_id.clone(), turn.span_id.clone()));
+        let a = attributes(chat);
+        assert_eq!(a["gen_ai.system"], "anthropic");
+        assert_eq!(a["gen_ai.request.model"], "test-model");
+        assert_eq!((a["gen_ai.usage.input_tokens"].as_str(), a["gen_ai.usage.output_tokens"].as_str()), ("25", "42"));
+    }
+    let finishes: Vec<String> = chats.iter().map(|c| attributes(c)["gen_ai.response.finish_reasons"].clone()).collect();
+    assert!(finishes.contains(&"tool_use".to_owned()) && finishes.contains(&"end_turn".to_owned()), "{finishes:?}");
+
+    let tool = named("execute_tool probe__echo");
+    assert_eq!(tool.len(), 1);
+    assert_eq!(tool[0].parent_span_id, turn.span_id, "the call is the turn's child");
+    let a = attributes(tool[0]);
+    assert_eq!((a["gen_ai.tool.name"].as_str(), a["gen_ai.tool.call.id"].as_str()), ("probe__echo", "e1"));
+    assert_eq!(
+        (a["skillhost.skill"].as_str(), a["skillhost.tool.kind"].as_str(), a["skillhost.outcome"].as_str()),
+        ("probe", "component", "ok")
+    );
+
+    let approval = named("approval probe__echo");
+    assert_eq!(approval.len(), 1);
+    assert_eq!(approval[0].parent_span_id, turn.span_id);
+    let a = attributes(approval[0]);
+    assert_eq!(
+        (a["skillhost.approval.level"].as_str(), a["skillhost.approval.outcome"].as_str()),
+        ("approve", "approved")
+    );
+
+    // Never the prompt or the answer, in any span.
+    for span in &got.spans {
+        let all = format!("{:?}", span.attributes);
+        assert!(!all.contains("SECRET-PROMPT") && !all.contains("SECRET-ANSWER"), "{all}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_receiver_answering_503_loses_no_turn() {
+    let (otlp, received) = receiver(StatusCode::SERVICE_UNAVAILABLE).await;
+    let llm = LlmServer::start(vec![Answer::text(&["One."]).into(), Answer::text(&["Two."]).into()]).await;
+    let ws = workspace(&llm.url());
+    let port = free_port();
+    let mut running = run(&ws, otlp, port).await;
+    let client = reqwest::Client::builder().timeout(Duration::from_secs(60)).build().unwrap();
+    for expected in ["One.", "Two."] {
+        let answer: serde_json::Value = client
+            .post(format!("http://127.0.0.1:{port}/api/trigger?wait=true"))
+            .bearer_auth("tok")
+            .json(&json!({"message": "hi"}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(answer["text"], expected, "{answer}");
+        // Wait for an export attempt before the next turn (the batch goes every 200 ms).
+        let started = std::time::Instant::now();
+        while received.lock().unwrap().posts == 0 && started.elapsed() < Duration::from_secs(20) {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    assert!(received.lock().unwrap().posts > 0, "the exporter tried");
+    let health = client.get(format!("http://127.0.0.1:{port}/healthz")).send().await.unwrap();
+    assert_eq!(health.status(), 200, "the process stays healthy");
+    assert!(running.running());
+    assert_eq!(running.terminate(), Some(0), "{}", running.stderr());
+}
