@@ -1,8 +1,9 @@
 //! Traces over OTLP through the real binary: `skillhost run --adapter api` with the standard
 //! OpenTelemetry environment sends its spans to a test receiver that decodes real OTLP
 //! protobuf over HTTP: the turn, its LLM requests, a tool call and its approval, parented as
-//! the work nests, with the GenAI attributes, and nothing of the prompt or the answer; a
-//! SIGTERM loses no finished span; a receiver answering 503 loses no turn.
+//! the work nests under the caller's `traceparent`, with the GenAI attributes, and nothing of
+//! the prompt or the answer; the LLM requests carry the trace on; a SIGTERM loses no finished
+//! span; a receiver answering 503 loses no turn.
 
 mod support;
 
@@ -70,6 +71,14 @@ fn text(value: Option<&AnyValue>) -> String {
     }
 }
 
+/// The caller's trace and span (a `traceparent` on the trigger request).
+const CALLER_TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+const CALLER_SPAN: &str = "00f067aa0ba902b7";
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
 fn attributes(span: &Span) -> BTreeMap<String, String> {
     span.attributes.iter().map(|a| (a.key.clone(), text(a.value.as_ref()))).collect()
 }
@@ -119,6 +128,7 @@ async fn a_turn_with_a_tool_call_and_an_approval_is_one_trace() {
     let response = client
         .post(format!("http://127.0.0.1:{port}/api/trigger?wait=1&stream=approval-v1"))
         .bearer_auth("tok")
+        .header("traceparent", format!("00-{CALLER_TRACE}-{CALLER_SPAN}-01"))
         .json(&json!({"message": "echo SECRET-PROMPT please", "channel_id": "ops"}))
         .send()
         .await
@@ -145,7 +155,13 @@ async fn a_turn_with_a_tool_call_and_an_approval_is_one_trace() {
     let turn = named("invoke_agent");
     assert_eq!(turn.len(), 1, "{:#?}", got.spans.iter().map(|s| &s.name).collect::<Vec<_>>());
     let turn = turn[0];
-    assert!(turn.parent_span_id.is_empty(), "the turn is the root");
+    // The caller's trace goes on: its span -> the request -> the turn.
+    let request = named("POST /api/trigger");
+    assert_eq!(request.len(), 1);
+    assert_eq!(hex(&request[0].trace_id), CALLER_TRACE, "the caller's traceparent is continued");
+    assert_eq!(hex(&request[0].parent_span_id), CALLER_SPAN);
+    assert_eq!(turn.parent_span_id, request[0].span_id, "the turn runs under the request");
+    assert_eq!(turn.trace_id, request[0].trace_id);
     let attrs = attributes(turn);
     assert_eq!(
         (attrs["gen_ai.operation.name"].as_str(), attrs["skillhost.outcome"].as_str()),
@@ -161,6 +177,14 @@ async fn a_turn_with_a_tool_call_and_an_approval_is_one_trace() {
         assert_eq!(a["gen_ai.system"], "anthropic");
         assert_eq!(a["gen_ai.request.model"], "test-model");
         assert_eq!((a["gen_ai.usage.input_tokens"].as_str(), a["gen_ai.usage.output_tokens"].as_str()), ("25", "42"));
+    }
+    // The LLM requests carry the trace on, from their `chat` span.
+    for (n, recorded) in llm.requests().iter().enumerate() {
+        let parent =
+            recorded.headers.get("traceparent").unwrap_or_else(|| panic!("request {n}: {:?}", recorded.headers));
+        assert!(parent.starts_with(&format!("00-{CALLER_TRACE}-")), "{parent}");
+        let span = parent.split('-').nth(2).unwrap();
+        assert!(chats.iter().any(|c| hex(&c.span_id) == span), "{parent}");
     }
     let finishes: Vec<String> = chats.iter().map(|c| attributes(c)["gen_ai.response.finish_reasons"].clone()).collect();
     assert!(finishes.contains(&"tool_use".to_owned()) && finishes.contains(&"end_turn".to_owned()), "{finishes:?}");

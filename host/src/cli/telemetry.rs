@@ -75,5 +75,7 @@ where
         resource.with_attribute(opentelemetry::KeyValue::new("service.version", env!("CARGO_PKG_VERSION"))).build();
     let provider = SdkTracerProvider::builder().with_batch_exporter(exporter).with_resource(resource).build();
     let tracer = provider.tracer("skillhost");
+    // W3C trace context in and out (the API's `traceparent`, the LLM requests').
+    opentelemetry::global::set_text_map_propagator(opentelemetry_sdk::propagation::TraceContextPropagator::new());
     (Some(tracing_opentelemetry::layer().with_tracer(tracer)), Telemetry { provider: Some(provider) })
 }

@@ -143,7 +143,8 @@ impl Provider for Converse {
     async fn complete(&self, req: &Request, sink: &mut (dyn FnMut(Delta) + Send)) -> Result<Response, LlmError> {
         let url = self.url(&req.model);
         let payload = serde_json::to_vec(&body(req)).expect("a JSON value serializes");
-        let mut post = http::client().post(&url).header("content-type", "application/json");
+        let mut post =
+            http::client().post(&url).header("content-type", "application/json").headers(http::trace_headers());
         for (name, value) in self.signature(&url, &payload)? {
             post = post.header(name, value);
         }

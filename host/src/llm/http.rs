@@ -41,6 +41,26 @@ pub(crate) fn endpoint(base: &str, path: &str) -> String {
     }
 }
 
+/// The W3C trace context (`traceparent`, `tracestate`) of the current span, when traces are
+/// on (the propagator is a no-op otherwise): a collector then joins the provider's side, if
+/// it traces too, to the `chat` span.
+pub(crate) fn trace_headers() -> HeaderMap {
+    use tracing_opentelemetry::OpenTelemetrySpanExt as _;
+    struct Headers<'a>(&'a mut HeaderMap);
+    impl opentelemetry::propagation::Injector for Headers<'_> {
+        fn set(&mut self, key: &str, value: String) {
+            let name = reqwest::header::HeaderName::from_bytes(key.as_bytes());
+            if let (Ok(name), Ok(value)) = (name, reqwest::header::HeaderValue::from_str(&value)) {
+                self.0.insert(name, value);
+            }
+        }
+    }
+    let context = tracing::Span::current().context();
+    let mut headers = HeaderMap::new();
+    opentelemetry::global::get_text_map_propagator(|p| p.inject_context(&context, &mut Headers(&mut headers)));
+    headers
+}
+
 /// POSTs `body` as JSON and returns the event stream of a 2xx answer; any other status
 /// becomes [`LlmError::Status`] with the API's message and `retry-after`.
 pub(crate) async fn post_events(
@@ -50,6 +70,8 @@ pub(crate) async fn post_events(
     headers: HeaderMap,
     body: &(impl serde::Serialize + Sync),
 ) -> Result<Events, LlmError> {
+    let (mut headers, trace) = (headers, trace_headers());
+    headers.extend(trace);
     let sent = client.post(url).headers(headers).header("accept", "text/event-stream").json(body).send().await;
     let response = sent.map_err(|e| LlmError::transport(provider, error_chain(&e)))?;
     let status = response.status();

@@ -145,6 +145,8 @@ impl Api {
         F: std::future::Future + Send + 'static,
         F::Output: Send + 'static,
     {
+        // The request's span (and the caller's trace context) goes with the turn.
+        let turn = tracing::Instrument::in_current_span(turn);
         match &self.turns {
             Some(turns) => turns.spawn(turn),
             None => tokio::spawn(turn),

@@ -106,11 +106,34 @@ fn request(body: Result<Bytes, BytesRejection>) -> ApiResult<TurnRequest> {
 pub async fn trigger(
     State(api): State<Arc<Api>>,
     RawQuery(query): RawQuery,
+    headers: axum::http::HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    match handle(api, query, body).await {
+    use tracing::Instrument as _;
+    let span = tracing::info_span!("trigger", otel.name = "POST /api/trigger", otel.kind = "server");
+    continue_trace(&span, &headers);
+    match handle(api, query, body).instrument(span).await {
         Ok(response) => response,
         Err(e) => e.into_response(),
+    }
+}
+
+/// Makes `span` a child of the caller's trace when the request carries a W3C `traceparent`
+/// (and traces are on; the propagator is a no-op otherwise).
+fn continue_trace(span: &tracing::Span, headers: &axum::http::HeaderMap) {
+    use tracing_opentelemetry::OpenTelemetrySpanExt as _;
+    struct Headers<'a>(&'a axum::http::HeaderMap);
+    impl opentelemetry::propagation::Extractor for Headers<'_> {
+        fn get(&self, key: &str) -> Option<&str> {
+            self.0.get(key).and_then(|v| v.to_str().ok())
+        }
+        fn keys(&self) -> Vec<&str> {
+            self.0.keys().map(|k| k.as_str()).collect()
+        }
+    }
+    if headers.contains_key("traceparent") {
+        let context = opentelemetry::global::get_text_map_propagator(|p| p.extract(&Headers(headers)));
+        let _ = span.set_parent(context);
     }
 }
 
