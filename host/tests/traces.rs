@@ -83,13 +83,19 @@ fn attributes(span: &Span) -> BTreeMap<String, String> {
     span.attributes.iter().map(|a| (a.key.clone(), text(a.value.as_ref()))).collect()
 }
 
+/// The `probe` skill (its `echo` gated) and the Python SDK's MCP test server `ask` (stdio).
 fn workspace(llm: &str) -> Workspace {
     let ws = Workspace::new();
     ws.add_skill("skills", "probe", guests::PROBE, "");
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
+    let (server, pylib) = (repo.join("tests/mcp/ask_server.py"), repo.join("tests/mcp/pylib"));
     let yaml = format!(
-        "skills:\n  paths: [skills]\n  builtins: []\nstate:\n  filesystem: {{path: state}}\n\
+        "skills:\n  paths: [skills]\n  builtins: []\n  allowed: [probe, ask]\nstate:\n  filesystem: {{path: state}}\n\
          human:\n  overrides: {{probe__echo: approve}}\nadapter: {{type: api}}\n\
-         llm:\n  provider: anthropic\n  model: test-model\n  max_tokens: 500\n  anthropic: {{api_key: test, base_url: '{llm}'}}\n"
+         mcp_servers:\n  ask:\n    transport: stdio\n    command: python3\n    args: ['{}']\n    env: {{PYTHONPATH: '{}'}}\n\
+         llm:\n  provider: anthropic\n  model: test-model\n  max_tokens: 500\n  anthropic: {{api_key: test, base_url: '{llm}'}}\n",
+        server.display(),
+        pylib.display()
     );
     std::fs::write(ws.path().join("config.yaml"), yaml).unwrap();
     ws
@@ -113,13 +119,14 @@ async fn run(ws: &Workspace, otlp: u16, port: u16) -> support::run::Running {
     ];
     let running = support::run::Running::start(ws.path(), &["--adapter", "api"], &env);
     running.wait_for_log("listening on").await;
+    running.wait_for_log("MCP server ready").await;
     running
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_turn_with_a_tool_call_and_an_approval_is_one_trace() {
     let (otlp, received) = receiver(StatusCode::OK).await;
-    let call = Answer::default().call("e1", "probe__echo", json!({"n": 1}));
+    let call = Answer::default().call("e1", "probe__echo", json!({"n": 1})).call("w1", "ask__whoami", json!({}));
     let llm = LlmServer::start(vec![call.into(), Answer::text(&["Echoed SECRET-ANSWER."]).into()]).await;
     let ws = workspace(&llm.url());
     let port = free_port();
@@ -198,6 +205,26 @@ async fn a_turn_with_a_tool_call_and_an_approval_is_one_trace() {
         (a["skillhost.skill"].as_str(), a["skillhost.tool.kind"].as_str(), a["skillhost.outcome"].as_str()),
         ("probe", "component", "ok")
     );
+
+    assert!(a["skillhost.sandbox.fuel_used"].parse::<u64>().unwrap() > 0, "{a:?}");
+    assert!(a.contains_key("skillhost.sandbox.wall_ms"), "{a:?}");
+
+    // The MCP call, under its tool call.
+    let mcp_tool = named("execute_tool ask__whoami");
+    assert_eq!(mcp_tool.len(), 1);
+    assert_eq!(attributes(mcp_tool[0])["skillhost.tool.kind"], "mcp");
+    let mcp = named("tools/call whoami");
+    assert_eq!(mcp.len(), 1, "{:#?}", got.spans.iter().map(|s| &s.name).collect::<Vec<_>>());
+    assert_eq!(mcp[0].parent_span_id, mcp_tool[0].span_id, "the MCP request is its tool call's child");
+    let a = attributes(mcp[0]);
+    assert_eq!(
+        (a["mcp.server"].as_str(), a["mcp.method.name"].as_str(), a["skillhost.outcome"].as_str()),
+        ("ask", "tools/call", "ok")
+    );
+
+    // Loading the skills at start is a trace of its own.
+    let load = named("load_skills");
+    assert!(!load.is_empty() && attributes(load[0])["skillhost.skills"] == "1", "{load:?}");
 
     let approval = named("approval probe__echo");
     assert_eq!(approval.len(), 1);

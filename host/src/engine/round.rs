@@ -316,6 +316,8 @@ impl Round<'_> {
             skillhost.tool.kind = source.kind(name),
             skillhost.outcome = tracing::field::Empty,
             skillhost.failure = tracing::field::Empty,
+            skillhost.sandbox.fuel_used = tracing::field::Empty,
+            skillhost.sandbox.wall_ms = tracing::field::Empty,
             otel.status_code = tracing::field::Empty,
         );
         let run = source.execute(call, self).instrument(span.clone());

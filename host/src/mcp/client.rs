@@ -234,7 +234,27 @@ impl McpManager {
         })?;
         let request = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
         let oauth = s.oauth.read().unwrap_or_else(|p| p.into_inner()).clone();
-        let called = authorized(oauth.as_deref(), || call_tool(&peer, request.clone(), &s.askers)).await;
+        let span = tracing::info_span!(
+            "mcp_call",
+            otel.name = %format!("tools/call {tool}"),
+            otel.kind = "client",
+            mcp.method.name = "tools/call",
+            mcp.server = %server,
+            gen_ai.tool.name = %tool,
+            skillhost.outcome = tracing::field::Empty,
+            otel.status_code = tracing::field::Empty,
+        );
+        let called = authorized(oauth.as_deref(), || call_tool(&peer, request.clone(), &s.askers));
+        let called = tracing::Instrument::instrument(called, span.clone()).await;
+        let outcome = match &called {
+            Ok(result) if result.is_error == Some(true) => "error",
+            Ok(_) => "ok",
+            Err(_) => "failed",
+        };
+        span.record("skillhost.outcome", outcome);
+        if outcome != "ok" {
+            span.record("otel.status_code", "ERROR");
+        }
         called.map_err(|e| format!("MCP server `{server}`: {e:#}"))
     }
 

@@ -150,6 +150,8 @@ impl Sandbox {
         let ready = in_parallel(jobs, |(_, wasm)| self.is_ready(*wasm));
         let pending: Vec<_> = jobs.iter().zip(ready).filter(|(_, ready)| !ready).map(|(j, _)| j).collect();
         in_parallel(&pending, |(name, wasm)| {
+            let _span = tracing::info_span!("compile", otel.name = %format!("compile {name}"), skillhost.skill = %name)
+                .entered();
             progress(&format!("compiling skill `{name}`..."));
             let started = Instant::now();
             if self.compile_wasm(*wasm).is_ok() {

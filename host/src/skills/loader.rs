@@ -116,6 +116,20 @@ impl Loader {
 
     /// Loads the built-ins `skills.builtins` names, then scans every path.
     pub async fn load_all(&self, mode: LoadMode) -> Result<SkillSet, FatalLoadError> {
+        let span = tracing::info_span!(
+            "load_skills",
+            skillhost.skills = tracing::field::Empty,
+            skillhost.problems = tracing::field::Empty,
+        );
+        let loaded = tracing::Instrument::instrument(self.load_all_inner(mode), span.clone()).await;
+        if let Ok(set) = &loaded {
+            span.record("skillhost.skills", set.skills.len());
+            span.record("skillhost.problems", set.problems.len());
+        }
+        loaded
+    }
+
+    async fn load_all_inner(&self, mode: LoadMode) -> Result<SkillSet, FatalLoadError> {
         let (started, mut set) = (Instant::now(), SkillSet::default());
         let dirs = self.scan(&mut set.problems);
         self.precompile(&dirs, mode == LoadMode::Serve);

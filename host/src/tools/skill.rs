@@ -135,6 +135,10 @@ impl ToolSource for SkillTools {
         };
         match skill.call(&tool.name, call.input, call.ctx).await {
             Ok(outcome) => {
+                // The sandbox's figures, on the call's span (`execute_tool`) when traced.
+                let span = tracing::Span::current();
+                span.record("skillhost.sandbox.fuel_used", outcome.fuel_used);
+                span.record("skillhost.sandbox.wall_ms", outcome.elapsed.as_millis() as u64);
                 let result = outcome.value;
                 let coverage = result.coverage.as_ref().map(|c| match coverage::observe(c) {
                     Some(observation) => CoverageEntry::Verified(observation),
