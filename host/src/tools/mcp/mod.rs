@@ -308,6 +308,8 @@ impl McpTools {
                     tracing::info!(tool = %call.name, "prerequisite `{tool}` failed: {why}");
                     return refused(&correction, "mcp_prerequisite_failed", context, started);
                 }
+                // The spec's span attribute, on the call's `execute_tool` span when traced.
+                tracing::Span::current().record("mithai.tool.retried_after_prerequisite", true);
                 let outcome = match self.retry(&mcp, call, retry, scope, started).await {
                     Ok(outcome) => outcome,
                     Err(refusal) => return refusal,
