@@ -275,7 +275,12 @@ fn list_validate_and_bad_records() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_turn_uses_declared_tools() {
     let port = services().await;
-    let search = Answer::default().call("s1", "declared__search", json!({"query": "wasm"}));
+    let chart = json!({"kind": "bar", "labels": ["a"], "series": [{"name": "n", "values": [1]}]});
+    let search = Answer::default()
+        .call("s1", "declared__search", json!({"query": "wasm"}))
+        .call("m1", "declared__echo_rpc", json!({"text": "over rpc"}))
+        .call("c1", "declared__chart", chart)
+        .call("j1", "declared__journal_write", json!({"entry": "checked the weather"}));
     let weather = Answer::default().call("w1", "declared__weather", json!({"city": "Bergen"}));
     let llm = LlmServer::start(vec![search.into(), weather.into(), Answer::text(&["Rainy."]).into()]).await;
     let extra = format!(
@@ -289,6 +294,10 @@ async fn a_turn_uses_declared_tools() {
     assert!(out.stdout.contains("Rainy."), "{}{}", out.stdout, out.stderr);
     let first = support::tool_results(&llm, 1);
     assert!(first[0]["content"].to_string().contains("wasm result 1"), "{first:?}");
+    assert!(first[1]["content"].to_string().contains("over rpc"), "the mcp record: {first:?}");
+    assert!(first[2]["content"].to_string().contains(".svg"), "the chart: {first:?}");
+    assert_eq!(first[3]["is_error"], json!(false), "the journal: {first:?}");
+    assert!(std::fs::read_dir(ws.path().join("memory/journal")).is_ok(), "the journal was written");
     let second = support::tool_results(&llm, 2);
     assert!(
         second[0]["content"].to_string().contains("Bergen") && second[0]["content"].to_string().contains("k-9"),
@@ -300,12 +309,17 @@ async fn a_turn_uses_declared_tools() {
 
 /// A workspace with one `database` record on `url` (rows capped at 3, 800 ms per query).
 fn database_workspace(url: &str) -> Workspace {
+    database_workspace_with(url, "")
+}
+
+/// [`database_workspace`], the config ending in `extra`.
+fn database_workspace_with(url: &str, extra: &str) -> Workspace {
     let ws = Workspace::new();
     let yaml = format!(
         "skills:\n  paths: []\n  builtins: []\n  declared:\n\
          \x20   - {{name: sales, skill_type: database, description: the sales database, config_json: {{db_id: sales}}}}\n\
          databases:\n  sales: {{url: '{url}', max_rows: 3, statement_timeout_ms: 800}}\n\
-         state:\n  filesystem: {{path: state}}\n"
+         state:\n  filesystem: {{path: state}}\n{extra}"
     );
     std::fs::write(ws.path().join("config.yaml"), yaml).unwrap();
     ws
@@ -562,4 +576,39 @@ async fn a_turn_runs_declared_code() {
     assert_eq!(support::tool_results(&llm, 1)[0]["content"], json!("5050"));
     let stats = support::tool_results(&llm, 2)[0]["content"].to_string();
     assert!(stats.contains("mean") && stats.contains("15"), "{stats}");
+}
+
+/// Through the engine: the model reads the schema, then queries; a write it tries is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_queries_a_database() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sales.db");
+    let db = rusqlite::Connection::open(&path).unwrap();
+    db.execute_batch(
+        "CREATE TABLE orders (id INTEGER PRIMARY KEY, customer TEXT); INSERT INTO orders (customer) VALUES ('ada');",
+    )
+    .unwrap();
+    drop(db);
+    let schema = Answer::default().call("q0", "declared__sales_schema", json!({}));
+    let query = Answer::default().call("q1", "declared__sales", json!({"sql": "SELECT customer FROM orders"})).call(
+        "q2",
+        "declared__sales",
+        json!({"sql": "DELETE FROM orders"}),
+    );
+    let llm = LlmServer::start(vec![schema.into(), query.into(), Answer::text(&["ada ordered."]).into()]).await;
+    let extra = format!(
+        "llm:\n  provider: anthropic\n  model: test-model\n  max_tokens: 500\n  anthropic: {{api_key: test, base_url: '{}'}}\n",
+        llm.url()
+    );
+    let ws = database_workspace_with(&format!("sqlite://{}", path.display()), &extra);
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_skillhost"));
+    command.current_dir(ws.path()).args(["chat"]);
+    let out = tokio::task::block_in_place(|| support::run_bounded(command, "who ordered?\n"));
+    assert!(out.stdout.contains("ada ordered."), "{}{}", out.stdout, out.stderr);
+    assert!(support::tool_results(&llm, 1)[0]["content"].to_string().contains("orders"));
+    let results = support::tool_results(&llm, 2);
+    assert!(results[0]["content"].to_string().contains("ada"), "{results:?}");
+    assert_eq!(results[1]["is_error"], json!(true), "the write is refused: {results:?}");
+    let db = rusqlite::Connection::open(&path).unwrap();
+    assert_eq!(db.query_row("SELECT count(*) FROM orders", [], |r| r.get::<_, i64>(0)).unwrap(), 1);
 }
