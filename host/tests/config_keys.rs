@@ -166,6 +166,12 @@ const KEYS: &[(&str, By)] = &[
     ("ui.allowed_hosts", Code("host/src/adapters/mcp/http.rs", "allowed_hosts")),
     ("ui.allowed_origins", Code("host/src/adapters/mcp/http.rs", "allowed_origins")),
     ("ui.metrics_public", Code("host/src/adapters/api/mod.rs", "metrics_public")),
+    ("telemetry.otlp_endpoint", Code("host/src/cli/telemetry.rs", "config.otlp_endpoint")),
+    ("telemetry.protocol", Code("host/src/cli/telemetry.rs", "config.protocol")),
+    ("telemetry.service_name", Code("host/src/cli/telemetry.rs", "config.service_name")),
+    ("telemetry.resource_attributes.**", Code("host/src/cli/telemetry.rs", "config.resource_attributes")),
+    ("telemetry.sampler", Code("host/src/cli/telemetry.rs", "config.sampler")),
+    ("telemetry.sampler_arg", Code("host/src/cli/telemetry.rs", "config.sampler_arg")),
 ];
 
 /// The blocks of an agent that are top-level blocks merged over (`agents.<name>.llm` ...).

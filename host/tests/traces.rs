@@ -274,3 +274,38 @@ async fn a_receiver_answering_503_loses_no_turn() {
     assert!(running.running());
     assert_eq!(running.terminate(), Some(0), "{}", running.stderr());
 }
+
+/// The config's `telemetry` block turns traces on with no `OTEL_*` variable: its endpoint,
+/// service name and resource attributes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_config_block_says_the_same() {
+    let (otlp, received) = receiver(StatusCode::OK).await;
+    let llm = LlmServer::start(vec![Answer::text(&["Hi."]).into()]).await;
+    let ws = workspace(&llm.url());
+    let path = ws.path().join("config.yaml");
+    let mut yaml = std::fs::read_to_string(&path).unwrap();
+    yaml.push_str(&format!(
+        "telemetry:\n  otlp_endpoint: http://127.0.0.1:{otlp}/\n  service_name: ops-bot\n  \
+         resource_attributes: {{deployment.environment: staging}}\n  sampler: parentbased_always_on\n"
+    ));
+    std::fs::write(&path, yaml).unwrap();
+    let port = free_port();
+    let port_text = port.to_string();
+    let env = [("SKILLHOST_UI_PORT", port_text.as_str()), ("SKILLHOST_UI_TOKEN", "tok")];
+    let mut running = support::run::Running::start(ws.path(), &["--adapter", "api"], &env);
+    running.wait_for_log("listening on").await;
+    let client = reqwest::Client::new();
+    let answer = client
+        .post(format!("http://127.0.0.1:{port}/api/trigger?wait=true"))
+        .bearer_auth("tok")
+        .json(&json!({"message": "hi"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 200);
+    assert_eq!(running.terminate(), Some(0), "{}", running.stderr());
+    let got = received.lock().unwrap();
+    assert_eq!(got.resource.get("service.name").map(String::as_str), Some("ops-bot"), "{:?}", got.resource);
+    assert_eq!(got.resource.get("deployment.environment").map(String::as_str), Some("staging"));
+    assert!(got.spans.iter().any(|s| s.name.starts_with("invoke_agent")), "{:?}", got.spans.len());
+}

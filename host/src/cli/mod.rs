@@ -56,7 +56,7 @@ enum Command {
 /// Sets up logging to stderr (warnings by default, debug with `--verbose`) and, when the
 /// environment asks for it, traces over OTLP ([`telemetry`]): the returned handle flushes
 /// them at exit.
-pub fn init_logging(verbose: bool) -> telemetry::Telemetry {
+pub fn init_logging(verbose: bool, traces: &skillhost::config::Telemetry) -> telemetry::Telemetry {
     use tracing_subscriber::layer::SubscriberExt as _;
     use tracing_subscriber::util::SubscriberInitExt as _;
     use tracing_subscriber::{Layer as _, filter::Targets};
@@ -65,7 +65,7 @@ pub fn init_logging(verbose: bool) -> telemetry::Telemetry {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let logs = tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_ansi(ansi).with_filter(filter);
-    let (traces, telemetry) = telemetry::layer();
+    let (traces, telemetry) = telemetry::layer(traces);
     // The spans skillhost makes for traces are at INFO; nothing of the dependencies'.
     let traces = traces.map(|layer| layer.with_filter(Targets::new().with_target("skillhost", tracing::Level::INFO)));
     tracing_subscriber::registry().with(logs).with(traces).init();

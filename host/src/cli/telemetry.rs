@@ -1,6 +1,7 @@
 //! Traces over OpenTelemetry (OTLP), off by default: on when the standard environment names
-//! an endpoint (`OTEL_EXPORTER_OTLP_ENDPOINT`, or `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`), unless
-//! `OTEL_SDK_DISABLED=true`. `OTEL_EXPORTER_OTLP_PROTOCOL` is `http/protobuf` (the default;
+//! an endpoint (`OTEL_EXPORTER_OTLP_ENDPOINT`, or `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`) or the
+//! config's `telemetry.otlp_endpoint` does, unless `OTEL_SDK_DISABLED=true`. Each `telemetry`
+//! key stands for its variable, which wins when it is set. `OTEL_EXPORTER_OTLP_PROTOCOL` is `http/protobuf` (the default;
 //! `grpc` and `http/json` are refused with a warning, and tracing stays off),
 //! `OTEL_SERVICE_NAME` (default `skillhost`) and `OTEL_RESOURCE_ATTRIBUTES` describe the
 //! process, `OTEL_TRACES_SAMPLER` / `_ARG` sample, `OTEL_BSP_*` tune the batch.
@@ -36,9 +37,12 @@ fn env(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.trim().is_empty())
 }
 
-/// The OpenTelemetry layer the environment asks for, if any, and its provider. Problems are
-/// warnings on stderr: tracing is an aid, never a reason not to serve.
-pub fn layer<S>() -> (Option<tracing_opentelemetry::OpenTelemetryLayer<S, opentelemetry_sdk::trace::Tracer>>, Telemetry)
+/// The OpenTelemetry layer the environment (or the config's `telemetry`) asks for, if any,
+/// and its provider. Problems are warnings on stderr: tracing is an aid, never a reason not
+/// to serve.
+pub fn layer<S>(
+    config: &skillhost::config::Telemetry,
+) -> (Option<tracing_opentelemetry::OpenTelemetryLayer<S, opentelemetry_sdk::trace::Tracer>>, Telemetry)
 where
     S: tracing::Subscriber + for<'span> tracing_subscriber::registry::LookupSpan<'span>,
 {
@@ -46,10 +50,15 @@ where
     if env("OTEL_SDK_DISABLED").is_some_and(|v| v.eq_ignore_ascii_case("true")) {
         return off;
     }
-    if env("OTEL_EXPORTER_OTLP_ENDPOINT").is_none() && env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT").is_none() {
+    let from_env = env("OTEL_EXPORTER_OTLP_ENDPOINT").is_some() || env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT").is_some();
+    // The config's endpoint is a base, as OTEL_EXPORTER_OTLP_ENDPOINT is.
+    let from_config = config.otlp_endpoint.as_deref().map(|e| format!("{}/v1/traces", e.trim_end_matches('/')));
+    if !from_env && from_config.is_none() {
         return off;
     }
-    let protocol = env("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL").or_else(|| env("OTEL_EXPORTER_OTLP_PROTOCOL"));
+    let protocol = env("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+        .or_else(|| env("OTEL_EXPORTER_OTLP_PROTOCOL"))
+        .or_else(|| config.protocol.clone());
     match protocol.as_deref() {
         None | Some("http/protobuf") => {}
         Some(other) => {
@@ -59,23 +68,49 @@ where
             return off;
         }
     }
-    let exporter =
-        match opentelemetry_otlp::SpanExporter::builder().with_http().with_protocol(Protocol::HttpBinary).build() {
-            Ok(exporter) => exporter,
-            Err(e) => {
-                eprintln!("warning: traces are off: the OTLP exporter cannot start: {e}");
-                return off;
-            }
-        };
+    let mut builder = opentelemetry_otlp::SpanExporter::builder().with_http().with_protocol(Protocol::HttpBinary);
+    if let (false, Some(endpoint)) = (from_env, from_config) {
+        builder = builder.with_endpoint(endpoint);
+    }
+    let exporter = match builder.build() {
+        Ok(exporter) => exporter,
+        Err(e) => {
+            eprintln!("warning: traces are off: the OTLP exporter cannot start: {e}");
+            return off;
+        }
+    };
     let mut resource = Resource::builder();
+    // The config's attributes, but those the environment sets (which the builder read) win.
+    let listed = env("OTEL_RESOURCE_ATTRIBUTES").unwrap_or_default();
+    let in_env: Vec<&str> = listed.split(',').filter_map(|pair| pair.split_once('=')).map(|(k, _)| k.trim()).collect();
+    for (key, value) in config.resource_attributes.iter().filter(|(k, _)| !in_env.contains(&k.as_str())) {
+        resource = resource.with_attribute(opentelemetry::KeyValue::new(key.clone(), value.clone()));
+    }
     if env("OTEL_SERVICE_NAME").is_none() {
-        resource = resource.with_service_name("skillhost");
+        resource = resource.with_service_name(config.service_name.clone().unwrap_or_else(|| "skillhost".into()));
     }
     let resource =
         resource.with_attribute(opentelemetry::KeyValue::new("service.version", env!("CARGO_PKG_VERSION"))).build();
-    let provider = SdkTracerProvider::builder().with_batch_exporter(exporter).with_resource(resource).build();
+    let mut provider = SdkTracerProvider::builder().with_batch_exporter(exporter).with_resource(resource);
+    if let (None, Some(sampler)) = (env("OTEL_TRACES_SAMPLER"), config.sampler.as_deref()) {
+        provider = provider.with_sampler(sampler_of(sampler, config.sampler_arg.unwrap_or(1.0)));
+    }
+    let provider = provider.build();
     let tracer = provider.tracer("skillhost");
     // W3C trace context in and out (the API's `traceparent`, the LLM requests').
     opentelemetry::global::set_text_map_propagator(opentelemetry_sdk::propagation::TraceContextPropagator::new());
     (Some(tracing_opentelemetry::layer().with_tracer(tracer)), Telemetry { provider: Some(provider) })
+}
+
+/// The sampler `telemetry.sampler` names (checked when the config loaded).
+fn sampler_of(name: &str, ratio: f64) -> opentelemetry_sdk::trace::Sampler {
+    use opentelemetry_sdk::trace::Sampler;
+    match name {
+        "always_off" => Sampler::AlwaysOff,
+        "traceidratio" => Sampler::TraceIdRatioBased(ratio),
+        "parentbased_always_on" => Sampler::ParentBased(Box::new(Sampler::AlwaysOn)),
+        "parentbased_always_off" => Sampler::ParentBased(Box::new(Sampler::AlwaysOff)),
+        "parentbased_traceidratio" => Sampler::ParentBased(Box::new(Sampler::TraceIdRatioBased(ratio))),
+        _ => Sampler::AlwaysOn,
+    }
 }

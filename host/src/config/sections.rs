@@ -36,6 +36,60 @@ pub struct Config {
     pub sandbox: Sandbox,
     /// Databases that `database` records of `skills.declared` query, by id.
     pub databases: BTreeMap<String, super::Database>,
+    /// Traces over OpenTelemetry (the standard `OTEL_*` environment wins).
+    pub telemetry: Telemetry,
+}
+
+/// `telemetry`: what the standard OpenTelemetry environment says, written in the config.
+/// Each `OTEL_*` variable that is set wins over its key here.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Telemetry {
+    /// The collector's OTLP/HTTP base URL (spans go to `{endpoint}/v1/traces`), as
+    /// `OTEL_EXPORTER_OTLP_ENDPOINT`; unset: traces are off.
+    pub otlp_endpoint: Option<String>,
+    /// `http/protobuf`, the only one (as `OTEL_EXPORTER_OTLP_PROTOCOL`).
+    pub protocol: Option<String>,
+    /// The service's name (default `skillhost`), as `OTEL_SERVICE_NAME`.
+    pub service_name: Option<String>,
+    /// More resource attributes, as `OTEL_RESOURCE_ATTRIBUTES`.
+    pub resource_attributes: BTreeMap<String, String>,
+    /// Which traces are kept: `always_on`, `always_off`, `traceidratio`,
+    /// `parentbased_always_on` (the default), `parentbased_always_off`,
+    /// `parentbased_traceidratio`, as `OTEL_TRACES_SAMPLER`.
+    pub sampler: Option<String>,
+    /// The ratio of the `*traceidratio` samplers (0 to 1), as `OTEL_TRACES_SAMPLER_ARG`.
+    pub sampler_arg: Option<f64>,
+}
+
+impl Telemetry {
+    fn check(&self) -> Result<(), String> {
+        if let Some(endpoint) = &self.otlp_endpoint {
+            let url =
+                url::Url::parse(endpoint).map_err(|e| format!("otlp_endpoint: `{endpoint}` is not a URL: {e}"))?;
+            if !matches!(url.scheme(), "http" | "https") {
+                return Err(format!("otlp_endpoint: `{endpoint}` is not an http(s) URL"));
+            }
+        }
+        if let Some(protocol) = self.protocol.as_deref().filter(|p| *p != "http/protobuf") {
+            return Err(format!("protocol: `{protocol}` is not supported (http/protobuf)"));
+        }
+        const SAMPLERS: [&str; 6] = [
+            "always_on",
+            "always_off",
+            "traceidratio",
+            "parentbased_always_on",
+            "parentbased_always_off",
+            "parentbased_traceidratio",
+        ];
+        if let Some(sampler) = self.sampler.as_deref().filter(|s| !SAMPLERS.contains(s)) {
+            return Err(format!("sampler: `{sampler}` is not one of {}", SAMPLERS.join(", ")));
+        }
+        if let Some(arg) = self.sampler_arg.filter(|a| !(0.0..=1.0).contains(a)) {
+            return Err(format!("sampler_arg: {arg} is not between 0 and 1"));
+        }
+        Ok(())
+    }
 }
 
 impl Config {
@@ -78,6 +132,7 @@ impl Config {
             ui.check().map_err(|e| format!("{at}: {e}"))?;
         }
         self.engine.temporal_guardrails.check()?;
+        self.telemetry.check().map_err(|e| format!("telemetry.{e}"))?;
         for (key, budget) in
             [("tool_budget", &self.engine.tool_budget), ("log_tool_budget", &self.engine.log_tool_budget)]
         {
