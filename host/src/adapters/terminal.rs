@@ -250,7 +250,8 @@ pub async fn chat(engine: &Engine, channel: &str) {
         tokio::select! {
             result = engine.run_turn(request, &*terminal, &counterpart) => match result {
                 Ok(result) => {
-                    (session, last, turns) = (add(session, result.usage), Some(result.usage), turns + 1);
+                    session += result.usage;
+                    (last, turns) = (Some(result.usage), turns + 1);
                     terminal.finish(&result.text);
                     if result.time_boxed {
                         terminal.note("(time budget spent: this is a wrap-up answer)");
@@ -267,11 +268,6 @@ pub async fn chat(engine: &Engine, channel: &str) {
             }
         }
     }
-}
-
-fn add(mut total: crate::llm::Usage, more: crate::llm::Usage) -> crate::llm::Usage {
-    total += more;
-    total
 }
 
 /// What `/usage` prints: the last turn's tokens and the session's.

@@ -15,14 +15,14 @@
 
 use super::counterpart::{ApprovalOutcome, ApprovalRequest, Counterpart};
 use super::events::{EngineEvent, EventSink};
+use super::on_demand::TurnSkills;
 use super::round::{NestedRunner, Nesting, Round};
 use super::tool_budget::TurnBudget;
 use super::turn::Engine;
 use crate::llm::Message;
 use crate::person::{Answer, Question};
 use crate::sandbox::{CallContext, RouteAttributes};
-use crate::tools::{LoadSkill, NestedTarget, NestedTurn, Tools};
-use std::sync::Arc;
+use crate::tools::{NestedTarget, NestedTurn, Tools};
 use std::time::Duration;
 
 /// The most agents a delegation chain holds, the first one included (A -> B -> C).
@@ -48,17 +48,9 @@ impl NestedRunner for Engine {
     }
 
     async fn run_delegated(&self, task: String, outer: &Round<'_>, chain: &[String]) -> Result<String, String> {
-        let (bot, memory) = (&self.settings().system_prompt, &self.settings().memory_root);
-        let leave_out = |name: &str| self.sub_agents.contains(name);
-        let none = Default::default();
-        let system = super::prompt::system_prompt(bot, self.skills(), &self.on_demand, &none, memory, &leave_out);
-        let mut tools = self.tools().clone();
-        if !self.on_demand.is_empty() {
-            tools = tools.with_first(Arc::new(LoadSkill::new(self.on_demand.clone(), Default::default())));
-        }
-        if !self.sub_agents.is_empty() {
-            tools = tools.with_first(self.sub_agents.clone());
-        }
+        // A conversation of its own: nothing loaded on demand yet, nothing kept after.
+        let skills = TurnSkills::fresh(&self.on_demand, self.tools());
+        let (system, tools) = (self.system_prompt(&skills.carried), self.with_sub_agents(&skills.tools));
         let budget = self.tool_budget();
         self.nested_turn(system, &tools, task, outer, &budget, chain).await
     }

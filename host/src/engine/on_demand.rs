@@ -34,14 +34,23 @@ impl TurnSkills {
         messages: &[Message],
     ) -> Result<Self, StateError> {
         if catalog.is_empty() {
-            let none = BTreeSet::new();
-            return Ok(TurnSkills { tools: tools.clone(), carried: none.clone(), loader: None, saved: none });
+            return Ok(Self::fresh(catalog, tools));
         }
         let saved = history.loaded_skills(conversation)?;
         let in_messages = catalog.loaded_in(messages);
         let carried = saved.iter().filter(|s| catalog.contains(s) && !in_messages.contains(*s)).cloned().collect();
         let loader = Arc::new(LoadSkill::new(catalog.clone(), saved.union(&in_messages).cloned().collect()));
         Ok(TurnSkills { tools: tools.with_first(loader.clone()), carried, loader: Some(loader), saved })
+    }
+
+    /// A conversation with nothing loaded and no history (a nested turn's).
+    pub fn fresh(catalog: &Arc<OnDemand>, tools: &Tools) -> Self {
+        let none = BTreeSet::new();
+        if catalog.is_empty() {
+            return TurnSkills { tools: tools.clone(), carried: none.clone(), loader: None, saved: none };
+        }
+        let loader = Arc::new(LoadSkill::new(catalog.clone(), BTreeSet::new()));
+        TurnSkills { tools: tools.with_first(loader.clone()), carried: none.clone(), loader: Some(loader), saved: none }
     }
 
     /// The write saving the conversation's loaded skills, when the turn changed them.

@@ -396,7 +396,7 @@ impl CallScope for Round<'_> {
     async fn nested(&self, turn: NestedTurn) -> Result<String, String> {
         match self.nesting {
             Some(nesting) => nesting.runner.run_nested(turn, self, nesting.chain).await,
-            None => Err("a nested turn needs a conversation with a model; this call runs outside one".into()),
+            None => Err(crate::tools::NO_NESTED_TURN.into()),
         }
     }
 }

@@ -250,6 +250,22 @@ impl Engine {
         &self.gate
     }
 
+    /// The system prompt of one of its turns; `carried`: on-demand skills the conversation
+    /// loaded earlier. Sub-agent skills' bodies are their own turns' prompts, never this one's.
+    pub(super) fn system_prompt(&self, carried: &std::collections::BTreeSet<String>) -> String {
+        let (bot, memory) = (&self.settings.system_prompt, &self.settings.memory_root);
+        let left_out = |name: &str| self.sub_agents.contains(name);
+        prompt::system_prompt(bot, &self.skills, &self.on_demand, carried, memory, &left_out)
+    }
+
+    /// `tools` with the sub-agent skills' `<skill>__run` in front, when the agent has any.
+    pub(super) fn with_sub_agents(&self, tools: &Tools) -> Tools {
+        match self.sub_agents.is_empty() {
+            true => tools.clone(),
+            false => tools.with_first(self.sub_agents.clone()),
+        }
+    }
+
     /// The approval counts behind auto-promotion.
     pub fn promotion(&self) -> &Promotion {
         self.gate.promotion()
@@ -421,9 +437,7 @@ impl Engine {
         let mut messages = self.history.load(conversation)?;
         messages.push(Message::user(req.message.clone()));
         let skills = TurnSkills::begin(&self.on_demand, &self.tools, &self.history, conversation, &messages)?;
-        let (bot, memory) = (&self.settings.system_prompt, &self.settings.memory_root);
-        let leave_out = |name: &str| self.sub_agents.contains(name);
-        let system = prompt::system_prompt(bot, &self.skills, &self.on_demand, &skills.carried, memory, &leave_out);
+        let system = self.system_prompt(&skills.carried);
         let ctx = CallContext {
             config: serde_json::json!({}),
             channel_id: req.channel_id.clone(),
@@ -432,10 +446,7 @@ impl Engine {
             user_message: Some(req.message.clone()),
             observer: None,
         };
-        let tools = match self.sub_agents.is_empty() {
-            true => skills.tools.clone(),
-            false => skills.tools.with_first(self.sub_agents.clone()),
-        };
+        let tools = self.with_sub_agents(&skills.tools);
         let tool_budget = TurnBudget::new(self.settings.tool_budget.clone());
         let round = Round {
             tools: &tools,

@@ -132,9 +132,12 @@ pub trait CallScope: Send + Sync {
     /// answer, or why it did not run (a loop, too deep, no such agent). Only turns can nest.
     async fn nested(&self, turn: NestedTurn) -> Result<String, String> {
         let _ = turn;
-        Err("a nested turn needs a conversation with a model; this call runs outside one".into())
+        Err(NO_NESTED_TURN.into())
     }
 }
+
+/// Why a call outside a turn cannot start a nested turn.
+pub const NO_NESTED_TURN: &str = "a nested turn needs a conversation with a model; this call runs outside one";
 
 /// A nested turn a tool asks for ([`CallScope::nested`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
