@@ -41,6 +41,7 @@ pub struct Metrics {
     budget_blocked: Counter,
     budget_suppressed: Counter,
     streams_open: Gauge,
+    spans_dropped: Counters,
 }
 
 /// Seconds from 5 ms to about 164 s, doubling.
@@ -118,6 +119,12 @@ impl Metrics {
             "Questions put to a person, by outcome (answered, declined, timed_out, unavailable)",
             questions.clone(),
         );
+        let spans_dropped = Counters::default();
+        registry.register(
+            "skillhost_trace_spans_dropped",
+            "Finished spans not exported, by reason (queue_full: the export queue was full; export_failed: the receiver refused them)",
+            spans_dropped.clone(),
+        );
         let mcp_up = Family::<Labels, Gauge>::default();
         registry.register(
             "skillhost_mcp_server_up",
@@ -172,6 +179,7 @@ impl Metrics {
             budget_blocked,
             budget_suppressed,
             streams_open,
+            spans_dropped,
         }
     }
 
@@ -266,6 +274,11 @@ pub fn approval(outcome: &str, waited: Duration) {
 /// A question was put to a person.
 pub fn question(outcome: &str) {
     get().questions.get_or_create(&vec![("outcome", outcome.to_owned())]).inc();
+}
+
+/// `n` finished spans were not exported, for `reason` (`queue_full`, `export_failed`).
+pub fn spans_dropped(reason: &'static str, n: u64) {
+    get().spans_dropped.get_or_create(&vec![("reason", reason.to_owned())]).inc_by(n);
 }
 
 /// An MCP server came up or went down.

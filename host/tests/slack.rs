@@ -377,6 +377,17 @@ async fn slack_telegram_and_the_api_serve_two_agents_each_approval_on_its_own_pl
     // Slack (agent ops): asked and decided in Slack.
     slack.mention("C1", "U1", "please work");
     let (slack_prompt, slack_id) = prompt(&slack, "C1", "approve").await;
+    // The agent's console sees the Slack run waiting, to be decided in Slack.
+    let read = |path: &str| {
+        let url = format!("http://127.0.0.1:{port}{path}");
+        async move {
+            reqwest::Client::new().get(url).bearer_auth("tok").send().await.unwrap().json::<Value>().await.unwrap()
+        }
+    };
+    let waiting = read("/api/approvals").await;
+    let approval = &waiting["approvals"][0];
+    assert_eq!(approval["tool_name"], "hooks_loop__work", "{waiting:#}");
+    assert_eq!((approval["adapter"].as_str(), approval["decidable"].as_bool()), (Some("slack"), Some(false)));
     // The same id pressed in Telegram is not Telegram's to decide.
     let (_, query) = {
         let started = std::time::Instant::now();
@@ -410,6 +421,14 @@ async fn slack_telegram_and_the_api_serve_two_agents_each_approval_on_its_own_pl
         .await
         .unwrap();
     assert_eq!(answer["text"], "api done", "{answer}");
+    let runs = read("/api/runs").await;
+    let shown: Vec<(&str, &str, &str)> = runs["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["adapter"].as_str().unwrap(), r["mode"].as_str().unwrap(), r["state"].as_str().unwrap()))
+        .collect();
+    assert_eq!(shown, [("api", "wait", "completed"), ("slack", "chat", "completed")], "agent ops' runs only: {runs:#}");
     assert_eq!(support::tool_results(&llm, 1)[0]["is_error"], json!(false));
     assert_eq!(support::tool_results(&llm, 3)[0]["is_error"], json!(false));
 }

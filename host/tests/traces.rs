@@ -3,7 +3,8 @@
 //! protobuf over HTTP: the turn, its LLM requests, a tool call and its approval, parented as
 //! the work nests under the caller's `traceparent`, with the GenAI attributes, and nothing of
 //! the prompt or the answer; the LLM requests carry the trace on; a SIGTERM loses no finished
-//! span; a receiver answering 503 loses no turn.
+//! span; a receiver answering 503 loses no turn; spans past the queue, or refused, are
+//! dropped and counted.
 
 mod support;
 
@@ -32,6 +33,11 @@ struct Received {
 
 /// An OTLP/HTTP receiver on loopback answering `status`.
 async fn receiver(status: StatusCode) -> (u16, Arc<Mutex<Received>>) {
+    slow_receiver(status, Duration::ZERO).await
+}
+
+/// [`receiver`], answering each export after `delay`.
+async fn slow_receiver(status: StatusCode, delay: Duration) -> (u16, Arc<Mutex<Received>>) {
     let received = Arc::new(Mutex::new(Received::default()));
     let shared = received.clone();
     let app = axum::Router::new().route(
@@ -39,6 +45,7 @@ async fn receiver(status: StatusCode) -> (u16, Arc<Mutex<Received>>) {
         post(move |body: Bytes| {
             let shared = shared.clone();
             async move {
+                tokio::time::sleep(delay).await;
                 let request = ExportTraceServiceRequest::decode(body).expect("OTLP protobuf");
                 let mut got = shared.lock().unwrap();
                 got.posts += 1;
@@ -87,15 +94,12 @@ fn attributes(span: &Span) -> BTreeMap<String, String> {
 fn workspace(llm: &str) -> Workspace {
     let ws = Workspace::new();
     ws.add_skill("skills", "probe", guests::PROBE, "");
-    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
-    let (server, pylib) = (repo.join("tests/mcp/ask_server.py"), repo.join("tests/mcp/pylib"));
     let yaml = format!(
         "skills:\n  paths: [skills]\n  builtins: []\n  allowed: [probe, ask]\nstate:\n  filesystem: {{path: state}}\n\
          human:\n  overrides: {{probe__echo: approve}}\nadapter: {{type: api}}\n\
-         mcp_servers:\n  ask:\n    transport: stdio\n    command: python3\n    args: ['{}']\n    env: {{PYTHONPATH: '{}'}}\n\
+         {}\
          llm:\n  provider: anthropic\n  model: test-model\n  max_tokens: 500\n  anthropic: {{api_key: test, base_url: '{llm}'}}\n",
-        server.display(),
-        pylib.display()
+        support::ask_server_yaml()
     );
     std::fs::write(ws.path().join("config.yaml"), yaml).unwrap();
     ws
@@ -107,9 +111,14 @@ fn free_port() -> u16 {
 
 /// `skillhost run --adapter api` exporting to `otlp`, once it listens.
 async fn run(ws: &Workspace, otlp: u16, port: u16) -> support::run::Running {
+    run_with(ws, otlp, port, &[]).await
+}
+
+/// [`run`] with more variables.
+async fn run_with(ws: &Workspace, otlp: u16, port: u16, more: &[(&str, &str)]) -> support::run::Running {
     let endpoint = format!("http://127.0.0.1:{otlp}");
     let port = port.to_string();
-    let env = [
+    let mut env = vec![
         ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
         ("OTEL_BSP_SCHEDULE_DELAY", "200"),
         ("OTEL_BSP_EXPORT_TIMEOUT", "2000"),
@@ -117,6 +126,7 @@ async fn run(ws: &Workspace, otlp: u16, port: u16) -> support::run::Running {
         ("SKILLHOST_UI_PORT", port.as_str()),
         ("SKILLHOST_UI_TOKEN", "tok"),
     ];
+    env.extend_from_slice(more);
     let running = support::run::Running::start(ws.path(), &["--adapter", "api"], &env);
     running.wait_for_log("listening on").await;
     running.wait_for_log("MCP server ready").await;
@@ -126,8 +136,9 @@ async fn run(ws: &Workspace, otlp: u16, port: u16) -> support::run::Running {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_turn_with_a_tool_call_and_an_approval_is_one_trace() {
     let (otlp, received) = receiver(StatusCode::OK).await;
-    let call = Answer::default().call("e1", "probe__echo", json!({"n": 1})).call("w1", "ask__whoami", json!({}));
-    let llm = LlmServer::start(vec![call.into(), Answer::text(&["Echoed SECRET-ANSWER."]).into()]).await;
+    let call = Answer::default().call("e1", "probe__echo", json!({"n": 1})).call("w1", "ask__trace", json!({}));
+    let ask = Answer::default().call("q1", "human__ask", json!({"question": "Go on?", "choices": ["yes", "no"]}));
+    let llm = LlmServer::start(vec![call.into(), ask.into(), Answer::text(&["Echoed SECRET-ANSWER."]).into()]).await;
     let ws = workspace(&llm.url());
     let port = free_port();
     let mut running = run(&ws, otlp, port).await;
@@ -151,6 +162,16 @@ async fn a_turn_with_a_tool_call_and_an_approval_is_one_trace() {
         .await
         .unwrap();
     assert_eq!(decided.status(), 200);
+    let asked = sse.until("question_requested").await.last().unwrap().data.clone();
+    let question = asked["question_id"].as_str().unwrap();
+    let answered = client
+        .post(format!("http://127.0.0.1:{port}/api/questions/{question}/answer"))
+        .bearer_auth("tok")
+        .json(&json!({"answer": "yes"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answered.status(), 200);
     assert!(sse.rest().await.iter().any(|e| e.kind == "run_completed"));
     // SIGTERM: the finished spans are flushed before the process exits.
     assert_eq!(running.terminate(), Some(0), "{}", running.stderr());
@@ -175,9 +196,10 @@ async fn a_turn_with_a_tool_call_and_an_approval_is_one_trace() {
         ("invoke_agent", "completed")
     );
     assert_eq!(attrs["skillhost.channel"], "ops");
+    assert_eq!(attrs["skillhost.adapter"], "api");
 
     let chats = named("chat test-model");
-    assert_eq!(chats.len(), 2, "two LLM requests");
+    assert_eq!(chats.len(), 3, "three LLM requests");
     for chat in &chats {
         assert_eq!((chat.trace_id.clone(), chat.parent_span_id.clone()), (turn.trace_id.clone(), turn.span_id.clone()));
         let a = attributes(chat);
@@ -208,12 +230,13 @@ async fn a_turn_with_a_tool_call_and_an_approval_is_one_trace() {
 
     assert!(a["skillhost.sandbox.fuel_used"].parse::<u64>().unwrap() > 0, "{a:?}");
     assert!(a.contains_key("skillhost.sandbox.wall_ms"), "{a:?}");
+    assert!(a["skillhost.sandbox.memory_bytes"].parse::<u64>().unwrap() > 0, "{a:?}");
 
     // The MCP call, under its tool call.
-    let mcp_tool = named("execute_tool ask__whoami");
+    let mcp_tool = named("execute_tool ask__trace");
     assert_eq!(mcp_tool.len(), 1);
     assert_eq!(attributes(mcp_tool[0])["skillhost.tool.kind"], "mcp");
-    let mcp = named("tools/call whoami");
+    let mcp = named("tools/call trace");
     assert_eq!(mcp.len(), 1, "{:#?}", got.spans.iter().map(|s| &s.name).collect::<Vec<_>>());
     assert_eq!(mcp[0].parent_span_id, mcp_tool[0].span_id, "the MCP request is its tool call's child");
     let a = attributes(mcp[0]);
@@ -221,6 +244,11 @@ async fn a_turn_with_a_tool_call_and_an_approval_is_one_trace() {
         (a["mcp.server"].as_str(), a["mcp.method.name"].as_str(), a["skillhost.outcome"].as_str()),
         ("ask", "tools/call", "ok")
     );
+    // The server got the trace on, in the request's `_meta`, from the MCP call's span.
+    let results = support::tool_results(&llm, 1);
+    let sent = results.iter().find(|r| r["tool_use_id"] == "w1").unwrap()["content"].to_string();
+    let expected = format!("00-{CALLER_TRACE}-{}-01", hex(&mcp[0].span_id));
+    assert!(sent.contains(&expected), "{sent} lacks {expected}");
 
     // Loading the skills at start is a trace of its own.
     let load = named("load_skills");
@@ -234,6 +262,23 @@ async fn a_turn_with_a_tool_call_and_an_approval_is_one_trace() {
         (a["skillhost.approval.level"].as_str(), a["skillhost.approval.outcome"].as_str()),
         ("approve", "approved")
     );
+    assert_eq!(a["skillhost.adapter"], "api");
+    assert!(a["skillhost.approval.wait_ms"].parse::<u64>().is_ok(), "{a:?}");
+
+    // The question's wait (`human__ask` is the person's, not a tool call with a span).
+    let question = named("question");
+    assert_eq!(question.len(), 1, "{:#?}", got.spans.iter().map(|s| &s.name).collect::<Vec<_>>());
+    assert_eq!(question[0].parent_span_id, turn.span_id);
+    let a = attributes(question[0]);
+    assert_eq!(
+        (
+            a["skillhost.adapter"].as_str(),
+            a["skillhost.question.outcome"].as_str(),
+            a["skillhost.question.choices"].as_str()
+        ),
+        ("api", "answered", "2")
+    );
+    assert!(a["skillhost.question.wait_ms"].parse::<u64>().is_ok(), "{a:?}");
 
     // Never the prompt or the answer, in any span.
     for span in &got.spans {
@@ -251,16 +296,7 @@ async fn a_receiver_answering_503_loses_no_turn() {
     let mut running = run(&ws, otlp, port).await;
     let client = reqwest::Client::builder().timeout(Duration::from_secs(60)).build().unwrap();
     for expected in ["One.", "Two."] {
-        let answer: serde_json::Value = client
-            .post(format!("http://127.0.0.1:{port}/api/trigger?wait=true"))
-            .bearer_auth("tok")
-            .json(&json!({"message": "hi"}))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let answer = ask(&client, port).await;
         assert_eq!(answer["text"], expected, "{answer}");
         // Wait for an export attempt before the next turn (the batch goes every 200 ms).
         let started = std::time::Instant::now();
@@ -272,7 +308,55 @@ async fn a_receiver_answering_503_loses_no_turn() {
     let health = client.get(format!("http://127.0.0.1:{port}/healthz")).send().await.unwrap();
     assert_eq!(health.status(), 200, "the process stays healthy");
     assert!(running.running());
+    // The refused spans are counted.
+    assert!(dropped(&client, port, "export_failed").await > 0.0, "{}", running.stderr());
     assert_eq!(running.terminate(), Some(0), "{}", running.stderr());
+}
+
+/// A `wait=true` run saying hi, its answer.
+async fn ask(client: &reqwest::Client, port: u16) -> serde_json::Value {
+    let url = format!("http://127.0.0.1:{port}/api/trigger?wait=true");
+    let response = client.post(url).bearer_auth("tok").json(&json!({"message": "hi"})).send().await.unwrap();
+    response.json().await.unwrap()
+}
+
+/// `skillhost_trace_spans_dropped_total{reason}` once it is above zero (at most 20 s).
+async fn dropped(client: &reqwest::Client, port: u16, reason: &str) -> f64 {
+    let line = format!("skillhost_trace_spans_dropped_total{{reason=\"{reason}\"}} ");
+    let started = std::time::Instant::now();
+    loop {
+        let text = client
+            .get(format!("http://127.0.0.1:{port}/metrics"))
+            .bearer_auth("tok")
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        let value = text.lines().find_map(|l| l.strip_prefix(&line)).map_or(0.0, |v| v.trim().parse().unwrap());
+        if value > 0.0 || started.elapsed() > Duration::from_secs(20) {
+            return value;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A queue of one span, held by a receiver that answers slowly: the turn's other spans are
+/// dropped and counted, and the turn is not held up by it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spans_past_the_queue_are_dropped_and_counted() {
+    let (otlp, received) = slow_receiver(StatusCode::OK, Duration::from_secs(1)).await;
+    let llm = LlmServer::start(vec![Answer::text(&["One."]).into()]).await;
+    let ws = workspace(&llm.url());
+    let port = free_port();
+    let mut running = run_with(&ws, otlp, port, &[("OTEL_BSP_MAX_QUEUE_SIZE", "1")]).await;
+    let client = reqwest::Client::builder().timeout(Duration::from_secs(60)).build().unwrap();
+    let answer = ask(&client, port).await;
+    assert_eq!(answer["text"], "One.", "{answer}");
+    assert!(dropped(&client, port, "queue_full").await >= 1.0, "{}", running.stderr());
+    assert_eq!(running.terminate(), Some(0), "{}", running.stderr());
+    assert!(received.lock().unwrap().posts >= 1, "what fit in the queue went out");
 }
 
 /// The config's `telemetry` block turns traces on with no `OTEL_*` variable: its endpoint,

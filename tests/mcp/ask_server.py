@@ -4,6 +4,7 @@ Tools:
 - `whoami()`: the revision and capabilities the client offered (from the handshake).
 - `ask_name(wait=0)`: after `wait` seconds, asks the client for a form (`name`, required;
   `age`, default 30) and returns what came back: `{"action": ..., "content": ...}`.
+- `trace()`: the W3C trace context the client sent in the request's `_meta` (SEP-414).
 - `grow()`: adds the tool `grown` and tells the client its tool list changed.
 
 Usage: `python3 ask_server.py` (stdio), `python3 ask_server.py sse PORT`,
@@ -46,6 +47,13 @@ async def whoami(ctx: Context) -> str:
             "elicitation": bool(params and params.capabilities.elicitation is not None),
         }
     )
+
+
+@server.tool()
+async def trace(ctx: Context) -> str:
+    """The trace context the client sent with this request (`_meta.traceparent`)."""
+    meta = ctx.request_context.meta or {}
+    return json.dumps({"traceparent": meta.get("traceparent"), "tracestate": meta.get("tracestate")})
 
 
 @server.tool()

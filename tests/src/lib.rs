@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
 pub mod api_client;
+pub mod browser;
 pub mod llm_server;
 pub mod postgres;
 pub mod slack_server;

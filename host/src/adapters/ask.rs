@@ -68,6 +68,42 @@ pub fn outcome(resolution: Resolution, duration: Duration, timeout: Duration) ->
     }
 }
 
+/// Runs one `human__ask` call: checks `input`, asks through `ask` (the adapter's own way,
+/// which waits at most `timeout`) inside a `question` span (the adapter, the number of
+/// choices, the outcome and the wait), and makes the tool's result.
+pub async fn run<F>(
+    adapter: &'static str,
+    input: &Value,
+    timeout: Duration,
+    ask: impl FnOnce(String, Vec<String>) -> F,
+) -> ToolOutcome
+where
+    F: std::future::Future<Output = Option<Resolution>>,
+{
+    use tracing::Instrument as _;
+    let started = std::time::Instant::now();
+    let (prompt, choices) = match question(input) {
+        Ok(q) => q,
+        Err(problem) => return invalid(problem, started.elapsed()),
+    };
+    let span = tracing::info_span!(
+        "question",
+        otel.name = "question",
+        skillhost.adapter = adapter,
+        skillhost.question.choices = choices.len(),
+        skillhost.question.outcome = tracing::field::Empty,
+        skillhost.question.wait_ms = tracing::field::Empty,
+    );
+    let resolution = ask(prompt, choices).instrument(span.clone()).await;
+    let waited = started.elapsed();
+    span.record("skillhost.question.wait_ms", waited.as_millis() as u64);
+    span.record("skillhost.question.outcome", resolution.as_ref().map_or("unavailable", Resolution::name));
+    match resolution {
+        Some(resolution) => outcome(resolution, waited, timeout),
+        None => no_id(waited),
+    }
+}
+
 /// No id could be made for the question.
 pub fn no_id(duration: Duration) -> ToolOutcome {
     ToolOutcome::error(&json!({"error": "no question id: the OS random source failed", "kind": "host"}), duration)

@@ -27,6 +27,10 @@ pub struct HttpSettings<'a> {
     pub ui: &'a Ui,
     /// The port (the plan chose it: `ui.port`, or the variable for a single agent).
     pub port: u16,
+    /// The agent's recent runs (the console's list).
+    pub runs: Arc<crate::adapters::runs::Runs>,
+    /// The MCP servers (the console's status page).
+    pub mcp: Arc<crate::mcp::McpManager>,
 }
 
 impl HttpAdapter {
@@ -62,7 +66,8 @@ impl HttpAdapter {
             crate::sandbox::capabilities::http_client();
         });
         let mcp = http_app(SkillServer::new(engine.clone(), settings.display_name), token.as_deref(), settings.ui);
-        let app = api::app_with(Api::with_turns(engine, config, turns), mcp);
+        let api = Api::serving(engine, config, turns, settings.runs, settings.mcp);
+        let app = api::app_with(api, mcp);
         Ok(HttpAdapter { describe: format!("the api on {}{who}", listener.local_addr()?), listener, app })
     }
 }

@@ -14,6 +14,7 @@
 //! - [`interactions`]: pending approvals and questions, decided once (first decision wins).
 //! - [`present`]: what a person may be shown of a call: the redacted, capped input, the
 //!   tool's safe description (every tool kind), the `wait=true` summary.
+//! - [`runs`]: the agent's recent runs and their events, for the console and the read routes.
 //! - [`ask`]: `human__ask`, the question tool the interactive adapters offer.
 //! - [`outbox`]: where skills' own messages (the `notify` import) find the agent's chat
 //!   adapters.
@@ -27,6 +28,7 @@ pub mod interactions;
 pub mod mcp;
 pub mod outbox;
 pub mod present;
+pub mod runs;
 pub mod slack;
 pub mod telegram;
 pub mod terminal;

@@ -110,6 +110,10 @@ impl Terminal {
 }
 
 impl EventSink for Terminal {
+    fn adapter(&self) -> Option<&'static str> {
+        Some("cli")
+    }
+
     fn emit(&self, event: EngineEvent) {
         match event {
             EngineEvent::TextDelta(text) => {

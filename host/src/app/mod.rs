@@ -75,6 +75,8 @@ pub struct Agent {
     pub outbox: Arc<Outbox>,
     /// Skills that did not load (the others still serve).
     pub problems: Vec<LoadProblem>,
+    /// Its recent runs, as every adapter of it records them (read by the console).
+    pub runs: Arc<crate::adapters::runs::Runs>,
     /// Its effective config, and the loader that reloads its skills.
     loader: Loader,
     mcp: Arc<McpManager>,
@@ -253,6 +255,7 @@ async fn build_agent(
     if adapters.is_empty() {
         adapters.push(AdapterKind::Cli);
     }
+    let runs = crate::adapters::runs::Runs::new(name.as_deref().unwrap_or(&config.config.bot.name));
     Ok(Agent {
         display_name: config.config.bot.name.clone(),
         name,
@@ -262,6 +265,7 @@ async fn build_agent(
         ui: config.config.ui.clone(),
         outbox,
         problems: set.problems.clone(),
+        runs,
         loader,
         mcp: mcp.clone(),
     })

@@ -85,18 +85,36 @@ async fn make(agent: &Agent, kind: &Served, turns: &mut Turns) -> anyhow::Result
     Ok(match *kind {
         Served::Terminal => Box::new(TerminalAdapter::new(agent.engine.clone(), agent.name.clone())),
         Served::Api { port } => {
-            let settings =
-                HttpSettings { agent: agent.name.as_deref(), display_name: &agent.display_name, ui: &agent.ui, port };
+            let settings = HttpSettings {
+                agent: agent.name.as_deref(),
+                display_name: &agent.display_name,
+                ui: &agent.ui,
+                port,
+                runs: agent.runs.clone(),
+                mcp: agent.mcp.clone(),
+            };
             Box::new(HttpAdapter::bind(agent.engine.clone(), settings, turns.handle()?).await?)
         }
         Served::Slack => {
             let settings = agent.adapter.slack.as_ref().ok_or_else(|| anyhow::anyhow!("no adapter.slack block"))?;
-            Box::new(SlackAdapter::new(agent.engine.clone(), settings, agent.name.as_deref(), &agent.outbox))
+            Box::new(SlackAdapter::new(
+                agent.engine.clone(),
+                settings,
+                agent.name.as_deref(),
+                &agent.outbox,
+                &agent.runs,
+            ))
         }
         Served::Telegram => {
             let settings =
                 agent.adapter.telegram.as_ref().ok_or_else(|| anyhow::anyhow!("no adapter.telegram block"))?;
-            Box::new(TelegramAdapter::new(agent.engine.clone(), settings, agent.name.as_deref(), &agent.outbox))
+            Box::new(TelegramAdapter::new(
+                agent.engine.clone(),
+                settings,
+                agent.name.as_deref(),
+                &agent.outbox,
+                &agent.runs,
+            ))
         }
     })
 }

@@ -9,13 +9,21 @@
 //! The library's `tracing` spans (the turn, each LLM request, each tool call, each approval
 //! wait) become OpenTelemetry spans through `tracing-opentelemetry`. Export is batched on the
 //! SDK's own thread with a bounded queue (`OTEL_BSP_MAX_QUEUE_SIZE`, default 2048) that drops
-//! rather than grows, so a slow or failing receiver never blocks a turn; [`Telemetry::shutdown`]
-//! flushes what finished before the process exits (SIGTERM included: serving returns first).
+//! rather than grows, so a slow or failing receiver never blocks a turn: [`Bounded`] keeps the
+//! count of spans queued or being exported and drops (and counts, in
+//! `skillhost_trace_spans_dropped_total`) a span that would go past the bound, so the SDK's
+//! own queue never overflows uncounted; spans a receiver refused are counted there too.
+//! [`Telemetry::shutdown`] flushes what finished before the process exits (SIGTERM included:
+//! serving returns first).
 
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_otlp::{Protocol, WithExportConfig as _};
 use opentelemetry_sdk::Resource;
-use opentelemetry_sdk::trace::SdkTracerProvider;
+use opentelemetry_sdk::error::OTelSdkResult;
+use opentelemetry_sdk::trace::{BatchSpanProcessor, SdkTracerProvider, SpanData, SpanExporter, SpanProcessor};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 /// The tracer provider, while traces are on.
 pub struct Telemetry {
@@ -91,7 +99,10 @@ where
     }
     let resource =
         resource.with_attribute(opentelemetry::KeyValue::new("service.version", env!("CARGO_PKG_VERSION"))).build();
-    let mut provider = SdkTracerProvider::builder().with_batch_exporter(exporter).with_resource(resource);
+    let queued = Arc::new(AtomicUsize::new(0));
+    let batch = BatchSpanProcessor::builder(Counted { inner: exporter, queued: queued.clone() }).build();
+    let bounded = Bounded { inner: batch, queued, bound: queue_bound() };
+    let mut provider = SdkTracerProvider::builder().with_span_processor(bounded).with_resource(resource);
     if let (None, Some(sampler)) = (env("OTEL_TRACES_SAMPLER"), config.sampler.as_deref()) {
         provider = provider.with_sampler(sampler_of(sampler, config.sampler_arg.unwrap_or(1.0)));
     }
@@ -100,6 +111,78 @@ where
     // W3C trace context in and out (the API's `traceparent`, the LLM requests').
     opentelemetry::global::set_text_map_propagator(opentelemetry_sdk::propagation::TraceContextPropagator::new());
     (Some(tracing_opentelemetry::layer().with_tracer(tracer)), Telemetry { provider: Some(provider) })
+}
+
+/// The SDK's queue size: `OTEL_BSP_MAX_QUEUE_SIZE`, as the SDK reads it, else its default.
+fn queue_bound() -> usize {
+    env("OTEL_BSP_MAX_QUEUE_SIZE").and_then(|v| v.trim().parse().ok()).unwrap_or(2048)
+}
+
+/// The batch processor, never given more spans than its queue holds: past `bound` spans
+/// queued or being exported, a finished span is dropped here and counted.
+#[derive(Debug)]
+struct Bounded {
+    inner: BatchSpanProcessor,
+    queued: Arc<AtomicUsize>,
+    bound: usize,
+}
+
+impl SpanProcessor for Bounded {
+    fn on_start(&self, span: &mut opentelemetry_sdk::trace::Span, cx: &opentelemetry::Context) {
+        self.inner.on_start(span, cx);
+    }
+
+    fn on_end(&self, span: SpanData) {
+        if self.queued.fetch_add(1, Ordering::AcqRel) >= self.bound {
+            self.queued.fetch_sub(1, Ordering::AcqRel);
+            skillhost::metrics::spans_dropped("queue_full", 1);
+            return;
+        }
+        self.inner.on_end(span);
+    }
+
+    fn force_flush(&self) -> OTelSdkResult {
+        self.inner.force_flush()
+    }
+
+    fn shutdown_with_timeout(&self, timeout: Duration) -> OTelSdkResult {
+        self.inner.shutdown_with_timeout(timeout)
+    }
+
+    fn set_resource(&mut self, resource: &Resource) {
+        self.inner.set_resource(resource);
+    }
+}
+
+/// The OTLP exporter, counting the spans it took off the queue and those the receiver refused.
+#[derive(Debug)]
+struct Counted {
+    inner: opentelemetry_otlp::SpanExporter,
+    queued: Arc<AtomicUsize>,
+}
+
+impl SpanExporter for Counted {
+    async fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
+        let n = batch.len();
+        let result = self.inner.export(batch).await;
+        self.queued.fetch_sub(n, Ordering::AcqRel);
+        if result.is_err() {
+            skillhost::metrics::spans_dropped("export_failed", n as u64);
+        }
+        result
+    }
+
+    fn shutdown_with_timeout(&self, timeout: Duration) -> OTelSdkResult {
+        self.inner.shutdown_with_timeout(timeout)
+    }
+
+    fn force_flush(&self) -> OTelSdkResult {
+        self.inner.force_flush()
+    }
+
+    fn set_resource(&mut self, resource: &Resource) {
+        self.inner.set_resource(resource);
+    }
 }
 
 /// The sampler `telemetry.sampler` names (checked when the config loaded).

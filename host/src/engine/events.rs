@@ -73,6 +73,12 @@ pub enum EngineEvent {
 pub trait EventSink: Send + Sync {
     /// Receives one event.
     fn emit(&self, event: EngineEvent);
+
+    /// The adapter the events go to (`api`, `slack`, `cli`, ...), for traces; `None` when
+    /// no adapter is behind it.
+    fn adapter(&self) -> Option<&'static str> {
+        None
+    }
 }
 
 /// Discards every event (fire-and-forget runs).

@@ -56,6 +56,11 @@ impl Gate {
         self.timeout
     }
 
+    /// The operator's `human.overrides` level for the tool called `name`, if any.
+    pub fn override_of(&self, name: &str) -> Option<Level> {
+        overridden(&self.overrides, name, None)
+    }
+
     /// The approval counts behind auto-promotion.
     pub fn promotion(&self) -> &Promotion {
         &self.promotion
@@ -158,12 +163,15 @@ impl Gate {
             gen_ai.tool.call.id = %call.id,
             skillhost.approval.level = level.as_str(),
             skillhost.approval.outcome = tracing::field::Empty,
+            skillhost.approval.wait_ms = tracing::field::Empty,
+            skillhost.adapter = events.adapter().unwrap_or("none"),
         );
         let decision = tokio::time::timeout(self.timeout, counterpart.decide(request));
         let (pending, asked) = (crate::metrics::approval_pending(), std::time::Instant::now());
         let outcome = deadline.paused(decision).instrument(span.clone()).await.unwrap_or(ApprovalOutcome::TimedOut);
         drop(pending);
         span.record("skillhost.approval.outcome", outcome.as_str());
+        span.record("skillhost.approval.wait_ms", asked.elapsed().as_millis() as u64);
         crate::metrics::approval(outcome.as_str(), asked.elapsed());
         events.emit(EngineEvent::ApprovalResolved { tool_call_id: call.id.to_owned(), outcome: outcome.clone() });
         outcome

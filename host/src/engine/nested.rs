@@ -132,6 +132,10 @@ impl Engine {
 struct Quiet<'a>(&'a dyn EventSink);
 
 impl EventSink for Quiet<'_> {
+    fn adapter(&self) -> Option<&'static str> {
+        self.0.adapter()
+    }
+
     fn emit(&self, event: EngineEvent) {
         if !matches!(event, EngineEvent::RoundStarted | EngineEvent::TextDelta(_)) {
             self.0.emit(event);

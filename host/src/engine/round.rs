@@ -318,6 +318,7 @@ impl Round<'_> {
             skillhost.failure = tracing::field::Empty,
             skillhost.sandbox.fuel_used = tracing::field::Empty,
             skillhost.sandbox.wall_ms = tracing::field::Empty,
+            skillhost.sandbox.memory_bytes = tracing::field::Empty,
             mithai.tool.retried_after_prerequisite = tracing::field::Empty,
             otel.status_code = tracing::field::Empty,
         );

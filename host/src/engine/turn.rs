@@ -246,7 +246,7 @@ impl Engine {
     }
 
     /// The agent's approval policy.
-    pub(super) fn gate(&self) -> &Gate {
+    pub fn gate(&self) -> &Gate {
         &self.gate
     }
 
@@ -376,6 +376,7 @@ impl Engine {
             gen_ai.operation.name = "invoke_agent",
             gen_ai.agent.name = %agent,
             skillhost.channel = %req.channel_id,
+            skillhost.adapter = events.adapter().unwrap_or("none"),
             skillhost.time_boxed = tracing::field::Empty,
             skillhost.outcome = tracing::field::Empty,
             otel.status_code = tracing::field::Empty,

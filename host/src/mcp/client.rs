@@ -83,6 +83,21 @@ impl Server {
     }
 }
 
+/// One server as [`McpManager::overview`] shows it.
+#[derive(Debug, Clone)]
+pub struct ServerOverview {
+    /// Its `mcp_servers` key.
+    pub name: String,
+    /// `stdio`, `sse` or `streamablehttp`.
+    pub transport: &'static str,
+    /// Its connection status.
+    pub status: Status,
+    /// Connection attempts finished so far.
+    pub attempts: u64,
+    /// The tools it offers now, after its `tools` filter.
+    pub tools: Vec<String>,
+}
+
 /// Every configured MCP server; the ones in use connected and supervised.
 pub struct McpManager {
     servers: BTreeMap<String, Arc<Server>>,
@@ -201,6 +216,24 @@ impl McpManager {
         tokio::time::timeout(timeout, ready).await.is_ok() && s.read(|st| st.status == Status::Ready)
     }
 
+    /// Every configured server as an operator sees it: transport, status, connection
+    /// attempts, the tools offered now.
+    pub fn overview(&self) -> Vec<ServerOverview> {
+        self.servers
+            .values()
+            .map(|s| {
+                let transport = match &s.config {
+                    McpServer::Stdio { .. } => "stdio",
+                    McpServer::Sse { .. } => "sse",
+                    McpServer::Streamablehttp { .. } => "streamablehttp",
+                };
+                let (status, attempts) = s.read(|st| (st.status.clone(), st.attempts));
+                let tools = self.tools(&s.name).into_iter().map(|t| t.name.to_string()).collect();
+                ServerOverview { name: s.name.clone(), transport, status, attempts, tools }
+            })
+            .collect()
+    }
+
     /// The server's connection status (`None` when not configured).
     pub fn status(&self, server: &str) -> Option<Status> {
         Some(self.servers.get(server)?.read(|s| s.status.clone()))
@@ -232,7 +265,7 @@ impl McpManager {
             }
             _ => Err(format!("MCP server `{server}` is not available; it is starting")),
         })?;
-        let request = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
+        let mut request = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
         let oauth = s.oauth.read().unwrap_or_else(|p| p.into_inner()).clone();
         let span = tracing::info_span!(
             "mcp_call",
@@ -244,6 +277,7 @@ impl McpManager {
             skillhost.outcome = tracing::field::Empty,
             otel.status_code = tracing::field::Empty,
         );
+        request.meta = trace_context(&span);
         let called = authorized(oauth.as_deref(), || call_tool(&peer, request.clone(), &s.askers));
         let called = tracing::Instrument::instrument(called, span.clone()).await;
         let outcome = match &called {
@@ -271,6 +305,27 @@ impl McpManager {
 /// One `tools/call`, its request id tied to the asking call this task runs (the server's
 /// elicitations for it reach that call's person). Dropped before the answer (the turn's
 /// deadline, a cancelled turn), it tells the server `notifications/cancelled`.
+/// The W3C trace context of `span` for a request's `_meta` (`traceparent`, `tracestate`:
+/// SEP-414, whatever the transport), when traces are on.
+fn trace_context(span: &tracing::Span) -> Option<rmcp::model::RequestMetaObject> {
+    use tracing_opentelemetry::OpenTelemetrySpanExt as _;
+    struct Meta(rmcp::model::RequestMetaObject, bool);
+    impl opentelemetry::propagation::Injector for Meta {
+        fn set(&mut self, key: &str, value: String) {
+            match key {
+                "traceparent" => self.0.set_traceparent(value),
+                "tracestate" => self.0.set_tracestate(value),
+                _ => return,
+            }
+            self.1 = true;
+        }
+    }
+    let mut meta = Meta(rmcp::model::RequestMetaObject::new(), false);
+    let context = span.context();
+    opentelemetry::global::get_text_map_propagator(|p| p.inject_context(&context, &mut meta));
+    meta.1.then_some(meta.0)
+}
+
 async fn call_tool(
     peer: &Peer<RoleClient>,
     params: CallToolRequestParams,

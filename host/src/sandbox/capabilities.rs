@@ -83,6 +83,11 @@ impl HostList {
         HostList(patterns.into_iter().map(|p| p.into().to_ascii_lowercase()).collect())
     }
 
+    /// The patterns, as written (lowercase).
+    pub fn patterns(&self) -> &[String] {
+        &self.0
+    }
+
     /// Whether `host` (lowercase, no brackets) on `port` matches a pattern.
     pub fn matches(&self, host: &str, port: u16) -> bool {
         self.0.iter().any(|pattern| pattern_matches(pattern, host, port))

@@ -83,6 +83,7 @@ impl CommandComponent {
             },
         };
         let fuel_used = env.limits.fuel.saturating_sub(store.get_fuel().unwrap_or(0));
+        let memory_bytes = store.data().limiter.used();
         let (logs, logs_dropped) = store.data().take_logs();
         for record in &logs {
             super::host::log::emit(&env.caps.skill, &operation, record);
@@ -95,7 +96,7 @@ impl CommandComponent {
             return Err(CallError::ResultTooLarge { size: Some(written), limit: env.limits.max_result_bytes });
         }
         let value = Exit { code, stdout: String::from_utf8_lossy(&kept).into_owned() };
-        Ok(Outcome { value, logs, logs_dropped, fuel_used, elapsed: started.elapsed() })
+        Ok(Outcome { value, logs, logs_dropped, fuel_used, elapsed: started.elapsed(), memory_bytes })
     }
 }
 

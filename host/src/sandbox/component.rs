@@ -80,13 +80,15 @@ pub struct Outcome<T> {
     pub fuel_used: u64,
     /// Wall-clock time, instantiation included.
     pub elapsed: Duration,
+    /// The linear memory the call's instance grew to (its peak: memory never shrinks).
+    pub memory_bytes: u64,
 }
 
 impl<T> Outcome<T> {
     /// The same outcome with its value converted.
     pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Outcome<U> {
-        let Outcome { value, logs, logs_dropped, fuel_used, elapsed } = self;
-        Outcome { value: f(value), logs, logs_dropped, fuel_used, elapsed }
+        let Outcome { value, logs, logs_dropped, fuel_used, elapsed, memory_bytes } = self;
+        Outcome { value: f(value), logs, logs_dropped, fuel_used, elapsed, memory_bytes }
     }
 }
 
@@ -438,6 +440,7 @@ impl SkillComponent {
         // Classify before taking the logs: a crash report quotes the guest's last stderr.
         let result = bounded(deadline, work).await.map_err(|error| classify(&store, &env.limits, error));
         let fuel_used = env.limits.fuel.saturating_sub(store.get_fuel().unwrap_or(0));
+        let memory_bytes = store.data().limiter.used();
         // After the call, so that making the next call's instance does not slow this one.
         self.warm.refill(&self.pre, env, fresh_store);
         let (logs, logs_dropped) = store.data().take_logs();
@@ -446,7 +449,7 @@ impl SkillComponent {
             tracing::warn!(skill = %env.caps.skill, operation, logs_dropped, "log output over the cap was dropped");
         }
         match result {
-            Ok(value) => Ok(Outcome { value, logs, logs_dropped, fuel_used, elapsed: started.elapsed() }),
+            Ok(value) => Ok(Outcome { value, logs, logs_dropped, fuel_used, elapsed: started.elapsed(), memory_bytes }),
             Err(error) => {
                 // The cause's kind only: a crash report quotes the guest's stderr (a panic
                 // message), which may hold a secret, so the full text is debug detail.

@@ -144,6 +144,11 @@ impl MemoryLimiter {
     pub fn new(cap: u64) -> Self {
         MemoryLimiter { cap, used: 0, hit: false }
     }
+
+    /// The linear memory granted so far, in bytes (the peak: memory never shrinks).
+    pub fn used(&self) -> u64 {
+        self.used
+    }
 }
 
 const MAX_TABLE_ELEMENTS: usize = 1 << 20;

@@ -335,7 +335,14 @@ impl Skill {
             Runtime::Native(native) => {
                 let started = std::time::Instant::now();
                 let value = native.handle(tool, input, &ctx).await;
-                Ok(Outcome { value, logs: Vec::new(), logs_dropped: 0, fuel_used: 0, elapsed: started.elapsed() })
+                Ok(Outcome {
+                    value,
+                    logs: Vec::new(),
+                    logs_dropped: 0,
+                    fuel_used: 0,
+                    elapsed: started.elapsed(),
+                    memory_bytes: 0,
+                })
             }
             Runtime::Component(runtime) => {
                 let (component, env) = &**runtime;

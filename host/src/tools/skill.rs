@@ -139,6 +139,7 @@ impl ToolSource for SkillTools {
                 let span = tracing::Span::current();
                 span.record("skillhost.sandbox.fuel_used", outcome.fuel_used);
                 span.record("skillhost.sandbox.wall_ms", outcome.elapsed.as_millis() as u64);
+                span.record("skillhost.sandbox.memory_bytes", outcome.memory_bytes);
                 let result = outcome.value;
                 let coverage = result.coverage.as_ref().map(|c| match coverage::observe(c) {
                     Some(observation) => CoverageEntry::Verified(observation),

@@ -28,6 +28,16 @@ pub fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
 }
 
+/// The `mcp_servers` block of the Python SDK's MCP test server `ask` (stdio), as config text.
+pub fn ask_server_yaml() -> String {
+    let (server, pylib) = (repo().join("tests/mcp/ask_server.py"), repo().join("tests/mcp/pylib"));
+    format!(
+        "mcp_servers:\n  ask:\n    transport: stdio\n    command: python3\n    args: ['{}']\n    env: {{PYTHONPATH: '{}'}}\n",
+        server.display(),
+        pylib.display()
+    )
+}
+
 /// `hooks_loop`'s own `skill.toml` (300 ms deadline, 50 G fuel).
 pub fn manifest() -> String {
     std::fs::read_to_string(repo().join("tests/guests/hooks_loop/skill.toml")).unwrap()

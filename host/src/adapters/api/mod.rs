@@ -4,6 +4,8 @@
 //!
 //! # Layout
 //! - [`trigger`]: the trigger route and its modes; [`decisions`]: approvals and questions.
+//! - [`read`]: what the console reads (runs and their events, pending approvals and
+//!   questions, skills, MCP servers); [`console`]: the page itself, at `/`.
 //! - [`stream`]: the approval-v1 wire protocol, a pure state machine over engine events.
 //! - [`run`]: one interactive run (event sink, counterpart, `human__ask`); [`driver`]: the
 //!   response body that drives the run, so a client leaving cancels it.
@@ -12,9 +14,11 @@
 //!   [`crate::adapters::present`] (redacted inputs, safe descriptions, `tool_results`,
 //!   coverage), [`crate::adapters::auth`] (bearer tokens).
 
+pub mod console;
 pub mod decisions;
 pub mod driver;
 pub mod error;
+pub mod read;
 pub mod run;
 pub mod stream;
 pub mod trigger;
@@ -22,6 +26,7 @@ pub mod trigger;
 use crate::adapters::auth::{self, Token};
 use crate::adapters::interactions::Interactions;
 use crate::adapters::present::Descriptions;
+use crate::adapters::runs::Runs;
 use crate::config::Ui;
 use crate::engine::Engine;
 use axum::Router;
@@ -117,12 +122,17 @@ pub struct Api {
     descriptions: Arc<Descriptions>,
     /// Where turns run; `None`: on the runtime serving the request.
     turns: Option<tokio::runtime::Handle>,
+    /// The agent's recent runs (shared with its chat adapters).
+    runs: Arc<Runs>,
+    /// The MCP servers, for their status.
+    mcp: Option<Arc<crate::mcp::McpManager>>,
 }
 
 impl Api {
     /// The API over `engine`, its turns run as tasks of the runtime that serves it.
     pub fn new(engine: Arc<Engine>, config: ApiConfig) -> Arc<Self> {
-        Self::build(engine, config, None)
+        let runs = Runs::new(&config.name);
+        Self::build(engine, config, None, runs, None)
     }
 
     /// The API over `engine`, its turns run on the runtime `turns` (`skillhost run`): the
@@ -130,13 +140,32 @@ impl Api {
     /// streams, so that under load a decision, a status read or a stream's next event does
     /// not queue behind the turns' own work (LLM responses, tool calls).
     pub fn with_turns(engine: Arc<Engine>, config: ApiConfig, turns: tokio::runtime::Handle) -> Arc<Self> {
-        Self::build(engine, config, Some(turns))
+        let runs = Runs::new(&config.name);
+        Self::build(engine, config, Some(turns), runs, None)
     }
 
-    fn build(engine: Arc<Engine>, config: ApiConfig, turns: Option<tokio::runtime::Handle>) -> Arc<Self> {
+    /// [`Api::with_turns`] for `skillhost run`: the runs are the agent's (its chat adapters
+    /// record theirs there too), and the console shows the status of the MCP servers.
+    pub fn serving(
+        engine: Arc<Engine>,
+        config: ApiConfig,
+        turns: tokio::runtime::Handle,
+        runs: Arc<Runs>,
+        mcp: Arc<crate::mcp::McpManager>,
+    ) -> Arc<Self> {
+        Self::build(engine, config, Some(turns), runs, Some(mcp))
+    }
+
+    fn build(
+        engine: Arc<Engine>,
+        config: ApiConfig,
+        turns: Option<tokio::runtime::Handle>,
+        runs: Arc<Runs>,
+        mcp: Option<Arc<crate::mcp::McpManager>>,
+    ) -> Arc<Self> {
         let token = config.auth_token.as_deref().and_then(Token::new);
         let descriptions = Arc::new(Descriptions::new(engine.tools().clone()));
-        Arc::new(Api { engine, token, config, interactions: Arc::default(), descriptions, turns })
+        Arc::new(Api { engine, token, config, interactions: Arc::default(), descriptions, turns, runs, mcp })
     }
 
     /// Starts `turn` as a task on the turns' runtime.
@@ -183,7 +212,15 @@ pub fn app_with(api: Arc<Api>, extra: Router) -> Router {
         .route("/api/approvals/{id}/decision", post(decisions::decide_approval))
         .route("/api/approvals/{id}", get(decisions::approval))
         .route("/api/questions/{id}/answer", post(decisions::answer_question))
-        .route("/api/questions/{id}", get(decisions::question));
+        .route("/api/questions/{id}", get(decisions::question))
+        .route("/api/runs", get(read::runs))
+        .route("/api/runs/{id}", get(read::run))
+        .route("/api/runs/{id}/events", get(read::run_events))
+        .route("/api/activity", get(read::activity))
+        .route("/api/approvals", get(read::approvals))
+        .route("/api/questions", get(read::questions))
+        .route("/api/skills", get(read::skills))
+        .route("/api/mcp", get(read::mcp));
     let (protected, open) = match api.config.metrics_public {
         true => (protected, Router::new().route("/metrics", get(metrics))),
         false => (protected.route("/metrics", get(metrics)), Router::new()),
@@ -193,6 +230,7 @@ pub fn app_with(api: Arc<Api>, extra: Router) -> Router {
         .route("/healthz", get(|| async { axum::Json(serde_json::json!({"status": "ok"})) }))
         .route("/readyz", get(|| async { axum::Json(serde_json::json!({"status": "ready"})) }))
         .merge(open)
+        .merge(console::routes())
         .merge(protected)
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no such route") })
         .method_not_allowed_fallback(|| async {

@@ -4,6 +4,7 @@
 use super::stream::{Translator, WireEvent};
 use crate::adapters::ask;
 use crate::adapters::interactions::{Announce, ApprovalInfo, Interactions, Owner, QuestionInfo, Resolution};
+use crate::adapters::runs::Recording;
 use crate::engine::gate::new_id;
 use crate::engine::{ApprovalOutcome, ApprovalRequest, Counterpart, EngineEvent, EventSink};
 use crate::llm::ToolDecl;
@@ -12,7 +13,7 @@ use crate::tools::{CONFIRMATION_CHALLENGE, CallScope, Level, ToolCall, ToolInfo,
 use bytes::Bytes;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 use tokio::sync::{mpsc, oneshot};
 
 /// An approval-v1 run. Created per request; dropped with the response body.
@@ -29,6 +30,8 @@ pub struct ApiRun {
     this: std::sync::Weak<ApiRun>,
     /// Counts the stream open while the run lives.
     _open: crate::metrics::Stream,
+    /// The run as the console sees it (cancelled if dropped before it finished).
+    recording: Recording,
 }
 
 impl ApiRun {
@@ -39,6 +42,7 @@ impl ApiRun {
         translator: Translator,
         out: mpsc::UnboundedSender<Bytes>,
         interactions: Arc<Interactions>,
+        recording: Recording,
     ) -> Arc<Self> {
         let translator = Mutex::new(translator);
         Arc::new_cyclic(|this| ApiRun {
@@ -50,6 +54,7 @@ impl ApiRun {
             waiters: Mutex::default(),
             this: this.clone(),
             _open: crate::metrics::stream_open(),
+            recording,
         })
     }
 
@@ -58,6 +63,7 @@ impl ApiRun {
     pub fn send(&self, f: impl FnOnce(&mut Translator) -> Vec<WireEvent>) {
         let mut translator = self.translator.lock().unwrap_or_else(|p| p.into_inner());
         for event in f(&mut translator) {
+            self.recording.record(&event);
             // A closed receiver means the client left; the run is being dropped anyway.
             let _ = self.out.send(Bytes::from(event.to_sse()));
         }
@@ -92,6 +98,10 @@ impl EventSink for ApiRun {
             _ => {}
         }
         self.send(|t| t.engine(&event));
+    }
+
+    fn adapter(&self) -> Option<&'static str> {
+        Some("api")
     }
 }
 
@@ -191,15 +201,8 @@ impl ToolSource for ApiRun {
     }
 
     async fn execute(&self, call: ToolCall<'_>, scope: &dyn CallScope) -> ToolOutcome {
-        let (started, timeout) = (Instant::now(), scope.person_timeout());
-        let (prompt, choices) = match ask::question(call.input) {
-            Ok(q) => q,
-            Err(problem) => return ask::invalid(problem, started.elapsed()),
-        };
-        match self.question(prompt, choices, timeout).await {
-            Some(resolution) => ask::outcome(resolution, started.elapsed(), timeout),
-            None => ask::no_id(started.elapsed()),
-        }
+        let timeout = scope.person_timeout();
+        ask::run("api", call.input, timeout, |prompt, choices| self.question(prompt, choices, timeout)).await
     }
 }
 

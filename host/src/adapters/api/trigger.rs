@@ -6,8 +6,9 @@ use super::error::{ApiError, ApiResult};
 use super::run::ApiRun;
 use super::stream::Translator;
 use crate::adapters::present;
+use crate::adapters::runs::{Origin, Recorder};
 use crate::engine::gate::new_id;
-use crate::engine::{EngineError, EngineEvent, EventSink, NoEvents, NonInteractive, TurnRequest, TurnResult};
+use crate::engine::{EngineError, EngineEvent, EventSink, NonInteractive, TurnRequest, TurnResult};
 use axum::Json;
 use axum::body::{Body, Bytes};
 use axum::extract::rejection::BytesRejection;
@@ -151,15 +152,34 @@ async fn handle(api: Arc<Api>, query: Option<String>, body: Result<Bytes, BytesR
     })
 }
 
+/// A run id for a mode that needs none to be secret (nobody decides anything by it): the
+/// OS random source, else a process-local counter.
+fn run_id() -> String {
+    static LOCAL: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    new_id().unwrap_or_else(|_| format!("local-{}", LOCAL.fetch_add(1, std::sync::atomic::Ordering::Relaxed)))
+}
+
+impl Api {
+    /// Starts recording a run of this API's for the console.
+    fn recorder(&self, run_id: &str, channel_id: &str, mode: &'static str) -> Recorder {
+        let origin = Origin { run_id: run_id.into(), channel_id: channel_id.into(), adapter: "api", mode };
+        Recorder::new(&self.runs, origin, self.descriptions.clone())
+    }
+}
+
 fn fire(api: Arc<Api>, request: TurnRequest) -> Response {
-    let channel_id = request.channel_id.clone();
+    let (run_id, channel_id) = (run_id(), request.channel_id.clone());
+    let recorder = api.recorder(&run_id, &channel_id, "fire");
     let engine = api.engine.clone();
     api.spawn(async move {
-        if let Err(e) = engine.run_turn(request, &NoEvents, &NonInteractive).await {
+        let result = engine.run_turn(request, &recorder, &NonInteractive).await;
+        recorder.finish(&result);
+        if let Err(e) = result {
             tracing::warn!("triggered run failed: {e}");
         }
     });
-    (StatusCode::ACCEPTED, Json(json!({ "status": "accepted", "channel_id": channel_id }))).into_response()
+    let body = json!({ "status": "accepted", "channel_id": channel_id, "run_id": run_id });
+    (StatusCode::ACCEPTED, Json(body)).into_response()
 }
 
 /// The `wait=true` body (and the NDJSON `done` event's fields).
@@ -185,11 +205,20 @@ fn failure(e: &EngineError) -> ApiError {
 }
 
 async fn wait(api: Arc<Api>, request: TurnRequest) -> Response {
-    let channel_id = request.channel_id.clone();
+    let (run_id, channel_id) = (run_id(), request.channel_id.clone());
+    let recorder = api.recorder(&run_id, &channel_id, "wait");
     let engine = api.engine.clone();
-    let turn = Spawned(api.spawn(async move { engine.run_turn(request, &NoEvents, &NonInteractive).await }));
+    let turn = Spawned(api.spawn(async move {
+        let result = engine.run_turn(request, &recorder, &NonInteractive).await;
+        recorder.finish(&result);
+        result
+    }));
     match turn.await {
-        Ok(result) => Json(summary(&api, &channel_id, &result)).into_response(),
+        Ok(result) => {
+            let mut body = summary(&api, &channel_id, &result);
+            body["run_id"] = run_id.into();
+            Json(body).into_response()
+        }
         Err(e) => failure(&e).into_response(),
     }
 }
@@ -199,6 +228,7 @@ struct Ndjson {
     api: Arc<Api>,
     channel_id: String,
     out: mpsc::UnboundedSender<Bytes>,
+    recorder: Recorder,
 }
 
 impl Ndjson {
@@ -208,7 +238,12 @@ impl Ndjson {
 }
 
 impl EventSink for Ndjson {
+    fn adapter(&self) -> Option<&'static str> {
+        Some("api")
+    }
+
     fn emit(&self, event: EngineEvent) {
+        self.recorder.note(&event);
         match event {
             EngineEvent::TextDelta(text) => self.line(json!({"type": "text", "text": text})),
             EngineEvent::ToolStarted { tool_call_id, tool_name, input, .. } => self.line(json!({
@@ -230,6 +265,7 @@ impl Feed for Ndjson {
     fn heartbeat(&self) {}
 
     fn finish(&self, result: &Result<TurnResult, EngineError>) {
+        self.recorder.finish(result);
         match result {
             Ok(result) => {
                 let mut done = summary(&self.api, &self.channel_id, result);
@@ -243,7 +279,8 @@ impl Feed for Ndjson {
 
 fn ndjson(api: Arc<Api>, request: TurnRequest) -> Response {
     let (out, queued) = mpsc::unbounded_channel();
-    let sink = Arc::new(Ndjson { api: api.clone(), channel_id: request.channel_id.clone(), out });
+    let recorder = api.recorder(&run_id(), &request.channel_id, "ndjson");
+    let sink = Arc::new(Ndjson { api: api.clone(), channel_id: request.channel_id.clone(), out, recorder });
     let turn: TurnFuture = {
         let (engine, sink) = (api.engine.clone(), sink.clone());
         Box::pin(Spawned(api.spawn(async move { engine.run_turn(request, &*sink, &NonInteractive).await })))
@@ -259,7 +296,11 @@ fn approval_v1(api: Arc<Api>, request: TurnRequest) -> Response {
     };
     let (out, queued) = mpsc::unbounded_channel();
     let translator = Translator::new(&run_id, &request.channel_id, api.descriptions.clone());
-    let run = ApiRun::new(run_id.clone(), request.channel_id.clone(), translator, out, api.interactions.clone());
+    let origin =
+        Origin { run_id: run_id.clone(), channel_id: request.channel_id.clone(), adapter: "api", mode: "approval-v1" };
+    let recording = api.runs.start(origin);
+    let run =
+        ApiRun::new(run_id.clone(), request.channel_id.clone(), translator, out, api.interactions.clone(), recording);
     run.send(|t| vec![t.started()]);
     let turn: TurnFuture = {
         let (engine, run) = (api.engine.clone(), run.clone());

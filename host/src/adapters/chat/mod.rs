@@ -16,6 +16,7 @@ use super::ask;
 use super::interactions::{Announce, ApprovalInfo, DecideError, Interactions, Owner, QuestionInfo, Resolution};
 use super::outbox::Deliver;
 use super::present::{Descriptions, tool_input};
+use super::runs::{Origin, Recorder, Runs, Tee};
 use crate::config::Destination;
 use crate::engine::gate::new_id;
 use crate::engine::{ApprovalOutcome, ApprovalRequest, Counterpart, Engine, EngineEvent, EventSink, TurnRequest};
@@ -25,7 +26,7 @@ use crate::tools::{CONFIRMATION_CHALLENGE, CallScope, Level, ToolCall, ToolInfo,
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, Weak};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 use tokio::sync::{mpsc, oneshot};
 
 /// One chat platform, as the kit drives it. Every method that talks to the platform logs its
@@ -161,7 +162,11 @@ pub struct Chat<P: Platform> {
     interactions: Interactions,
     /// The question each conversation waits on, for answers typed as replies.
     asking: Mutex<HashMap<String, String>>,
-    descriptions: Descriptions,
+    descriptions: Arc<Descriptions>,
+    /// The agent's recent runs, where each turn is recorded for the console.
+    runs: Arc<Runs>,
+    /// The platform's name there (`slack`, `telegram`).
+    adapter: &'static str,
     /// Turns running, so that a stop waits for them.
     turns: tokio_util::task::TaskTracker,
     /// Names the adapter in logs (`slack (agent ops)`).
@@ -173,14 +178,22 @@ pub struct Chat<P: Platform> {
 
 impl<P: Platform> Chat<P> {
     /// The kit for `platform` serving `engine`.
-    pub fn new(platform: Arc<P>, engine: Arc<Engine>, label: String) -> Arc<Self> {
-        let descriptions = Descriptions::new(engine.tools().clone());
+    pub fn new(
+        platform: Arc<P>,
+        engine: Arc<Engine>,
+        label: String,
+        runs: Arc<Runs>,
+        adapter: &'static str,
+    ) -> Arc<Self> {
+        let descriptions = Arc::new(Descriptions::new(engine.tools().clone()));
         Arc::new_cyclic(|this| Chat {
             platform,
             engine,
             interactions: Interactions::default(),
             asking: Mutex::default(),
             descriptions,
+            runs,
+            adapter,
             turns: tokio_util::task::TaskTracker::new(),
             label,
             waking: Mutex::default(),
@@ -280,7 +293,15 @@ impl<P: Platform> Chat<P> {
             message: message.text,
             route: message.route,
         };
-        let result = self.engine.run_turn(request, &*turn, &*turn).await;
+        let origin = Origin {
+            run_id: run_id.clone(),
+            channel_id: request.channel_id.clone(),
+            adapter: self.adapter,
+            mode: "chat",
+        };
+        let recorder = Recorder::new(&self.runs, origin, self.descriptions.clone());
+        let result = self.engine.run_turn(request, &Tee { sink: &*turn, recorder: &recorder }, &*turn).await;
+        recorder.finish(&result);
         self.interactions.cancel_run(&run_id);
         let finish = match result {
             Ok(result) => Ok(result.text),
@@ -542,15 +563,9 @@ impl<P: Platform> ToolSource for ChatTurn<P> {
     }
 
     async fn execute(&self, call: ToolCall<'_>, scope: &dyn CallScope) -> ToolOutcome {
-        let (started, timeout) = (Instant::now(), scope.person_timeout());
-        let (prompt, choices) = match ask::question(call.input) {
-            Ok(q) => q,
-            Err(problem) => return ask::invalid(problem, started.elapsed()),
-        };
-        match self.question(prompt, choices, timeout).await {
-            Some(resolution) => ask::outcome(resolution, started.elapsed(), timeout),
-            None => ask::no_id(started.elapsed()),
-        }
+        let timeout = scope.person_timeout();
+        let adapter = self.chat.adapter;
+        ask::run(adapter, call.input, timeout, |prompt, choices| self.question(prompt, choices, timeout)).await
     }
 }
 

@@ -70,7 +70,13 @@ impl SlackAdapter {
     /// The adapter for `engine` with `settings` (its tokens already checked); `agent` names it
     /// in logs.
     /// Skills' own messages to `slack:` destinations come through `outbox`.
-    pub fn new(engine: Arc<Engine>, settings: &SlackSettings, agent: Option<&str>, outbox: &Arc<Outbox>) -> Self {
+    pub fn new(
+        engine: Arc<Engine>,
+        settings: &SlackSettings,
+        agent: Option<&str>,
+        outbox: &Arc<Outbox>,
+        runs: &Arc<crate::adapters::runs::Runs>,
+    ) -> Self {
         let label = match agent {
             Some(agent) => format!("slack (agent `{agent}`)"),
             None => "slack".to_owned(),
@@ -83,7 +89,7 @@ impl SlackAdapter {
             bots: Mutex::default(),
             label: label.clone(),
         };
-        let chat = Chat::new(Arc::new(slack), engine, label);
+        let chat = Chat::new(Arc::new(slack), engine, label, runs.clone(), "slack");
         let registered = outbox.register(crate::config::Platform::Slack, chat.delivery());
         SlackAdapter { chat, registered }
     }

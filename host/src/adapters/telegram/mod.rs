@@ -94,7 +94,13 @@ pub struct TelegramAdapter {
 impl TelegramAdapter {
     /// The adapter for `engine` with `settings` (its token already checked).
     /// Skills' own messages to `telegram:` destinations come through `outbox`.
-    pub fn new(engine: Arc<Engine>, settings: &TelegramSettings, agent: Option<&str>, outbox: &Arc<Outbox>) -> Self {
+    pub fn new(
+        engine: Arc<Engine>,
+        settings: &TelegramSettings,
+        agent: Option<&str>,
+        outbox: &Arc<Outbox>,
+        runs: &Arc<crate::adapters::runs::Runs>,
+    ) -> Self {
         let label = match agent {
             Some(agent) => format!("telegram (agent `{agent}`)"),
             None => "telegram".to_owned(),
@@ -107,7 +113,7 @@ impl TelegramAdapter {
         let base = format!("{}/bot{}/", settings.base_url.trim_end_matches('/'), settings.bot_token);
         let telegram =
             Telegram { http, base, settings: settings.clone(), confirms: Mutex::default(), label: label.clone() };
-        let chat = Chat::new(Arc::new(telegram), engine, label);
+        let chat = Chat::new(Arc::new(telegram), engine, label, runs.clone(), "telegram");
         let registered = outbox.register(crate::config::Platform::Telegram, chat.delivery());
         TelegramAdapter { chat, registered }
     }

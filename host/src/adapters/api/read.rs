@@ -1,0 +1,234 @@
+//! The read routes the web console uses, open to any script with the token: the agent's
+//! runs and their events (kept and live), the pending approvals and questions across runs,
+//! the skills with their tools, levels, grants and limits, and the MCP servers' status.
+//! Nothing here shows more of a call than approval-v1 does (the redacted, capped input).
+
+use super::Api;
+use super::error::{ApiError, ApiResult};
+use crate::adapters::runs::Run;
+use crate::skills::{Skill, ToolSpec};
+use axum::Json;
+use axum::body::{Body, Bytes};
+use axum::extract::{Path, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use futures::StreamExt as _;
+use serde_json::{Value, json};
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::broadcast::error::RecvError;
+
+/// How often a read stream says it is alive.
+const KEEPALIVE: Duration = Duration::from_secs(15);
+
+fn run_or_404(api: &Api, id: &str) -> ApiResult<Arc<Run>> {
+    api.runs.get(id).ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, "no such run (finished runs are kept a while)"))
+}
+
+/// `GET /api/runs`: the recent runs, newest first.
+pub async fn runs(State(api): State<Arc<Api>>) -> Json<Value> {
+    let runs: Vec<Value> = api.runs.list().iter().map(|r| r.summary(api.runs.agent())).collect();
+    Json(json!({ "agent": api.runs.agent(), "runs": runs }))
+}
+
+/// `GET /api/runs/{id}`: one run, its kept events and what it waits on.
+pub async fn run(State(api): State<Arc<Api>>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
+    let run = run_or_404(&api, &id)?;
+    let mut body = run.summary(api.runs.agent());
+    body["events"] = run.follow().0.into();
+    body["approvals"] = run.pending_approvals().into();
+    body["questions"] = run.pending_questions().into();
+    Ok(Json(body))
+}
+
+/// `GET /api/runs/{id}/events`: the run's events as SSE (the approval-v1 event types, plus
+/// `run_cancelled`): those kept, then the live ones; the stream ends with the run. A reader
+/// that falls too far behind gets `lagged` and the end, and reads the run again.
+pub async fn run_events(State(api): State<Arc<Api>>, Path(id): Path<String>) -> ApiResult<Response> {
+    let run = run_or_404(&api, &id)?;
+    let (kept, live) = run.follow();
+    let frames = futures::stream::iter(kept.into_iter().map(|e| frame(&e)));
+    let live = futures::stream::unfold(live, |live| async move {
+        let mut rx = live?;
+        match tokio::time::timeout(KEEPALIVE, rx.recv()).await {
+            Err(_) => Some((": keep-alive\n\n".to_owned(), Some(rx))),
+            Ok(Ok(event)) => {
+                let end = matches!(event["type"].as_str(), Some("run_completed" | "run_failed" | "run_cancelled"));
+                Some((frame(&event), (!end).then_some(rx)))
+            }
+            Ok(Err(RecvError::Lagged(n))) => Some((format!("event: lagged\ndata: {}\n\n", json!({"missed": n})), None)),
+            Ok(Err(RecvError::Closed)) => None,
+        }
+    });
+    Ok(sse(frames.chain(live)))
+}
+
+/// `GET /api/activity`: `changed` whenever a run starts, changes state or its pending
+/// approvals and questions change (at once, then on each change; bursts coalesce), so a
+/// page reads the lists again instead of polling.
+pub async fn activity(State(api): State<Arc<Api>>) -> Response {
+    let mut rx = api.runs.watch();
+    rx.mark_changed();
+    let changes = futures::stream::unfold(rx, |mut rx| async move {
+        match tokio::time::timeout(KEEPALIVE, rx.changed()).await {
+            Err(_) => Some((": keep-alive\n\n".to_owned(), rx)),
+            Ok(Ok(())) => {
+                let version = *rx.borrow_and_update();
+                Some((format!("event: changed\ndata: {}\n\n", json!({"version": version})), rx))
+            }
+            Ok(Err(_)) => None,
+        }
+    });
+    sse(changes)
+}
+
+fn frame(event: &Value) -> String {
+    format!("event: {}\ndata: {event}\n\n", event["type"].as_str().unwrap_or("event"))
+}
+
+fn sse(frames: impl futures::Stream<Item = String> + Send + 'static) -> Response {
+    let body = Body::from_stream(frames.map(|f| Ok::<_, Infallible>(Bytes::from(f))));
+    let mut response = body.into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, header::HeaderValue::from_static("text/event-stream"));
+    headers.insert(header::CACHE_CONTROL, header::HeaderValue::from_static("no-cache"));
+    headers.insert("x-accel-buffering", header::HeaderValue::from_static("no"));
+    response
+}
+
+/// Each pending entry of every run, with the run's adapter, and whether this API can decide
+/// it (an approval-v1 run's; a chat run's is decided in its conversation).
+fn pending(api: &Api, of: impl Fn(&Run) -> Vec<Value>) -> Vec<Value> {
+    let mut all = Vec::new();
+    for run in api.runs.list() {
+        for mut entry in of(&run) {
+            entry["adapter"] = run.origin().adapter.into();
+            entry["decidable"] = (run.origin().mode == "approval-v1").into();
+            all.push(entry);
+        }
+    }
+    all
+}
+
+/// `GET /api/approvals`: every pending approval, as `approval_requested` presented it.
+pub async fn approvals(State(api): State<Arc<Api>>) -> Json<Value> {
+    Json(json!({ "approvals": pending(&api, Run::pending_approvals) }))
+}
+
+/// `GET /api/questions`: every pending question, as `question_requested` presented it.
+pub async fn questions(State(api): State<Arc<Api>>) -> Json<Value> {
+    Json(json!({ "questions": pending(&api, Run::pending_questions) }))
+}
+
+/// `GET /api/skills`: each skill's tools with their approval levels (and the operator's
+/// overrides), hooks, the capabilities the operator granted, and its limits; then the
+/// declared tools. Environment variables by name only.
+pub async fn skills(State(api): State<Arc<Api>>) -> Json<Value> {
+    let gate = api.engine.gate();
+    let tool = |spec: &ToolSpec, script: Option<&str>| {
+        let overridden = gate.override_of(&spec.full_name).map(|l| l.as_str());
+        json!({
+        "name": spec.full_name,
+        "description": spec.description.lines().next().unwrap_or_default(),
+        "level": spec.approval_name(),
+        "override": overridden,
+        "script": script,
+                })
+    };
+    let set = api.engine.skills();
+    let skills: Vec<Value> = set
+        .skills
+        .values()
+        .map(|skill| {
+            let scripts = skill.scripts.iter().map(|s| tool(&s.spec, Some(&s.decl.script)));
+            let tools: Vec<Value> = skill.tools.iter().map(|t| tool(t, None)).chain(scripts).collect();
+            json!({
+                "name": skill.name,
+                "kind": skill.kind(),
+                "about": skill.prompt.description,
+                "hooks": skill.hook_names(),
+                "schedule_seconds": skill.schedule.map(|s| s.as_secs()),
+                "tools": tools,
+                "mcp_servers": skill.facts.mcp_servers,
+                "mcp_tools": skill.facts.mcp_tools.iter().map(|(s, t)| json!({"server": s, "tools": t})).collect::<Vec<_>>(),
+                "grants": grants(skill),
+                "limits": limits(skill),
+            })
+        })
+        .collect();
+    let declared: Vec<Value> = set
+        .declared
+        .tools
+        .iter()
+        .map(|d| {
+            let mut entry = tool(&d.spec, None);
+            entry["skill_type"] = d.skill_type.as_str().into();
+            entry["active"] = d.active.into();
+            entry
+        })
+        .collect();
+    let problems: Vec<String> = set.problems.iter().map(ToString::to_string).collect();
+    Json(json!({ "skills": skills, "declared": declared, "problems": problems }))
+}
+
+/// What a component skill may reach (what its manifest asks and the operator grants).
+fn grants(skill: &Skill) -> Value {
+    let Some((_, env)) = skill.component() else { return Value::Null };
+    let caps = &env.caps;
+    let notify = caps.notify.asked.then(|| caps.notify.granted.iter().map(ToString::to_string).collect::<Vec<_>>());
+    json!({
+        "http_requested": caps.http_requested.patterns(),
+        "http_granted": caps.http_granted.patterns(),
+        "env": caps.env.iter().map(|(name, _)| name).collect::<Vec<_>>(),
+        "memory": caps.memory.is_some(),
+        "state": caps.state.is_some(),
+        "mcp": caps.mcp.is_some(),
+        "notify": notify,
+    })
+}
+
+/// A component skill's per-call limits.
+fn limits(skill: &Skill) -> Value {
+    let Some((_, env)) = skill.component() else { return Value::Null };
+    let l = &env.limits;
+    json!({
+        "fuel": l.fuel,
+        "timeout_ms": l.timeout.as_millis() as u64,
+        "memory_bytes": l.memory_bytes,
+        "max_result_bytes": l.max_result_bytes,
+        "max_log_bytes": l.max_log_bytes,
+        "state_quota_bytes": l.state_quota_bytes,
+        "state_quota_keys": l.state_quota_keys,
+        "memory_quota_bytes": l.memory_quota_bytes,
+        "memory_quota_files": l.memory_quota_files,
+    })
+}
+
+/// `GET /api/mcp`: each configured MCP server, its transport, status and tools offered.
+pub async fn mcp(State(api): State<Arc<Api>>) -> Json<Value> {
+    let servers: Vec<Value> = match &api.mcp {
+        Some(manager) => manager
+            .overview()
+            .into_iter()
+            .map(|s| {
+                let (status, error) = match &s.status {
+                    crate::mcp::Status::Idle => ("idle", None),
+                    crate::mcp::Status::Starting => ("starting", None),
+                    crate::mcp::Status::Ready => ("ready", None),
+                    crate::mcp::Status::Down(why) => ("down", Some(why.clone())),
+                };
+                json!({
+                    "name": s.name,
+                    "transport": s.transport,
+                    "status": status,
+                    "error": error,
+                    "connections": s.attempts,
+                    "tools": s.tools,
+                })
+            })
+            .collect(),
+        None => Vec::new(),
+    };
+    Json(json!({ "servers": servers }))
+}
