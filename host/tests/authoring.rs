@@ -46,9 +46,14 @@ fn new_build_call(lang: &str) -> (Workspace, PathBuf) {
     let dir = ws.path().join("skills").join(&name);
     let readme = std::fs::read_to_string(dir.join("README.md")).unwrap();
     assert!(readme.contains(&format!("skillhost call {name}__hello '{{\"name\": \"Ada\"}}'")), "{readme}");
+    // A compile cache of its own: `skill build` fills it, so that a server starts warm.
+    std::fs::write(ws.path().join("config.yaml"), "sandbox:\n  cache_dir: cache\n").unwrap();
     let (code, stdout, stderr) = skillhost(&ws, &["skill", "build", &format!("skills/{name}")]);
     assert_eq!(code, 0, "{stdout}{stderr}");
     assert!(stdout.contains(&format!("ok: {name} (1 tools)")), "{stdout}");
+    let compiled = std::fs::read_dir(ws.path().join("cache"))
+        .map_or(0, |entries| entries.flatten().filter(|e| e.path().extension().is_some_and(|x| x == "cwasm")).count());
+    assert!(compiled >= 1, "`skill build` compiled the skill into the cache");
     let (code, stdout, stderr) = skillhost(&ws, &["skill", "validate"]);
     assert_eq!(code, 0, "the new skill validates unchanged: {stdout}{stderr}");
     let (code, stdout, stderr) =

@@ -128,8 +128,16 @@ fn the_console_in_a_real_browser() {
     // Deny.
     let mut sse = rt.block_on(api.stream("echo two", "ops"));
     let asked = last(&rt.block_on(sse.until("approval_requested")), "approval_requested");
-    let card = format!("[data-approval=\"{}\"]", asked["approval_id"].as_str().unwrap());
-    b.click(&format!("{card} button.deny"));
+    // By keyboard: Tab reaches the card's Deny button and Enter presses it.
+    let deny = format!("[data-approval=\"{}\"] button.deny", asked["approval_id"].as_str().unwrap());
+    b.wait_for(&format!("document.querySelector({})", js(&deny)), WAIT);
+    let mut tabs = 0;
+    while b.eval(&format!("document.activeElement === document.querySelector({})", js(&deny))) != true {
+        tabs += 1;
+        assert!(tabs < 40, "Tab never reached the Deny button");
+        b.press("Tab");
+    }
+    b.press("Enter");
     let rest = rt.block_on(sse.rest());
     assert_eq!(outcome(&rest, "approval_resolved"), "denied", "{rest:#?}");
     assert!(support::tool_results(&llm, 3)[0]["content"].to_string().contains("denied"), "{:?}", llm.body(3));
@@ -171,6 +179,7 @@ fn the_console_in_a_real_browser() {
     // A run started from the page, streamed on its own page.
     b.click("a[href='#/new']");
     b.type_into("#message", "hello from the console");
+    b.screenshot(&shots.join("new.png"));
     b.click("#new-run button[type=submit]");
     b.wait_for("location.hash.startsWith('#/run/')", WAIT);
     b.wait_for("document.getElementById('run-done')", WAIT);

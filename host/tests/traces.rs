@@ -46,17 +46,7 @@ async fn slow_receiver(status: StatusCode, delay: Duration) -> (u16, Arc<Mutex<R
             let shared = shared.clone();
             async move {
                 tokio::time::sleep(delay).await;
-                let request = ExportTraceServiceRequest::decode(body).expect("OTLP protobuf");
-                let mut got = shared.lock().unwrap();
-                got.posts += 1;
-                for resource_spans in request.resource_spans {
-                    for attribute in resource_spans.resource.map(|r| r.attributes).unwrap_or_default() {
-                        got.resource.insert(attribute.key, text(attribute.value.as_ref()));
-                    }
-                    for scope in resource_spans.scope_spans {
-                        got.spans.extend(scope.spans);
-                    }
-                }
+                record(&shared, ExportTraceServiceRequest::decode(body).expect("OTLP protobuf"));
                 (status, Vec::<u8>::new())
             }
         }),
@@ -64,6 +54,43 @@ async fn slow_receiver(status: StatusCode, delay: Duration) -> (u16, Arc<Mutex<R
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (port, received)
+}
+
+/// Keeps what one export sent.
+fn record(received: &Mutex<Received>, request: ExportTraceServiceRequest) {
+    let mut got = received.lock().unwrap();
+    got.posts += 1;
+    for resource_spans in request.resource_spans {
+        for attribute in resource_spans.resource.map(|r| r.attributes).unwrap_or_default() {
+            got.resource.insert(attribute.key, text(attribute.value.as_ref()));
+        }
+        for scope in resource_spans.scope_spans {
+            got.spans.extend(scope.spans);
+        }
+    }
+}
+
+/// An OTLP/gRPC receiver on loopback (tonic, the collector's own service definition).
+async fn grpc_receiver() -> (u16, Arc<Mutex<Received>>) {
+    use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceResponse;
+    use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{TraceService, TraceServiceServer};
+    struct Collector(Arc<Mutex<Received>>);
+    #[tonic::async_trait]
+    impl TraceService for Collector {
+        async fn export(
+            &self,
+            request: tonic::Request<ExportTraceServiceRequest>,
+        ) -> Result<tonic::Response<ExportTraceServiceResponse>, tonic::Status> {
+            record(&self.0, request.into_inner());
+            Ok(tonic::Response::new(ExportTraceServiceResponse { partial_success: None }))
+        }
+    }
+    let received = Arc::new(Mutex::new(Received::default()));
+    let port = free_port();
+    let service = TraceServiceServer::new(Collector(received.clone()));
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    tokio::spawn(tonic::transport::Server::builder().add_service(service).serve(addr));
     (port, received)
 }
 
@@ -392,4 +419,44 @@ async fn the_config_block_says_the_same() {
     assert_eq!(got.resource.get("service.name").map(String::as_str), Some("ops-bot"), "{:?}", got.resource);
     assert_eq!(got.resource.get("deployment.environment").map(String::as_str), Some("staging"));
     assert!(got.spans.iter().any(|s| s.name.starts_with("invoke_agent")), "{:?}", got.spans.len());
+}
+
+/// `OTEL_EXPORTER_OTLP_PROTOCOL=grpc`: the same spans reach a gRPC collector, parented the
+/// same way, and the config's `protocol: grpc` says the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grpc_export_reaches_a_grpc_collector() {
+    let (otlp, received) = grpc_receiver().await;
+    let call = Answer::default().call("e1", "probe__ctx", json!({}));
+    let llm = LlmServer::start(vec![call.into(), Answer::text(&["Done."]).into()]).await;
+    let ws = workspace(&llm.url());
+    let port = free_port();
+    let mut running = run_with(&ws, otlp, port, &[("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")]).await;
+    let client = reqwest::Client::builder().timeout(Duration::from_secs(60)).build().unwrap();
+    assert_eq!(ask(&client, port).await["text"], "Done.");
+    assert_eq!(running.terminate(), Some(0), "{}", running.stderr());
+    {
+        let got = received.lock().unwrap();
+        let turn = got.spans.iter().find(|s| s.name.starts_with("invoke_agent")).unwrap_or_else(|| {
+            panic!("{:#?}\n{}", got.spans.iter().map(|s| &s.name).collect::<Vec<_>>(), running.stderr())
+        });
+        let tool = got.spans.iter().find(|s| s.name == "execute_tool probe__ctx").expect("the tool call's span");
+        assert_eq!(tool.parent_span_id, turn.span_id);
+        assert_eq!(got.resource.get("service.name").map(String::as_str), Some("skillhost"));
+    }
+
+    // The config block, with no OTEL_* variable.
+    let (otlp, received) = grpc_receiver().await;
+    let path = ws.path().join("config.yaml");
+    let mut yaml = std::fs::read_to_string(&path).unwrap();
+    yaml.push_str(&format!("telemetry:\n  otlp_endpoint: http://127.0.0.1:{otlp}\n  protocol: grpc\n"));
+    std::fs::write(&path, yaml).unwrap();
+    llm.push(Answer::text(&["Again."]));
+    let port = free_port();
+    let port_text = port.to_string();
+    let env = [("SKILLHOST_UI_PORT", port_text.as_str()), ("SKILLHOST_UI_TOKEN", "tok")];
+    let mut running = support::run::Running::start(ws.path(), &["--adapter", "api"], &env);
+    running.wait_for_log("listening on").await;
+    assert_eq!(ask(&client, port).await["text"], "Again.");
+    assert_eq!(running.terminate(), Some(0), "{}", running.stderr());
+    assert!(received.lock().unwrap().spans.iter().any(|s| s.name.starts_with("invoke_agent")), "{}", running.stderr());
 }

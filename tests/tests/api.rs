@@ -508,7 +508,8 @@ async fn fire_and_forget_answers_202_and_cancels_gated_calls() {
         vec![Answer::default().call("c1", "probe__echo", json!({})).into(), Answer::text(&["Could not."]).into()];
     let h = harness(replies, "human:\n  overrides: {probe__echo: approve}\n").await;
     let (status, body) = ApiServer::call(h.server.post("/api/trigger").json(&json!({"message": "go"}))).await;
-    assert_eq!((status, body), (202, json!({"status": "accepted", "channel_id": "trigger"})));
+    let run_id = body["run_id"].as_str().unwrap_or_else(|| panic!("the 202 names its run: {body}")).to_owned();
+    assert_eq!((status, body), (202, json!({"status": "accepted", "channel_id": "trigger", "run_id": run_id})));
     eventually(async || h.llm.requests().len() == 2).await;
     assert_eq!(tool_results(&h.llm, 1)[0].1["kind"], "cancelled");
     assert!(

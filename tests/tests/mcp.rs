@@ -777,6 +777,82 @@ async fn a_prerequisite_retry_passes_the_tool_budget_again() {
     assert!(r[0].2 && r[0].1.contains("the budget for this tool in this request is spent"), "{r:?}");
 }
 
+/// Records, per tool call id, the spec's `mithai.tool.retried_after_prerequisite` as the
+/// engine writes it on the call's `execute_tool` span.
+struct RetryMarks(Arc<Mutex<Vec<(String, bool)>>>);
+
+/// A span's tool call id (`gen_ai.tool.call.id`).
+struct CallId(String);
+
+impl<S> tracing_subscriber::Layer<S> for RetryMarks
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+{
+    fn on_new_span(
+        &self,
+        attrs: &tracing::span::Attributes<'_>,
+        id: &tracing::span::Id,
+        ctx: tracing_subscriber::layer::Context<'_, S>,
+    ) {
+        struct Find(Option<String>);
+        impl tracing::field::Visit for Find {
+            fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+                if field.name() == "gen_ai.tool.call.id" {
+                    self.0 = Some(format!("{value:?}"));
+                }
+            }
+        }
+        let mut find = Find(None);
+        attrs.record(&mut find);
+        if let (Some(call), Some(span)) = (find.0, ctx.span(id)) {
+            span.extensions_mut().insert(CallId(call));
+        }
+    }
+
+    fn on_record(
+        &self,
+        id: &tracing::span::Id,
+        values: &tracing::span::Record<'_>,
+        ctx: tracing_subscriber::layer::Context<'_, S>,
+    ) {
+        struct Mark(Option<bool>);
+        impl tracing::field::Visit for Mark {
+            fn record_bool(&mut self, field: &tracing::field::Field, value: bool) {
+                if field.name() == "mithai.tool.retried_after_prerequisite" {
+                    self.0 = Some(value);
+                }
+            }
+            fn record_debug(&mut self, _: &tracing::field::Field, _: &dyn std::fmt::Debug) {}
+        }
+        let mut mark = Mark(None);
+        values.record(&mut mark);
+        let call = ctx.span(id).and_then(|s| s.extensions().get::<CallId>().map(|c| c.0.clone()));
+        if let (Some(value), Some(call)) = (mark.0, call) {
+            self.0.lock().unwrap().push((call, value));
+        }
+    }
+}
+
+/// The spec's span attribute: an MCP call retried after its prerequisite says so on its
+/// `execute_tool` span; a plain call does not.
+#[tokio::test]
+async fn a_prerequisite_retry_is_marked_on_the_calls_span() {
+    use tracing_subscriber::layer::SubscriberExt as _;
+    let marks = Arc::new(Mutex::new(Vec::new()));
+    // This test's runtime is single-threaded: the subscriber sees every span of the turn.
+    let _traced = tracing::subscriber::set_default(tracing_subscriber::registry().with(RetryMarks(marks.clone())));
+    let ws = workspace(&[("hooks_all", guests::HOOKS_ALL)]);
+    let first = Answer::text(&["Reading."])
+        .call("retried", "obs__get_logs", json!({"_decision": "prerequisite"}))
+        .call("plain", "obs__get_logs", json!({"service": "api"}));
+    let llm = LlmServer::start(vec![first.into(), Answer::text(&["Done."]).into()]).await;
+    let (engine, _tools) = setup(&ws, &llm.url(), &servers(OBS_TOOLS)).await;
+    run(&engine, &NonInteractive).await;
+    let r = results(&llm, 1);
+    assert!(parse(&r[0].1)["_mithai_prerequisite_retry"].is_string(), "{r:?}");
+    assert_eq!(*marks.lock().unwrap(), [("retried".to_owned(), true)]);
+}
+
 /// Answers every approval with `outcome`, counting the questions.
 struct Answering(ApprovalOutcome, std::sync::atomic::AtomicUsize);
 

@@ -2,10 +2,11 @@
 //! who started each, its state, and its events in the approval-v1 wire presentation (already
 //! redacted and capped: [`crate::adapters::present`]), kept for replay and streamed live.
 //!
-//! Bounded: at most [`KEEP_FINISHED`] finished runs are kept (the oldest go first; running
-//! ones always stay), and a run keeps at most [`MAX_EVENTS`] events and [`MAX_EVENT_BYTES`]
-//! of them (consecutive text deltas are merged; past the bound only the terminal event is
-//! kept, and the run says how many it dropped).
+//! Bounded: at most [`KEEP_FINISHED`] finished runs holding at most [`KEEP_BYTES`] of events
+//! between them are kept (the oldest go first; running ones always stay), and a run keeps at
+//! most [`MAX_EVENTS`] events and [`MAX_EVENT_BYTES`] of them (consecutive text deltas are
+//! merged; past the bound only the terminal event is kept, and the run says how many it
+//! dropped).
 
 use crate::adapters::api::stream::{Translator, WireEvent, unix_seconds};
 use crate::adapters::present::Descriptions;
@@ -21,7 +22,9 @@ pub const KEEP_FINISHED: usize = 200;
 /// Events one run keeps.
 pub const MAX_EVENTS: usize = 2000;
 /// Bytes of events (as JSON) one run keeps.
-pub const MAX_EVENT_BYTES: usize = 2 << 20;
+pub const MAX_EVENT_BYTES: usize = 1 << 20;
+/// Bytes of events the finished runs keep between them.
+pub const KEEP_BYTES: usize = 32 << 20;
 /// Live events a slow reader may fall behind by before its stream ends (it reads the run
 /// again and resumes from there).
 const LIVE_BACKLOG: usize = 1024;
@@ -105,15 +108,23 @@ impl Runs {
         });
         let mut runs = self.lock();
         runs.push_back(run.clone());
-        let finished = runs.iter().filter(|r| r.state().finished()).count();
-        if finished > KEEP_FINISHED {
-            let mut excess = finished - KEEP_FINISHED;
-            runs.retain(|r| {
-                let drop = excess > 0 && r.state().finished();
-                excess -= usize::from(drop);
-                !drop
-            });
-        }
+        // The newest finished runs that fit both bounds stay.
+        let (mut kept, mut bytes) = (0, 0);
+        let mut keep: Vec<bool> = runs
+            .iter()
+            .rev()
+            .map(|r| {
+                let inner = r.lock();
+                if !inner.state.finished() {
+                    return true;
+                }
+                (kept, bytes) = (kept + 1, bytes + inner.bytes);
+                kept <= KEEP_FINISHED && bytes <= KEEP_BYTES
+            })
+            .collect();
+        keep.reverse();
+        let mut keep = keep.into_iter();
+        runs.retain(|_| keep.next().unwrap_or(true));
         drop(runs);
         self.bump();
         Recording(run)
@@ -470,6 +481,22 @@ mod tests {
         assert_eq!(events.len(), MAX_EVENTS + 1, "the terminal event is kept past the bound");
         assert_eq!(events.last().unwrap()["type"], "run_completed");
         assert_eq!(recording.run().summary("a")["events_dropped"], 11);
+    }
+
+    #[test]
+    fn finished_runs_are_kept_within_a_byte_budget() {
+        let runs = Runs::new("a");
+        let big = "x".repeat(MAX_EVENT_BYTES / 2);
+        let per_run = KEEP_BYTES / (MAX_EVENT_BYTES / 2);
+        for i in 0..per_run + 10 {
+            let recording = runs.start(origin(&format!("r{i}")));
+            recording.record(&event("tool_completed", json!({"big": big})));
+            recording.record(&event("run_completed", json!({})));
+        }
+        let _ = runs.start(origin("last"));
+        assert!(runs.get("r0").is_none(), "the oldest went");
+        assert!(runs.get(&format!("r{}", per_run + 9)).is_some(), "the newest stayed");
+        assert!(runs.list().len() <= per_run + 1, "{}", runs.list().len());
     }
 
     #[test]

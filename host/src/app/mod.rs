@@ -92,6 +92,18 @@ impl Agent {
         Ok((Arc::new(self.engine.reloaded(set.clone(), tools)), set.problems.clone()))
     }
 
+    /// What its skills' load left pending ([`LoadMode::ServeReady`]: components still to be
+    /// compiled).
+    pub fn pending(&self) -> &[String] {
+        &self.engine.skills().pending
+    }
+
+    /// Compiles what [`Agent::pending`] names (and anything else missing from the cache), so
+    /// that [`Agent::reload`] then loads every skill. Blocking: call it off the runtime.
+    pub fn compile_pending(&self) {
+        self.loader.compile_all();
+    }
+
     /// The config the agent was built from (the top-level one with its blocks merged in).
     pub fn config(&self) -> &LoadedConfig {
         &self.loader.config
@@ -130,8 +142,19 @@ impl App {
             }
         }
         check_delegations(&config, &agents)?;
-        check_names(&config, &agents, &mcp)?;
+        // With skills still to compile, the names config writes are checked once they loaded
+        // ([`App::check_names_with`]).
+        if agents.iter().all(|a| a.pending().is_empty()) {
+            let engines: Vec<_> = agents.iter().map(|a| (a.name.as_deref(), &*a.engine)).collect();
+            check_names(&config, &engines, &mcp)?;
+        }
         Ok(App { config, sandbox, mcp, agents })
+    }
+
+    /// Checks the names the config writes against `engine`, the first agent's engine after a
+    /// later full load (see [`LoadMode::ServeReady`]).
+    pub fn check_names_with(&self, engine: &Engine) -> anyhow::Result<()> {
+        check_names(&self.config, &[(self.agent().name.as_deref(), engine)], &self.mcp)
     }
 
     /// The first (for a single-agent config, the only) agent.
@@ -302,12 +325,12 @@ fn check_delegations(config: &LoadedConfig, agents: &[Agent]) -> anyhow::Result<
 /// Reports the names in config that match nothing the built agents have ([`names`]): a
 /// warning each, or, under `skills.strict`, one error listing them all. Only the built
 /// agents' blocks are checked (`chat --agent a` does not judge agent `b`'s).
-fn check_names(config: &LoadedConfig, agents: &[Agent], mcp: &McpManager) -> anyhow::Result<()> {
+fn check_names(config: &LoadedConfig, agents: &[(Option<&str>, &Engine)], mcp: &McpManager) -> anyhow::Result<()> {
     let mut scope = config.config.clone();
-    scope.agents.retain(|name, _| agents.iter().any(|a| a.name.as_deref() == Some(name)));
+    scope.agents.retain(|name, _| agents.iter().any(|(agent, _)| *agent == Some(name.as_str())));
     let mut known = names::Known::new(&scope);
-    for agent in agents {
-        known.add(agent.engine.skills(), Some(agent.engine.tools()));
+    for (_, engine) in agents {
+        known.add(engine.skills(), Some(engine.tools()));
     }
     known.add_mcp(mcp);
     names::report(names::unmatched(&scope, &known), names::strict(&scope))

@@ -1,8 +1,9 @@
 //! Traces over OpenTelemetry (OTLP), off by default: on when the standard environment names
 //! an endpoint (`OTEL_EXPORTER_OTLP_ENDPOINT`, or `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`) or the
 //! config's `telemetry.otlp_endpoint` does, unless `OTEL_SDK_DISABLED=true`. Each `telemetry`
-//! key stands for its variable, which wins when it is set. `OTEL_EXPORTER_OTLP_PROTOCOL` is `http/protobuf` (the default;
-//! `grpc` and `http/json` are refused with a warning, and tracing stays off),
+//! key stands for its variable, which wins when it is set. `OTEL_EXPORTER_OTLP_PROTOCOL` is
+//! `http/protobuf` (the default) or `grpc` (`http/json` is refused with a warning, and tracing
+//! stays off; gRPC's client runs on a one-thread runtime of its own, kept with the provider),
 //! `OTEL_SERVICE_NAME` (default `skillhost`) and `OTEL_RESOURCE_ATTRIBUTES` describe the
 //! process, `OTEL_TRACES_SAMPLER` / `_ARG` sample, `OTEL_BSP_*` tune the batch.
 //!
@@ -28,9 +29,13 @@ use std::time::Duration;
 /// The tracer provider, while traces are on.
 pub struct Telemetry {
     provider: Option<SdkTracerProvider>,
+    /// The runtime of the gRPC client's connections (`grpc` only).
+    runtime: Option<tokio::runtime::Runtime>,
 }
 
 impl Telemetry {
+    const OFF: Telemetry = Telemetry { provider: None, runtime: None };
+
     /// Exports what is left and stops the exporter (bounded by `OTEL_BSP_EXPORT_TIMEOUT`).
     pub fn shutdown(self) {
         if let Some(provider) = self.provider
@@ -38,7 +43,42 @@ impl Telemetry {
         {
             eprintln!("warning: traces: the last spans could not be exported: {e}");
         }
+        if let Some(runtime) = self.runtime {
+            runtime.shutdown_background();
+        }
     }
+}
+
+/// The OTLP exporter over `protocol`, and the runtime it needs (gRPC).
+fn exporter(
+    grpc: bool,
+    endpoint: Option<String>,
+) -> Result<(opentelemetry_otlp::SpanExporter, Option<tokio::runtime::Runtime>), String> {
+    if !grpc {
+        let mut builder = opentelemetry_otlp::SpanExporter::builder().with_http().with_protocol(Protocol::HttpBinary);
+        if let Some(base) = endpoint {
+            // The config's endpoint is a base, as OTEL_EXPORTER_OTLP_ENDPOINT is.
+            builder = builder.with_endpoint(format!("{}/v1/traces", base.trim_end_matches('/')));
+        }
+        return builder.build().map(|e| (e, None)).map_err(|e| e.to_string());
+    }
+    // tonic's channel spawns its connections on the runtime it is made in; the batch thread
+    // then only awaits their answers.
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("skillhost-otlp")
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the gRPC client's runtime: {e}"))?;
+    let exporter = {
+        let _inside = runtime.enter();
+        let mut builder = opentelemetry_otlp::SpanExporter::builder().with_tonic();
+        if let Some(base) = endpoint {
+            builder = builder.with_endpoint(base);
+        }
+        builder.build().map_err(|e| e.to_string())?
+    };
+    Ok((exporter, Some(runtime)))
 }
 
 fn env(name: &str) -> Option<String> {
@@ -54,34 +94,30 @@ pub fn layer<S>(
 where
     S: tracing::Subscriber + for<'span> tracing_subscriber::registry::LookupSpan<'span>,
 {
-    let off = (None, Telemetry { provider: None });
+    let off = (None, Telemetry::OFF);
     if env("OTEL_SDK_DISABLED").is_some_and(|v| v.eq_ignore_ascii_case("true")) {
         return off;
     }
     let from_env = env("OTEL_EXPORTER_OTLP_ENDPOINT").is_some() || env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT").is_some();
-    // The config's endpoint is a base, as OTEL_EXPORTER_OTLP_ENDPOINT is.
-    let from_config = config.otlp_endpoint.as_deref().map(|e| format!("{}/v1/traces", e.trim_end_matches('/')));
-    if !from_env && from_config.is_none() {
+    if !from_env && config.otlp_endpoint.is_none() {
         return off;
     }
     let protocol = env("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
         .or_else(|| env("OTEL_EXPORTER_OTLP_PROTOCOL"))
         .or_else(|| config.protocol.clone());
-    match protocol.as_deref() {
-        None | Some("http/protobuf") => {}
+    let grpc = match protocol.as_deref() {
+        None | Some("http/protobuf") => false,
+        Some("grpc") => true,
         Some(other) => {
             eprintln!(
-                "warning: traces are off: OTEL_EXPORTER_OTLP_PROTOCOL `{other}` is not supported by this build (use http/protobuf)"
+                "warning: traces are off: OTEL_EXPORTER_OTLP_PROTOCOL `{other}` is not supported by this build (use http/protobuf or grpc)"
             );
             return off;
         }
-    }
-    let mut builder = opentelemetry_otlp::SpanExporter::builder().with_http().with_protocol(Protocol::HttpBinary);
-    if let (false, Some(endpoint)) = (from_env, from_config) {
-        builder = builder.with_endpoint(endpoint);
-    }
-    let exporter = match builder.build() {
-        Ok(exporter) => exporter,
+    };
+    let endpoint = if from_env { None } else { config.otlp_endpoint.clone() };
+    let (exporter, runtime) = match exporter(grpc, endpoint) {
+        Ok(made) => made,
         Err(e) => {
             eprintln!("warning: traces are off: the OTLP exporter cannot start: {e}");
             return off;
@@ -110,7 +146,7 @@ where
     let tracer = provider.tracer("skillhost");
     // W3C trace context in and out (the API's `traceparent`, the LLM requests').
     opentelemetry::global::set_text_map_propagator(opentelemetry_sdk::propagation::TraceContextPropagator::new());
-    (Some(tracing_opentelemetry::layer().with_tracer(tracer)), Telemetry { provider: Some(provider) })
+    (Some(tracing_opentelemetry::layer().with_tracer(tracer)), Telemetry { provider: Some(provider), runtime })
 }
 
 /// The SDK's queue size: `OTEL_BSP_MAX_QUEUE_SIZE`, as the SDK reads it, else its default.

@@ -48,7 +48,7 @@ pub struct Telemetry {
     /// The collector's OTLP/HTTP base URL (spans go to `{endpoint}/v1/traces`), as
     /// `OTEL_EXPORTER_OTLP_ENDPOINT`; unset: traces are off.
     pub otlp_endpoint: Option<String>,
-    /// `http/protobuf`, the only one (as `OTEL_EXPORTER_OTLP_PROTOCOL`).
+    /// `http/protobuf` (the default) or `grpc` (as `OTEL_EXPORTER_OTLP_PROTOCOL`).
     pub protocol: Option<String>,
     /// The service's name (default `skillhost`), as `OTEL_SERVICE_NAME`.
     pub service_name: Option<String>,
@@ -71,8 +71,8 @@ impl Telemetry {
                 return Err(format!("otlp_endpoint: `{endpoint}` is not an http(s) URL"));
             }
         }
-        if let Some(protocol) = self.protocol.as_deref().filter(|p| *p != "http/protobuf") {
-            return Err(format!("protocol: `{protocol}` is not supported (http/protobuf)"));
+        if let Some(protocol) = self.protocol.as_deref().filter(|p| !matches!(*p, "http/protobuf" | "grpc")) {
+            return Err(format!("protocol: `{protocol}` is not supported (http/protobuf or grpc)"));
         }
         const SAMPLERS: [&str; 6] = [
             "always_on",

@@ -161,6 +161,12 @@ impl Sandbox {
         });
     }
 
+    /// Whether each of `wasm` is compiled already (in this process or in the cache), checked
+    /// in parallel; nothing is compiled.
+    pub fn compiled(&self, wasm: &[Wasm<'_>]) -> Vec<bool> {
+        in_parallel(wasm, |w| self.is_ready(*w))
+    }
+
     /// Whether `wasm` is compiled already (loading it from the cache if it is there).
     fn is_ready(&self, wasm: Wasm<'_>) -> bool {
         let digest = match (wasm, &self.cache) {

@@ -59,6 +59,17 @@ pub enum LoadMode {
     Inspect,
     /// Load to serve: `is-available` decides inclusion, `startup` runs once per skill.
     Serve,
+    /// [`LoadMode::Serve`] with only the components compiled already (in the cache): the
+    /// others are not compiled but left in [`SkillSet::pending`], for a later full load, so
+    /// that a server with an empty cache answers at once.
+    ServeReady,
+}
+
+impl LoadMode {
+    /// Whether the skills are loaded to serve (their `startup` runs).
+    pub fn serves(self) -> bool {
+        matches!(self, LoadMode::Serve | LoadMode::ServeReady)
+    }
 }
 
 /// The skills that loaded, and the problems of those that did not.
@@ -73,6 +84,9 @@ pub struct SkillSet {
     pub left_out: BTreeMap<String, Vec<String>>,
     /// The tools declared in config (`skills.declared`).
     pub declared: super::declared::DeclaredSet,
+    /// What [`LoadMode::ServeReady`] left out because its component still has to be compiled:
+    /// skill folders and built-ins by name, `declared` for the declared tools.
+    pub pending: Vec<String>,
 }
 
 impl SkillSet {
@@ -132,7 +146,13 @@ impl Loader {
     async fn load_all_inner(&self, mode: LoadMode) -> Result<SkillSet, FatalLoadError> {
         let (started, mut set) = (Instant::now(), SkillSet::default());
         let dirs = self.scan(&mut set.problems);
-        self.precompile(&dirs, mode == LoadMode::Serve);
+        let dirs = match mode {
+            LoadMode::ServeReady => self.compiled_only(dirs, &mut set.pending),
+            _ => {
+                self.precompile(&dirs, mode.serves());
+                dirs
+            }
+        };
         tracing::debug!(folders = dirs.len(), took = ?started.elapsed(), "every component compiled or found in the cache");
         // The folders load concurrently (on a cold page cache each one waits for its disk
         // reads), and are admitted in order, so that what overrides what stays as written.
@@ -168,11 +188,25 @@ impl Loader {
                 tracing::info!(skill = name, "a skill folder replaces the built-in");
                 continue;
             }
+            if mode == LoadMode::ServeReady
+                && let Some(embedded) = builtin::embedded(name)
+                && !self.sandbox.compiled(&[Wasm::Bytes(embedded.wasm)])[0]
+            {
+                set.pending.push(name.to_owned());
+                continue;
+            }
             let loaded = self.load_builtin(*builtin, mode).await;
             admit(&mut set, loaded, &builtin::location(name))?;
         }
-        set.declared = super::declared::load(&self.config, &mut set.problems);
-        super::declared::check_code(&mut set.declared, self, &mut set.problems).await;
+        let runtime_pending = mode == LoadMode::ServeReady
+            && super::declared::wants_runtime(&self.config)
+            && builtin::FUNCTION_RUNTIME.is_ok_and(|wasm| !self.sandbox.compiled(&[Wasm::Bytes(wasm)])[0]);
+        if runtime_pending {
+            set.pending.push(super::declared::DECLARED.to_owned());
+        } else {
+            set.declared = super::declared::load(&self.config, &mut set.problems);
+            super::declared::check_code(&mut set.declared, self, &mut set.problems).await;
+        }
         // An agent's `skills.allowed`: the others never start.
         if let Some(allowed) = &self.config.config.skills.allowed {
             let (kept, not_allowed) = std::mem::take(&mut set.skills)
@@ -183,7 +217,7 @@ impl Loader {
                 set.left_out.insert(name, skill.exposed_names());
             }
         }
-        if mode == LoadMode::Serve {
+        if mode.serves() {
             for skill in set.skills.values() {
                 self.run_startup(skill).await?;
             }
@@ -205,6 +239,31 @@ impl Loader {
             dirs.extend(skill_dirs(&root, problems));
         }
         dirs
+    }
+
+    /// The folders whose component is compiled already (or that have none); the others'
+    /// names go to `pending`.
+    fn compiled_only(&self, dirs: Vec<PathBuf>, pending: &mut Vec<String>) -> Vec<PathBuf> {
+        let files: Vec<PathBuf> = dirs.iter().map(|dir| dir.join(WASM_FILE)).collect();
+        let wasm: Vec<Wasm<'_>> = files.iter().map(|f| Wasm::File(f)).collect();
+        let ready = self.sandbox.compiled(&wasm);
+        let mut kept = Vec::with_capacity(dirs.len());
+        for ((dir, file), ready) in dirs.iter().zip(&files).zip(ready) {
+            if ready || !file.is_file() {
+                kept.push(dir.clone());
+            } else {
+                pending.push(dir.file_name().map(|n| prompt::folder_name(&n.to_string_lossy())).unwrap_or_default());
+            }
+        }
+        kept
+    }
+
+    /// Compiles every component of the skills `skills.paths` and `skills.builtins` name that
+    /// is not in the cache yet (what [`LoadMode::ServeReady`] left pending), saying so on
+    /// stderr. Blocking: call it off the async runtime.
+    pub fn compile_all(&self) {
+        let dirs = self.scan(&mut Vec::new());
+        self.precompile(&dirs, true);
     }
 
     /// Compiles every component not in the cache yet, in parallel, before the skills load one
