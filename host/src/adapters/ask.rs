@@ -34,7 +34,7 @@ pub fn info(name: &str) -> Option<ToolInfo> {
 }
 
 /// The question and its choices, checked.
-pub fn question(input: &Value) -> Result<(String, Vec<String>), String> {
+fn question(input: &Value) -> Result<(String, Vec<String>), String> {
     let prompt = input.get("question").and_then(Value::as_str).map(str::trim).unwrap_or_default();
     if prompt.is_empty() || prompt.chars().count() > MAX_QUESTION {
         return Err(format!("`question` must be a string of 1 to {MAX_QUESTION} characters"));
@@ -52,12 +52,12 @@ pub fn question(input: &Value) -> Result<(String, Vec<String>), String> {
 }
 
 /// An input the question could not be asked with.
-pub fn invalid(problem: String, duration: Duration) -> ToolOutcome {
+fn invalid(problem: String, duration: Duration) -> ToolOutcome {
     ToolOutcome::error(&json!({"error": problem, "kind": "invalid_input"}), duration)
 }
 
 /// The tool's result for how the question ended, `timeout` being how long it waited.
-pub fn outcome(resolution: Resolution, duration: Duration, timeout: Duration) -> ToolOutcome {
+fn outcome(resolution: Resolution, duration: Duration, timeout: Duration) -> ToolOutcome {
     match resolution {
         Resolution::Answered(answer) => ToolOutcome::text(json!({ "answer": answer }).to_string(), duration),
         Resolution::TimedOut => ToolOutcome::error(
@@ -105,7 +105,7 @@ where
 }
 
 /// No id could be made for the question.
-pub fn no_id(duration: Duration) -> ToolOutcome {
+fn no_id(duration: Duration) -> ToolOutcome {
     ToolOutcome::error(&json!({"error": "no question id: the OS random source failed", "kind": "host"}), duration)
 }
 

@@ -10,7 +10,7 @@
 
 use crate::adapters::api::stream::{Translator, WireEvent, unix_seconds};
 use crate::adapters::present::Descriptions;
-use crate::engine::{EngineError, EngineEvent, EventSink, TurnResult};
+use crate::engine::{Counterpart, Engine, EngineError, EngineEvent, EventSink, TurnRequest, TurnResult};
 use serde_json::{Value, json};
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, Weak};
@@ -350,7 +350,7 @@ impl Drop for Recording {
 }
 
 /// Records a run whose adapter does not speak approval-v1 itself (the API's other modes, the
-/// chat platforms): its engine events through a translator of its own.
+/// chat platforms): its engine events through a translator of its own ([`Recorder::turn`]).
 pub struct Recorder {
     translator: Mutex<Translator>,
     recording: Recording,
@@ -372,13 +372,25 @@ impl Recorder {
         }
     }
 
-    /// Records one engine event.
-    pub fn note(&self, event: &EngineEvent) {
+    /// Runs `request` on `engine` with the adapter's own `sink` and `counterpart`, recording
+    /// its events beside the sink's and how it ended.
+    pub async fn turn(
+        &self,
+        engine: &Engine,
+        request: TurnRequest,
+        sink: &dyn EventSink,
+        counterpart: &dyn Counterpart,
+    ) -> Result<TurnResult, EngineError> {
+        let result = engine.run_turn(request, &Tee { sink, recorder: self }, counterpart).await;
+        self.finish(&result);
+        result
+    }
+
+    fn note(&self, event: &EngineEvent) {
         self.with(|t| t.engine(event));
     }
 
-    /// Records how the turn ended.
-    pub fn finish(&self, result: &Result<TurnResult, EngineError>) {
+    fn finish(&self, result: &Result<TurnResult, EngineError>) {
         match result {
             Ok(r) => self.with(|t| t.completed_with(&r.text, r.time_boxed, Some(&r.usage))),
             Err(e) => self.with(|t| t.failed(&format!("the run failed: {e}"))),
@@ -386,22 +398,10 @@ impl Recorder {
     }
 }
 
-impl EventSink for Recorder {
-    fn emit(&self, event: EngineEvent) {
-        self.note(&event);
-    }
-
-    fn adapter(&self) -> Option<&'static str> {
-        Some(self.recording.run().origin().adapter)
-    }
-}
-
 /// An adapter's own sink, with the run recorded beside it.
-pub struct Tee<'a> {
-    /// The adapter's sink.
-    pub sink: &'a dyn EventSink,
-    /// The recorder.
-    pub recorder: &'a Recorder,
+struct Tee<'a> {
+    sink: &'a dyn EventSink,
+    recorder: &'a Recorder,
 }
 
 impl EventSink for Tee<'_> {
@@ -411,7 +411,7 @@ impl EventSink for Tee<'_> {
     }
 
     fn adapter(&self) -> Option<&'static str> {
-        self.recorder.adapter()
+        Some(self.recorder.recording.run().origin().adapter)
     }
 }
 

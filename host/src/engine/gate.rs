@@ -169,10 +169,11 @@ impl Gate {
         let decision = tokio::time::timeout(self.timeout, counterpart.decide(request));
         let (pending, asked) = (crate::metrics::approval_pending(), std::time::Instant::now());
         let outcome = deadline.paused(decision).instrument(span.clone()).await.unwrap_or(ApprovalOutcome::TimedOut);
+        let waited = asked.elapsed();
         drop(pending);
         span.record("skillhost.approval.outcome", outcome.as_str());
-        span.record("skillhost.approval.wait_ms", asked.elapsed().as_millis() as u64);
-        crate::metrics::approval(outcome.as_str(), asked.elapsed());
+        span.record("skillhost.approval.wait_ms", waited.as_millis() as u64);
+        crate::metrics::approval(outcome.as_str(), waited);
         events.emit(EngineEvent::ApprovalResolved { tool_call_id: call.id.to_owned(), outcome: outcome.clone() });
         outcome
     }

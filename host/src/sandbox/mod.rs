@@ -147,7 +147,8 @@ impl Sandbox {
     pub fn precompile(&self, jobs: &[(String, Wasm<'_>)], progress: &(dyn Fn(&str) + Sync)) {
         // Checked in parallel too: a check maps the cached image and reads its metadata, which
         // after a reboot is a disk read per skill.
-        let ready = in_parallel(jobs, |(_, wasm)| self.is_ready(*wasm));
+        let wasm: Vec<Wasm<'_>> = jobs.iter().map(|(_, wasm)| *wasm).collect();
+        let ready = self.compiled(&wasm);
         let pending: Vec<_> = jobs.iter().zip(ready).filter(|(_, ready)| !ready).map(|(j, _)| j).collect();
         in_parallel(&pending, |(name, wasm)| {
             let _span = tracing::info_span!("compile", otel.name = %format!("compile {name}"), skillhost.skill = %name)

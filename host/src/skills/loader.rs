@@ -114,6 +114,30 @@ pub struct Loader {
     policy: LimitPolicy,
 }
 
+/// One component a load compiles: its name (for progress lines and
+/// [`SkillSet::pending`]), what it belongs to, and its bytes.
+struct Job<'a> {
+    name: String,
+    part: Part,
+    wasm: Wasm<'a>,
+}
+
+/// What a compiled component belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Part {
+    /// The skill folder at this index of the scan.
+    Folder(usize),
+    /// An embedded built-in.
+    Builtin,
+    /// The function runtime of declared tools.
+    FunctionRuntime,
+}
+
+/// Each folder's `skill.wasm` path.
+fn wasm_files(dirs: &[PathBuf]) -> Vec<PathBuf> {
+    dirs.iter().map(|dir| dir.join(WASM_FILE)).collect()
+}
+
 impl Loader {
     /// A loader for `config`.
     pub fn new(sandbox: Arc<Sandbox>, config: LoadedConfig) -> Self {
@@ -145,14 +169,21 @@ impl Loader {
 
     async fn load_all_inner(&self, mode: LoadMode) -> Result<SkillSet, FatalLoadError> {
         let (started, mut set) = (Instant::now(), SkillSet::default());
-        let dirs = self.scan(&mut set.problems);
-        let dirs = match mode {
-            LoadMode::ServeReady => self.compiled_only(dirs, &mut set.pending),
-            _ => {
-                self.precompile(&dirs, mode.serves());
-                dirs
-            }
-        };
+        let mut dirs = self.scan(&mut set.problems);
+        // What is not compiled yet: compiled now, or (`ServeReady`) left for a later load.
+        let mut runtime_pending = false;
+        if mode == LoadMode::ServeReady {
+            let uncompiled = self.uncompiled(&dirs);
+            let mut index = 0;
+            dirs.retain(|_| {
+                index += 1;
+                !uncompiled.iter().any(|(part, _)| *part == Part::Folder(index - 1))
+            });
+            runtime_pending = uncompiled.iter().any(|(part, _)| *part == Part::FunctionRuntime);
+            set.pending = uncompiled.into_iter().map(|(_, name)| name).collect();
+        } else {
+            self.precompile(&dirs, mode.serves());
+        }
         tracing::debug!(folders = dirs.len(), took = ?started.elapsed(), "every component compiled or found in the cache");
         // The folders load concurrently (on a cold page cache each one waits for its disk
         // reads), and are admitted in order, so that what overrides what stays as written.
@@ -188,22 +219,13 @@ impl Loader {
                 tracing::info!(skill = name, "a skill folder replaces the built-in");
                 continue;
             }
-            if mode == LoadMode::ServeReady
-                && let Some(embedded) = builtin::embedded(name)
-                && !self.sandbox.compiled(&[Wasm::Bytes(embedded.wasm)])[0]
-            {
-                set.pending.push(name.to_owned());
+            if set.pending.iter().any(|pending| pending == name) {
                 continue;
             }
             let loaded = self.load_builtin(*builtin, mode).await;
             admit(&mut set, loaded, &builtin::location(name))?;
         }
-        let runtime_pending = mode == LoadMode::ServeReady
-            && super::declared::wants_runtime(&self.config)
-            && builtin::FUNCTION_RUNTIME.is_ok_and(|wasm| !self.sandbox.compiled(&[Wasm::Bytes(wasm)])[0]);
-        if runtime_pending {
-            set.pending.push(super::declared::DECLARED.to_owned());
-        } else {
+        if !runtime_pending {
             set.declared = super::declared::load(&self.config, &mut set.problems);
             super::declared::check_code(&mut set.declared, self, &mut set.problems).await;
         }
@@ -241,21 +263,15 @@ impl Loader {
         dirs
     }
 
-    /// The folders whose component is compiled already (or that have none); the others'
-    /// names go to `pending`.
-    fn compiled_only(&self, dirs: Vec<PathBuf>, pending: &mut Vec<String>) -> Vec<PathBuf> {
-        let files: Vec<PathBuf> = dirs.iter().map(|dir| dir.join(WASM_FILE)).collect();
-        let wasm: Vec<Wasm<'_>> = files.iter().map(|f| Wasm::File(f)).collect();
+    /// The components of `dirs` (and of the built-ins and the function runtime) that are not
+    /// compiled yet, neither in this process nor in the cache.
+    fn uncompiled(&self, dirs: &[PathBuf]) -> Vec<(Part, String)> {
+        let files = wasm_files(dirs);
+        let jobs = self.jobs(dirs, &files);
+        let wasm: Vec<Wasm<'_>> = jobs.iter().map(|job| job.wasm).collect();
         let ready = self.sandbox.compiled(&wasm);
-        let mut kept = Vec::with_capacity(dirs.len());
-        for ((dir, file), ready) in dirs.iter().zip(&files).zip(ready) {
-            if ready || !file.is_file() {
-                kept.push(dir.clone());
-            } else {
-                pending.push(dir.file_name().map(|n| prompt::folder_name(&n.to_string_lossy())).unwrap_or_default());
-            }
-        }
-        kept
+        let pending = jobs.into_iter().zip(ready).filter(|(_, ready)| !ready);
+        pending.map(|(job, _)| (job.part, job.name)).collect()
     }
 
     /// Compiles every component of the skills `skills.paths` and `skills.builtins` name that
@@ -270,33 +286,43 @@ impl Loader {
     /// by one (a cold start), saying on stderr which skill compiles when `tell` (when serving:
     /// `skill validate` prints one line per problem and nothing else).
     fn precompile(&self, dirs: &[PathBuf], tell: bool) {
-        let files: Vec<PathBuf> = dirs.iter().map(|dir| dir.join(WASM_FILE)).collect();
+        let files = wasm_files(dirs);
+        let jobs: Vec<(String, Wasm<'_>)> =
+            self.jobs(dirs, &files).into_iter().map(|job| (job.name, job.wasm)).collect();
+        self.sandbox.precompile(&jobs, &|line| {
+            if tell {
+                eprintln!("{line}");
+            }
+        });
+    }
+
+    /// Every component a load of `dirs` compiles (`files`: their [`wasm_files`]): the
+    /// embedded built-ins no folder replaces, the function runtime when declared tools need
+    /// it, and each folder's `skill.wasm`.
+    fn jobs<'a>(&self, dirs: &[PathBuf], files: &'a [PathBuf]) -> Vec<Job<'a>> {
         let folder = |dir: &PathBuf| dir.file_name().map(|n| prompt::folder_name(&n.to_string_lossy()));
         let folders: std::collections::BTreeSet<String> = dirs.iter().filter_map(folder).collect();
-        let mut jobs: Vec<(String, Wasm<'_>)> = Vec::new();
+        let mut jobs = Vec::new();
         for builtin in &self.config.config.skills.builtins {
             // A folder of its name replaces it (see `load_all`).
             if folders.contains(builtin.name()) {
                 continue;
             }
             if let Some(embedded) = builtin::embedded(builtin.name()) {
-                jobs.push((builtin.name().to_string(), Wasm::Bytes(embedded.wasm)));
+                jobs.push(Job { name: builtin.name().into(), part: Part::Builtin, wasm: Wasm::Bytes(embedded.wasm) });
             }
         }
         if let (true, Ok(wasm)) = (super::declared::wants_runtime(&self.config), builtin::FUNCTION_RUNTIME) {
-            jobs.push((super::declared::DECLARED.to_string(), Wasm::Bytes(wasm)));
+            let name = super::declared::DECLARED.to_string();
+            jobs.push(Job { name, part: Part::FunctionRuntime, wasm: Wasm::Bytes(wasm) });
         }
-        for (dir, file) in dirs.iter().zip(&files) {
+        for (index, (dir, file)) in dirs.iter().zip(files).enumerate() {
             if file.is_file() {
-                let folder = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-                jobs.push((folder, Wasm::File(file)));
+                let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+                jobs.push(Job { name, part: Part::Folder(index), wasm: Wasm::File(file) });
             }
         }
-        self.sandbox.precompile(&jobs, &|line| {
-            if tell {
-                eprintln!("{line}");
-            }
-        });
+        jobs
     }
 
     /// Loads a built-in skill: the native shell, or a component embedded in the binary.

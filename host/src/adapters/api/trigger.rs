@@ -8,7 +8,7 @@ use super::stream::Translator;
 use crate::adapters::present;
 use crate::adapters::runs::{Origin, Recorder};
 use crate::engine::gate::new_id;
-use crate::engine::{EngineError, EngineEvent, EventSink, NonInteractive, TurnRequest, TurnResult};
+use crate::engine::{EngineError, EngineEvent, EventSink, NoEvents, NonInteractive, TurnRequest, TurnResult};
 use axum::Json;
 use axum::body::{Body, Bytes};
 use axum::extract::rejection::BytesRejection;
@@ -159,11 +159,15 @@ fn run_id() -> String {
     new_id().unwrap_or_else(|_| format!("local-{}", LOCAL.fetch_add(1, std::sync::atomic::Ordering::Relaxed)))
 }
 
+/// A run of the API, as the console lists it.
+fn origin(run_id: &str, channel_id: &str, mode: &'static str) -> Origin {
+    Origin { run_id: run_id.into(), channel_id: channel_id.into(), adapter: "api", mode }
+}
+
 impl Api {
     /// Starts recording a run of this API's for the console.
     fn recorder(&self, run_id: &str, channel_id: &str, mode: &'static str) -> Recorder {
-        let origin = Origin { run_id: run_id.into(), channel_id: channel_id.into(), adapter: "api", mode };
-        Recorder::new(&self.runs, origin, self.descriptions.clone())
+        Recorder::new(&self.runs, origin(run_id, channel_id, mode), self.descriptions.clone())
     }
 }
 
@@ -172,9 +176,7 @@ fn fire(api: Arc<Api>, request: TurnRequest) -> Response {
     let recorder = api.recorder(&run_id, &channel_id, "fire");
     let engine = api.engine.clone();
     api.spawn(async move {
-        let result = engine.run_turn(request, &recorder, &NonInteractive).await;
-        recorder.finish(&result);
-        if let Err(e) = result {
+        if let Err(e) = recorder.turn(&engine, request, &NoEvents, &NonInteractive).await {
             tracing::warn!("triggered run failed: {e}");
         }
     });
@@ -208,11 +210,7 @@ async fn wait(api: Arc<Api>, request: TurnRequest) -> Response {
     let (run_id, channel_id) = (run_id(), request.channel_id.clone());
     let recorder = api.recorder(&run_id, &channel_id, "wait");
     let engine = api.engine.clone();
-    let turn = Spawned(api.spawn(async move {
-        let result = engine.run_turn(request, &recorder, &NonInteractive).await;
-        recorder.finish(&result);
-        result
-    }));
+    let turn = Spawned(api.spawn(async move { recorder.turn(&engine, request, &NoEvents, &NonInteractive).await }));
     match turn.await {
         Ok(result) => {
             let mut body = summary(&api, &channel_id, &result);
@@ -228,7 +226,6 @@ struct Ndjson {
     api: Arc<Api>,
     channel_id: String,
     out: mpsc::UnboundedSender<Bytes>,
-    recorder: Recorder,
 }
 
 impl Ndjson {
@@ -238,12 +235,7 @@ impl Ndjson {
 }
 
 impl EventSink for Ndjson {
-    fn adapter(&self) -> Option<&'static str> {
-        Some("api")
-    }
-
     fn emit(&self, event: EngineEvent) {
-        self.recorder.note(&event);
         match event {
             EngineEvent::TextDelta(text) => self.line(json!({"type": "text", "text": text})),
             EngineEvent::ToolStarted { tool_call_id, tool_name, input, .. } => self.line(json!({
@@ -265,7 +257,6 @@ impl Feed for Ndjson {
     fn heartbeat(&self) {}
 
     fn finish(&self, result: &Result<TurnResult, EngineError>) {
-        self.recorder.finish(result);
         match result {
             Ok(result) => {
                 let mut done = summary(&self.api, &self.channel_id, result);
@@ -280,10 +271,11 @@ impl Feed for Ndjson {
 fn ndjson(api: Arc<Api>, request: TurnRequest) -> Response {
     let (out, queued) = mpsc::unbounded_channel();
     let recorder = api.recorder(&run_id(), &request.channel_id, "ndjson");
-    let sink = Arc::new(Ndjson { api: api.clone(), channel_id: request.channel_id.clone(), out, recorder });
+    let sink = Arc::new(Ndjson { api: api.clone(), channel_id: request.channel_id.clone(), out });
     let turn: TurnFuture = {
         let (engine, sink) = (api.engine.clone(), sink.clone());
-        Box::pin(Spawned(api.spawn(async move { engine.run_turn(request, &*sink, &NonInteractive).await })))
+        let turn = async move { recorder.turn(&engine, request, &*sink, &NonInteractive).await };
+        Box::pin(Spawned(api.spawn(turn)))
     };
     let body = driver::body(turn, sink, queued, None, Box::new(()));
     streamed("application/x-ndjson", body, false)
@@ -296,9 +288,7 @@ fn approval_v1(api: Arc<Api>, request: TurnRequest) -> Response {
     };
     let (out, queued) = mpsc::unbounded_channel();
     let translator = Translator::new(&run_id, &request.channel_id, api.descriptions.clone());
-    let origin =
-        Origin { run_id: run_id.clone(), channel_id: request.channel_id.clone(), adapter: "api", mode: "approval-v1" };
-    let recording = api.runs.start(origin);
+    let recording = api.runs.start(origin(&run_id, &request.channel_id, "approval-v1"));
     let run =
         ApiRun::new(run_id.clone(), request.channel_id.clone(), translator, out, api.interactions.clone(), recording);
     run.send(|t| vec![t.started()]);

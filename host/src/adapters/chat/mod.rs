@@ -16,7 +16,7 @@ use super::ask;
 use super::interactions::{Announce, ApprovalInfo, DecideError, Interactions, Owner, QuestionInfo, Resolution};
 use super::outbox::Deliver;
 use super::present::{Descriptions, tool_input};
-use super::runs::{Origin, Recorder, Runs, Tee};
+use super::runs::{Origin, Recorder, Runs};
 use crate::config::Destination;
 use crate::engine::gate::new_id;
 use crate::engine::{ApprovalOutcome, ApprovalRequest, Counterpart, Engine, EngineEvent, EventSink, TurnRequest};
@@ -300,8 +300,7 @@ impl<P: Platform> Chat<P> {
             mode: "chat",
         };
         let recorder = Recorder::new(&self.runs, origin, self.descriptions.clone());
-        let result = self.engine.run_turn(request, &Tee { sink: &*turn, recorder: &recorder }, &*turn).await;
-        recorder.finish(&result);
+        let result = recorder.turn(&self.engine, request, &*turn, &*turn).await;
         self.interactions.cancel_run(&run_id);
         let finish = match result {
             Ok(result) => Ok(result.text),
