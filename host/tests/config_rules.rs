@@ -306,3 +306,20 @@ async fn reasoning_effort_reaches_anthropic_and_openai_compatible_servers() {
         out.stderr
     );
 }
+
+/// `telemetry.protocol` takes the two OTLP protocols this build exports over, and names
+/// anything else with the key.
+#[test]
+fn the_telemetry_protocol_is_checked() {
+    for (protocol, accepted) in [("grpc", true), ("http/protobuf", true), ("http/json", false), ("thrift", false)] {
+        let ws = workspace(&format!("telemetry:\n  otlp_endpoint: http://127.0.0.1:4317\n  protocol: {protocol}\n"));
+        let done = skillhost(&ws, &["skill", "validate"], "");
+        if accepted {
+            assert_eq!(done.code, 0, "{protocol}: {}{}", done.stdout, done.stderr);
+        } else {
+            assert_ne!(done.code, 0, "{protocol}");
+            let said = format!("telemetry.protocol: `{protocol}` is not supported (http/protobuf or grpc)");
+            assert!(done.stderr.contains(&said), "{protocol}: {}", done.stderr);
+        }
+    }
+}
