@@ -112,6 +112,8 @@ const KEYS: &[(&str, By)] = &[
     ("sandbox.*.state_quota_keys", Code("host/src/sandbox/limits.rs", "settings.state_quota_keys")),
     ("sandbox.cache_dir", Code("host/src/app/mod.rs", "sandbox.cache_dir")),
     ("sandbox.warm_instances", Code("host/src/app/mod.rs", "sandbox.warm_instances")),
+    ("sandbox.resident_mb", Code("host/src/app/mod.rs", "sandbox.resident_mb")),
+    ("sandbox.resident_per_skill_mb", Code("host/src/app/mod.rs", "sandbox.resident_per_skill_mb")),
     ("mcp_servers.*.transport", Code("host/src/mcp/transport.rs", "McpServer::Stdio")),
     ("mcp_servers.*.command", Code("host/src/mcp/transport.rs", "Command::new(command)")),
     ("mcp_servers.*.args", Code("host/src/mcp/transport.rs", "cmd.args(args)")),

@@ -78,7 +78,7 @@ fn call_names_a_result_past_the_host_copy_limit_as_oversize() {
     let result: Value = serde_json::from_str(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", out.stdout));
     assert_eq!(result["kind"], "result_too_large", "{result}");
     let message = result["error"].as_str().unwrap();
-    assert!(message.contains("128 MiB") && message.contains("1048576-byte result limit"), "{message}");
+    assert!(message.contains("65 MiB") && message.contains("1048576-byte result limit"), "{message}");
 }
 
 #[test]

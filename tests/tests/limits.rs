@@ -83,7 +83,9 @@ async fn unbounded_recursion_is_contained() {
 async fn oversize_result_is_refused() {
     let (_ws, set) = hostile("max_result_bytes = 1_048_576\nmemory_mb = 128").await;
     let (result, _) = call(&set, "hostile__huge_result", json!({"mb": 4})).await;
-    assert_eq!(result, Err(ToolError::Call(CallError::ResultTooLarge { size: Some(4 << 20), limit: 1 << 20 })));
+    let copy_limit = 65 << 20;
+    let too_large = CallError::ResultTooLarge { size: Some(4 << 20), limit: 1 << 20, copy_limit };
+    assert_eq!(result, Err(ToolError::Call(too_large)));
     let (result, _) = call(&set, "hostile__huge_result", json!({"mb": 1})).await;
     assert_eq!(result.unwrap().len(), 1 << 20, "exactly the limit is allowed");
     still_serving(&set).await;
@@ -91,18 +93,20 @@ async fn oversize_result_is_refused() {
 
 #[tokio::test]
 async fn a_result_past_the_host_copy_limit_is_named_as_oversize() {
-    // The memory cap lets the guest build 200 MiB; wasmtime refuses to copy past 128 MiB.
+    // The memory cap lets the guest build 200 MiB; the host copies at most the largest thing a
+    // call may hand over (here the 64 MiB memory quota) plus 1 MiB, and refuses the rest
+    // before copying it.
     let (_ws, set) = hostile("memory_mb = 512\nfuel = 50_000_000_000\ntimeout_ms = 60_000").await;
     let (result, _) = call(&set, "hostile__huge_result", json!({"mb": 200})).await;
     let error = result.unwrap_err();
-    assert_eq!(error, ToolError::Call(CallError::ResultTooLarge { size: None, limit: 1 << 20 }));
+    assert_eq!(error, ToolError::Call(CallError::ResultTooLarge { size: None, limit: 1 << 20, copy_limit: 65 << 20 }));
     let message = error.to_model_json();
     assert_eq!(message["kind"], "result_too_large", "{message}");
-    assert!(message["error"].as_str().unwrap().contains("128 MiB"), "{message}");
+    assert!(message["error"].as_str().unwrap().contains("more than the 65 MiB the host copies"), "{message}");
     // Handing the host as much through an import is a failed call of that skill, not the host's.
     let (result, _) = call(&set, "hostile__huge_log", json!({"mb": 200})).await;
     match result {
-        Err(ToolError::Call(CallError::Trap(m))) => assert!(m.contains("128 MiB to a host function"), "{m}"),
+        Err(ToolError::Call(CallError::Trap(m))) => assert!(m.contains("65 MiB to a host function"), "{m}"),
         other => panic!("unexpected: {other:?}"),
     }
     still_serving(&set).await;

@@ -17,7 +17,7 @@ use crate::engine::{Engine, EngineSettings, NestedRunner, Peers};
 
 use crate::adapters::outbox::Outbox;
 use crate::mcp::McpManager;
-use crate::sandbox::{LimitPolicy, McpBridge, Notifier, Sandbox, SandboxOptions, WARM_INSTANCES};
+use crate::sandbox::{LimitPolicy, McpBridge, Notifier, Resident, Sandbox, SandboxOptions, WARM_INSTANCES};
 use crate::skills::{LoadMode, LoadProblem, Loader, SkillSet};
 use crate::tools::{DeclaredTools, ScriptTools, SkillTools, ToolSource, Tools};
 use anyhow::{Context, bail};
@@ -186,12 +186,24 @@ pub fn sandbox(config: &LoadedConfig) -> anyhow::Result<Sandbox> {
         max_memory_bytes: policy.maximums.memory_bytes,
         cache_dir: Some(cache_dir),
         warm_instances: c.sandbox.warm_instances.unwrap_or(WARM_INSTANCES),
+        resident_budget: resident_budget(&c.sandbox),
         ..Default::default()
     };
+    tracing::info!("the sandbox keeps skills' memory resident between calls: {}", options.resident_budget);
     let started = std::time::Instant::now();
     let sandbox = Sandbox::new(&options);
     tracing::debug!(took = ?started.elapsed(), "sandbox ready");
     sandbox
+}
+
+/// `sandbox.resident_mb` and `sandbox.resident_per_skill_mb`, with their defaults.
+pub fn resident_budget(sandbox: &crate::config::Sandbox) -> Resident {
+    let mib = |mb: u64| usize::try_from(mb.saturating_mul(1 << 20)).unwrap_or(usize::MAX);
+    let default = Resident::DEFAULT;
+    Resident {
+        total: sandbox.resident_mb.map_or(default.total, mib),
+        per_skill: sandbox.resident_per_skill_mb.map_or(default.per_skill, mib),
+    }
 }
 
 /// Refuses, before anything loads, an adapter that could not serve: Slack or Telegram

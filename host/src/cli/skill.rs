@@ -61,6 +61,7 @@ pub async fn run(cmd: SkillCommand, config: Option<&Path>) -> anyhow::Result<Exi
 async fn list(config: Option<&Path>) -> anyhow::Result<ExitCode> {
     let config = super::load_config(config)?;
     let overrides = config.config.human.overrides.clone();
+    let resident = skillhost::app::resident_budget(&config.config.sandbox);
     let set = super::loader(config)?.load_all(LoadMode::Inspect).await?;
     for skill in set.skills.values() {
         let kind = skill.kind();
@@ -90,6 +91,7 @@ async fn list(config: Option<&Path>) -> anyhow::Result<ExitCode> {
             println!("    - {}  [{kind}, approval: {level}, {active}]  {about}", spec.full_name);
         }
     }
+    println!("sandbox: skills' memory kept resident between calls: {resident}");
     report_problems(&set);
     Ok(ExitCode::SUCCESS)
 }

@@ -562,6 +562,11 @@ pub struct Sandbox {
     /// Fresh instances of each skill component made ahead of need (default 2; 0: every call
     /// instantiates its own).
     pub warm_instances: Option<usize>,
+    /// The most memory, in MiB, the sandbox keeps resident for skills between calls, all
+    /// skills together (default 1024; 0 keeps none).
+    pub resident_mb: Option<u64>,
+    /// The most of it one skill's calls keep (default 256).
+    pub resident_per_skill_mb: Option<u64>,
 }
 
 /// An approval level an operator can set in `human.overrides` (`null` means auto).

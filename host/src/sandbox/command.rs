@@ -93,7 +93,8 @@ impl CommandComponent {
             tracing::warn!(skill = %env.caps.skill, operation, kind = e.kind(), "the script failed");
         })?;
         if written > env.limits.max_result_bytes {
-            return Err(CallError::ResultTooLarge { size: Some(written), limit: env.limits.max_result_bytes });
+            let (limit, copy_limit) = (env.limits.max_result_bytes, env.limits.copy_limit());
+            return Err(CallError::ResultTooLarge { size: Some(written), limit, copy_limit });
         }
         let value = Exit { code, stdout: String::from_utf8_lossy(&kept).into_owned() };
         Ok(Outcome { value, logs, logs_dropped, fuel_used, elapsed: started.elapsed(), memory_bytes })

@@ -111,6 +111,10 @@ type CallFuture<'s, R> = Pin<Box<dyn Future<Output = wasmtime::Result<R>> + Send
 /// The `handle` export as the host calls it.
 type HandleFunc<'a> = TypedFunc<(&'a str, &'a str, &'a WitContext), (ToolResult,)>;
 
+/// A refused result at least this large is handed back to the system at once
+/// ([`super::release_freed_memory`]).
+pub(super) const RELEASE_AFTER_BYTES: u64 = 4 << 20;
+
 /// The interface a skill's tools are exported in.
 const TOOLS_INTERFACE: &str = "skillhost:skill/tools@0.1.0";
 
@@ -216,7 +220,12 @@ impl SkillComponent {
             .await?;
         let size = result_size(&outcome.value);
         if size > env.limits.max_result_bytes {
-            return Err(CallError::ResultTooLarge { size: Some(size), limit: env.limits.max_result_bytes });
+            drop(outcome);
+            if size >= RELEASE_AFTER_BYTES {
+                crate::sandbox::release_freed_memory();
+            }
+            let (limit, copy_limit) = (env.limits.max_result_bytes, env.limits.copy_limit());
+            return Err(CallError::ResultTooLarge { size: Some(size), limit, copy_limit });
         }
         Ok(outcome)
     }

@@ -2,16 +2,20 @@
 
 use std::time::Duration;
 
-/// The most bytes the host copies out of a guest in one call (a result, or the arguments of
-/// one host import): wasmtime's hostcall fuel, set on every store. A guest handing over more
-/// fails the call rather than making the host allocate without bound.
-pub const HOST_COPY_LIMIT: u64 = 128 << 20;
-
 /// How much a guest returned, in words.
-fn returned(size: Option<u64>) -> String {
+fn returned(size: Option<u64>, copy_limit: u64) -> String {
     match size {
         Some(size) => format!("{size} bytes"),
-        None => format!("more than the {} MiB the host copies out of a skill in one call", HOST_COPY_LIMIT >> 20),
+        None => format!("more than the {} the host copies out of a skill in one go", in_mib(copy_limit)),
+    }
+}
+
+/// `bytes` in MiB, in words ("64 MiB", "0.5 MiB").
+pub(super) fn in_mib(bytes: u64) -> String {
+    if bytes.is_multiple_of(1 << 20) {
+        format!("{} MiB", bytes >> 20)
+    } else {
+        format!("{:.1} MiB", bytes as f64 / f64::from(1 << 20))
     }
 }
 
@@ -55,13 +59,15 @@ pub enum CallError {
     #[error("the skill overflowed its stack (unbounded recursion?)")]
     StackOverflow,
     /// The guest returned more than the result cap.
-    #[error("the skill returned {}, more than its {limit}-byte result limit", returned(*.size))]
+    #[error("the skill returned {}, more than its {limit}-byte result limit", returned(*.size, *.copy_limit))]
     ResultTooLarge {
         /// What it returned, in bytes; `None` when it was more than the host copies out of a
-        /// guest in one call ([`HOST_COPY_LIMIT`]), so nobody counted.
+        /// guest in one go ([`super::Limits::copy_limit`]), so it was refused uncopied.
         size: Option<u64>,
         /// The cap.
         limit: u64,
+        /// What the host would have copied at most.
+        copy_limit: u64,
     },
     /// The guest crashed (a panic, `unreachable`, a bad memory access).
     #[error("the skill crashed: {0}")]

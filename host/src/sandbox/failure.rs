@@ -1,7 +1,7 @@
 //! Why a call failed, from wasmtime's error and what the store recorded: each cause a
 //! [`CallError`] variant.
 
-use super::error::{CallError, HOST_COPY_LIMIT};
+use super::error::{CallError, in_mib};
 use super::host_state::HostState;
 use super::limits::Limits;
 use std::time::{Duration, Instant};
@@ -47,15 +47,16 @@ pub(super) async fn bounded<T>(
 }
 
 /// A store holding `state` under its limits: its fuel (yielding every [`YIELD_FUEL`], where
-/// [`bounded`] checks the deadline), its memory limiter and the host-copy limit. Skill calls,
+/// [`bounded`] checks the deadline), its memory limiter and the host-copy limit
+/// ([`Limits::copy_limit`]). Skill calls,
 /// warm instances and scripts all get theirs here.
 pub(super) fn limited_store(engine: &wasmtime::Engine, state: HostState) -> Store<HostState> {
-    let fuel = state.limits.fuel;
+    let (fuel, copy_limit) = (state.limits.fuel, state.limits.copy_limit());
     let mut store = Store::new(engine, state);
     store.limiter(|s| &mut s.limiter);
     store.set_fuel(fuel).expect("fuel is enabled on the engine");
     store.fuel_async_yield_interval(Some(YIELD_FUEL)).expect("fuel is enabled on the engine");
-    store.set_hostcall_fuel(HOST_COPY_LIMIT as usize);
+    store.set_hostcall_fuel(usize::try_from(copy_limit).unwrap_or(usize::MAX));
     store
 }
 
@@ -97,8 +98,8 @@ pub(super) fn classify(store: &Store<HostState>, limits: &Limits, error: wasmtim
     }
 }
 
-/// wasmtime's words when a guest hands the host more than [`HOST_COPY_LIMIT`] bytes in one
-/// call (its error type is private, so the text is matched; a test guest pins it).
+/// wasmtime's words when a guest hands the host more than [`Limits::copy_limit`] bytes in one
+/// go (its error type is private, so the text is matched; a test guest pins it).
 const HOSTCALL_FUEL_EXHAUSTED: &str = "fuel allocated for hostcalls has been exhausted";
 
 /// A guest handed over more than the host copies in one call. Lifting a returned value
@@ -106,10 +107,10 @@ const HOSTCALL_FUEL_EXHAUSTED: &str = "fuel allocated for hostcalls has been exh
 /// arguments of a host import are lifted while the guest's frames are still on the stack.
 fn over_copy_limit(error: &wasmtime::Error, limits: &Limits) -> CallError {
     if error.downcast_ref::<wasmtime::WasmBacktrace>().is_some() {
-        let limit = HOST_COPY_LIMIT >> 20;
-        CallError::Trap(format!("it passed more than {limit} MiB to a host function in one call"))
+        let limit = in_mib(limits.copy_limit());
+        CallError::Trap(format!("it passed more than {limit} to a host function in one call"))
     } else {
-        CallError::ResultTooLarge { size: None, limit: limits.max_result_bytes }
+        CallError::ResultTooLarge { size: None, limit: limits.max_result_bytes, copy_limit: limits.copy_limit() }
     }
 }
 

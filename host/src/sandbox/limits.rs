@@ -1,10 +1,15 @@
 //! Per-call limits: defaults, the operator's maximums, and what a manifest asks for.
 
+use super::host::http::MAX_BODY_BYTES;
 use crate::config::LimitSettings;
 use crate::store::{MemoryQuota, StateQuota};
 use std::time::Duration;
 
 const MIB: u64 = 1 << 20;
+
+/// Room in [`Limits::copy_limit`] for what travels beside the largest value: a result's
+/// typed blocks, a request's headers, a file's path.
+const COPY_SLACK: u64 = 1 << 20;
 
 /// The limits one call runs under.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -84,6 +89,23 @@ impl Limits {
             state_quota_bytes: self.state_quota_bytes.min(max.state_quota_bytes),
             state_quota_keys: self.state_quota_keys.min(max.state_quota_keys),
         }
+    }
+
+    /// The most bytes the host copies out of the guest in one go: the value a call returns,
+    /// or the arguments of one host import (wasmtime's hostcall fuel, counted as it lifts
+    /// them, before it allocates). That is the largest thing a call may hand over whole (its
+    /// result, one file for `memory`, one value for `state`, an HTTP body) plus room for the
+    /// rest of the record, so a result far past `max_result_bytes` is refused before the
+    /// host copies it, and one within it is measured and refused after.
+    pub fn copy_limit(&self) -> u64 {
+        let largest = [
+            self.max_result_bytes,
+            self.max_log_bytes,
+            self.memory_quota_bytes,
+            self.state_quota_bytes,
+            MAX_BODY_BYTES as u64,
+        ];
+        largest.into_iter().max().unwrap_or(0).saturating_add(COPY_SLACK)
     }
 
     /// The quota on the memory root for writes through the skill's `memory` import.

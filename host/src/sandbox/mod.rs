@@ -27,7 +27,7 @@ pub use capabilities::{
 };
 pub use command::{CommandComponent, Exit, Invocation};
 pub use component::{CallEnv, Hooks, Outcome, SkillComponent, wit_context};
-pub use error::{CallError, HOST_COPY_LIMIT, LoadError};
+pub use error::{CallError, LoadError};
 pub use failure::YIELD_FUEL;
 pub use host_state::{CallContext, HostState, RouteAttributes};
 pub use limits::{LimitPolicy, Limits};
@@ -56,6 +56,10 @@ pub struct SandboxOptions {
     /// component's initial image, page by page, rather than unmapped): a call then does not
     /// page-fault its way back into the memory the previous call touched. Zero unmaps all.
     pub keep_resident_bytes: usize,
+    /// The most bytes all skills' memories keep resident between calls, together: when a
+    /// call's memory is reset and keeping its pages would pass this, it keeps only what is
+    /// left and gives the rest back to the system.
+    pub resident_budget: Resident,
     /// How many fresh instances of each skill component are made ahead of need, so that a
     /// call does not wait for its instantiation (each serves one call, then is dropped:
     /// `warm.rs`). Each holds an instance slot and the memory its instantiation wrote.
@@ -65,6 +69,45 @@ pub struct SandboxOptions {
 /// [`SandboxOptions::keep_resident_bytes`] by default: enough for a Python interpreter's
 /// working set, when the kernel can tell which pages a call dirtied.
 pub const KEEP_RESIDENT_BYTES: usize = 64 << 20;
+
+/// Hands the memory that freed buffers occupied back to the system now. mimalloc (the
+/// global allocator, `lib.rs`) keeps freed pages for a while (a second) and gives them back
+/// only as it next allocates, so after a skill made the host buffer tens of MiB (a refused
+/// result or HTTP body) an idle server would hold them until its next burst of work. Called
+/// where such a buffer was just dropped: rare, and about a millisecond.
+pub(crate) fn release_freed_memory() {
+    // mimalloc's own entry point, linked with the allocator (`mi_collect(true)`: collect
+    // every page this thread and the abandoned ones hold, and purge the arenas).
+    unsafe extern "C" {
+        fn mi_collect(force: bool);
+    }
+    // SAFETY: `mi_collect` takes no pointers and may be called from any thread at any time.
+    unsafe { mi_collect(true) }
+}
+
+/// What the sandbox keeps resident of skills' memories between calls
+/// ([`SandboxOptions::resident_budget`]). Without such a bound every pool slot a call ever
+/// used would keep [`KEEP_RESIDENT_BYTES`]: a skill running its memory bombs 64 at a time
+/// would leave 4 GiB resident for good.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Resident {
+    /// All skills together, in bytes.
+    pub total: usize,
+    /// One skill's memory (one component's), in bytes.
+    pub per_skill: usize,
+}
+
+impl Resident {
+    /// `sandbox.resident_mb` and `sandbox.resident_per_skill_mb` by default.
+    pub const DEFAULT: Resident = Resident { total: 1 << 30, per_skill: 256 << 20 };
+}
+
+impl std::fmt::Display for Resident {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let per_skill = self.per_skill.min(self.total);
+        write!(f, "at most {} MiB in all, {} MiB per skill", self.total >> 20, per_skill >> 20)
+    }
+}
 
 /// Whether the kernel has the `PAGEMAP_SCAN` ioctl (Linux 6.7). With it wasmtime resets only
 /// the pages a call dirtied; without it, keeping memory resident means resetting all of it at
@@ -83,6 +126,7 @@ impl Default for SandboxOptions {
             max_memory_bytes: Limits::MAXIMUM.memory_bytes,
             cache_dir: None,
             keep_resident_bytes: if has_pagemap_scan() { KEEP_RESIDENT_BYTES } else { 0 },
+            resident_budget: Resident::DEFAULT,
             warm_instances: WARM_INSTANCES,
         }
     }
@@ -312,8 +356,13 @@ pub fn engine_config(options: &SandboxOptions) -> Config {
         .max_memory_size(options.max_memory_bytes as usize);
     if options.keep_resident_bytes > 0 {
         // Reset state exactly as before (every page back to the initial image): only how.
+        // What is kept is bounded in all and per component memory: past either bound a reset
+        // keeps less (vendor/wasmtime/SKILLHOST-PATCH.md). Tables keep 1 MiB a slot at most,
+        // and as many slots as memories: a sixty-fourth of what memories may keep.
         pool.pagemap_scan(wasmtime::Enabled::Auto)
             .linear_memory_keep_resident(options.keep_resident_bytes)
+            .linear_memory_keep_resident_total(options.resident_budget.total)
+            .linear_memory_keep_resident_per_module(options.resident_budget.per_skill)
             .table_keep_resident(1 << 20);
     }
     let mut config = Config::new();

@@ -92,6 +92,32 @@ impl Raw {
         }
     }
 
+    /// `count` calls of `name` sent at once; their responses.
+    pub fn calls_at_once(&mut self, count: usize, name: &str, arguments: Value) -> Vec<Value> {
+        let calls: Vec<(&str, Value)> = (0..count).map(|_| (name, arguments.clone())).collect();
+        self.mixed_at_once(&calls)
+    }
+
+    /// `calls` (tool name, arguments) sent at once; their responses, in the calls' order.
+    pub fn mixed_at_once(&mut self, calls: &[(&str, Value)]) -> Vec<Value> {
+        let first = self.next_id + 1;
+        for (name, arguments) in calls {
+            self.next_id += 1;
+            let params = json!({"name": name, "arguments": arguments});
+            self.send(json!({"jsonrpc": "2.0", "id": self.next_id, "method": "tools/call", "params": params}));
+        }
+        let mut answers = vec![Value::Null; calls.len()];
+        let mut left = calls.len();
+        while left > 0 {
+            let message = self.next();
+            if let Some(id) = message["id"].as_u64().filter(|id| (first..=self.next_id).contains(id)) {
+                answers[(id - first) as usize] = message;
+                left -= 1;
+            }
+        }
+        answers
+    }
+
     /// `tools/call` of `name`; its response and the notifications sent before it.
     pub fn call(&mut self, name: &str, arguments: Value) -> (Value, Vec<Value>) {
         self.exchange("tools/call", json!({"name": name, "arguments": arguments}))

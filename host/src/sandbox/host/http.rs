@@ -66,6 +66,11 @@ async fn read_body(response: reqwest::Response) -> Result<Vec<u8>, Error> {
     while let Some(chunk) = stream.next().await {
         let chunk = chunk.map_err(convert)?;
         if body.len() + chunk.len() > MAX_BODY_BYTES {
+            let buffered = body.capacity();
+            drop(body);
+            if buffered as u64 >= crate::sandbox::component::RELEASE_AFTER_BYTES {
+                crate::sandbox::release_freed_memory();
+            }
             return Err(Error::TooLarge);
         }
         body.extend_from_slice(&chunk);

@@ -1,6 +1,6 @@
 //! One file per WIT import interface: the skill's only ways out of the sandbox.
 
-mod http;
+pub(in crate::sandbox) mod http;
 pub(super) mod log;
 mod mcp;
 mod memory;
