@@ -23,7 +23,7 @@ use common::{Latency, header, latency_row, sample, value_row};
 use serde_json::{Value, json};
 use skillhost::sandbox::bindings::guest;
 use skillhost::sandbox::{
-    CallContext, Sandbox, SandboxOptions, WARM_INSTANCES, YIELD_FUEL, engine_config, wit_context,
+    CallContext, Resident, Sandbox, SandboxOptions, WARM_INSTANCES, YIELD_FUEL, engine_config, wit_context,
 };
 use skillhost::skills::{LoadMode, Loader, Skill};
 use skillhost_tests::{Workspace, guests};
@@ -174,10 +174,16 @@ async fn call(skill: &Skill, tool: &str, input: &Value) -> String {
 }
 
 /// The probe and the Python example loaded by a sandbox making `warm` instances ahead.
-async fn load(ws: &Workspace, warm: usize) -> (Arc<Sandbox>, Arc<Skill>, Arc<Skill>) {
+/// `resident`: what its pool keeps resident between calls.
+async fn load(ws: &Workspace, warm: usize, resident: Resident) -> (Arc<Sandbox>, Arc<Skill>, Arc<Skill>) {
     // A compile cache kept between runs: the Python component takes a minute to compile.
     let cache = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/bench-cache");
-    let options = SandboxOptions { warm_instances: warm, cache_dir: Some(cache), ..SandboxOptions::default() };
+    let options = SandboxOptions {
+        warm_instances: warm,
+        cache_dir: Some(cache),
+        resident_budget: resident,
+        ..SandboxOptions::default()
+    };
     let sandbox = Arc::new(Sandbox::new(&options).unwrap());
     let loader = Loader::new(sandbox.clone(), ws.config("skills:\n  paths: [skills]\n"));
     let set = loader.load_all(LoadMode::Serve).await.unwrap();
@@ -189,9 +195,9 @@ async fn run(cores: usize) {
     ws.add_skill("skills", "probe", guests::PROBE, "");
     ws.add_skill("skills", "word_stats", guests::WORD_STATS, "");
     // Target 1 compares fresh instances made in the call; the warm rows show the default.
-    let (sandbox, probe, python) = load(&ws, 0).await;
+    let (sandbox, probe, python) = load(&ws, 0, Resident::DEFAULT).await;
     let before = rss_kib();
-    let (_, warm_probe, warm_python) = load(&ws, WARM_INSTANCES).await;
+    let (_, warm_probe, warm_python) = load(&ws, WARM_INSTANCES, Resident::DEFAULT).await;
     tokio::time::sleep(Duration::from_secs(2)).await; // The warm instances are made.
     let warm_rss = before.zip(rss_kib()).map(|(a, b)| b.saturating_sub(a));
     let probe_wasm = sandbox.compile(&std::fs::read(guests::PROBE).unwrap()).unwrap();
@@ -243,6 +249,13 @@ async fn run(cores: usize) {
     let py_warm = sample(20, PY_SAMPLES, || async { drop(call(&warm_python, "count_words", &words).await) }).await;
     let label = format!("skillhost call: Python `count_words`, {WARM_INSTANCES} warm instances (vs probe, same)");
     latency_row("2", &label, &py_warm, Some(py_warm.ratio(&warm)), "<= 5x probe");
+    // The same without the resident budget (`sandbox.resident_mb`): what bounding the memory
+    // kept costs a well-behaved skill's fast path.
+    let unbounded = Resident { total: usize::MAX, per_skill: usize::MAX };
+    let (_, _, free_python) = load(&ws, WARM_INSTANCES, unbounded).await;
+    let py_free = sample(20, PY_SAMPLES, || async { drop(call(&free_python, "count_words", &words).await) }).await;
+    let label = "skillhost call: Python `count_words`, warm, without the resident budget (vs the above)";
+    latency_row("2", label, &py_free, Some(py_free.ratio(&py_warm)), "budget within 10%");
     let py_floor = sample(20, PY_SAMPLES, || async { drop(raw_python.call("count_words", &words_text).await) }).await;
     latency_row("2", "raw wasmtime: Python instantiate + call", &py_floor, Some(py.ratio(&py_floor)), "");
     let mut seconds = Vec::new();
@@ -254,7 +267,7 @@ async fn run(cores: usize) {
     latency_row("2", label, &second, Some(second.ratio(&py_floor)), "");
     let py_inst = sample(20, PY_SAMPLES, || raw_python.instantiate()).await;
     latency_row("2", "raw wasmtime: Python instantiate only", &py_inst, Some(py_inst.ratio(&py_floor)), "");
-    let unmapped = unmapped_engine(&python_wasm);
+    let unmapped = engine_with(&SandboxOptions { keep_resident_bytes: 0, ..SandboxOptions::default() }, &python_wasm);
     let raw_unmapped = Raw::new(unmapped.engine(), &unmapped, RawLimits::Fuel);
     let before = sample(20, PY_SAMPLES, || async { drop(raw_unmapped.call("count_words", &words_text).await) }).await;
     let label = "raw wasmtime: Python instantiate + call, memory unmapped between calls (the old setting)";
@@ -265,10 +278,13 @@ async fn run(cores: usize) {
     let tasks = cores * 2;
     let rust_rate = throughput(warm_probe.clone(), "echo", echo.clone(), tasks).await;
     let py_rate = throughput(warm_python.clone(), "count_words", words.clone(), tasks).await;
+    let free_rate = throughput(free_python.clone(), "count_words", words.clone(), tasks).await;
     let label = format!("calls/s, {tasks} callers in flight: probe `echo`");
     value_row("2", &label, &format!("{rust_rate:.0}/s"), None, "");
     let label = format!("calls/s, {tasks} callers in flight: Python `count_words`");
     value_row("2", &label, &format!("{py_rate:.0}/s"), Some(rust_rate / py_rate), "<= 5x fewer");
+    let label = format!("calls/s, {tasks} callers in flight: Python, without the resident budget (vs the above)");
+    value_row("2", &label, &format!("{free_rate:.0}/s"), Some(free_rate / py_rate), "budget within 10%");
     if let Some(kib) = warm_rss {
         let label =
             format!("VmRSS added by a second sandbox with {WARM_INSTANCES} warm instances of each (code mapped too)");
@@ -284,11 +300,11 @@ fn rss_kib() -> Option<u64> {
     status.lines().find(|l| l.starts_with("VmRSS:"))?.split_whitespace().nth(1)?.parse().ok()
 }
 
-/// `component` on an engine that unmaps linear memory between instances (no
-/// `keep_resident_bytes`), as the sandbox did before.
-fn unmapped_engine(component: &Component) -> Component {
-    let options = SandboxOptions { keep_resident_bytes: 0, ..SandboxOptions::default() };
-    let engine = Engine::new(&engine_config(&options)).unwrap();
+/// `component` on an engine built with `options`: one that unmaps linear memory between
+/// instances (no `keep_resident_bytes`), as the sandbox did before, or one without the
+/// resident budget.
+fn engine_with(options: &SandboxOptions, component: &Component) -> Component {
+    let engine = Engine::new(&engine_config(options)).unwrap();
     let bytes = component.serialize().unwrap();
     // SAFETY: serialized just above by an engine whose settings differ only in how memory
     // is reset, not in how code is compiled (and `deserialize` checks compatibility).
