@@ -2,6 +2,8 @@
 //! its own prompt, skills, model, memory root and histories, against the scripted LLM server
 //! (Anthropic format) over real HTTP.
 
+mod support;
+
 use serde_json::{Value, json};
 use skillhost_tests::llm_server::{Answer, LlmServer};
 use skillhost_tests::{Workspace, guests};
@@ -51,6 +53,11 @@ fn run(ws: &Workspace) -> Child {
         }
         listening += usize::from(line.contains("listening on"));
         seen.push_str(&line);
+    }
+    // Each agent's API answers once listening; its skills are loaded once `/readyz` says so.
+    for line in seen.lines().filter(|l| l.contains("listening on")) {
+        let address = line.split("listening on http://").nth(1).unwrap().split(' ').next().unwrap();
+        support::wait_until_ready(address.rsplit(':').next().unwrap().parse().unwrap());
     }
     std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
     child

@@ -2,6 +2,8 @@
 //! HTTP: streamed text, history across messages, tool calls and their outcome, approvals typed
 //! on a pseudo-terminal, EOF, and configuration errors.
 
+mod support;
+
 use serde_json::json;
 use skillhost_tests::llm_server::{Answer, LlmServer, Reply};
 use skillhost_tests::{Workspace, guests};
@@ -189,12 +191,8 @@ fn run_adapter_api_serves_http() {
     let body = runtime.block_on(async {
         let client = reqwest::Client::new();
         let base = format!("http://127.0.0.1:{port}");
-        for _ in 0..200 {
-            if client.get(format!("{base}/healthz")).send().await.is_ok() {
-                break;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        }
+        let ready = tokio::task::spawn_blocking(move || support::wait_until_ready(port));
+        ready.await.unwrap();
         let unauthorized =
             client.post(format!("{base}/api/trigger")).json(&json!({"message": "hi"})).send().await.unwrap();
         assert_eq!(unauthorized.status(), 401);

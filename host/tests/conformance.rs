@@ -51,9 +51,9 @@ impl Api {
         let child = child.spawn().unwrap();
         let api = Api { child, url: format!("http://127.0.0.1:{port}/mcp"), _ws: ws };
         let started = Instant::now();
-        let health = format!("http://127.0.0.1:{port}/healthz");
-        while reqwest::get(&health).await.is_err() {
-            assert!(started.elapsed() < Duration::from_secs(60), "skillhost never listened");
+        let ready = format!("http://127.0.0.1:{port}/readyz");
+        while !reqwest::get(&ready).await.is_ok_and(|r| r.status() == 200) {
+            assert!(started.elapsed() < Duration::from_secs(60), "skillhost was never ready");
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         api

@@ -245,8 +245,9 @@ fn the_features_are_served_over_http_too() {
 async fn http_session(port: u16) {
     let client = reqwest::Client::new();
     let url = format!("http://127.0.0.1:{port}/mcp");
-    for _ in 0..400 {
-        if client.get(format!("http://127.0.0.1:{port}/healthz")).send().await.is_ok() {
+    for _ in 0..1200 {
+        let ready = client.get(format!("http://127.0.0.1:{port}/readyz")).send().await;
+        if ready.is_ok_and(|r| r.status() == 200) {
             break;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;

@@ -198,7 +198,7 @@ fn loading_settings_that_cannot_apply_are_clear_errors() {
 /// Starts `skillhost run --adapter api` on `port`, waiting up to [`support::PROCESS_LIMIT`]
 /// for it to listen (it compiles the probe first).
 fn serve_api(ws: &Workspace, port: u16) -> std::process::Child {
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_skillhost"))
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_skillhost"))
         .current_dir(ws.path())
         .args(["run", "--adapter", "api"])
         .env_remove("RUST_LOG")
@@ -209,14 +209,7 @@ fn serve_api(ws: &Workspace, port: u16) -> std::process::Child {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let started = std::time::Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        if started.elapsed() > support::PROCESS_LIMIT {
-            let _ = child.kill();
-            panic!("skillhost run --adapter api never listened");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    support::wait_until_ready(port);
     child
 }
 

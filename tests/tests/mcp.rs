@@ -674,7 +674,8 @@ async fn clients_are_told_when_the_skills_change() {
     use skillhost::mcp::rmcp::ServiceExt;
     let config = "skills:\n  paths: [skills]\n  builtins: []\nstate:\n  filesystem: {path: state}\n";
     let ws = workspace(&[("hooks_all", guests::HOOKS_ALL)]);
-    let server = SkillServer::new(tools_app(&ws, config).await.agent().engine.clone(), "skillhost");
+    let app = tools_app(&ws, config).await;
+    let server = SkillServer::new(app.agent().engine.clone(), "skillhost");
     let (server_io, client_io) = tokio::io::duplex(1 << 16);
     let serving = server.clone();
     tokio::spawn(async move { serving.serve(server_io).await.unwrap().waiting().await });
@@ -684,7 +685,7 @@ async fn clients_are_told_when_the_skills_change() {
     assert!(before.contains(&"hooks_all__plain".to_owned()) && !before.iter().any(|t| t.starts_with("probe__")));
 
     ws.add_skill("skills", "probe", guests::PROBE, "");
-    server.set_engine(tools_app(&ws, config).await.agent().engine.clone()).await;
+    app.agent().reload().await.unwrap();
     tokio::time::timeout(Duration::from_secs(10), watcher.0.notified()).await.expect("tools/list_changed was sent");
     let after = client.list_all_tools().await.unwrap();
     assert!(after.iter().any(|t| t.name == "probe__echo"), "the new skill's tools are listed");
@@ -699,7 +700,8 @@ async fn clients_at_the_newest_revision_are_told_through_their_subscription() {
     use skillhost::mcp::rmcp::service::{ClientLifecycleMode, ClientServiceExt};
     let config = "skills:\n  paths: [skills]\n  builtins: []\nstate:\n  filesystem: {path: state}\n";
     let ws = workspace(&[("hooks_all", guests::HOOKS_ALL)]);
-    let server = SkillServer::new(tools_app(&ws, config).await.agent().engine.clone(), "skillhost");
+    let app = tools_app(&ws, config).await;
+    let server = SkillServer::new(app.agent().engine.clone(), "skillhost");
     let (server_io, client_io) = tokio::io::duplex(1 << 16);
     let serving = server.clone();
     tokio::spawn(async move { serving.serve(server_io).await.unwrap().waiting().await });
@@ -710,7 +712,7 @@ async fn clients_at_the_newest_revision_are_told_through_their_subscription() {
     assert_eq!(subscription.acknowledged().tools_list_changed, Some(true));
 
     ws.add_skill("skills", "probe", guests::PROBE, "");
-    server.set_engine(tools_app(&ws, config).await.agent().engine.clone()).await;
+    app.agent().reload().await.unwrap();
     let told = tokio::time::timeout(Duration::from_secs(10), subscription.next()).await.expect("told within 10 s");
     assert!(matches!(told, Ok(Some(ServerNotification::ToolListChangedNotification(_)))), "{told:?}");
     let after = client.list_all_tools().await.unwrap();
@@ -724,11 +726,10 @@ async fn a_reload_starts_the_servers_new_skills_declare() {
     let app = tools_app(&ws, &yaml("http://127.0.0.1:9", &servers(OBS_TOOLS))).await;
     let manager = app.mcp.clone();
     assert_eq!(manager.status("everything"), Some(Status::Idle), "no skill declares it yet");
-    let server = SkillServer::new(app.agent().engine.clone(), "skillhost");
+    let _server = SkillServer::new(app.agent().engine.clone(), "skillhost");
 
     ws.add_skill("skills", "mcp_user", guests::MCP_USER, "");
-    let (engine, problems) = app.agent().reload().await.unwrap();
-    server.set_engine(engine).await;
+    let problems = app.agent().reload().await.unwrap();
     assert!(problems.is_empty(), "{problems:?}");
     assert_eq!(manager.status("everything"), Some(Status::Ready), "the new skill's server was started");
     assert_eq!(manager.status("unused"), Some(Status::Idle));
@@ -902,7 +903,8 @@ async fn a_failing_observer_keeps_the_original_result() {
     // deadline on `spin`, and answers nothing otherwise.
     let ws = workspace(&[("mcp_user", guests::MCP_USER)]);
     let (engine, tools) = setup(&ws, "http://127.0.0.1:9", &servers(OBS_TOOLS)).await;
-    let (component, _) = engine.skills().skills["mcp_user"].component().unwrap();
+    let skills = engine.skills();
+    let (component, _) = skills.skills["mcp_user"].component().unwrap();
     assert!(component.hooks().names().contains(&"observe-mcp-result"));
     for message in ["trap", "spin", "plain"] {
         let outcome = tools.execute("everything__echo", &json!({"message": message}), &ctx(), None).await;

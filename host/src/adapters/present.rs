@@ -6,6 +6,7 @@ use crate::skills::SkillSet;
 use crate::tools::Tools;
 use crate::tools::coverage::{self, CoverageEntry, CoverageSummary};
 use serde_json::{Map, Value, json};
+use std::sync::Arc;
 
 /// Replaces a redacted value.
 pub const REDACTED: &str = "[redacted]";
@@ -90,7 +91,21 @@ pub fn sensitive(key: &str) -> bool {
 /// tools change while the process runs.
 #[derive(Clone, Default)]
 pub struct Descriptions {
-    tools: Tools,
+    tools: Source,
+}
+
+/// Where [`Descriptions`] finds the tools.
+#[derive(Clone)]
+enum Source {
+    Fixed(Tools),
+    /// What the engine offers at the time asked (skills join it as they finish compiling).
+    Live(Arc<crate::engine::Engine>),
+}
+
+impl Default for Source {
+    fn default() -> Self {
+        Source::Fixed(Tools::default())
+    }
 }
 
 impl std::fmt::Debug for Descriptions {
@@ -102,13 +117,22 @@ impl std::fmt::Debug for Descriptions {
 impl Descriptions {
     /// The descriptions of the tools `tools` offers.
     pub fn new(tools: Tools) -> Self {
-        Descriptions { tools }
+        Descriptions { tools: Source::Fixed(tools) }
+    }
+
+    /// The descriptions of the tools `engine` offers when asked.
+    pub fn live(engine: Arc<crate::engine::Engine>) -> Self {
+        Descriptions { tools: Source::Live(engine) }
     }
 
     /// `Tool: <name>` and, when the tool describes itself, `Action: <first line>` (at most
     /// 200 characters). Never the call's arguments.
     pub fn safe_description(&self, tool_name: &str) -> String {
-        let decl = self.tools.decls().into_iter().find(|d| d.name == tool_name);
+        let decls = match &self.tools {
+            Source::Fixed(tools) => tools.decls(),
+            Source::Live(engine) => engine.tools().decls(),
+        };
+        let decl = decls.into_iter().find(|d| d.name == tool_name);
         let action = decl.and_then(|d| {
             let line = d.description.lines().map(str::trim).find(|l| !l.is_empty())?;
             Some(line.chars().take(200).collect::<String>())

@@ -84,18 +84,21 @@ pub struct Agent {
 
 impl Agent {
     /// Loads the agent's skills again (the MCP servers new skills declare are started) and
-    /// returns the engine to swap in; the running one is untouched on error.
-    pub async fn reload(&self) -> anyhow::Result<(Arc<Engine>, Vec<LoadProblem>)> {
+    /// swaps them into its engine ([`Engine::swap_skills`]: every adapter serves them from
+    /// then on, MCP clients are told); returns the skills that did not load. On error the
+    /// running skills are untouched.
+    pub async fn reload(&self) -> anyhow::Result<Vec<LoadProblem>> {
         let set = Arc::new(self.loader.load_all(LoadMode::Serve).await?);
         check_loading(&set, &self.loader.config)?;
         let tools = tools_for(&self.mcp, &set, &self.loader.config).await;
-        Ok((Arc::new(self.engine.reloaded(set.clone(), tools)), set.problems.clone()))
+        self.engine.swap_skills(set.clone(), tools);
+        Ok(set.problems.clone())
     }
 
     /// What its skills' load left pending ([`LoadMode::ServeReady`]: components still to be
     /// compiled).
-    pub fn pending(&self) -> &[String] {
-        &self.engine.skills().pending
+    pub fn pending(&self) -> Vec<String> {
+        self.engine.skills().pending.clone()
     }
 
     /// Compiles what [`Agent::pending`] names (and anything else missing from the cache), so
@@ -143,7 +146,7 @@ impl App {
         }
         check_delegations(&config, &agents)?;
         // With skills still to compile, the names config writes are checked once they loaded
-        // ([`App::check_names_with`]).
+        // ([`App::load_pending`]).
         if agents.iter().all(|a| a.pending().is_empty()) {
             let engines: Vec<_> = agents.iter().map(|a| (a.name.as_deref(), &*a.engine)).collect();
             check_names(&config, &engines, &mcp)?;
@@ -151,10 +154,63 @@ impl App {
         Ok(App { config, sandbox, mcp, agents })
     }
 
-    /// Checks the names the config writes against `engine`, the first agent's engine after a
-    /// later full load (see [`LoadMode::ServeReady`]).
-    pub fn check_names_with(&self, engine: &Engine) -> anyhow::Result<()> {
-        check_names(&self.config, &[(self.agent().name.as_deref(), engine)], &self.mcp)
+    /// Checks the names the config writes against what the agents serve now (after a later
+    /// full load: see [`LoadMode::ServeReady`]).
+    pub fn check_names(&self) -> anyhow::Result<()> {
+        let engines: Vec<_> = self.agents.iter().map(|a| (a.name.as_deref(), &*a.engine)).collect();
+        check_names(&self.config, &engines, &self.mcp)
+    }
+
+    /// The skills the agents' start left pending, each named once.
+    fn pending_names(&self) -> String {
+        let mut names: Vec<String> = self.agents.iter().flat_map(|a| a.pending()).collect();
+        names.sort();
+        names.dedup();
+        names.join(", ")
+    }
+
+    /// Says on stderr which skills still compile, if any, before the serving starts (so a
+    /// client that sees the server answer can also see the line).
+    pub fn announce_pending(&self) {
+        let names = self.pending_names();
+        if !names.is_empty() {
+            eprintln!("skillhost: serving now; compiling in the background: {names}");
+        }
+    }
+
+    /// Compiles what the agents' start left pending ([`LoadMode::ServeReady`]), off the
+    /// runtime, then reloads each agent that had some, so its skills join while it serves
+    /// (MCP clients are told their lists changed, `/readyz` turns ready). Progress goes to
+    /// stderr; the names the config writes are checked then. Spawn it beside the serving,
+    /// after [`App::announce_pending`].
+    pub async fn load_pending(self: Arc<Self>) {
+        let waiting: Vec<(usize, Vec<String>)> =
+            self.agents.iter().enumerate().map(|(i, a)| (i, a.pending())).filter(|(_, p)| !p.is_empty()).collect();
+        if waiting.is_empty() {
+            return;
+        }
+        let names = self.pending_names();
+        let app = self.clone();
+        let indices: Vec<usize> = waiting.iter().map(|(i, _)| *i).collect();
+        let compiled = tokio::task::spawn_blocking(move || {
+            for &i in &indices {
+                app.agents[i].compile_pending();
+            }
+        });
+        if compiled.await.is_err() {
+            eprintln!("error: compiling the pending skills stopped; serving without them");
+            return;
+        }
+        for (i, _) in waiting {
+            match self.agents[i].reload().await {
+                Ok(problems) => problems.iter().for_each(|p| eprintln!("warning: {p}")),
+                Err(e) => eprintln!("error: loading the compiled skills failed, serving without them: {e:#}"),
+            }
+        }
+        if let Err(e) = self.check_names() {
+            eprintln!("error: {e:#}");
+        }
+        eprintln!("skillhost: every skill is ready ({names} joined)");
     }
 
     /// The first (for a single-agent config, the only) agent.
@@ -218,6 +274,23 @@ pub fn check_adapters(config: &LoadedConfig, which: &Agents, adapter: Option<Ada
         }
     }
     Ok(())
+}
+
+/// Whether `run` serves a person at the terminal (`adapter` replaces what the config names;
+/// an agent naming no adapter gets the terminal). A person typing there expects every skill
+/// from the first message, so such a start waits for its compiles; servers answer at once
+/// ([`LoadMode::ServeReady`]).
+pub fn serves_terminal(config: &LoadedConfig, which: &Agents, adapter: Option<AdapterKind>) -> anyhow::Result<bool> {
+    if let Some(kind) = adapter {
+        return Ok(kind == AdapterKind::Cli);
+    }
+    for (_, agent) in agent_configs(config, which)? {
+        let kinds = agent.config.adapter.kinds();
+        if kinds.is_empty() || kinds.contains(&AdapterKind::Cli) {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 /// The effective config of each agent to build: the top-level one with the agent's blocks
@@ -342,7 +415,7 @@ fn check_names(config: &LoadedConfig, agents: &[(Option<&str>, &Engine)], mcp: &
     scope.agents.retain(|name, _| agents.iter().any(|(agent, _)| *agent == Some(name.as_str())));
     let mut known = names::Known::new(&scope);
     for (_, engine) in agents {
-        known.add(engine.skills(), Some(engine.tools()));
+        known.add(&engine.skills(), Some(&engine.tools()));
     }
     known.add_mcp(mcp);
     names::report(names::unmatched(&scope, &known), names::strict(&scope))

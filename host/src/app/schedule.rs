@@ -14,22 +14,50 @@ use std::time::Duration;
 use tokio::time::MissedTickBehavior;
 use tokio_util::task::TaskTracker;
 
-/// Starts the schedules of every agent's skills; they end when `stop` is set.
+/// Starts the schedules of every agent's skills, and of those that join later (skills that
+/// finished compiling after the start); they end when `stop` is set.
 pub fn start(agents: &[Agent], stop: &Stop) -> TaskTracker {
     let tasks = TaskTracker::new();
     for agent in agents {
-        for skill in agent.engine.skills().skills.values() {
-            let Some(every) = skill.schedule else { continue };
-            let label = match &agent.name {
-                Some(agent) => format!("skill `{}` (agent `{agent}`)", skill.name),
-                None => format!("skill `{}`", skill.name),
-            };
-            tracing::info!("{label}: scheduled every {}", crate::config::Interval(every));
-            tasks.spawn(run(skill.clone(), every, label, stop.clone()));
-        }
+        let (engine, name, stop) = (agent.engine.clone(), agent.name.clone(), stop.clone());
+        let mut changes = engine.skills_changed();
+        let mut started = std::collections::BTreeSet::new();
+        start_new(&engine.skills(), name.as_deref(), &mut started, &tasks, &stop);
+        let (watching, spawner) = (tasks.clone(), tasks.clone());
+        spawner.spawn(async move {
+            loop {
+                tokio::select! {
+                    changed = changes.changed() => if changed.is_err() { return },
+                    () = stopped(stop.clone()) => return,
+                }
+                start_new(&engine.skills(), name.as_deref(), &mut started, &watching, &stop);
+            }
+        });
     }
     tasks.close();
     tasks
+}
+
+/// Starts the schedule of each skill of `set` with one that is not in `started` yet.
+fn start_new(
+    set: &crate::skills::SkillSet,
+    agent: Option<&str>,
+    started: &mut std::collections::BTreeSet<String>,
+    tasks: &TaskTracker,
+    stop: &Stop,
+) {
+    for skill in set.skills.values() {
+        let Some(every) = skill.schedule else { continue };
+        if !started.insert(skill.name.clone()) {
+            continue;
+        }
+        let label = match agent {
+            Some(agent) => format!("skill `{}` (agent `{agent}`)", skill.name),
+            None => format!("skill `{}`", skill.name),
+        };
+        tracing::info!("{label}: scheduled every {}", crate::config::Interval(every));
+        tasks.spawn(run(skill.clone(), every, label, stop.clone()));
+    }
 }
 
 /// Runs one skill's schedule until `stop`.

@@ -25,12 +25,16 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 /// Serves every agent's adapters (`adapter` overrides what the config names) until Ctrl-C or
 /// SIGTERM, or until the terminal session ends when an agent uses the terminal.
 pub async fn serve(app: App, adapter: Option<AdapterKind>) -> anyhow::Result<()> {
+    let app = Arc::new(app);
     let plan = plan(&app.agents, adapter)?;
+    app.announce_pending();
     let mut turns = Turns(None);
     let mut adapters = Vec::with_capacity(plan.len());
     for (agent, kind) in &plan {
         adapters.push(make(agent, kind, &mut turns).await?);
     }
+    // Skills the start left to compile join while the adapters serve.
+    tokio::spawn(app.clone().load_pending());
     let (stop, stopping) = watch::channel(false);
     // After the adapters are made: a skill's first run can already reach them.
     let schedules = super::schedule::start(&app.agents, &stopping);

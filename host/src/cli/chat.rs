@@ -46,7 +46,13 @@ pub async fn run_adapter(args: RunArgs, config: Option<&Path>) -> anyhow::Result
     });
     // A chat adapter without its token stops here, before any skill loads.
     app::check_adapters(&config, &agents, adapter)?;
-    let app = build(config, agents).await?;
+    // A server answers at once whatever the compile cache holds: skills still to compile join
+    // as they are ready (`App::load_pending`); a person at the terminal waits for them.
+    let mode = match app::serves_terminal(&config, &agents, adapter)? {
+        true => LoadMode::Serve,
+        false => LoadMode::ServeReady,
+    };
+    let app = build(config, agents, mode).await?;
     app::serve(app, adapter).await?;
     Ok(ExitCode::SUCCESS)
 }
@@ -54,7 +60,7 @@ pub async fn run_adapter(args: RunArgs, config: Option<&Path>) -> anyhow::Result
 /// `skillhost chat`.
 pub async fn run(args: ChatArgs, config: Option<&Path>) -> anyhow::Result<ExitCode> {
     let config = super::load_config(config)?;
-    let app = build(config, args.agent.map_or(Agents::TopLevel, Agents::One)).await?;
+    let app = build(config, args.agent.map_or(Agents::TopLevel, Agents::One), LoadMode::Serve).await?;
     let engine = &app.agent().engine;
     skillhost::adapters::terminal::chat(engine, "cli").await;
     app::serve::finish_background(engine).await;
@@ -63,8 +69,8 @@ pub async fn run(args: ChatArgs, config: Option<&Path>) -> anyhow::Result<ExitCo
 
 /// The app with LLM providers (a missing key is reported before skills spend time loading),
 /// skill problems printed as warnings.
-async fn build(config: skillhost::config::LoadedConfig, agents: Agents) -> anyhow::Result<App> {
-    let app = App::build(config, Options { mode: LoadMode::Serve, llm: true, agents }).await?;
+async fn build(config: skillhost::config::LoadedConfig, agents: Agents, mode: LoadMode) -> anyhow::Result<App> {
+    let app = App::build(config, Options { mode, llm: true, agents }).await?;
     for agent in &app.agents {
         for problem in &agent.problems {
             eprintln!("warning: {problem}");

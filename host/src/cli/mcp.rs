@@ -32,53 +32,25 @@ pub async fn run(args: McpArgs, config: Option<&Path>) -> anyhow::Result<ExitCod
     }
     let server = SkillServer::new(agent.engine.clone(), &agent.display_name);
     let app = std::sync::Arc::new(app);
-    if !app.agent().pending().is_empty() {
-        tokio::spawn(load_pending(app.clone(), server.clone()));
-    }
-    tokio::spawn(reload_on_hangup(app.clone(), server.clone()));
+    app.announce_pending();
+    tokio::spawn(app.clone().load_pending());
+    tokio::spawn(reload_on_hangup(app.clone()));
     mcp::stdio(server).await?;
     Ok(ExitCode::SUCCESS)
 }
 
-/// Compiles the skills the start left pending, off the runtime, then loads every skill and
-/// swaps them in (the client is told its lists changed). The names the config writes are
-/// checked then.
-async fn load_pending(app: std::sync::Arc<App>, server: SkillServer) {
-    let pending = app.agent().pending().join(", ");
-    eprintln!("skillhost: serving now; compiling in the background: {pending}");
-    let compiling = app.clone();
-    if tokio::task::spawn_blocking(move || compiling.agent().compile_pending()).await.is_err() {
-        eprintln!("error: compiling the pending skills stopped; serving without them");
-        return;
-    }
-    match app.agent().reload().await {
-        Ok((engine, problems)) => {
-            for problem in &problems {
-                eprintln!("warning: {problem}");
-            }
-            if let Err(e) = app.check_names_with(&engine) {
-                eprintln!("error: {e:#}");
-            }
-            server.set_engine(engine).await;
-            eprintln!("skillhost: every skill is ready ({pending} joined)");
-        }
-        Err(e) => eprintln!("error: loading the compiled skills failed, serving without them: {e:#}"),
-    }
-}
-
 /// SIGHUP reloads the skills (starting the MCP servers new skills declare); connected
 /// clients are told their tool and prompt lists changed. A failed reload keeps the skills.
-async fn reload_on_hangup(app: std::sync::Arc<App>, server: SkillServer) {
+async fn reload_on_hangup(app: std::sync::Arc<App>) {
     use tokio::signal::unix::{SignalKind, signal};
     let Ok(mut hangup) = signal(SignalKind::hangup()) else { return };
     let agent: &Agent = app.agent();
     while hangup.recv().await.is_some() {
         match agent.reload().await {
-            Ok((engine, problems)) => {
+            Ok(problems) => {
                 for problem in &problems {
                     eprintln!("warning: {problem}");
                 }
-                server.set_engine(engine).await;
                 eprintln!("skills reloaded");
             }
             Err(e) => eprintln!("error: reloading the skills failed, keeping the loaded ones: {e:#}"),

@@ -36,4 +36,4 @@ pub use gate::Gate;
 pub use history::History;
 pub use promote::{Promotion, PromotionKey};
 pub use round::{MAX_PARALLEL, NestedRunner, Peers, ToolCallRecord};
-pub use turn::{Engine, EngineError, EngineSettings, TurnRequest, TurnResult};
+pub use turn::{Engine, EngineError, EngineSettings, Loaded, TurnRequest, TurnResult};

@@ -49,8 +49,9 @@ impl NestedRunner for Engine {
 
     async fn run_delegated(&self, task: String, outer: &Round<'_>, chain: &[String]) -> Result<String, String> {
         // A conversation of its own: nothing loaded on demand yet, nothing kept after.
-        let skills = TurnSkills::fresh(&self.on_demand, self.tools());
-        let (system, tools) = (self.system_prompt(&skills.carried), self.with_sub_agents(&skills.tools));
+        let loaded = self.loaded();
+        let skills = TurnSkills::fresh(&loaded.on_demand, &loaded.tools);
+        let (system, tools) = (self.system_prompt(&loaded, &skills.carried), loaded.with_sub_agents(&skills.tools));
         let budget = self.tool_budget();
         self.nested_turn(system, &tools, task, outer, &budget, chain).await
     }
@@ -80,10 +81,11 @@ impl Engine {
         outer: &Round<'_>,
         chain: &[String],
     ) -> Result<String, String> {
-        let found = self.skills().skills.get(skill).filter(|_| self.sub_agents.contains(skill));
+        let loaded = self.loaded();
+        let found = loaded.skills.skills.get(skill).filter(|_| loaded.sub_agents.contains(skill));
         let Some(found) = found else { return Err(format!("no sub-agent skill `{skill}`")) };
         let system = found.prompt.system_text(&found.dir).trim().to_owned();
-        let tools = self.tools().only_skill(skill);
+        let tools = loaded.tools.only_skill(skill);
         self.nested_turn(system, &tools, task, outer, outer.tool_budget, chain).await
     }
 

@@ -152,13 +152,42 @@ pub enum EngineError {
     Stopped,
 }
 
+/// What the agent's skills give its engine, swapped whole when skills join or are reloaded
+/// ([`Engine::swap_skills`]); a turn keeps the one it started with.
+pub struct Loaded {
+    /// The skills it serves.
+    pub skills: Arc<SkillSet>,
+    /// The tools they (and the MCP servers) offer.
+    pub tools: Tools,
+    /// The skills that load on demand, and their `load_skill`.
+    pub(super) on_demand: Arc<OnDemand>,
+    /// The skills that run as sub-agents, and their `<skill>__run` tools.
+    pub(super) sub_agents: Arc<SubAgents>,
+}
+
+impl Loaded {
+    fn new(skills: Arc<SkillSet>, tools: Tools, settings: &EngineSettings) -> Self {
+        let on_demand = Arc::new(OnDemand::new(&skills, |s| settings.loading_of(s), &tools.decls()));
+        let sub_agents = Arc::new(SubAgents::new(&skills, |s| settings.loading_of(s)));
+        Loaded { skills, tools, on_demand, sub_agents }
+    }
+
+    /// `tools` with the sub-agent skills' `<skill>__run` in front, when the agent has any.
+    pub(super) fn with_sub_agents(&self, tools: &Tools) -> Tools {
+        match self.sub_agents.is_empty() {
+            true => tools.clone(),
+            false => tools.with_first(self.sub_agents.clone()),
+        }
+    }
+}
+
 /// The agent engine: its skills and tools, a provider, the config, and the per-channel
 /// histories.
 pub struct Engine {
-    skills: Arc<SkillSet>,
-    tools: Tools,
-    /// The skills that load on demand, and their `load_skill`.
-    pub(super) on_demand: Arc<OnDemand>,
+    /// What its skills give it; replaced whole by [`Engine::swap_skills`].
+    loaded: std::sync::RwLock<Arc<Loaded>>,
+    /// Bumped at each swap, for those who tell clients (MCP's `list_changed`).
+    changed: tokio::sync::watch::Sender<u64>,
     /// Shared with background reflections, which outlive the turn. `None` for an engine
     /// that only serves tool calls (`skillhost mcp`, `skillhost call`).
     provider: Option<Arc<dyn Provider>>,
@@ -171,8 +200,6 @@ pub struct Engine {
     channels: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     /// The same, across processes sharing the state directory.
     inflight: InFlight,
-    /// The skills that run as sub-agents, and their `<skill>__run` tools.
-    pub(super) sub_agents: Arc<SubAgents>,
     /// The other agents of this process, for delegations.
     pub(super) peers: Arc<Peers>,
 }
@@ -194,13 +221,11 @@ impl Engine {
         let inflight = InFlight::new(state.clone(), ttl);
         let (history, provider) = (History::new(state), provider.map(Arc::from));
         let (background, channels) = (Mutex::default(), Mutex::default());
-        let on_demand = Arc::new(OnDemand::new(&skills, |s| settings.loading_of(s), &tools.decls()));
-        let sub_agents = Arc::new(SubAgents::new(&skills, |s| settings.loading_of(s)));
+        let loaded = std::sync::RwLock::new(Arc::new(Loaded::new(skills, tools, &settings)));
         let peers = Arc::new(Peers::default());
         Engine {
-            skills,
-            tools,
-            on_demand,
+            loaded,
+            changed: tokio::sync::watch::Sender::new(0),
             provider,
             settings,
             history,
@@ -208,7 +233,6 @@ impl Engine {
             background,
             channels,
             inflight,
-            sub_agents,
             peers,
         }
     }
@@ -222,14 +246,11 @@ impl Engine {
     /// The same engine over reloaded `skills` and `tools`: provider, settings, histories
     /// and approval counts carry over.
     pub fn reloaded(&self, skills: Arc<SkillSet>, tools: Tools) -> Self {
-        let on_demand = Arc::new(OnDemand::new(&skills, |s| self.settings.loading_of(s), &tools.decls()));
-        let sub_agents = Arc::new(SubAgents::new(&skills, |s| self.settings.loading_of(s)));
+        let loaded = Loaded::new(skills, tools, &self.settings);
         Engine {
-            sub_agents,
             peers: self.peers.clone(),
-            skills,
-            tools,
-            on_demand,
+            loaded: std::sync::RwLock::new(Arc::new(loaded)),
+            changed: tokio::sync::watch::Sender::new(0),
             provider: self.provider.clone(),
             settings: self.settings.clone(),
             history: self.history.clone(),
@@ -252,18 +273,10 @@ impl Engine {
 
     /// The system prompt of one of its turns; `carried`: on-demand skills the conversation
     /// loaded earlier. Sub-agent skills' bodies are their own turns' prompts, never this one's.
-    pub(super) fn system_prompt(&self, carried: &std::collections::BTreeSet<String>) -> String {
+    pub(super) fn system_prompt(&self, loaded: &Loaded, carried: &std::collections::BTreeSet<String>) -> String {
         let (bot, memory) = (&self.settings.system_prompt, &self.settings.memory_root);
-        let left_out = |name: &str| self.sub_agents.contains(name);
-        prompt::system_prompt(bot, &self.skills, &self.on_demand, carried, memory, &left_out)
-    }
-
-    /// `tools` with the sub-agent skills' `<skill>__run` in front, when the agent has any.
-    pub(super) fn with_sub_agents(&self, tools: &Tools) -> Tools {
-        match self.sub_agents.is_empty() {
-            true => tools.clone(),
-            false => tools.with_first(self.sub_agents.clone()),
-        }
+        let left_out = |name: &str| loaded.sub_agents.contains(name);
+        prompt::system_prompt(bot, &loaded.skills, &loaded.on_demand, carried, memory, &left_out)
     }
 
     /// The approval counts behind auto-promotion.
@@ -286,14 +299,33 @@ impl Engine {
         &self.settings
     }
 
-    /// The skills it serves.
-    pub fn skills(&self) -> &Arc<SkillSet> {
-        &self.skills
+    /// What its skills give it now (a turn keeps the one it started with).
+    pub fn loaded(&self) -> Arc<Loaded> {
+        self.loaded.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
-    /// The tools it offers.
-    pub fn tools(&self) -> &Tools {
-        &self.tools
+    /// The skills it serves now.
+    pub fn skills(&self) -> Arc<SkillSet> {
+        self.loaded().skills.clone()
+    }
+
+    /// The tools it offers now.
+    pub fn tools(&self) -> Tools {
+        self.loaded().tools.clone()
+    }
+
+    /// Serves `skills` and the `tools` they offer from now on: turns and calls that started
+    /// keep what they started with; providers, settings, histories, approval counts and the
+    /// per-channel locks are untouched. [`Engine::skills_changed`] is told.
+    pub fn swap_skills(&self, skills: Arc<SkillSet>, tools: Tools) {
+        let loaded = Arc::new(Loaded::new(skills, tools, &self.settings));
+        *self.loaded.write().unwrap_or_else(|p| p.into_inner()) = loaded;
+        self.changed.send_modify(|n| *n += 1);
+    }
+
+    /// Changes at each [`Engine::swap_skills`].
+    pub fn skills_changed(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.changed.subscribe()
     }
 
     /// The persisted histories.
@@ -321,7 +353,8 @@ impl Engine {
     /// for an adapter that must ask before calling ([`Engine::call_tool`] still decides:
     /// this runs the policy, `resolve-human` included, without asking or counting anything).
     pub async fn gated_level(&self, name: &str, input: &Value, ctx: &CallContext) -> Option<Level> {
-        let (source, info) = self.tools.find(name)?;
+        let loaded = self.loaded();
+        let (source, info) = loaded.tools.find(name)?;
         if source.check(name, input).is_err() || info.answered_by_person {
             return None;
         }
@@ -343,8 +376,9 @@ impl Engine {
     ) -> ToolCallRecord {
         let deadline = Deadline::starting_now(Duration::from_secs(self.settings.session.deadline_seconds));
         let tool_budget = budget;
+        let loaded = self.loaded();
         let round = Round {
-            tools: &self.tools,
+            tools: &loaded.tools,
             gate: &self.gate,
             deadline,
             ctx,
@@ -437,8 +471,9 @@ impl Engine {
         let deadline = Deadline::starting_now(Duration::from_secs(self.settings.session.deadline_seconds));
         let mut messages = self.history.load(conversation)?;
         messages.push(Message::user(req.message.clone()));
-        let skills = TurnSkills::begin(&self.on_demand, &self.tools, &self.history, conversation, &messages)?;
-        let system = self.system_prompt(&skills.carried);
+        let loaded = self.loaded();
+        let skills = TurnSkills::begin(&loaded.on_demand, &loaded.tools, &self.history, conversation, &messages)?;
+        let system = self.system_prompt(&loaded, &skills.carried);
         let ctx = CallContext {
             config: serde_json::json!({}),
             channel_id: req.channel_id.clone(),
@@ -447,7 +482,7 @@ impl Engine {
             user_message: Some(req.message.clone()),
             observer: None,
         };
-        let tools = self.with_sub_agents(&skills.tools);
+        let tools = loaded.with_sub_agents(&skills.tools);
         let tool_budget = TurnBudget::new(self.settings.tool_budget.clone());
         let round = Round {
             tools: &tools,

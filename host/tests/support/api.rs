@@ -18,8 +18,24 @@ pub struct ApiProcess {
 }
 
 impl ApiProcess {
-    /// Starts it in `ws` and waits (bounded) until `/healthz` answers.
+    /// Starts it in `ws` and waits (bounded) until `/readyz` says every skill is loaded (the
+    /// server answers before, while skills missing from the compile cache compile: tests
+    /// that talk to it then use [`ApiProcess::serving`]).
     pub async fn start(ws: &skillhost_tests::Workspace) -> Self {
+        let api = Self::serving(ws).await;
+        let started = Instant::now();
+        loop {
+            let ready = api.client.get(format!("{}/readyz", api.base)).send().await.map(|r| r.status().as_u16());
+            if ready.is_ok_and(|s| s == 200) {
+                return api;
+            }
+            assert!(started.elapsed() < super::PROCESS_LIMIT, "never ready: {}", api.stderr());
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Starts it in `ws` and waits (bounded) until `/healthz` answers.
+    pub async fn serving(ws: &skillhost_tests::Workspace) -> Self {
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let mut child = Command::new(env!("CARGO_BIN_EXE_skillhost"))
             .current_dir(ws.path())

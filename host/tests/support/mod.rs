@@ -23,6 +23,27 @@ pub const SECRET: &str = "secret-7c1e9a";
 /// `fuel_exhausted`, never `deadline`.
 pub const PROCESS_LIMIT: Duration = Duration::from_secs(60);
 
+/// Waits (bounded by [`PROCESS_LIMIT`]) until the API on `port` of 127.0.0.1 answers
+/// `/readyz` with 200: listening, and every skill loaded (a server starts answering while
+/// the skills missing from the compile cache compile). Plain HTTP over a socket, so that
+/// tests without a runtime can use it.
+pub fn wait_until_ready(port: u16) {
+    let started = Instant::now();
+    loop {
+        let answered = std::net::TcpStream::connect(("127.0.0.1", port)).and_then(|mut stream| {
+            stream.write_all(b"GET /readyz HTTP/1.1\r\nhost: 127.0.0.1\r\nconnection: close\r\n\r\n")?;
+            let mut head = [0u8; 12];
+            stream.read_exact(&mut head)?;
+            Ok(head.ends_with(b"200"))
+        });
+        if answered.is_ok_and(|ready| ready) {
+            return;
+        }
+        assert!(started.elapsed() < PROCESS_LIMIT, "the API on port {port} was never ready");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// The repository root.
 pub fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()

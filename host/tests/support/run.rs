@@ -42,8 +42,21 @@ impl Running {
         self.stderr.lock().unwrap().clone()
     }
 
-    /// Waits (bounded) until stderr contains `text`.
+    /// Waits (bounded) until stderr contains `text` and, when the start left skills to
+    /// compile (a component not in the compile cache yet), until they joined.
     pub async fn wait_for_log(&self, text: &str) {
+        let started = Instant::now();
+        while !self.stderr().contains(text) {
+            assert!(started.elapsed() < super::PROCESS_LIMIT, "never logged {text:?}:\n{}", self.stderr());
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        if self.stderr().contains("compiling in the background") {
+            self.wait_for_log_only("every skill is ready").await;
+        }
+    }
+
+    /// Waits (bounded) until stderr contains `text`.
+    async fn wait_for_log_only(&self, text: &str) {
         let started = Instant::now();
         while !self.stderr().contains(text) {
             assert!(started.elapsed() < super::PROCESS_LIMIT, "never logged {text:?}:\n{}", self.stderr());

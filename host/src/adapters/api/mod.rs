@@ -164,7 +164,7 @@ impl Api {
         mcp: Option<Arc<crate::mcp::McpManager>>,
     ) -> Arc<Self> {
         let token = config.auth_token.as_deref().and_then(Token::new);
-        let descriptions = Arc::new(Descriptions::new(engine.tools().clone()));
+        let descriptions = Arc::new(Descriptions::live(engine.clone()));
         Arc::new(Api { engine, token, config, interactions: Arc::default(), descriptions, turns, runs, mcp })
     }
 
@@ -228,7 +228,7 @@ pub fn app_with(api: Arc<Api>, extra: Router) -> Router {
     let protected = protected.route_layer(middleware::from_fn_with_state(api.token.clone(), auth::require));
     Router::new()
         .route("/healthz", get(|| async { axum::Json(serde_json::json!({"status": "ok"})) }))
-        .route("/readyz", get(|| async { axum::Json(serde_json::json!({"status": "ready"})) }))
+        .route("/readyz", get(readyz))
         .merge(open)
         .merge(console::routes())
         .merge(protected)
@@ -240,6 +240,21 @@ pub fn app_with(api: Arc<Api>, extra: Router) -> Router {
         .with_state(api.clone())
         .merge(extra)
         .layer(middleware::map_response_with_state(api, agent_header))
+}
+
+/// `GET /readyz`: 200 once every skill is loaded, 503 while some still compile (a server
+/// with an empty compile cache answers at once and loads them in the background), so a load
+/// balancer sends it nothing it cannot serve yet. Says how many, never which.
+async fn readyz(State(api): State<Arc<Api>>) -> axum::response::Response {
+    use axum::response::IntoResponse as _;
+    let pending = api.engine.skills().pending.len();
+    match pending {
+        0 => axum::Json(serde_json::json!({"status": "ready"})).into_response(),
+        n => {
+            let body = serde_json::json!({"status": "compiling", "pending": n});
+            (StatusCode::SERVICE_UNAVAILABLE, axum::Json(body)).into_response()
+        }
+    }
 }
 
 /// `GET /metrics`: the process's metrics in the Prometheus (OpenMetrics) text format.

@@ -193,8 +193,8 @@ fn summary(api: &Api, channel_id: &str, result: &TurnResult) -> Value {
         "text": result.text,
         "time_boxed": result.time_boxed,
         "usage": result.usage,
-        "tool_results": present::tool_results(skills, &result.tool_calls),
-        "coverage": present::coverage(skills, &result.tool_calls),
+        "tool_results": present::tool_results(&skills, &result.tool_calls),
+        "coverage": present::coverage(&skills, &result.tool_calls),
     })
 }
 

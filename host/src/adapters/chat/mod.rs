@@ -185,7 +185,7 @@ impl<P: Platform> Chat<P> {
         runs: Arc<Runs>,
         adapter: &'static str,
     ) -> Arc<Self> {
-        let descriptions = Arc::new(Descriptions::new(engine.tools().clone()));
+        let descriptions = Arc::new(Descriptions::live(engine.clone()));
         Arc::new_cyclic(|this| Chat {
             platform,
             engine,

@@ -47,14 +47,14 @@ use rmcp::service::{NotificationContext, Peer, RequestContext, RoleServer, Subsc
 use rmcp::{ErrorData, ServerHandler};
 use serde_json::Value;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// The prefix of the channel ids of MCP client sessions.
 pub const CHANNEL_PREFIX: &str = "mcp-";
 
 struct Shared {
-    engine: RwLock<Arc<Engine>>,
+    engine: Arc<Engine>,
     /// `bot.name` (or the agent's name): the server's `serverInfo.name`.
     name: String,
     /// Connected clients, told when the tool list changes.
@@ -82,11 +82,14 @@ pub struct SkillServer {
 }
 
 impl SkillServer {
-    /// A server over `engine`, introducing itself as `name`.
+    /// A server over `engine`, introducing itself as `name`. Whenever the engine's skills
+    /// change ([`Engine::swap_skills`]: skills that finished compiling joined, or a reload),
+    /// every connected client is told its tool and prompt lists changed.
     pub fn new(engine: Arc<Engine>, name: &str) -> Self {
         let budget = engine.tool_budget();
+        let mut changes = engine.skills_changed();
         let shared = Shared {
-            engine: RwLock::new(engine),
+            engine,
             name: name.to_owned(),
             peers: Mutex::default(),
             listeners: Mutex::default(),
@@ -94,7 +97,17 @@ impl SkillServer {
             pending: elicit::Pending::default(),
         };
         let session = Session { channel: session_channel(), budget, threshold: Arc::default() };
-        SkillServer { shared: Arc::new(shared), session: Arc::new(session) }
+        let shared = Arc::new(shared);
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let server = Arc::downgrade(&shared);
+            runtime.spawn(async move {
+                while changes.changed().await.is_ok() {
+                    let Some(shared) = server.upgrade() else { return };
+                    tell_lists_changed(&shared).await;
+                }
+            });
+        }
+        SkillServer { shared, session: Arc::new(session) }
     }
 
     /// The same server for a new client session: a fresh channel and tool budget.
@@ -110,27 +123,25 @@ impl SkillServer {
     }
 
     fn engine(&self) -> Arc<Engine> {
-        self.shared.engine.read().unwrap_or_else(|p| p.into_inner()).clone()
+        self.shared.engine.clone()
     }
+}
 
-    /// Replaces the engine (after a reload) and tells every connected client that the tool
-    /// and prompt lists changed.
-    pub async fn set_engine(&self, engine: Arc<Engine>) {
-        *self.shared.engine.write().unwrap_or_else(|p| p.into_inner()) = engine;
-        let peers = {
-            let mut peers = self.shared.peers.lock().unwrap_or_else(|p| p.into_inner());
-            peers.retain(|p| !p.is_transport_closed());
-            peers.clone()
-        };
-        for peer in peers {
-            let _ = peer.notify_tool_list_changed().await;
-            let _ = peer.notify_prompt_list_changed().await;
-        }
-        let listeners = self.shared.listeners.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        for (_, sink) in listeners {
-            let _ = sink.notify_tool_list_changed().await;
-            let _ = sink.notify_prompt_list_changed().await;
-        }
+/// Tells every connected client that the tool and prompt lists changed.
+async fn tell_lists_changed(shared: &Shared) {
+    let peers = {
+        let mut peers = shared.peers.lock().unwrap_or_else(|p| p.into_inner());
+        peers.retain(|p| !p.is_transport_closed());
+        peers.clone()
+    };
+    for peer in peers {
+        let _ = peer.notify_tool_list_changed().await;
+        let _ = peer.notify_prompt_list_changed().await;
+    }
+    let listeners = shared.listeners.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    for (_, sink) in listeners {
+        let _ = sink.notify_tool_list_changed().await;
+        let _ = sink.notify_prompt_list_changed().await;
     }
 }
 
@@ -219,7 +230,7 @@ impl ServerHandler for SkillServer {
     ) -> Result<ListToolsResult, ErrorData> {
         let engine = self.engine();
         let (skills, overrides) = (engine.skills(), &engine.settings().human.overrides);
-        let tools = engine.tools().decls().into_iter().map(|d| content::tool(d, skills, overrides));
+        let tools = engine.tools().decls().into_iter().map(|d| content::tool(d, &skills, overrides));
         Ok(ListToolsResult::with_all_items(tools.collect()))
     }
 
@@ -275,7 +286,8 @@ impl ServerHandler for SkillServer {
         let Some(record) = record else {
             return Err(ErrorData::new(rmcp::model::ErrorCode(-32800), "the request was cancelled", None));
         };
-        let spec = content::spec_of(engine.skills(), &request.name);
+        let skills = engine.skills();
+        let spec = content::spec_of(&skills, &request.name);
         Ok(content::result(&record.outcome, spec).into())
     }
 
@@ -295,7 +307,7 @@ impl ServerHandler for SkillServer {
         _: Option<PaginatedRequestParams>,
         _: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
-        Ok(ListResourcesResult::with_all_items(resources::list(self.engine().skills())))
+        Ok(ListResourcesResult::with_all_items(resources::list(&self.engine().skills())))
     }
 
     async fn read_resource(
@@ -303,7 +315,7 @@ impl ServerHandler for SkillServer {
         request: ReadResourceRequestParams,
         _: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
-        let contents = resources::read(self.engine().skills(), &request.uri)?;
+        let contents = resources::read(&self.engine().skills(), &request.uri)?;
         Ok(ReadResourceResult::new(vec![contents]).into())
     }
 
