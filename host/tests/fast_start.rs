@@ -132,3 +132,39 @@ async fn run_answers_healthz_and_mcp_while_a_python_skill_compiles_and_its_tools
     let ready = reqwest::get(format!("{}/readyz", api.base())).await.unwrap();
     assert_eq!(ready.status(), 200, "ready once it joined");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_skill_whose_startup_fails_once_compiled_is_reported_and_the_server_never_says_ready() {
+    let ws = Workspace::new();
+    ws.add_skill("skills", "probe", guests::PROBE, "");
+    let yaml = "skills:\n  paths: [skills]\n  builtins: []\nsandbox:\n  cache_dir: cache\nstate:\n  filesystem: {path: state}\n\
+                llm:\n  provider: anthropic\n  model: m\n  max_tokens: 100\n  anthropic: {api_key: k, base_url: 'http://127.0.0.1:9'}\n";
+    std::fs::write(ws.path().join("config.yaml"), yaml).unwrap();
+    let built = support::skillhost(&ws, &["skill", "validate"], "");
+    assert_eq!(built.code, 0, "{}", built.stderr);
+    // Not in the cache: it compiles after the start, then its `startup` fails, which a start
+    // that waited for it would have refused to serve.
+    ws.add_skill("skills", "startup_fail", guests::STARTUP_FAIL, "");
+    let api = support::api::ApiProcess::serving(&ws).await;
+    let started = std::time::Instant::now();
+    while !api.stderr().contains("loading the compiled skills failed") {
+        assert!(started.elapsed() < support::PROCESS_LIMIT, "no error: {}", api.stderr());
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let stderr = api.stderr();
+    assert!(stderr.contains("missing api_key in skills.config.startup_fail"), "the skill's message: {stderr}");
+    assert!(!stderr.contains("every skill is ready"), "{stderr}");
+    let ready = reqwest::get(format!("{}/readyz", api.base())).await.unwrap();
+    assert_eq!(ready.status(), 503, "a load balancer keeps away");
+    // The skills that loaded still serve.
+    let client = json!({"name": "t", "version": "0"});
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": client}});
+    let (session, _) = mcp_http(&api, None, init).await;
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    mcp_http(&api, session.as_deref(), initialized).await;
+    let echo =
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "probe__echo", "arguments": {}}});
+    let (_, echoed) = mcp_http(&api, session.as_deref(), echo).await;
+    assert_eq!(echoed[0]["result"]["isError"], false, "{echoed:?}");
+}

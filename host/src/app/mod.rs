@@ -201,16 +201,23 @@ impl App {
             eprintln!("error: compiling the pending skills stopped; serving without them");
             return;
         }
+        let mut joined = true;
         for (i, _) in waiting {
             match self.agents[i].reload().await {
                 Ok(problems) => problems.iter().for_each(|p| eprintln!("warning: {p}")),
-                Err(e) => eprintln!("error: loading the compiled skills failed, serving without them: {e:#}"),
+                Err(e) => {
+                    // `/readyz` stays 503: what is left pending never joins.
+                    eprintln!("error: loading the compiled skills failed, serving without them: {e:#}");
+                    joined = false;
+                }
             }
         }
         if let Err(e) = self.check_names() {
             eprintln!("error: {e:#}");
         }
-        eprintln!("skillhost: every skill is ready ({names} joined)");
+        if joined {
+            eprintln!("skillhost: every skill is ready ({names} joined)");
+        }
     }
 
     /// The first (for a single-agent config, the only) agent.
