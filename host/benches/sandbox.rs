@@ -185,7 +185,7 @@ async fn load(ws: &Workspace, warm: usize, resident: Resident) -> (Arc<Sandbox>,
         ..SandboxOptions::default()
     };
     let sandbox = Arc::new(Sandbox::new(&options).unwrap());
-    let loader = Loader::new(sandbox.clone(), ws.config("skills:\n  paths: [skills]\n"));
+    let loader = Loader::new(sandbox.clone(), ws.config("skills:\n  paths: [skills]\n")).unwrap();
     let set = loader.load_all(LoadMode::Serve).await.unwrap();
     (sandbox, set.skills["probe"].clone(), set.skills["word_stats"].clone())
 }

@@ -96,8 +96,11 @@ const KEYS: &[(&str, By)] = &[
     ("learning.approval_auto_promote", Code("host/src/engine/promote.rs", "learning.approval_auto_promote)")),
     ("learning.memory.backend", Only("filesystem")),
     ("learning.memory.filesystem.path", Code("host/src/skills/loader.rs", "learning.memory.filesystem.path")),
-    ("state.backend", Only("filesystem")),
-    ("state.filesystem.path", Code("host/src/app/mod.rs", "state.filesystem.path")),
+    ("state.backend", Code("host/src/store/state/mod.rs", "match state.backend")),
+    ("state.filesystem.path", Code("host/src/store/state/mod.rs", "state.filesystem.path")),
+    ("state.postgres.url", Code("host/src/store/state/postgres.rs", "p.url")),
+    ("state.postgres.pool_size", Code("host/src/store/state/postgres.rs", "p.pool_size")),
+    ("state.postgres.connect_timeout_seconds", Code("host/src/store/state/postgres.rs", "p.connect_timeout_seconds")),
     ("sandbox.defaults", Code("host/src/app/mod.rs", "sandbox.defaults")),
     ("sandbox.maximums", Code("host/src/app/mod.rs", "sandbox.maximums")),
     // Both blocks are laid over the built-in limits by `Limits::overlay`.

@@ -333,7 +333,7 @@ async fn oauth_tokens_are_kept_reused_after_a_restart_refreshed_and_never_logged
     let newest = last["tokens"].as_array().unwrap().last().unwrap().as_str().unwrap().to_owned();
     let state = skillhost::store::StateStore::new(ws.path().join("state"));
     let key = format!("secure http://127.0.0.1:{port}/mcp");
-    let stored = state.get(skillhost::mcp::oauth::NAMESPACE, &key).unwrap().expect("tokens stored");
+    let stored = state.get(skillhost::mcp::oauth::NAMESPACE, &key).await.unwrap().expect("tokens stored");
     assert!(stored.contains(&newest), "the newest refresh token is stored: {stored}");
     assert!(logs.contains("MCP server authorized") && logs.contains("TRACE"), "logs were on: {logs}");
     for token in last["tokens"].as_array().unwrap() {

@@ -144,7 +144,7 @@ fn a_load_the_history_no_longer_holds_is_carried_in_the_system_prompt() {
     let ws = workspace(&llm, "");
     // As after the history's oldest exchanges, the load among them, were trimmed.
     let history = History::new(StateStore::new(ws.path().join("state")));
-    history.save_loaded_skills("cli", &["area_03".to_owned()].into()).unwrap();
+    futures::executor::block_on(history.save_loaded_skills("cli", &["area_03".to_owned()].into())).unwrap();
     chat(&ws, "hello\n");
     let prompt = system(&llm, 0);
     assert!(prompt.contains("# Skill `area_03` (loaded earlier in this conversation)"), "{prompt}");

@@ -63,7 +63,7 @@ impl Workspace {
 
     /// A loader over this workspace with `yaml` as config.
     pub fn loader(&self, yaml: &str) -> Loader {
-        Loader::new(sandbox(), self.config(yaml))
+        Loader::new(sandbox(), self.config(yaml)).unwrap()
     }
 
     /// Loads every skill in serve mode.

@@ -12,6 +12,7 @@ pub const BIN: &str = "/usr/lib/postgresql/15/bin";
 pub struct Postgres {
     dir: tempfile::TempDir,
     port: u16,
+    options: String,
 }
 
 fn as_postgres(program: &str, args: &[&str]) -> std::process::Output {
@@ -33,22 +34,65 @@ fn as_postgres(program: &str, args: &[&str]) -> std::process::Output {
 impl Postgres {
     /// Initialises and starts a cluster (trust authentication on loopback only).
     pub fn start() -> Self {
+        Self::start_in(tempfile::tempdir().unwrap(), "")
+    }
+
+    /// [`Postgres::start`] with more server options (`-c name=value ...`); `{dir}` in them is
+    /// the cluster's own temporary directory (for files such as TLS keys, written there by
+    /// `prepare` before the server starts).
+    pub fn start_with_files(extra: &str, prepare: impl FnOnce(&std::path::Path)) -> Self {
         let dir = tempfile::tempdir().unwrap();
+        prepare(dir.path());
+        let extra = extra.replace("{dir}", &dir.path().display().to_string());
+        Self::start_in(dir, &extra)
+    }
+
+    fn start_in(dir: tempfile::TempDir, extra: &str) -> Self {
         let status = Command::new("chown").args(["-R", "postgres:postgres"]).arg(dir.path()).status().unwrap();
         assert!(status.success(), "chown to postgres");
         let data = dir.path().join("data");
         as_postgres("initdb", &["-D", data.to_str().unwrap(), "-A", "trust", "-U", "postgres", "--no-sync"]);
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let options = format!(
-            "-p {port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={} -c fsync=off",
+            "-p {port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={} -c fsync=off {extra}",
             dir.path().display()
         );
-        let log = dir.path().join("log");
+        let cluster = Postgres { dir, port, options };
+        cluster.resume();
+        cluster
+    }
+
+    /// Stops the server (`pg_ctl stop -m fast`: sessions are cut off), as an operator's
+    /// restart or a failover would; [`Postgres::resume`] starts it again on the same port.
+    pub fn stop(&self) {
+        as_postgres("pg_ctl", &["-D", self.data().to_str().unwrap(), "-m", "fast", "-w", "-t", "60", "stop"]);
+    }
+
+    /// Starts the (stopped) server again, on its port, with its data.
+    pub fn resume(&self) {
+        let log = self.dir.path().join("log");
+        let data = self.data();
         as_postgres(
             "pg_ctl",
-            &["-D", data.to_str().unwrap(), "-o", &options, "-l", log.to_str().unwrap(), "-w", "-t", "60", "start"],
+            &[
+                "-D",
+                data.to_str().unwrap(),
+                "-o",
+                &self.options,
+                "-l",
+                log.to_str().unwrap(),
+                "-w",
+                "-t",
+                "60",
+                "start",
+            ],
         );
-        Postgres { dir, port }
+    }
+
+    /// Replaces its `pg_hba.conf` with `rules` and reloads it.
+    pub fn hba(&self, rules: &str) {
+        std::fs::write(self.data().join("pg_hba.conf"), rules).unwrap();
+        as_postgres("pg_ctl", &["-D", self.data().to_str().unwrap(), "reload"]);
     }
 
     /// Its port.

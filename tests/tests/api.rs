@@ -710,7 +710,7 @@ async fn a_client_leaving_a_wait_request_cancels_its_run() {
     // The turn was dropped with the connection: its in-flight marker is gone long before the
     // spin's minute is up, and the model is never asked again.
     let state = skillhost::store::StateStore::new(h._ws.path().join("state"));
-    eventually(async || state.keys(skillhost::engine::inflight::NAMESPACE).unwrap().is_empty()).await;
+    eventually(async || state.keys(skillhost::engine::inflight::NAMESPACE).await.unwrap().is_empty()).await;
     assert_eq!(h.llm.requests().len(), 1);
 }
 

@@ -326,15 +326,15 @@ async fn one_turn_per_channel_across_engines_sharing_a_state_directory() {
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
     let state = skillhost::store::StateStore::new(ws.path().join("state"));
-    let markers = || state.keys(skillhost::engine::inflight::NAMESPACE).unwrap().len();
-    assert_eq!(markers(), 1, "the running turn holds a marker");
+    let markers = async || state.keys(skillhost::engine::inflight::NAMESPACE).await.unwrap().len();
+    assert_eq!(markers().await, 1, "the running turn holds a marker");
     let second = tokio::spawn(async move { b.run_turn(turn("shared", "second"), &NoEvents, &NonInteractive).await });
     tokio::time::sleep(std::time::Duration::from_millis(400)).await;
     assert_eq!(server.requests().len(), 1, "the other engine waits for the channel");
     first.abort(); // the person never answers; the turn is dropped, its marker removed
     let result = tokio::time::timeout(std::time::Duration::from_secs(5), second).await.unwrap().unwrap().unwrap();
     assert_eq!(result.text, "Second.");
-    assert_eq!(markers(), 0, "no marker is left behind");
+    assert_eq!(markers().await, 0, "no marker is left behind");
 }
 
 #[tokio::test]

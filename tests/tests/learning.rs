@@ -114,7 +114,7 @@ async fn approvals_promote_a_tool_and_the_counts_survive_a_restart() {
             .any(|e| matches!(e, EngineEvent::ApprovalRequested { .. } | EngineEvent::ApprovalResolved { .. }))
     );
     assert!(events.iter().any(|e| matches!(e, EngineEvent::ToolCompleted { approved: true, .. })));
-    let counts = engine.promotion().counts(&PromotionKey::tool("hooks_all__dyn_tool"));
+    let counts = engine.promotion().counts(&PromotionKey::tool("hooks_all__dyn_tool")).await;
     assert_eq!((counts.approved, counts.denied), (2, 0), "a promoted call is no decision");
 
     let server = LlmServer::start(vec![]).await;
@@ -134,7 +134,7 @@ async fn one_denial_blocks_promotion_and_cancellations_do_not_count() {
     for _ in 0..3 {
         dyn_call(&engine, &server, "approve", &counterpart).await;
     }
-    let counts = engine.promotion().counts(&PromotionKey::tool("hooks_all__dyn_tool"));
+    let counts = engine.promotion().counts(&PromotionKey::tool("hooks_all__dyn_tool")).await;
     assert_eq!((counts.approved, counts.denied), (1, 1));
     for _ in 0..3 {
         let (call, _) = dyn_call(&engine, &server, "approve", &counterpart).await;
@@ -210,7 +210,7 @@ async fn a_contradiction_is_flagged_in_the_answer_and_the_history() {
             && prompt.contains("There are 5 things."),
         "{prompt}"
     );
-    let history = engine.history().load("chan-1").unwrap();
+    let history = engine.history().load("chan-1").await.unwrap();
     let last = &history.last().unwrap().content;
     assert!(matches!(last.as_slice(), [skillhost::llm::Block::Text(t)] if t == expected), "{last:?}");
 }

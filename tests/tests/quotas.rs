@@ -84,7 +84,7 @@ async fn the_default_state_quota_stops_a_flood() {
     assert_eq!((out["written"].as_u64(), out["error"].as_str()), (Some(10_000), Some("invalid")), "{out}");
     assert!(out["detail"].as_str().unwrap().contains("state_quota_keys"), "{out}");
     let store = StateStore::new(ws.path().join("state"));
-    assert_eq!(store.usage("skill-hostile").unwrap().0, 10_000);
+    assert_eq!(store.usage("skill-hostile").await.unwrap().0, 10_000);
 }
 
 #[tokio::test]
@@ -96,7 +96,7 @@ async fn the_state_byte_quota_names_its_limit() {
     assert!((900..1024).contains(&written), "{out}");
     assert_eq!(out["error"], "invalid", "{out}");
     assert!(out["detail"].as_str().unwrap().contains("state_quota_mb"), "{out}");
-    let (_, bytes) = StateStore::new(ws.path().join("state")).usage("skill-hostile").unwrap();
+    let (_, bytes) = StateStore::new(ws.path().join("state")).usage("skill-hostile").await.unwrap();
     assert!(bytes <= 1 << 20, "{bytes}");
 }
 
@@ -125,11 +125,11 @@ async fn a_skill_reads_state_while_another_write_is_open() {
     let (inside_tx, inside_rx) = mpsc::channel();
     let (release_tx, release_rx) = mpsc::channel::<()>();
     let holder = std::thread::spawn(move || {
-        writer.update("skill-hostile", "big", |_| {
+        futures::executor::block_on(writer.update("skill-hostile", "big", move |_| {
             inside_tx.send(()).unwrap();
             release_rx.recv_timeout(Duration::from_secs(30)).unwrap();
             Ok(Some("x".repeat(1 << 20)))
-        })
+        }))
     });
     inside_rx.recv_timeout(Duration::from_secs(10)).unwrap();
     let started = Instant::now();

@@ -132,7 +132,7 @@ impl App {
         let mcp = McpManager::new(&config.config.mcp_servers);
         mcp.set_people(options.asks_people());
         let c = &config.config;
-        mcp.set_state(crate::store::StateStore::new(config.resolve(&c.state.filesystem.path)));
+        mcp.set_state(crate::store::StateStore::from_config(&c.state, |p| config.resolve(p))?);
         let (mut agents, peers) = (Vec::new(), Arc::new(Peers::default()));
         for (name, agent_config) in agent_configs(&config, &options.agents)? {
             agents.push(build_agent(&sandbox, &mcp, name, agent_config, &options, &peers).await?);
@@ -355,7 +355,7 @@ async fn build_agent(
         ),
         false => None,
     };
-    let mut loader = Loader::new(sandbox.clone(), config.clone());
+    let mut loader = Loader::new(sandbox.clone(), config.clone())?;
     loader.mcp = mcp.is_configured().then(|| mcp.clone() as Arc<dyn McpBridge>);
     let outbox = Outbox::new();
     loader.notifier = Some(outbox.clone() as Arc<dyn Notifier>);

@@ -114,5 +114,5 @@ pub fn load_config(path: Option<&std::path::Path>) -> anyhow::Result<LoadedConfi
 /// rather than serve them).
 pub fn loader(config: LoadedConfig) -> anyhow::Result<Loader> {
     let sandbox = Arc::new(skillhost::app::sandbox(&config)?);
-    Ok(Loader::new(sandbox, config))
+    Ok(Loader::new(sandbox, config)?)
 }

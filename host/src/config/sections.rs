@@ -105,6 +105,7 @@ impl Config {
                 super::check_name(key).map_err(|e| format!("{at}.loading_overrides: key `{key}` {e}"))?;
             }
         }
+        self.state.check()?;
         for (id, database) in &self.databases {
             database.check().map_err(|e| format!("databases.{id}.{e}"))?;
         }
@@ -659,15 +660,69 @@ pub struct FsPath {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct State {
-    /// Only `filesystem`.
-    pub backend: Backend,
+    /// `filesystem` (SQLite in a directory, the default) or `postgres`.
+    pub backend: StateBackend,
     /// The filesystem backend's settings.
     pub filesystem: FsPath,
+    /// The PostgreSQL backend's settings (only with `backend: postgres`).
+    pub postgres: Option<PostgresState>,
 }
 
 impl Default for State {
     fn default() -> Self {
-        State { backend: Backend::Filesystem, filesystem: FsPath { path: "./.skillhost/state".into() } }
+        State {
+            backend: StateBackend::Filesystem,
+            filesystem: FsPath { path: "./.skillhost/state".into() },
+            postgres: None,
+        }
+    }
+}
+
+impl State {
+    fn check(&self) -> Result<(), String> {
+        match (self.backend, &self.postgres) {
+            (StateBackend::Filesystem, Some(_)) => Err("state.postgres is set but state.backend is filesystem: \
+                set state.backend: postgres to use it, or remove it"
+                .into()),
+            (_, Some(pg)) => pg.check(),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// `state.backend`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StateBackend {
+    /// One SQLite database in `state.filesystem.path`: the processes of one machine.
+    Filesystem,
+    /// One PostgreSQL database: replicas on any machines.
+    Postgres,
+}
+
+/// `state.postgres`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PostgresState {
+    /// `postgres://user:password@host:port/database?sslmode=...`. What it leaves out comes
+    /// from the standard environment (`PGHOST`, `PGPORT`, `PGUSER`, `PGPASSWORD`,
+    /// `PGDATABASE`, `PGSSLMODE`, `PGSSLROOTCERT`); without it, all of it does.
+    pub url: Option<String>,
+    /// The most connections this process opens (default 16).
+    pub pool_size: Option<u32>,
+    /// Seconds to connect, or to wait for a free connection, before a clear error (default 5).
+    pub connect_timeout_seconds: Option<u64>,
+}
+
+impl PostgresState {
+    fn check(&self) -> Result<(), String> {
+        if self.pool_size == Some(0) {
+            return Err("state.postgres.pool_size must be at least 1".into());
+        }
+        if self.connect_timeout_seconds == Some(0) {
+            return Err("state.postgres.connect_timeout_seconds must be at least 1".into());
+        }
+        Ok(())
     }
 }
 

@@ -76,17 +76,20 @@ impl Gate {
     }
 
     /// Whether a call at `level` would be put to a person (not auto, not promoted).
-    pub fn would_ask(&self, source: &dyn ToolSource, info: &ToolInfo, call: ToolCall<'_>, level: Level) -> bool {
+    pub async fn would_ask(&self, source: &dyn ToolSource, info: &ToolInfo, call: ToolCall<'_>, level: Level) -> bool {
         match level {
             Level::Auto => false,
-            Level::Approve => !self.promoted(info, source.promotion_key(call.name, call.input).as_ref()),
+            Level::Approve => !self.promoted(info, source.promotion_key(call.name, call.input).as_ref()).await,
             _ => true,
         }
     }
 
     /// Whether approvals under `key` have promoted the tool past asking.
-    fn promoted(&self, info: &ToolInfo, key: Option<&PromotionKey>) -> bool {
-        key.is_some_and(|k| self.promotion.is_promoted(info.promotion_threshold, k))
+    async fn promoted(&self, info: &ToolInfo, key: Option<&PromotionKey>) -> bool {
+        match key {
+            Some(k) => self.promotion.is_promoted(info.promotion_threshold, k).await,
+            None => false,
+        }
     }
 
     /// Settles a call at `level`: auto, promoted, or asked of the `counterpart` (the decision
@@ -105,7 +108,7 @@ impl Gate {
         let key = source.promotion_key(call.name, call.input);
         match level {
             Level::Auto => Decision { level, approval: None, promoted: false },
-            Level::Approve if self.promoted(info, key.as_ref()) => {
+            Level::Approve if self.promoted(info, key.as_ref()).await => {
                 Decision { level, approval: Some(ApprovalOutcome::Approved), promoted: true }
             }
             _ => {
@@ -121,8 +124,8 @@ impl Gate {
                     // promoted; a denial at any level blocks promotion. Timeouts and
                     // cancellations say nothing about the person's trust.
                     match &outcome {
-                        ApprovalOutcome::Approved if level == Level::Approve => self.promotion.record(key, true),
-                        ApprovalOutcome::Denied(_) => self.promotion.record(key, false),
+                        ApprovalOutcome::Approved if level == Level::Approve => self.promotion.record(key, true).await,
+                        ApprovalOutcome::Denied(_) => self.promotion.record(key, false).await,
                         _ => {}
                     }
                 }

@@ -36,8 +36,8 @@ impl History {
     }
 
     /// The channel's messages, oldest first (empty for a new channel).
-    pub fn load(&self, channel_id: &str) -> Result<Vec<Message>, StateError> {
-        match self.state.get(&namespace(channel_id), KEY)? {
+    pub async fn load(&self, channel_id: &str) -> Result<Vec<Message>, StateError> {
+        match self.state.get(&namespace(channel_id), KEY).await? {
             None => Ok(Vec::new()),
             Some(json) => serde_json::from_str(&json)
                 .map_err(|e| StateError::Other(format!("history of channel `{channel_id}` is corrupt: {e}"))),
@@ -46,8 +46,8 @@ impl History {
 
     /// Replaces the channel's messages. When they exceed the store's value limit, the oldest
     /// whole exchanges are dropped until they fit.
-    pub fn save(&self, channel_id: &str, messages: &[Message]) -> Result<(), StateError> {
-        self.state.apply(&[Self::saving(channel_id, messages)?])
+    pub async fn save(&self, channel_id: &str, messages: &[Message]) -> Result<(), StateError> {
+        self.state.apply(&[Self::saving(channel_id, messages)?]).await
     }
 
     /// [`History::save`] as a write, for a batch of the turn's writes.
@@ -64,8 +64,8 @@ impl History {
     }
 
     /// The on-demand skills loaded in the channel's conversation (empty for a new one).
-    pub fn loaded_skills(&self, channel_id: &str) -> Result<BTreeSet<String>, StateError> {
-        match self.state.get(&namespace(channel_id), LOADED_KEY)? {
+    pub async fn loaded_skills(&self, channel_id: &str) -> Result<BTreeSet<String>, StateError> {
+        match self.state.get(&namespace(channel_id), LOADED_KEY).await? {
             None => Ok(BTreeSet::new()),
             Some(json) => serde_json::from_str(&json)
                 .map_err(|e| StateError::Other(format!("loaded skills of channel `{channel_id}` are corrupt: {e}"))),
@@ -73,8 +73,8 @@ impl History {
     }
 
     /// Replaces the channel's loaded on-demand skills.
-    pub fn save_loaded_skills(&self, channel_id: &str, skills: &BTreeSet<String>) -> Result<(), StateError> {
-        self.state.apply(&[Self::saving_loaded_skills(channel_id, skills)?])
+    pub async fn save_loaded_skills(&self, channel_id: &str, skills: &BTreeSet<String>) -> Result<(), StateError> {
+        self.state.apply(&[Self::saving_loaded_skills(channel_id, skills)?]).await
     }
 
     /// [`History::save_loaded_skills`] as a write, for a batch of the turn's writes.
@@ -109,33 +109,33 @@ pub fn namespace(channel_id: &str) -> String {
 mod tests {
     use super::*;
 
-    #[test]
-    fn namespaces_are_valid_and_distinct() {
+    #[tokio::test]
+    async fn namespaces_are_valid_and_distinct() {
         let (a, b) = (namespace("a/b"), namespace("a_b"));
         assert!(a.starts_with("history-a_b-") && b.starts_with("history-a_b-") && a != b);
         let dir = tempfile::tempdir().unwrap();
         let history = History::new(StateStore::new(dir.path()));
         for channel in ["../etc", "", "C0123/thread:1.5", &"x".repeat(500)] {
-            history.save(channel, &[Message::user(channel)]).unwrap();
-            assert_eq!(history.load(channel).unwrap(), vec![Message::user(channel)]);
+            history.save(channel, &[Message::user(channel)]).await.unwrap();
+            assert_eq!(history.load(channel).await.unwrap(), vec![Message::user(channel)]);
         }
     }
 
-    #[test]
-    fn loaded_skills_are_kept_per_channel() {
+    #[tokio::test]
+    async fn loaded_skills_are_kept_per_channel() {
         let dir = tempfile::tempdir().unwrap();
         let history = History::new(StateStore::new(dir.path()));
-        assert!(history.loaded_skills("c").unwrap().is_empty());
+        assert!(history.loaded_skills("c").await.unwrap().is_empty());
         let skills: BTreeSet<String> = ["pdf".to_owned(), "git".to_owned()].into();
-        history.save_loaded_skills("c", &skills).unwrap();
-        history.save("c", &[Message::user("q")]).unwrap();
-        assert_eq!(history.loaded_skills("c").unwrap(), skills);
-        assert!(history.loaded_skills("d").unwrap().is_empty());
-        assert_eq!(history.load("c").unwrap(), vec![Message::user("q")], "the messages are a key of their own");
+        history.save_loaded_skills("c", &skills).await.unwrap();
+        history.save("c", &[Message::user("q")]).await.unwrap();
+        assert_eq!(history.loaded_skills("c").await.unwrap(), skills);
+        assert!(history.loaded_skills("d").await.unwrap().is_empty());
+        assert_eq!(history.load("c").await.unwrap(), vec![Message::user("q")], "the messages are a key of their own");
     }
 
-    #[test]
-    fn oversized_history_drops_oldest_exchanges_whole() {
+    #[tokio::test]
+    async fn oversized_history_drops_oldest_exchanges_whole() {
         let dir = tempfile::tempdir().unwrap();
         let history = History::new(StateStore::new(dir.path()));
         let big = "x".repeat(MAX_VALUE_BYTES / 3);
@@ -148,8 +148,8 @@ mod tests {
             messages.push(Message { role: Role::User, content: vec![result.clone()] });
             messages.push(Message::assistant(vec![Block::Text("a".into())]));
         }
-        history.save("c", &messages).unwrap();
-        let kept = history.load("c").unwrap();
+        history.save("c", &messages).await.unwrap();
+        let kept = history.load("c").await.unwrap();
         assert_eq!(kept[0], Message::user("q"));
         assert_eq!(kept.len() % 4, 0);
         assert!(kept.len() < messages.len());

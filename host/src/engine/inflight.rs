@@ -17,6 +17,7 @@
 use crate::store::{StateError, StateStore, StateWrite};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+use std::future::Future;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// The state namespace holding the markers.
@@ -89,10 +90,10 @@ impl InFlight {
                 ttl: self.ttl,
                 released: false,
             };
-            if self.state.create(NAMESPACE, &key, &written)? {
+            if self.state.create(NAMESPACE, &key, &written).await? {
                 return Ok(held(written));
             }
-            match self.state.get(NAMESPACE, &key)? {
+            match self.state.get(NAMESPACE, &key).await? {
                 // Gone meanwhile: try again at once.
                 None => continue,
                 Some(other) => match decode(&other) {
@@ -107,7 +108,7 @@ impl InFlight {
                     // (then look again; a marker gone meanwhile is created above).
                     stale => {
                         tracing::warn!(channel, "taking over a stale in-flight marker ({stale:?})");
-                        if self.state.replace_if(NAMESPACE, &key, &other, &written)? {
+                        if self.state.replace_if(NAMESPACE, &key, &other, &written).await? {
                             return Ok(held(written));
                         }
                     }
@@ -135,7 +136,7 @@ impl Held {
     /// marker is rewritten only once a quarter of the TTL has passed since it was last: a
     /// marker always has at least three quarters of its TTL left, and a busy server does not
     /// write for every round of every turn.
-    pub fn refresh(&mut self) {
+    pub async fn refresh(&mut self) {
         let now = unix_now();
         let ttl = self.ttl.as_secs_f64();
         if self.marker.expires_at - now > ttl * 0.75 {
@@ -144,7 +145,7 @@ impl Held {
         let mut marker = self.marker.clone();
         marker.expires_at = now + ttl;
         let fresh = encode(&marker);
-        match self.state.replace_if(NAMESPACE, &self.key, &self.written, &fresh) {
+        match self.state.replace_if(NAMESPACE, &self.key, &self.written, &fresh).await {
             Ok(true) => (self.marker, self.written) = (marker, fresh),
             Ok(false) => {
                 tracing::warn!(channel = %self.marker.channel, "the in-flight marker was taken over by another process")
@@ -158,23 +159,42 @@ impl Held {
     /// Makes `writes` and removes the marker (only our own, as when dropped) in one
     /// transaction: a turn's last writes and its release cost one commit. On an error
     /// nothing is written, and the marker is still removed when this is dropped.
-    pub fn release_with(&mut self, mut writes: Vec<StateWrite>) -> Result<(), StateError> {
+    pub async fn release_with(&mut self, mut writes: Vec<StateWrite>) -> Result<(), StateError> {
         let key = self.key.clone();
         writes.push(StateWrite::DeleteIf { ns: NAMESPACE.into(), key, value: self.written.clone() });
-        self.state.apply(&writes)?;
+        self.state.apply(&writes).await?;
         self.released = true;
         Ok(())
     }
 }
 
 impl Drop for Held {
+    /// A turn whose future is dropped (a cancelled run) removes its marker here. The
+    /// removal runs at once where the backend answers without waiting (SQLite); otherwise
+    /// it is spawned on the runtime, and with no runtime left the marker expires after the
+    /// TTL.
     fn drop(&mut self) {
         if self.released {
             return;
         }
+        let (state, key, written) = (self.state.clone(), self.key.clone(), self.written.clone());
+        let channel = self.marker.channel.clone();
         // Only our own marker: a process that took it over as stale now owns it.
-        if let Err(e) = self.state.delete_if(NAMESPACE, &self.key, &self.written) {
-            tracing::warn!(channel = %self.marker.channel, "cannot remove the in-flight marker: {e}");
+        let removal = async move {
+            if let Err(e) = state.delete_if(NAMESPACE, &key, &written).await {
+                tracing::warn!(%channel, "cannot remove the in-flight marker: {e}");
+            }
+        };
+        let mut removal = Box::pin(removal);
+        let waker = futures::task::noop_waker();
+        if removal.as_mut().poll(&mut std::task::Context::from_waker(&waker)).is_pending() {
+            match tokio::runtime::Handle::try_current() {
+                Ok(runtime) => drop(runtime.spawn(removal)),
+                Err(_) => tracing::warn!(
+                    channel = %self.marker.channel,
+                    "the in-flight marker stays until its TTL passes: no runtime left to remove it"
+                ),
+            }
         }
     }
 }
@@ -238,14 +258,14 @@ mod tests {
         let a = InFlight::new(store(&dir), Duration::from_secs(60));
         let b = InFlight::new(store(&dir), Duration::from_secs(60)); // another "process"
         let held = a.acquire("c1").await.unwrap();
-        assert_eq!(store(&dir).keys(NAMESPACE).unwrap(), [key("c1")]);
+        assert_eq!(store(&dir).keys(NAMESPACE).await.unwrap(), [key("c1")]);
         let waiting = tokio::time::timeout(Duration::from_millis(300), b.acquire("c1")).await;
         assert!(waiting.is_err(), "b waits while a holds the channel");
         let other = b.acquire("c2").await.unwrap();
         drop(held);
         tokio::time::timeout(Duration::from_secs(2), b.acquire("c1")).await.expect("b gets it once a lets go").unwrap();
         drop(other);
-        assert_eq!(store(&dir).keys(NAMESPACE).unwrap(), Vec::<String>::new(), "nothing left behind");
+        assert_eq!(store(&dir).keys(NAMESPACE).await.unwrap(), Vec::<String>::new(), "nothing left behind");
     }
 
     #[tokio::test]
@@ -257,14 +277,14 @@ mod tests {
         let a = InFlight::new(store(&dir), Duration::from_secs_f64(ttl));
         let mut held = a.acquire("c").await.unwrap();
         let state = store(&dir);
-        let written = || decode(&state.get(NAMESPACE, &key("c")).unwrap().unwrap()).unwrap().expires_at;
-        let first = written();
-        held.refresh();
-        assert_eq!(written(), first, "a fresh marker is not rewritten");
+        let written = async || decode(&state.get(NAMESPACE, &key("c")).await.unwrap().unwrap()).unwrap().expires_at;
+        let first = written().await;
+        held.refresh().await;
+        assert_eq!(written().await, first, "a fresh marker is not rewritten");
         // Once a quarter of the TTL has gone by, a refresh pushes the expiry a whole TTL ahead.
         held.marker.expires_at = unix_now() + ttl * 0.7;
-        held.refresh();
-        let refreshed = written();
+        held.refresh().await;
+        let refreshed = written().await;
         assert!(refreshed >= first && refreshed > unix_now() + ttl * 0.9, "{first} -> {refreshed}");
         // A live holder's marker is not taken over, however long the other waits.
         let b = InFlight::new(store(&dir), Duration::from_secs(60));
@@ -286,9 +306,9 @@ mod tests {
         // a's turn ends late: b's marker stays, and a refresh does not claim it back.
         let mut held = held;
         held.marker.expires_at = 0.0; // due
-        held.refresh();
+        held.refresh().await;
         drop(held);
-        assert_eq!(decode(&store(&dir).get(NAMESPACE, &key("c")).unwrap().unwrap()).unwrap(), taken.marker);
+        assert_eq!(decode(&store(&dir).get(NAMESPACE, &key("c")).await.unwrap().unwrap()).unwrap(), taken.marker);
         drop(taken);
 
         // A dead process's marker goes at once, whatever its TTL.
@@ -299,10 +319,10 @@ mod tests {
             nonce: "x".into(),
             expires_at: unix_now() + 3600.0,
         };
-        store(&dir).set(NAMESPACE, &key("d"), &encode(&dead)).unwrap();
+        store(&dir).set(NAMESPACE, &key("d"), &encode(&dead)).await.unwrap();
         tokio::time::timeout(Duration::from_millis(500), b.acquire("d")).await.expect("dead owner").unwrap();
         // So does an unreadable one.
-        store(&dir).set(NAMESPACE, &key("e"), "{half").unwrap();
+        store(&dir).set(NAMESPACE, &key("e"), "{half").await.unwrap();
         tokio::time::timeout(Duration::from_millis(500), b.acquire("e")).await.expect("corrupt").unwrap();
     }
 
@@ -315,31 +335,31 @@ mod tests {
         );
         let set = |value: &str| StateWrite::Set { ns: "h".into(), key: "messages".into(), value: value.into() };
         let mut held = a.acquire("c").await.unwrap();
-        held.release_with(vec![set("1")]).unwrap();
-        assert_eq!(store(&dir).get("h", "messages").unwrap().as_deref(), Some("1"));
-        assert_eq!(store(&dir).keys(NAMESPACE).unwrap(), Vec::<String>::new(), "released");
+        held.release_with(vec![set("1")]).await.unwrap();
+        assert_eq!(store(&dir).get("h", "messages").await.unwrap().as_deref(), Some("1"));
+        assert_eq!(store(&dir).keys(NAMESPACE).await.unwrap(), Vec::<String>::new(), "released");
         // The channel is free at once; dropping the released marker later removes nobody's.
         let other = tokio::time::timeout(Duration::from_millis(500), b.acquire("c")).await.expect("free").unwrap();
         drop(held);
-        assert_eq!(decode(&store(&dir).get(NAMESPACE, &key("c")).unwrap().unwrap()).unwrap(), other.marker);
+        assert_eq!(decode(&store(&dir).get(NAMESPACE, &key("c")).await.unwrap().unwrap()).unwrap(), other.marker);
         drop(other);
 
         // Taken over as stale meanwhile: the writes are made, the taker's marker stays.
         let mut late = a.acquire("c").await.unwrap();
         let taken = tokio::time::timeout(Duration::from_secs(2), b.acquire("c")).await.expect("taken over").unwrap();
-        late.release_with(vec![set("2")]).unwrap();
-        assert_eq!(store(&dir).get("h", "messages").unwrap().as_deref(), Some("2"));
-        assert_eq!(decode(&store(&dir).get(NAMESPACE, &key("c")).unwrap().unwrap()).unwrap(), taken.marker);
+        late.release_with(vec![set("2")]).await.unwrap();
+        assert_eq!(store(&dir).get("h", "messages").await.unwrap().as_deref(), Some("2"));
+        assert_eq!(decode(&store(&dir).get(NAMESPACE, &key("c")).await.unwrap().unwrap()).unwrap(), taken.marker);
         drop(taken);
 
         // A refused batch writes nothing and keeps the marker, which the drop then removes.
         let mut refused = a.acquire("c").await.unwrap();
         let bad = StateWrite::Set { ns: "../h".into(), key: "k".into(), value: "v".into() };
-        assert!(refused.release_with(vec![set("3"), bad]).is_err());
-        assert_eq!(store(&dir).get("h", "messages").unwrap().as_deref(), Some("2"));
-        assert_eq!(store(&dir).keys(NAMESPACE).unwrap().len(), 1, "still held");
+        assert!(refused.release_with(vec![set("3"), bad]).await.is_err());
+        assert_eq!(store(&dir).get("h", "messages").await.unwrap().as_deref(), Some("2"));
+        assert_eq!(store(&dir).keys(NAMESPACE).await.unwrap().len(), 1, "still held");
         drop(refused);
-        assert_eq!(store(&dir).keys(NAMESPACE).unwrap(), Vec::<String>::new());
+        assert_eq!(store(&dir).keys(NAMESPACE).await.unwrap(), Vec::<String>::new());
     }
 
     #[test]

@@ -123,7 +123,7 @@ impl Engine {
             spent: outer.spent,
         };
         let mut messages = vec![Message::user(task)];
-        match self.converse(&provider, &system, &mut messages, &round, &mut || {}).await {
+        match self.converse(&provider, &system, &mut messages, &round, None).await {
             Ok(result) => Ok(result.text),
             Err(e) => Err(format!("the nested turn failed: {e}")),
         }

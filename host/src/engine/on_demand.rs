@@ -26,7 +26,7 @@ pub(super) struct TurnSkills {
 
 impl TurnSkills {
     /// The turn's view of `conversation`, whose messages (as sent) are `messages`.
-    pub fn begin(
+    pub async fn begin(
         catalog: &Arc<OnDemand>,
         tools: &Tools,
         history: &History,
@@ -36,7 +36,7 @@ impl TurnSkills {
         if catalog.is_empty() {
             return Ok(Self::fresh(catalog, tools));
         }
-        let saved = history.loaded_skills(conversation)?;
+        let saved = history.loaded_skills(conversation).await?;
         let in_messages = catalog.loaded_in(messages);
         let carried = saved.iter().filter(|s| catalog.contains(s) && !in_messages.contains(*s)).cloned().collect();
         let loader = Arc::new(LoadSkill::new(catalog.clone(), saved.union(&in_messages).cloned().collect()));

@@ -74,8 +74,8 @@ impl Promotion {
     }
 
     /// The counts recorded for `key`. A corrupt entry reads as empty.
-    pub fn counts(&self, key: &PromotionKey) -> Counts {
-        match self.state.get(&self.namespace, &state_key(key)) {
+    pub async fn counts(&self, key: &PromotionKey) -> Counts {
+        match self.state.get(&self.namespace, &state_key(key)).await {
             Ok(Some(json)) => serde_json::from_str(&json).unwrap_or_default(),
             Ok(None) => Counts::default(),
             Err(e) => {
@@ -87,31 +87,33 @@ impl Promotion {
 
     /// Whether an `approve`-level call on `key` runs without asking: at least the threshold
     /// (the skill's own, else the global one) of approvals and no denial ever.
-    pub fn is_promoted(&self, skill_threshold: Option<u32>, key: &PromotionKey) -> bool {
+    pub async fn is_promoted(&self, skill_threshold: Option<u32>, key: &PromotionKey) -> bool {
         let threshold = self.threshold(skill_threshold);
-        let counts = self.counts(key);
+        let counts = self.counts(key).await;
         threshold > 0 && counts.denied == 0 && counts.approved >= threshold
     }
 
     /// Records a person's decision. A failure to persist is logged: it only delays promotion.
-    pub fn record(&self, key: &PromotionKey, approved: bool) {
-        if let Err(e) = self.try_record(key, approved) {
+    pub async fn record(&self, key: &PromotionKey, approved: bool) {
+        if let Err(e) = self.try_record(key, approved).await {
             tracing::warn!(tool = %key.tool, "recording the approval decision failed: {e}");
         }
     }
 
     /// One atomic read-modify-write in the store, so concurrent turns, in this process or
     /// another sharing the state directory, never lose a decision.
-    fn try_record(&self, key: &PromotionKey, approved: bool) -> Result<(), StateError> {
-        self.state.update(&self.namespace, &state_key(key), |old| {
-            let mut counts: Counts = old.and_then(|json| serde_json::from_str(&json).ok()).unwrap_or_default();
-            if approved {
-                counts.approved = counts.approved.saturating_add(1);
-            } else {
-                counts.denied = counts.denied.saturating_add(1);
-            }
-            serde_json::to_string(&counts).map(Some).map_err(|e| StateError::Other(e.to_string()))
-        })?;
+    async fn try_record(&self, key: &PromotionKey, approved: bool) -> Result<(), StateError> {
+        self.state
+            .update(&self.namespace, &state_key(key), |old| {
+                let mut counts: Counts = old.and_then(|json| serde_json::from_str(&json).ok()).unwrap_or_default();
+                if approved {
+                    counts.approved = counts.approved.saturating_add(1);
+                } else {
+                    counts.denied = counts.denied.saturating_add(1);
+                }
+                serde_json::to_string(&counts).map(Some).map_err(|e| StateError::Other(e.to_string()))
+            })
+            .await?;
         Ok(())
     }
 }
@@ -126,42 +128,50 @@ mod tests {
         (dir, promotion)
     }
 
-    #[test]
-    fn subjects_get_their_own_counts() {
+    #[tokio::test]
+    async fn subjects_get_their_own_counts() {
         let (_dir, p) = promotion();
         let ls = PromotionKey { tool: "shell__run".into(), subject: Some("ls".into()) };
         let rm = PromotionKey { tool: "shell__run".into(), subject: Some("rm -rf /tmp/x".into()) };
-        p.record(&ls, true);
-        p.record(&ls, true);
-        p.record(&rm, false);
-        assert_eq!(p.counts(&ls), Counts { approved: 2, denied: 0 });
-        assert_eq!(p.counts(&rm), Counts { approved: 0, denied: 1 });
-        assert_eq!(p.counts(&PromotionKey::tool("shell__run")), Counts::default());
+        p.record(&ls, true).await;
+        p.record(&ls, true).await;
+        p.record(&rm, false).await;
+        assert_eq!(p.counts(&ls).await, Counts { approved: 2, denied: 0 });
+        assert_eq!(p.counts(&rm).await, Counts { approved: 0, denied: 1 });
+        assert_eq!(p.counts(&PromotionKey::tool("shell__run")).await, Counts::default());
     }
 
-    #[test]
-    fn long_subjects_are_hashed_into_a_valid_key() {
+    #[tokio::test]
+    async fn long_subjects_are_hashed_into_a_valid_key() {
         let (_dir, p) = promotion();
         let long = PromotionKey { tool: "shell__run".into(), subject: Some("x".repeat(1000)) };
         let key = state_key(&long);
         assert!(key.len() <= MAX_KEY_BYTES && key.starts_with("shell__run\0sha256:"));
-        p.record(&long, true);
-        assert_eq!(p.counts(&long).approved, 1);
+        p.record(&long, true).await;
+        assert_eq!(p.counts(&long).await.approved, 1);
     }
 
     /// Two `Promotion`s on one state directory (two processes) recording at once.
-    #[test]
-    fn concurrent_records_across_stores_lose_nothing() {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn concurrent_records_across_stores_lose_nothing() {
         let dir = tempfile::tempdir().unwrap();
         let a = Promotion::new(StateStore::new(dir.path()), &Learning::default());
         let b = Promotion::new(StateStore::new(dir.path()), &Learning::default());
         let key = PromotionKey::tool("shell__run");
-        std::thread::scope(|scope| {
-            for p in [&a, &b, &a, &b] {
-                let key = key.clone();
-                scope.spawn(move || (0..50).for_each(|_| p.record(&key, true)));
-            }
-        });
-        assert_eq!(a.counts(&key), Counts { approved: 200, denied: 0 });
+        let tasks: Vec<_> = [&a, &b, &a, &b]
+            .into_iter()
+            .map(|p| {
+                let (p, key) = (p.clone(), key.clone());
+                tokio::spawn(async move {
+                    for _ in 0..50 {
+                        p.record(&key, true).await;
+                    }
+                })
+            })
+            .collect();
+        for task in tasks {
+            task.await.unwrap();
+        }
+        assert_eq!(a.counts(&key).await, Counts { approved: 200, denied: 0 });
     }
 }

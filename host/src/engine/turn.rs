@@ -360,7 +360,7 @@ impl Engine {
         }
         let call = ToolCall { id: "", name, input, ctx };
         let level = self.gate.level(source, &info, call).await;
-        self.gate.would_ask(source, &info, call, level).then_some(level)
+        self.gate.would_ask(source, &info, call, level).await.then_some(level)
     }
 
     /// Runs one call outside a turn, through the same path as the model's calls: the tool
@@ -469,10 +469,11 @@ impl Engine {
         held: &mut Held,
     ) -> Result<TurnResult, EngineError> {
         let deadline = Deadline::starting_now(Duration::from_secs(self.settings.session.deadline_seconds));
-        let mut messages = self.history.load(conversation)?;
+        let mut messages = self.history.load(conversation).await?;
         messages.push(Message::user(req.message.clone()));
         let loaded = self.loaded();
-        let skills = TurnSkills::begin(&loaded.on_demand, &loaded.tools, &self.history, conversation, &messages)?;
+        let skills =
+            TurnSkills::begin(&loaded.on_demand, &loaded.tools, &self.history, conversation, &messages).await?;
         let system = self.system_prompt(&loaded, &skills.carried);
         let ctx = CallContext {
             config: serde_json::json!({}),
@@ -495,7 +496,7 @@ impl Engine {
             nesting: Some(Nesting { runner: self, chain: &[] }),
             spent: &Spent::default(),
         };
-        let mut result = self.converse(provider, &system, &mut messages, &round, &mut || held.refresh()).await?;
+        let mut result = self.converse(provider, &system, &mut messages, &round, Some(held)).await?;
         if verifier::needed(&result.tool_calls) {
             self.verify(provider, &mut messages, &mut result).await;
         }
@@ -503,7 +504,7 @@ impl Engine {
         // commit that releases the channel's in-flight marker.
         let mut writes = vec![History::saving(conversation, &messages)?];
         writes.extend(skills.saving(conversation)?);
-        held.release_with(writes)?;
+        held.release_with(writes).await?;
         if self.settings.learning.enabled && self.settings.learning.reflection {
             self.reflect(provider, req, &result);
         }
@@ -512,14 +513,14 @@ impl Engine {
 
     /// The model's rounds until it answers: each request with the tools the round offers,
     /// each round of calls answered; a forced wrap-up once the round's deadline or a tool
-    /// budget is spent. `each_pass` runs before every request (the in-flight marker's refresh).
+    /// budget is spent. `held`, the turn's in-flight marker, is refreshed before every request.
     pub(super) async fn converse(
         &self,
         provider: &Arc<dyn Provider>,
         system: &str,
         messages: &mut Vec<Message>,
         round: &Round<'_>,
-        each_pass: &mut (dyn FnMut() + Send),
+        mut held: Option<&mut Held>,
     ) -> Result<TurnResult, EngineError> {
         let (deadline, events, tool_budget) = (&round.deadline, round.events, round.tool_budget);
         let mut result = TurnResult {
@@ -530,7 +531,9 @@ impl Engine {
             usage: Default::default(),
         };
         result.text = loop {
-            each_pass();
+            if let Some(held) = held.as_deref_mut() {
+                held.refresh().await;
+            }
             if deadline.is_spent() {
                 result.time_boxed = true;
                 break self

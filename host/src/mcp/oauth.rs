@@ -290,18 +290,18 @@ fn store_error(e: impl std::fmt::Display) -> AuthError {
 #[async_trait::async_trait]
 impl CredentialStore for Stored {
     async fn load(&self) -> Result<Option<StoredCredentials>, AuthError> {
-        let Some(text) = self.state.get(NAMESPACE, &self.key).map_err(store_error)? else { return Ok(None) };
+        let Some(text) = self.state.get(NAMESPACE, &self.key).await.map_err(store_error)? else { return Ok(None) };
         // Unreadable (an older format): authorize again rather than fail.
         Ok(serde_json::from_str(&text).ok())
     }
 
     async fn save(&self, credentials: StoredCredentials) -> Result<(), AuthError> {
         let text = serde_json::to_string(&credentials).map_err(store_error)?;
-        self.state.set(NAMESPACE, &self.key, &text).map_err(store_error)
+        self.state.set(NAMESPACE, &self.key, &text).await.map_err(store_error)
     }
 
     async fn clear(&self) -> Result<(), AuthError> {
-        self.state.delete(NAMESPACE, &self.key).map_err(store_error)
+        self.state.delete(NAMESPACE, &self.key).await.map_err(store_error)
     }
 }
 

@@ -139,12 +139,13 @@ fn wasm_files(dirs: &[PathBuf]) -> Vec<PathBuf> {
 }
 
 impl Loader {
-    /// A loader for `config`.
-    pub fn new(sandbox: Arc<Sandbox>, config: LoadedConfig) -> Self {
+    /// A loader for `config`: an error when its state store cannot be set up (a bad
+    /// `state.postgres` URL, an unreadable `sslrootcert`).
+    pub fn new(sandbox: Arc<Sandbox>, config: LoadedConfig) -> Result<Self, crate::store::StateError> {
         let c = &config.config;
         let policy = LimitPolicy::from_config(&c.sandbox.defaults, &c.sandbox.maximums);
-        let state = StateStore::new(config.resolve(&c.state.filesystem.path));
-        Loader { sandbox, config, state, mcp: None, notifier: None, policy }
+        let state = StateStore::from_config(&c.state, |p| config.resolve(p))?;
+        Ok(Loader { sandbox, config, state, mcp: None, notifier: None, policy })
     }
 
     /// The operator's limit policy.

@@ -242,20 +242,37 @@ pub fn app_with(api: Arc<Api>, extra: Router) -> Router {
         .layer(middleware::map_response_with_state(api, agent_header))
 }
 
-/// `GET /readyz`: 200 once every skill is loaded, 503 while some still compile (a server
-/// with an empty compile cache answers at once and loads them in the background), so a load
-/// balancer sends it nothing it cannot serve yet. Says how many, never which.
+/// `GET /readyz`: 200 once every skill is loaded and the state database answers; 503 while
+/// some skills still compile (a server with an empty compile cache answers at once and loads
+/// them in the background) or while the database is away (PostgreSQL restarting), so a load
+/// balancer sends it nothing it cannot serve. Says how many skills, never which, and never
+/// where the database is (the log does).
 async fn readyz(State(api): State<Arc<Api>>) -> axum::response::Response {
     use axum::response::IntoResponse as _;
+    let unavailable = |body: serde_json::Value| (StatusCode::SERVICE_UNAVAILABLE, axum::Json(body)).into_response();
     let pending = api.engine.skills().pending.len();
-    match pending {
-        0 => axum::Json(serde_json::json!({"status": "ready"})).into_response(),
-        n => {
-            let body = serde_json::json!({"status": "compiling", "pending": n});
-            (StatusCode::SERVICE_UNAVAILABLE, axum::Json(body)).into_response()
+    if pending > 0 {
+        return unavailable(serde_json::json!({"status": "compiling", "pending": pending}));
+    }
+    let state = api.engine.history().state();
+    match tokio::time::timeout(READY_DATABASE_WAIT, state.ping()).await {
+        Ok(Ok(())) => axum::Json(serde_json::json!({"status": "ready"})).into_response(),
+        Ok(Err(e)) => {
+            tracing::warn!("/readyz: the state database does not answer: {e}");
+            unavailable(serde_json::json!({"status": "database_unavailable"}))
+        }
+        Err(_) => {
+            tracing::warn!(
+                "/readyz: the state database ({}) gave no answer within {READY_DATABASE_WAIT:?}",
+                state.describe()
+            );
+            unavailable(serde_json::json!({"status": "database_unavailable"}))
         }
     }
 }
+
+/// How long `/readyz` waits for the state database.
+const READY_DATABASE_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// `GET /metrics`: the process's metrics in the Prometheus (OpenMetrics) text format.
 async fn metrics() -> impl axum::response::IntoResponse {

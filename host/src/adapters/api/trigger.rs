@@ -9,6 +9,7 @@ use crate::adapters::present;
 use crate::adapters::runs::{Origin, Recorder};
 use crate::engine::gate::new_id;
 use crate::engine::{EngineError, EngineEvent, EventSink, NoEvents, NonInteractive, TurnRequest, TurnResult};
+use crate::store::StateError;
 use axum::Json;
 use axum::body::{Body, Bytes};
 use axum::extract::rejection::BytesRejection;
@@ -201,6 +202,10 @@ fn summary(api: &Api, channel_id: &str, result: &TurnResult) -> Value {
 fn failure(e: &EngineError) -> ApiError {
     let status = match e {
         EngineError::Llm(_) => StatusCode::BAD_GATEWAY,
+        // The state database is away (a restart, a failover): worth a retry, maybe elsewhere.
+        EngineError::History(StateError::Other(_)) | EngineError::InFlight(StateError::Other(_)) => {
+            StatusCode::SERVICE_UNAVAILABLE
+        }
         _ => StatusCode::INTERNAL_SERVER_ERROR,
     };
     ApiError::new(status, format!("the run failed: {e}"))

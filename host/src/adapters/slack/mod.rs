@@ -355,7 +355,7 @@ pub(crate) async fn event(chat: &Arc<Chat<Slack>>, payload: &Value) {
         tracing::debug!("slack: an event the adapter does not read");
         return;
     };
-    if !first_time(chat, &callback.event_id) {
+    if !first_time(chat, &callback.event_id).await {
         tracing::debug!(event_id = callback.event_id, "slack: event already handled");
         return;
     }
@@ -396,14 +396,14 @@ pub(crate) async fn event(chat: &Arc<Chat<Slack>>, payload: &Value) {
 
 /// Records `event_id` in the state store; `false` when it was handled before (a retry, also
 /// across a restart). Ids older than [`SEEN_FOR`] are forgotten now and then.
-fn first_time(chat: &Chat<Slack>, event_id: &str) -> bool {
+async fn first_time(chat: &Chat<Slack>, event_id: &str) -> bool {
     let state = chat.engine().history().state();
     let ns = format!("adapter.slack.{}.events", chat.platform.bot_user());
     let now = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default().as_secs();
-    match state.create(&ns, event_id, &now.to_string()) {
+    match state.create(&ns, event_id, &now.to_string()).await {
         Ok(created) => {
             if created && now.is_multiple_of(64) {
-                forget_old(state, &ns, now);
+                forget_old(state, &ns, now).await;
             }
             created
         }
@@ -414,11 +414,11 @@ fn first_time(chat: &Chat<Slack>, event_id: &str) -> bool {
     }
 }
 
-fn forget_old(state: &crate::store::StateStore, ns: &str, now: u64) {
-    for key in state.keys(ns).unwrap_or_default() {
-        let at = state.get(ns, &key).ok().flatten().and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+async fn forget_old(state: &crate::store::StateStore, ns: &str, now: u64) {
+    for key in state.keys(ns).await.unwrap_or_default() {
+        let at = state.get(ns, &key).await.ok().flatten().and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
         if now.saturating_sub(at) > SEEN_FOR.as_secs() {
-            let _ = state.delete(ns, &key);
+            let _ = state.delete(ns, &key).await;
         }
     }
 }

@@ -331,7 +331,7 @@ async fn poll(chat: &Arc<Chat<Telegram>>, stop: Stop) -> anyhow::Result<()> {
             None => match telegram.call("getMe", &json!({})).await {
                 Ok(me) => {
                     let ns = format!("adapter.telegram.{}", me.get("id").and_then(Value::as_i64).unwrap_or_default());
-                    let from = state.get(&ns, "offset").ok().flatten().and_then(|v| v.parse().ok()).unwrap_or(0);
+                    let from = state.get(&ns, "offset").await.ok().flatten().and_then(|v| v.parse().ok()).unwrap_or(0);
                     tracing::info!("{}: polling for updates", telegram.label);
                     offset.insert((ns, from)).clone()
                 }
@@ -380,7 +380,7 @@ async fn poll(chat: &Arc<Chat<Telegram>>, stop: Stop) -> anyhow::Result<()> {
             let next = id + 1;
             // Kept before the update is handled: a crash loses at most this one update,
             // never handles it twice.
-            if let Err(e) = state.set(&ns, "offset", &next.to_string()) {
+            if let Err(e) = state.set(&ns, "offset", &next.to_string()).await {
                 tracing::warn!("{}: cannot keep the update offset: {e}", telegram.label);
             }
             if let Some((_, from)) = offset.as_mut() {

@@ -19,20 +19,20 @@ impl HostState {
 
 impl Host for HostState {
     async fn get(&mut self, key: String) -> Result<Option<String>, Error> {
-        self.state()?.get(&self.caps.state_namespace, &key).map_err(convert)
+        self.state()?.get(&self.caps.state_namespace, &key).await.map_err(convert)
     }
 
     /// Bounded by the skill's state quota (`state_quota_mb`, `state_quota_keys`).
     async fn set(&mut self, key: String, value: String) -> Result<(), Error> {
         let quota = self.limits.state_quota();
-        self.state()?.set_within(&self.caps.state_namespace, &key, &value, &quota).map_err(convert)
+        self.state()?.set_within(&self.caps.state_namespace, &key, &value, &quota).await.map_err(convert)
     }
 
     async fn delete(&mut self, key: String) -> Result<(), Error> {
-        self.state()?.delete(&self.caps.state_namespace, &key).map_err(convert)
+        self.state()?.delete(&self.caps.state_namespace, &key).await.map_err(convert)
     }
 
     async fn keys(&mut self) -> Result<Vec<String>, Error> {
-        self.state()?.keys(&self.caps.state_namespace).map_err(convert)
+        self.state()?.keys(&self.caps.state_namespace).await.map_err(convert)
     }
 }

@@ -67,6 +67,11 @@ impl Pool {
         Pool { root, idle: Mutex::default(), ready: AtomicBool::new(false), writer }
     }
 
+    /// The database file.
+    pub fn file(&self) -> PathBuf {
+        self.root.join(FILE_NAME)
+    }
+
     /// [`Pool::with`] for a write. SQLite lets one writer in at a time, and one that finds
     /// the database locked sleeps in its busy handler (1 ms, then 2, 5, 10 ... up to 100 ms
     /// a try), so writers of one process that raced for the lock waited far longer than the

@@ -1,21 +1,21 @@
 //! The persistent key-value store: namespaces of string keys and values (one per skill, and
-//! the engine's own: histories, approval counts).
+//! the engine's own: histories, approval counts, in-flight markers, adapters' bookkeeping).
 //!
-//! Backed by one SQLite database per state directory (`state.sqlite3`, WAL mode), one row per
-//! (namespace, key): a set writes one row, every read goes to the database (so processes
-//! sharing the directory see each other's writes at once), and no Rust lock is held while
-//! SQLite works. Old `<namespace>.json` files are imported once, on first open.
+//! One [`StateStore`] API over two backends ([`Backend`]): SQLite, one database per state
+//! directory (`state.sqlite3`, WAL mode; the default: nothing to install, shared by the
+//! processes of one machine), and PostgreSQL (`state.backend: postgres`; shared by replicas on
+//! many machines). The store checks keys, values and namespaces; a backend only stores. Every
+//! read goes to the database, so processes sharing it see each other's writes at once.
 
 mod db;
 mod migrate;
+pub mod postgres;
+mod sqlite;
 #[cfg(test)]
 mod tests;
 
-use rusqlite::{OptionalExtension, Transaction, TransactionBehavior, params};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-
-use db::sql;
 
 /// The longest key, in bytes.
 pub const MAX_KEY_BYTES: usize = 256;
@@ -61,207 +61,200 @@ impl StateWrite {
             StateWrite::DeleteIf { ns, .. } => check_namespace(ns),
         }
     }
-
-    fn run(&self, conn: &rusqlite::Connection) -> Result<(), StateError> {
-        match self {
-            StateWrite::Set { ns, key, value } => write(conn, ns, key, value),
-            StateWrite::DeleteIf { ns, key, value } => delete_if(conn, ns, key, value).map(drop),
-        }
-    }
 }
 
-/// The store. Cheap to clone; clones share the connection pool.
+/// A read-modify-write's change: the current value in, the new one out (`None` removes).
+/// A backend may call it more than once (PostgreSQL, when another writer created the key
+/// between its read and its write): it must depend on nothing but its argument.
+pub type Change<'a> = dyn FnMut(Option<String>) -> Result<Option<String>, StateError> + Send + 'a;
+
+/// Where a store keeps its rows. Every method gets arguments the store has checked already.
+#[async_trait::async_trait]
+pub trait Backend: std::fmt::Debug + Send + Sync {
+    /// Reads a key.
+    async fn get(&self, ns: &str, key: &str) -> Result<Option<String>, StateError>;
+    /// Sets a key.
+    async fn set(&self, ns: &str, key: &str, value: &str) -> Result<(), StateError>;
+    /// Sets a key unless the namespace would then pass `quota` (see [`StateStore::set_within`]).
+    async fn set_within(&self, ns: &str, key: &str, value: &str, quota: &StateQuota) -> Result<(), StateError>;
+    /// An atomic read-modify-write (see [`StateStore::update`]).
+    async fn update(&self, ns: &str, key: &str, change: &mut Change<'_>) -> Result<Option<String>, StateError>;
+    /// Sets a key only if absent.
+    async fn create(&self, ns: &str, key: &str, value: &str) -> Result<bool, StateError>;
+    /// Sets a key only while it holds `expected`.
+    async fn replace_if(&self, ns: &str, key: &str, expected: &str, value: &str) -> Result<bool, StateError>;
+    /// Removes a key only while it holds `value`.
+    async fn delete_if(&self, ns: &str, key: &str, value: &str) -> Result<bool, StateError>;
+    /// Makes every write or none, in order.
+    async fn apply(&self, writes: &[StateWrite]) -> Result<(), StateError>;
+    /// Removes a key.
+    async fn delete(&self, ns: &str, key: &str) -> Result<(), StateError>;
+    /// The keys of a namespace, sorted bytewise.
+    async fn keys(&self, ns: &str) -> Result<Vec<String>, StateError>;
+    /// (keys, bytes of keys plus values) of a namespace.
+    async fn usage(&self, ns: &str) -> Result<(u64, u64), StateError>;
+    /// Whether the database answers (and its schema is ready): `/readyz`.
+    async fn ping(&self) -> Result<(), StateError>;
+    /// Where the rows are, for logs and errors (never a password).
+    fn describe(&self) -> String;
+}
+
+/// The store. Cheap to clone; clones share the backend and its connections.
 #[derive(Debug, Clone)]
 pub struct StateStore {
-    root: PathBuf,
-    pool: Arc<db::Pool>,
+    backend: Arc<dyn Backend>,
+    /// The state directory, for the SQLite backend.
+    root: Option<PathBuf>,
 }
 
 impl StateStore {
-    /// A store rooted at `root` (the directory and database are created on first use).
+    /// A SQLite store rooted at `root` (the directory and database are created on first use).
     pub fn new(root: impl Into<PathBuf>) -> Self {
         let root = root.into();
-        StateStore { pool: Arc::new(db::Pool::new(root.clone())), root }
+        StateStore { backend: Arc::new(sqlite::Sqlite::new(root.clone())), root: Some(root) }
     }
 
-    /// The directory it writes to.
-    pub fn root(&self) -> &Path {
-        &self.root
+    /// A store over any backend.
+    pub fn with_backend(backend: Arc<dyn Backend>) -> Self {
+        StateStore { backend, root: None }
+    }
+
+    /// The store `state` configures: SQLite under its `filesystem.path` (resolved by the
+    /// caller against the config file's folder), or PostgreSQL. Stores of one process on
+    /// one PostgreSQL database share a connection pool. Nothing is connected yet: the first
+    /// use connects and migrates the schema.
+    pub fn from_config(state: &crate::config::State, resolve: impl Fn(&Path) -> PathBuf) -> Result<Self, StateError> {
+        match state.backend {
+            crate::config::StateBackend::Filesystem => Ok(StateStore::new(resolve(&state.filesystem.path))),
+            crate::config::StateBackend::Postgres => {
+                let settings =
+                    postgres::Settings::from_config(state.postgres.as_ref(), |name| std::env::var(name).ok())?;
+                Ok(StateStore::with_backend(postgres::Postgres::shared(settings)?))
+            }
+        }
+    }
+
+    /// The directory it writes to, for the SQLite backend.
+    pub fn root(&self) -> Option<&Path> {
+        self.root.as_deref()
+    }
+
+    /// Where the rows are, for logs and errors.
+    pub fn describe(&self) -> String {
+        self.backend.describe()
+    }
+
+    /// Whether the database answers: an error saying why not.
+    pub async fn ping(&self) -> Result<(), StateError> {
+        self.backend.ping().await
     }
 
     /// Reads a key.
-    pub fn get(&self, ns: &str, key: &str) -> Result<Option<String>, StateError> {
+    pub async fn get(&self, ns: &str, key: &str) -> Result<Option<String>, StateError> {
         check_namespace(ns)?;
-        self.pool.with(|conn| read(conn, ns, key))
+        self.backend.get(ns, key).await
     }
 
     /// Sets a key.
-    pub fn set(&self, ns: &str, key: &str, value: &str) -> Result<(), StateError> {
+    pub async fn set(&self, ns: &str, key: &str, value: &str) -> Result<(), StateError> {
         check_entry(ns, key, value)?;
-        self.pool.write(|conn| write(conn, ns, key, value))
+        self.backend.set(ns, key, value).await
     }
 
     /// Sets a key unless the namespace would then hold more than `quota` allows (an
     /// [`StateError::Invalid`] naming the quota; nothing is written). Replacing a value
     /// counts only the difference; a set that does not grow the namespace always succeeds.
-    pub fn set_within(&self, ns: &str, key: &str, value: &str, quota: &StateQuota) -> Result<(), StateError> {
+    /// Concurrent writers of one namespace, on any process, cannot pass the quota together.
+    pub async fn set_within(&self, ns: &str, key: &str, value: &str, quota: &StateQuota) -> Result<(), StateError> {
         check_entry(ns, key, value)?;
-        self.pool.write(|conn| {
-            let tx = immediate(conn)?;
-            let old: Option<i64> = tx
-                .prepare_cached("SELECT bytes FROM entries WHERE ns = ?1 AND key = ?2")
-                .and_then(|mut s| s.query_row(params![ns, key], |r| r.get(0)).optional())
-                .map_err(sql)?;
-            let (keys_now, bytes_now) = usage_in(&tx, ns)?;
-            let keys = keys_now + u64::from(old.is_none());
-            let bytes = (bytes_now + (key.len() + value.len()) as u64).saturating_sub(old.unwrap_or(0) as u64);
-            // A write that does not grow the namespace is always allowed (a quota lowered
-            // below what a namespace holds must not stop it from shrinking).
-            if keys > keys_now || bytes > bytes_now {
-                check_quota(keys, bytes, quota)?;
-            }
-            write(&tx, ns, key, value)?;
-            tx.commit().map_err(sql)
-        })
+        self.backend.set_within(ns, key, value, quota).await
     }
 
     /// Atomically replaces a key's value with `change(current)`: `Some` sets it, `None`
-    /// removes it. No other writer, in this process or another, runs in between, so
-    /// concurrent read-modify-writes (counters) lose nothing. Returns the new value.
+    /// removes it. No other read-modify-write of the key, in this process or another, runs in
+    /// between, so concurrent counters lose nothing. Returns the new value.
     ///
-    /// `change` runs while the database's write lock is held: keep it short.
-    pub fn update(
+    /// `change` runs while the key is locked: keep it short. It may run more than once
+    /// (see [`Change`]).
+    pub async fn update(
         &self,
         ns: &str,
         key: &str,
-        change: impl FnOnce(Option<String>) -> Result<Option<String>, StateError>,
+        mut change: impl FnMut(Option<String>) -> Result<Option<String>, StateError> + Send,
     ) -> Result<Option<String>, StateError> {
         check_namespace(ns)?;
         check_key(key)?;
-        self.pool.write(|conn| {
-            let tx = immediate(conn)?;
-            let new = change(read(&tx, ns, key)?)?;
-            match &new {
-                Some(value) => {
-                    check_value(value)?;
-                    write(&tx, ns, key, value)?;
-                }
-                None => remove(&tx, ns, key)?,
+        let mut checked = |old: Option<String>| {
+            let new = change(old)?;
+            if let Some(value) = &new {
+                check_value(value)?;
             }
-            tx.commit().map_err(sql)?;
             Ok(new)
-        })
+        };
+        self.backend.update(ns, key, &mut checked).await
     }
 
-    /// Sets a key only if it is absent; `true` if this call set it. One statement: of
-    /// writers racing for the same key, in this process or another, exactly one wins.
-    pub fn create(&self, ns: &str, key: &str, value: &str) -> Result<bool, StateError> {
+    /// Sets a key only if it is absent; `true` if this call set it. Of writers racing for
+    /// the same key, in this process or another, exactly one wins.
+    pub async fn create(&self, ns: &str, key: &str, value: &str) -> Result<bool, StateError> {
         check_entry(ns, key, value)?;
-        self.pool.write(|conn| {
-            let mut stmt = conn
-                .prepare_cached(
-                    "INSERT INTO entries (ns, key, value, bytes) VALUES (?1, ?2, ?3, ?4)
-                     ON CONFLICT (ns, key) DO NOTHING",
-                )
-                .map_err(sql)?;
-            let inserted = stmt.execute(params![ns, key, value, (key.len() + value.len()) as i64]).map_err(sql)?;
-            Ok(inserted == 1)
-        })
+        self.backend.create(ns, key, value).await
     }
 
     /// Sets a key to `value` only while it holds exactly `expected`; `true` if this call set
-    /// it. One statement, like [`StateStore::create`]: a compare-and-swap across processes.
-    pub fn replace_if(&self, ns: &str, key: &str, expected: &str, value: &str) -> Result<bool, StateError> {
+    /// it: a compare-and-swap across processes.
+    pub async fn replace_if(&self, ns: &str, key: &str, expected: &str, value: &str) -> Result<bool, StateError> {
         check_entry(ns, key, value)?;
-        self.pool.write(|conn| {
-            let mut stmt = conn
-                .prepare_cached("UPDATE entries SET value = ?4, bytes = ?5 WHERE ns = ?1 AND key = ?2 AND value = ?3")
-                .map_err(sql)?;
-            let bytes = (key.len() + value.len()) as i64;
-            Ok(stmt.execute(params![ns, key, expected, value, bytes]).map_err(sql)? == 1)
-        })
+        self.backend.replace_if(ns, key, expected, value).await
     }
 
     /// Removes a key only while it holds exactly `value`; `true` if this call removed it.
-    pub fn delete_if(&self, ns: &str, key: &str, value: &str) -> Result<bool, StateError> {
+    pub async fn delete_if(&self, ns: &str, key: &str, value: &str) -> Result<bool, StateError> {
         check_namespace(ns)?;
-        self.pool.write(|conn| delete_if(conn, ns, key, value))
+        self.backend.delete_if(ns, key, value).await
     }
 
     /// Applies `writes` in order, in one transaction: every one of them or, on an error,
     /// none. Every write is checked before any is made. One commit for the batch instead of
     /// one each: what a turn writes at its end (the history, and the release of its
     /// in-flight marker) goes in one.
-    pub fn apply(&self, writes: &[StateWrite]) -> Result<(), StateError> {
+    pub async fn apply(&self, writes: &[StateWrite]) -> Result<(), StateError> {
         writes.iter().try_for_each(StateWrite::check)?;
-        self.pool.write(|conn| match writes {
-            [] => Ok(()),
-            [one] => one.run(conn),
-            _ => {
-                let tx = immediate(conn)?;
-                writes.iter().try_for_each(|w| w.run(&tx))?;
-                tx.commit().map_err(sql)
-            }
-        })
+        if writes.is_empty() {
+            return Ok(());
+        }
+        self.backend.apply(writes).await
     }
 
     /// Removes a key.
-    pub fn delete(&self, ns: &str, key: &str) -> Result<(), StateError> {
+    pub async fn delete(&self, ns: &str, key: &str) -> Result<(), StateError> {
         check_namespace(ns)?;
-        self.pool.write(|conn| remove(conn, ns, key))
+        self.backend.delete(ns, key).await
     }
 
     /// Lists keys, sorted (bytewise).
-    pub fn keys(&self, ns: &str) -> Result<Vec<String>, StateError> {
+    pub async fn keys(&self, ns: &str) -> Result<Vec<String>, StateError> {
         check_namespace(ns)?;
-        self.pool.with(|conn| {
-            let mut stmt = conn.prepare_cached("SELECT key FROM entries WHERE ns = ?1 ORDER BY key").map_err(sql)?;
-            let rows = stmt.query_map([ns], |r| r.get(0)).map_err(sql)?;
-            rows.collect::<Result<Vec<String>, _>>().map_err(sql)
-        })
+        self.backend.keys(ns).await
     }
 
     /// What a namespace holds: (keys, bytes of keys plus values).
-    pub fn usage(&self, ns: &str) -> Result<(u64, u64), StateError> {
+    pub async fn usage(&self, ns: &str) -> Result<(u64, u64), StateError> {
         check_namespace(ns)?;
-        self.pool.with(|conn| usage_in(conn, ns))
+        self.backend.usage(ns).await
     }
 }
 
-fn immediate(conn: &mut rusqlite::Connection) -> Result<Transaction<'_>, StateError> {
-    conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(sql)
+/// The bytes an entry counts for in its namespace's usage.
+fn entry_bytes(key: &str, value: &str) -> i64 {
+    (key.len() + value.len()) as i64
 }
 
-fn read(conn: &rusqlite::Connection, ns: &str, key: &str) -> Result<Option<String>, StateError> {
-    let mut stmt = conn.prepare_cached("SELECT value FROM entries WHERE ns = ?1 AND key = ?2").map_err(sql)?;
-    stmt.query_row(params![ns, key], |r| r.get(0)).optional().map_err(sql)
-}
-
-fn write(conn: &rusqlite::Connection, ns: &str, key: &str, value: &str) -> Result<(), StateError> {
-    let mut stmt = conn
-        .prepare_cached(
-            "INSERT INTO entries (ns, key, value, bytes) VALUES (?1, ?2, ?3, ?4)
-             ON CONFLICT (ns, key) DO UPDATE SET value = excluded.value, bytes = excluded.bytes",
-        )
-        .map_err(sql)?;
-    stmt.execute(params![ns, key, value, (key.len() + value.len()) as i64]).map(drop).map_err(sql)
-}
-
-fn delete_if(conn: &rusqlite::Connection, ns: &str, key: &str, value: &str) -> Result<bool, StateError> {
-    let mut stmt = conn.prepare_cached("DELETE FROM entries WHERE ns = ?1 AND key = ?2 AND value = ?3").map_err(sql)?;
-    Ok(stmt.execute(params![ns, key, value]).map_err(sql)? == 1)
-}
-
-fn remove(conn: &rusqlite::Connection, ns: &str, key: &str) -> Result<(), StateError> {
-    let mut stmt = conn.prepare_cached("DELETE FROM entries WHERE ns = ?1 AND key = ?2").map_err(sql)?;
-    stmt.execute(params![ns, key]).map(drop).map_err(sql)
-}
-
-fn usage_in(conn: &rusqlite::Connection, ns: &str) -> Result<(u64, u64), StateError> {
-    let mut stmt = conn.prepare_cached("SELECT keys, bytes FROM usage WHERE ns = ?1").map_err(sql)?;
-    let row: Option<(i64, i64)> = stmt.query_row([ns], |r| Ok((r.get(0)?, r.get(1)?))).optional().map_err(sql)?;
-    let (keys, bytes) = row.unwrap_or((0, 0));
-    Ok((keys.max(0) as u64, bytes.max(0) as u64))
+/// A quota check for a write that makes the namespace hold `keys` and `bytes`, where it
+/// held `keys_now` and `bytes_now`: a write that does not grow the namespace is always
+/// allowed (a quota lowered below what a namespace holds must not stop it from shrinking).
+fn check_growth(now: (u64, u64), keys: u64, bytes: u64, quota: &StateQuota) -> Result<(), StateError> {
+    if keys > now.0 || bytes > now.1 { check_quota(keys, bytes, quota) } else { Ok(()) }
 }
 
 fn check_quota(keys: u64, bytes: u64, quota: &StateQuota) -> Result<(), StateError> {

@@ -1,0 +1,606 @@
+//! The PostgreSQL backend (`state.backend: postgres`): one database shared by every replica.
+//!
+//! `tokio-postgres` through a `deadpool-postgres` pool, TLS by rustls (`sslmode` as libpq
+//! reads it). Keys and values are `bytea` (a skill's key may hold a NUL byte, which `text`
+//! refuses); `ORDER BY key` on `bytea` is bytewise, as the store promises. The schema is
+//! created and migrated on first use by versioned migrations ([`MIGRATIONS`]) under an
+//! advisory lock, so replicas starting at once migrate once. Conditional writes are one
+//! statement each (`ON CONFLICT DO NOTHING`, `UPDATE ... WHERE value = ...`), so of racing
+//! writers on any replicas exactly one wins; transactions that meet a deadlock or a
+//! serialization failure are run again.
+
+mod tls;
+
+use super::{Backend, Change, StateError, StateQuota, StateWrite, check_growth, entry_bytes};
+use crate::config::PostgresState;
+use deadpool_postgres::{GenericClient, Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, LazyLock, Mutex, Weak};
+use std::time::Duration;
+use tokio_postgres::error::SqlState;
+
+/// Connections a process opens at most, unless `state.postgres.pool_size` says otherwise.
+const DEFAULT_POOL_SIZE: usize = 16;
+/// How long connecting, or waiting for a free connection, may take.
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
+/// The advisory lock migrations run under (any fixed number; "skillhost" in ASCII).
+const MIGRATION_LOCK: i64 = 0x736b_696c_6c68_6f73;
+/// How often a transaction that lost a deadlock or a serialization check runs again.
+const RETRIES: usize = 5;
+
+/// The schema's versions, in order. A released migration is never changed: a change is a
+/// new one.
+pub const MIGRATIONS: &[(i32, &str, &str)] = &[(
+    1,
+    "key-value state",
+    "CREATE TABLE skillhost_state (
+        ns text NOT NULL, key bytea NOT NULL, value bytea NOT NULL, bytes bigint NOT NULL,
+        PRIMARY KEY (ns, key));
+    CREATE TABLE skillhost_state_usage (ns text PRIMARY KEY, keys bigint NOT NULL, bytes bigint NOT NULL);
+    CREATE FUNCTION skillhost_state_usage() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        IF TG_OP = 'INSERT' THEN
+            INSERT INTO skillhost_state_usage AS u (ns, keys, bytes) VALUES (NEW.ns, 1, NEW.bytes)
+                ON CONFLICT (ns) DO UPDATE SET keys = u.keys + 1, bytes = u.bytes + EXCLUDED.bytes;
+            RETURN NEW;
+        ELSIF TG_OP = 'UPDATE' THEN
+            UPDATE skillhost_state_usage SET bytes = bytes - OLD.bytes + NEW.bytes WHERE ns = NEW.ns;
+            RETURN NEW;
+        ELSE
+            UPDATE skillhost_state_usage SET keys = keys - 1, bytes = bytes - OLD.bytes WHERE ns = OLD.ns;
+            RETURN OLD;
+        END IF;
+    END $$;
+    CREATE TRIGGER skillhost_state_usage AFTER INSERT OR UPDATE OR DELETE ON skillhost_state
+        FOR EACH ROW EXECUTE FUNCTION skillhost_state_usage();",
+)];
+
+/// `libpq`'s `sslmode`, which `tokio-postgres` reads only in part.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SslMode {
+    /// No TLS.
+    Disable,
+    /// TLS when the server offers it (libpq's default), verified as `require` is.
+    Prefer,
+    /// TLS always; the certificate is verified against `sslrootcert` when one is given (as
+    /// libpq does), else not.
+    Require,
+    /// TLS, the certificate's chain verified (system roots and `sslrootcert`).
+    VerifyCa,
+    /// TLS, the chain and the host name verified.
+    VerifyFull,
+}
+
+impl SslMode {
+    fn parse(value: &str) -> Result<Self, StateError> {
+        Ok(match value {
+            "disable" => SslMode::Disable,
+            "prefer" | "allow" => SslMode::Prefer,
+            "require" => SslMode::Require,
+            "verify-ca" => SslMode::VerifyCa,
+            "verify-full" => SslMode::VerifyFull,
+            other => {
+                return Err(StateError::Other(format!(
+                    "state.postgres: sslmode `{other}` is none of disable, allow, prefer, require, verify-ca, verify-full"
+                )));
+            }
+        })
+    }
+
+    fn negotiation(self) -> tokio_postgres::config::SslMode {
+        match self {
+            SslMode::Disable => tokio_postgres::config::SslMode::Disable,
+            SslMode::Prefer => tokio_postgres::config::SslMode::Prefer,
+            _ => tokio_postgres::config::SslMode::Require,
+        }
+    }
+}
+
+/// Where and how to connect.
+#[derive(Clone)]
+pub struct Settings {
+    config: tokio_postgres::Config,
+    ssl: SslMode,
+    root_cert: Option<PathBuf>,
+    pool_size: usize,
+    timeout: Duration,
+}
+
+impl std::fmt::Debug for Settings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.describe())
+    }
+}
+
+impl Settings {
+    /// The settings of `state.postgres` (absent: all from the environment), with what its
+    /// URL leaves out read from `env` (`PGHOST`, `PGPORT`, `PGUSER`, `PGPASSWORD`,
+    /// `PGDATABASE`, `PGSSLMODE`, `PGSSLROOTCERT`, as libpq reads them).
+    pub fn from_config(
+        postgres: Option<&PostgresState>,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<Self, StateError> {
+        let bad = |m: String| StateError::Other(format!("state.postgres.url: {m}"));
+        let (mut config, mut ssl, mut root_cert) = (tokio_postgres::Config::new(), None, None);
+        if let Some(text) = postgres.and_then(|p| p.url.as_deref()) {
+            let mut url = url::Url::parse(text).map_err(|e| bad(format!("not a URL ({e})")))?;
+            if !matches!(url.scheme(), "postgres" | "postgresql") {
+                return Err(bad(format!("the scheme is `{}`, not postgres://", url.scheme())));
+            }
+            // `tokio-postgres` knows neither `sslrootcert` nor the verify modes: taken out here.
+            let mut rest = Vec::new();
+            for (name, value) in url.query_pairs() {
+                match &*name {
+                    "sslmode" => ssl = Some(SslMode::parse(&value)?),
+                    "sslrootcert" => root_cert = Some(PathBuf::from(&*value)),
+                    _ => rest.push((name.into_owned(), value.into_owned())),
+                }
+            }
+            url.query_pairs_mut().clear().extend_pairs(&rest);
+            let mut text = url.to_string();
+            if rest.is_empty() {
+                text = text.trim_end_matches('?').to_owned();
+            }
+            config = text.parse().map_err(|e: tokio_postgres::Error| bad(full(&e)))?;
+        }
+        if config.get_hosts().is_empty() {
+            for host in env("PGHOST").unwrap_or_else(|| "localhost".into()).split(',') {
+                config.host(host.trim());
+            }
+        }
+        if config.get_ports().is_empty()
+            && let Some(port) = env("PGPORT")
+        {
+            config.port(port.trim().parse().map_err(|_| bad(format!("PGPORT `{port}` is not a port")))?);
+        }
+        if config.get_user().is_none() {
+            let user = env("PGUSER").or_else(|| env("USER")).unwrap_or_else(|| "postgres".into());
+            config.user(&user);
+        }
+        if config.get_password().is_none()
+            && let Some(password) = env("PGPASSWORD")
+        {
+            config.password(password);
+        }
+        if config.get_dbname().is_none()
+            && let Some(db) = env("PGDATABASE")
+        {
+            config.dbname(&db);
+        }
+        let ssl = match ssl {
+            Some(ssl) => ssl,
+            None => env("PGSSLMODE").map(|m| SslMode::parse(&m)).transpose()?.unwrap_or(SslMode::Prefer),
+        };
+        let root_cert = root_cert.or_else(|| env("PGSSLROOTCERT").map(PathBuf::from));
+        let timeout = postgres.and_then(|p| p.connect_timeout_seconds).map_or(DEFAULT_TIMEOUT, Duration::from_secs);
+        config.ssl_mode(ssl.negotiation()).connect_timeout(timeout).application_name("skillhost");
+        let pool_size = postgres.and_then(|p| p.pool_size).map_or(DEFAULT_POOL_SIZE, |n| n as usize);
+        Ok(Settings { config, ssl, root_cert, pool_size, timeout })
+    }
+
+    /// `user@host:port/database`, never the password.
+    pub fn describe(&self) -> String {
+        let hosts: Vec<String> = self
+            .config
+            .get_hosts()
+            .iter()
+            .map(|h| match h {
+                tokio_postgres::config::Host::Tcp(h) => h.clone(),
+                tokio_postgres::config::Host::Unix(p) => p.display().to_string(),
+            })
+            .collect();
+        let port = self.config.get_ports().first().copied().unwrap_or(5432);
+        let user = self.config.get_user().unwrap_or("");
+        let db = self.config.get_dbname().unwrap_or(user);
+        format!("postgres://{user}@{}:{port}/{db}", hosts.join(","))
+    }
+
+    /// What tells one pool from another: every setting (the password by its hash).
+    fn identity(&self) -> String {
+        use sha2::Digest;
+        let password = hex::encode(sha2::Sha256::digest(self.config.get_password().unwrap_or_default()));
+        format!("{} {password} {:?} {:?} {}", self.describe(), self.ssl, self.root_cert, self.pool_size)
+    }
+}
+
+/// The rows in one PostgreSQL database.
+pub struct Postgres {
+    pool: Pool,
+    settings: Settings,
+    /// Set once the schema is at this binary's version.
+    migrated: tokio::sync::OnceCell<()>,
+}
+
+impl std::fmt::Debug for Postgres {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Postgres({})", self.settings.describe())
+    }
+}
+
+impl Postgres {
+    /// A backend with a pool of its own (as another replica would have); nothing is
+    /// connected yet.
+    pub fn connect(settings: Settings) -> Result<Arc<Self>, StateError> {
+        let tls = tls::connector(settings.ssl, settings.root_cert.as_deref())?;
+        let manager = Manager::from_config(
+            settings.config.clone(),
+            tls,
+            ManagerConfig { recycling_method: RecyclingMethod::Fast },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(settings.pool_size)
+            .runtime(Runtime::Tokio1)
+            .wait_timeout(Some(settings.timeout))
+            .create_timeout(Some(settings.timeout))
+            .recycle_timeout(Some(settings.timeout))
+            .build()
+            .map_err(|e| StateError::Other(format!("state database {}: {e}", settings.describe())))?;
+        Ok(Arc::new(Postgres { pool, settings, migrated: tokio::sync::OnceCell::new() }))
+    }
+
+    /// The backend of this process for `settings`: every store on the same database with
+    /// the same settings shares one pool.
+    pub fn shared(settings: Settings) -> Result<Arc<Self>, StateError> {
+        static SHARED: LazyLock<Mutex<HashMap<String, Weak<Postgres>>>> = LazyLock::new(Mutex::default);
+        let mut shared = SHARED.lock().unwrap_or_else(|p| p.into_inner());
+        shared.retain(|_, pool| pool.strong_count() > 0);
+        let identity = settings.identity();
+        if let Some(backend) = shared.get(&identity).and_then(Weak::upgrade) {
+            return Ok(backend);
+        }
+        let backend = Postgres::connect(settings)?;
+        shared.insert(identity, Arc::downgrade(&backend));
+        Ok(backend)
+    }
+
+    /// A connection, once the schema is ready.
+    async fn client(&self) -> Result<Object, StateError> {
+        self.migrated.get_or_try_init(|| self.migrate()).await?;
+        self.checkout().await
+    }
+
+    async fn checkout(&self) -> Result<Object, StateError> {
+        self.pool.get().await.map_err(|e| {
+            use deadpool_postgres::PoolError;
+            let why = match &e {
+                PoolError::Timeout(_) => format!("no answer within {:?}", self.settings.timeout),
+                PoolError::Backend(e) => full(e),
+                other => other.to_string(),
+            };
+            StateError::Other(format!("state database {} unreachable: {why}", self.settings.describe()))
+        })
+    }
+
+    /// Brings the schema to [`MIGRATIONS`]' last version, in one transaction under an
+    /// advisory lock: of replicas starting at once, one migrates and the others then find
+    /// it done. A database migrated by a newer skillhost is refused, not written.
+    async fn migrate(&self) -> Result<(), StateError> {
+        let mut client = self.checkout().await?;
+        let tx = client.transaction().await.map_err(|e| self.error(e))?;
+        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK]).await.map_err(|e| self.error(e))?;
+        tx.batch_execute(
+            "CREATE TABLE IF NOT EXISTS skillhost_schema (
+                version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())",
+        )
+        .await
+        .map_err(|e| self.error(e))?;
+        let rows = tx.query("SELECT version FROM skillhost_schema", &[]).await.map_err(|e| self.error(e))?;
+        let applied: Vec<i32> = rows.iter().map(|r| r.get(0)).collect();
+        let known = MIGRATIONS.last().map_or(0, |m| m.0);
+        if let Some(newer) = applied.iter().copied().filter(|v| *v > known).max() {
+            return Err(StateError::Other(format!(
+                "state database {}: its schema is at version {newer}, newer than this skillhost knows ({known}); \
+                 run the newer skillhost, or a database of this version",
+                self.settings.describe()
+            )));
+        }
+        for (version, name, sql) in MIGRATIONS.iter().filter(|m| !applied.contains(&m.0)) {
+            tx.batch_execute(sql).await.map_err(|e| self.error(e))?;
+            tx.execute("INSERT INTO skillhost_schema (version, name) VALUES ($1, $2)", &[version, name])
+                .await
+                .map_err(|e| self.error(e))?;
+            tracing::info!(version, name, database = %self.settings.describe(), "migrated the state database");
+        }
+        tx.commit().await.map_err(|e| self.error(e))
+    }
+
+    fn error(&self, e: tokio_postgres::Error) -> StateError {
+        StateError::Other(format!("state database {}: {}", self.settings.describe(), full(&e)))
+    }
+
+    /// Ends a transaction's attempt: commits after `body` gave `Some`, and returns what
+    /// it gave; `None` when it should run again (a deadlock or a serialization failure
+    /// aborted it, or `body` gave `None`: a conditional insert lost its race).
+    async fn finish<T>(
+        &self,
+        tx: deadpool_postgres::Transaction<'_>,
+        body: Result<Option<T>, Retry>,
+    ) -> Result<Option<T>, StateError> {
+        match body {
+            Ok(Some(value)) => match tx.commit().await {
+                Ok(()) => Ok(Some(value)),
+                Err(e) if is_retryable(&e) => Ok(None),
+                Err(e) => Err(self.error(e)),
+            },
+            Ok(None) => Ok(None),
+            Err(Retry::Db(e)) if is_retryable(&e) => Ok(None),
+            Err(Retry::Db(e)) => Err(self.error(e)),
+            Err(Retry::State(e)) => Err(e),
+        }
+    }
+
+    fn lost_races(&self) -> StateError {
+        StateError::Other(format!(
+            "state database {}: a transaction lost {RETRIES} races with other writers in a row",
+            self.settings.describe()
+        ))
+    }
+}
+
+/// Why a transaction's body stopped.
+enum Retry {
+    Db(tokio_postgres::Error),
+    State(StateError),
+}
+
+impl From<tokio_postgres::Error> for Retry {
+    fn from(e: tokio_postgres::Error) -> Self {
+        Retry::Db(e)
+    }
+}
+
+impl From<StateError> for Retry {
+    fn from(e: StateError) -> Self {
+        Retry::State(e)
+    }
+}
+
+fn is_retryable(e: &tokio_postgres::Error) -> bool {
+    matches!(e.code(), Some(c) if *c == SqlState::T_R_DEADLOCK_DETECTED || *c == SqlState::T_R_SERIALIZATION_FAILURE)
+}
+
+/// An error with its causes: `tokio-postgres` says only "db error" at the top.
+fn full(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        let more = cause.to_string();
+        if !text.contains(&more) {
+            text = format!("{text}: {more}");
+        }
+        source = cause.source();
+    }
+    text
+}
+
+fn text(bytes: Vec<u8>) -> Result<String, StateError> {
+    String::from_utf8(bytes).map_err(|_| StateError::Other("state database: a stored value is not UTF-8".into()))
+}
+
+const READ: &str = "SELECT value FROM skillhost_state WHERE ns = $1 AND key = $2";
+const WRITE: &str = "INSERT INTO skillhost_state (ns, key, value, bytes) VALUES ($1, $2, $3, $4)
+    ON CONFLICT (ns, key) DO UPDATE SET value = EXCLUDED.value, bytes = EXCLUDED.bytes";
+const CREATE: &str = "INSERT INTO skillhost_state (ns, key, value, bytes) VALUES ($1, $2, $3, $4)
+    ON CONFLICT (ns, key) DO NOTHING";
+const DELETE_IF: &str = "DELETE FROM skillhost_state WHERE ns = $1 AND key = $2 AND value = $3";
+const REMOVE: &str = "DELETE FROM skillhost_state WHERE ns = $1 AND key = $2";
+const USAGE: &str = "SELECT keys, bytes FROM skillhost_state_usage WHERE ns = $1";
+
+async fn write<C: GenericClient + Sync>(c: &C, ns: &str, key: &str, value: &str) -> Result<(), tokio_postgres::Error> {
+    let stmt = c.prepare_cached(WRITE).await?;
+    c.execute(&stmt, &[&ns, &key.as_bytes(), &value.as_bytes(), &entry_bytes(key, value)]).await.map(drop)
+}
+
+async fn delete_if<C: GenericClient + Sync>(
+    c: &C,
+    ns: &str,
+    key: &str,
+    value: &str,
+) -> Result<bool, tokio_postgres::Error> {
+    let stmt = c.prepare_cached(DELETE_IF).await?;
+    Ok(c.execute(&stmt, &[&ns, &key.as_bytes(), &value.as_bytes()]).await? == 1)
+}
+
+async fn usage_in<C: GenericClient + Sync>(c: &C, ns: &str) -> Result<(u64, u64), tokio_postgres::Error> {
+    let stmt = c.prepare_cached(USAGE).await?;
+    let row = c.query_opt(&stmt, &[&ns]).await?;
+    let (keys, bytes): (i64, i64) = row.map_or((0, 0), |r| (r.get(0), r.get(1)));
+    Ok((keys.max(0) as u64, bytes.max(0) as u64))
+}
+
+#[async_trait::async_trait]
+impl Backend for Postgres {
+    async fn get(&self, ns: &str, key: &str) -> Result<Option<String>, StateError> {
+        let c = self.client().await?;
+        let stmt = c.prepare_cached(READ).await.map_err(|e| self.error(e))?;
+        let row = c.query_opt(&stmt, &[&ns, &key.as_bytes()]).await.map_err(|e| self.error(e))?;
+        row.map(|r| text(r.get(0))).transpose()
+    }
+
+    async fn set(&self, ns: &str, key: &str, value: &str) -> Result<(), StateError> {
+        let c = self.client().await?;
+        write(&c, ns, key, value).await.map_err(|e| self.error(e))
+    }
+
+    async fn set_within(&self, ns: &str, key: &str, value: &str, quota: &StateQuota) -> Result<(), StateError> {
+        let mut client = self.client().await?;
+        for _ in 0..RETRIES {
+            let tx = client.transaction().await.map_err(|e| self.error(e))?;
+            let body: Result<Option<()>, Retry> = async {
+                // The namespace's usage row, locked: writers of one namespace check the quota
+                // one at a time, whichever replica they run on.
+                let lock = "INSERT INTO skillhost_state_usage (ns, keys, bytes) VALUES ($1, 0, 0)
+                    ON CONFLICT (ns) DO NOTHING";
+                tx.execute(lock, &[&ns]).await?;
+                let locked = "SELECT keys, bytes FROM skillhost_state_usage WHERE ns = $1 FOR UPDATE";
+                let row = tx.query_one(locked, &[&ns]).await?;
+                let now = (row.get::<_, i64>(0).max(0) as u64, row.get::<_, i64>(1).max(0) as u64);
+                let old = tx
+                    .query_opt("SELECT bytes FROM skillhost_state WHERE ns = $1 AND key = $2", &[&ns, &key.as_bytes()])
+                    .await?
+                    .map(|r| r.get::<_, i64>(0));
+                let keys = now.0 + u64::from(old.is_none());
+                let bytes = (now.1 + entry_bytes(key, value) as u64).saturating_sub(old.unwrap_or(0) as u64);
+                check_growth(now, keys, bytes, quota)?;
+                write(&tx, ns, key, value).await?;
+                Ok(Some(()))
+            }
+            .await;
+            if let Some(done) = self.finish(tx, body).await? {
+                return Ok(done);
+            }
+        }
+        Err(self.lost_races())
+    }
+
+    async fn update(&self, ns: &str, key: &str, change: &mut Change<'_>) -> Result<Option<String>, StateError> {
+        let mut client = self.client().await?;
+        let locked = format!("{READ} FOR UPDATE");
+        for _ in 0..RETRIES {
+            let tx = client.transaction().await.map_err(|e| self.error(e))?;
+            let body: Result<Option<Option<String>>, Retry> = async {
+                let old = tx.query_opt(&locked, &[&ns, &key.as_bytes()]).await?.map(|r| text(r.get(0))).transpose()?;
+                let existed = old.is_some();
+                let new = change(old)?;
+                match (&new, existed) {
+                    (Some(value), true) => write(&tx, ns, key, value).await?,
+                    (None, true) => {
+                        tx.execute(REMOVE, &[&ns, &key.as_bytes()]).await?;
+                    }
+                    // Absent when read, so not locked: created only if still absent; if
+                    // another writer created it meanwhile, read it again.
+                    (Some(value), false) => {
+                        let args: [&(dyn tokio_postgres::types::ToSql + Sync); 4] =
+                            [&ns, &key.as_bytes(), &value.as_bytes(), &entry_bytes(key, value)];
+                        if tx.execute(CREATE, &args).await? == 0 {
+                            return Ok(None);
+                        }
+                    }
+                    (None, false) => {}
+                }
+                Ok(Some(new))
+            }
+            .await;
+            if let Some(done) = self.finish(tx, body).await? {
+                return Ok(done);
+            }
+        }
+        Err(self.lost_races())
+    }
+
+    async fn create(&self, ns: &str, key: &str, value: &str) -> Result<bool, StateError> {
+        let c = self.client().await?;
+        let stmt = c.prepare_cached(CREATE).await.map_err(|e| self.error(e))?;
+        let args: [&(dyn tokio_postgres::types::ToSql + Sync); 4] =
+            [&ns, &key.as_bytes(), &value.as_bytes(), &entry_bytes(key, value)];
+        Ok(c.execute(&stmt, &args).await.map_err(|e| self.error(e))? == 1)
+    }
+
+    async fn replace_if(&self, ns: &str, key: &str, expected: &str, value: &str) -> Result<bool, StateError> {
+        let c = self.client().await?;
+        let sql = "UPDATE skillhost_state SET value = $4, bytes = $5 WHERE ns = $1 AND key = $2 AND value = $3";
+        let stmt = c.prepare_cached(sql).await.map_err(|e| self.error(e))?;
+        let args: [&(dyn tokio_postgres::types::ToSql + Sync); 5] =
+            [&ns, &key.as_bytes(), &expected.as_bytes(), &value.as_bytes(), &entry_bytes(key, value)];
+        Ok(c.execute(&stmt, &args).await.map_err(|e| self.error(e))? == 1)
+    }
+
+    async fn delete_if(&self, ns: &str, key: &str, value: &str) -> Result<bool, StateError> {
+        let c = self.client().await?;
+        delete_if(&c, ns, key, value).await.map_err(|e| self.error(e))
+    }
+
+    async fn apply(&self, writes: &[StateWrite]) -> Result<(), StateError> {
+        let mut client = self.client().await?;
+        for _ in 0..RETRIES {
+            let tx = client.transaction().await.map_err(|e| self.error(e))?;
+            let body: Result<Option<()>, Retry> = async {
+                for w in writes {
+                    match w {
+                        StateWrite::Set { ns, key, value } => write(&tx, ns, key, value).await?,
+                        StateWrite::DeleteIf { ns, key, value } => {
+                            delete_if(&tx, ns, key, value).await?;
+                        }
+                    }
+                }
+                Ok(Some(()))
+            }
+            .await;
+            if let Some(done) = self.finish(tx, body).await? {
+                return Ok(done);
+            }
+        }
+        Err(self.lost_races())
+    }
+
+    async fn delete(&self, ns: &str, key: &str) -> Result<(), StateError> {
+        let c = self.client().await?;
+        let stmt = c.prepare_cached(REMOVE).await.map_err(|e| self.error(e))?;
+        c.execute(&stmt, &[&ns, &key.as_bytes()]).await.map(drop).map_err(|e| self.error(e))
+    }
+
+    async fn keys(&self, ns: &str) -> Result<Vec<String>, StateError> {
+        let c = self.client().await?;
+        let stmt = c
+            .prepare_cached("SELECT key FROM skillhost_state WHERE ns = $1 ORDER BY key")
+            .await
+            .map_err(|e| self.error(e))?;
+        let rows = c.query(&stmt, &[&ns]).await.map_err(|e| self.error(e))?;
+        rows.into_iter().map(|r| text(r.get(0))).collect()
+    }
+
+    async fn usage(&self, ns: &str) -> Result<(u64, u64), StateError> {
+        let c = self.client().await?;
+        usage_in(&c, ns).await.map_err(|e| self.error(e))
+    }
+
+    async fn ping(&self) -> Result<(), StateError> {
+        let c = self.client().await?;
+        c.simple_query("SELECT 1").await.map(drop).map_err(|e| self.error(e))
+    }
+
+    fn describe(&self) -> String {
+        self.settings.describe()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(url: Option<&str>, env: &[(&str, &str)]) -> Result<Settings, StateError> {
+        let config = PostgresState { url: url.map(str::to_owned), ..Default::default() };
+        let env: HashMap<String, String> = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        Settings::from_config(Some(&config), |name| env.get(name).cloned())
+    }
+
+    #[test]
+    fn the_url_wins_and_the_environment_fills_in_what_it_leaves_out() {
+        let env = [("PGHOST", "db.internal"), ("PGPORT", "6543"), ("PGUSER", "envuser"), ("PGPASSWORD", "envpw")];
+        let s = settings(Some("postgres://app:pw@10.0.0.5:5433/prod?sslmode=verify-full"), &env).unwrap();
+        assert_eq!(s.describe(), "postgres://app@10.0.0.5:5433/prod");
+        assert_eq!(s.config.get_password(), Some(&b"pw"[..]));
+        assert_eq!(s.ssl, SslMode::VerifyFull);
+        let s = settings(Some("postgres:///prod"), &env).unwrap();
+        assert_eq!(s.describe(), "postgres://envuser@db.internal:6543/prod");
+        assert_eq!(s.config.get_password(), Some(&b"envpw"[..]));
+        assert_eq!(s.ssl, SslMode::Prefer, "libpq's default");
+        let s = settings(None, &[("PGHOST", "h"), ("PGDATABASE", "d"), ("PGSSLMODE", "require")]).unwrap();
+        assert_eq!((s.describe().as_str(), s.ssl), ("postgres://postgres@h:5432/d", SslMode::Require));
+        let s = settings(Some("postgres://u@h/d?sslrootcert=/etc/ca.pem&application_name=x"), &[]).unwrap();
+        assert_eq!(s.root_cert.as_deref(), Some(std::path::Path::new("/etc/ca.pem")));
+        assert_eq!(s.config.get_application_name(), Some("skillhost"));
+        assert!(!format!("{s:?}").contains("pw"));
+    }
+
+    #[test]
+    fn bad_urls_say_what_is_wrong() {
+        let error = |url: &str| settings(Some(url), &[]).unwrap_err().to_string();
+        assert!(error("mysql://h/d").contains("not postgres://"));
+        assert!(error("not a url").contains("not a URL"));
+        assert!(error("postgres://h/d?sslmode=sometimes").contains("sslmode `sometimes`"));
+        assert!(error("postgres://h/d?bogus=1").contains("bogus"));
+        assert!(settings(None, &[("PGPORT", "x")]).unwrap_err().to_string().contains("PGPORT"));
+    }
+}
