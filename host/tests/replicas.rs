@@ -116,3 +116,139 @@ async fn two_replicas_share_a_conversation_and_serve_again_when_the_database_ret
     assert!(third.to_string().contains("Three."), "{third}");
     assert!(!a.stderr().contains("panicked") && !b.stderr().contains("panicked"));
 }
+
+async fn get(api: &ApiProcess, path: &str) -> (u16, Value) {
+    let response = reqwest::Client::new()
+        .get(format!("{}{path}", api.base()))
+        .bearer_auth(support::api::TOKEN)
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+async fn decide(api: &ApiProcess, id: &str, approved: bool) -> (u16, Value) {
+    let response = api.decide(id, &json!({"approved": approved})).send().await.unwrap();
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+/// Approvals and questions of a run on replica A, decided on replica B: the run on A goes on
+/// (woken by the database's notification), both replicas show the outcome, of two
+/// concurrent decisions on A and B exactly one wins, and when A dies (kill -9) its pending
+/// approval reads `cancelled` on B and B takes the channel over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn approvals_and_questions_are_decided_on_any_replica_and_outlive_nothing() {
+    let pg = Postgres::start();
+    let echo = |id: &str, n: u64| Answer::default().call(id, "probe__echo", json!({"n": n})).into();
+    let ask =
+        Answer::default().call("q1", "human__ask", json!({"question": "Which colour?", "choices": ["red", "blue"]}));
+    let llm = LlmServer::start(Vec::new()).await;
+    // Each scenario's replies are queued when it starts, once the ones before are used.
+    let queued = std::cell::Cell::new(0);
+    let script = |llm: &LlmServer, replies: Vec<skillhost_tests::llm_server::Reply>| {
+        assert_eq!(llm.requests().len(), queued.get(), "the scenario before made the requests it was scripted for");
+        queued.set(queued.get() + replies.len());
+        replies.into_iter().for_each(|r| llm.push(r));
+    };
+    let extra = format!(
+        "human:\n  overrides: {{probe__echo: approve}}\nlearning: {{approval_auto_promote: 0}}\nengine:\n  session: {{inflight_ttl_seconds: 5}}\n\
+         llm:\n  provider: anthropic\n  model: m\n  max_tokens: 100\n  anthropic: {{api_key: k, base_url: '{}'}}\n",
+        llm.url()
+    );
+    let ws = workspace(&pg, "decisions", &extra);
+    let (a, b) = (ApiProcess::start(&ws).await, ApiProcess::start(&ws).await);
+
+    // An approval asked on A, decided on B.
+    script(&llm, vec![echo("e1", 1), Answer::text(&["Echoed."]).into()]);
+    let mut sse = a.stream("echo it", "c1").await;
+    let asked = sse.until("approval_requested").await.last().unwrap().data.clone();
+    let id = asked["approval_id"].as_str().unwrap().to_owned();
+    let sent = Instant::now();
+    let (status, body) = decide(&b, &id, true).await;
+    assert_eq!((status, body["outcome"].clone()), (200, json!("approved")), "{body}");
+    let resolved = sse.until("approval_resolved").await.last().unwrap().data.clone();
+    println!("decision on B -> approval_resolved on A's stream: {:?}", sent.elapsed());
+    assert_eq!(resolved["outcome"], "approved");
+    let rest = sse.rest().await;
+    let done = rest.iter().find(|e| e.kind == "run_completed").unwrap_or_else(|| panic!("{rest:#?}"));
+    assert_eq!(done.data["text"], "Echoed.", "{done:?}");
+    for replica in [&a, &b] {
+        let (status, seen) = get(replica, &format!("/api/approvals/{id}")).await;
+        assert_eq!((status, seen["outcome"].clone()), (200, json!("approved")), "{seen}");
+    }
+    assert_eq!(decide(&a, &id, true).await.0, 200, "the same decision again");
+    assert_eq!(decide(&a, &id, false).await.0, 409, "another decision");
+
+    // A question asked on A, answered on B.
+    script(&llm, vec![ask.into(), Answer::text(&["Blue it is."]).into()]);
+    let mut sse = a.stream("ask me", "c2").await;
+    let asked = sse.until("question_requested").await.last().unwrap().data.clone();
+    let qid = asked["question_id"].as_str().unwrap().to_owned();
+    let (status, seen) = get(&b, &format!("/api/questions/{qid}")).await;
+    assert_eq!(
+        (status, seen["prompt"].clone(), seen["outcome"].clone()),
+        (200, json!("Which colour?"), json!("pending"))
+    );
+    b.answer(&qid, "blue").await;
+    let resolved = sse.until("question_resolved").await.last().unwrap().data.clone();
+    assert_eq!((resolved["outcome"].clone(), resolved["answer"].clone()), (json!("answered"), json!("blue")));
+    let rest = sse.rest().await;
+    assert!(rest.iter().any(|e| e.kind == "run_completed" && e.data["text"] == "Blue it is."), "{rest:#?}");
+    let (_, seen) = get(&a, &format!("/api/questions/{qid}")).await;
+    assert_eq!((seen["outcome"].clone(), seen["answer"].clone()), (json!("answered"), json!("blue")));
+
+    // Two people decide at once, one on each replica: exactly one wins.
+    script(&llm, vec![echo("e2", 2), Answer::text(&["Raced."]).into()]);
+    let mut sse = a.stream("echo again", "c3").await;
+    let asked = sse.until("approval_requested").await.last().unwrap().data.clone();
+    let id = asked["approval_id"].as_str().unwrap().to_owned();
+    let (on_a, on_b) = tokio::join!(decide(&a, &id, true), decide(&b, &id, false));
+    let mut statuses = [on_a.0, on_b.0];
+    statuses.sort();
+    assert_eq!(statuses, [200, 409], "{on_a:?} {on_b:?}");
+    let winner = if on_a.0 == 200 { "approved" } else { "denied" };
+    let resolved = sse.until("approval_resolved").await.last().unwrap().data.clone();
+    assert_eq!(resolved["outcome"], winner);
+    sse.rest().await;
+
+    // The connections listening for notifications are cut: the decision still arrives.
+    script(&llm, vec![echo("e4", 4), Answer::text(&["Polled."]).into()]);
+    let mut sse = a.stream("echo while deaf", "c5").await;
+    let asked = sse.until("approval_requested").await.last().unwrap().data.clone();
+    let id = asked["approval_id"].as_str().unwrap().to_owned();
+    let cut =
+        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE query = 'LISTEN skillhost_decisions'";
+    assert_eq!(pg.psql("decisions", cut).trim(), "2", "one listener per replica");
+    assert_eq!(decide(&b, &id, true).await.0, 200);
+    let resolved = sse.until("approval_resolved").await.last().unwrap().data.clone();
+    assert_eq!(resolved["outcome"], "approved");
+    assert!(sse.rest().await.iter().any(|e| e.kind == "run_completed" && e.data["text"] == "Polled."));
+
+    // A dies while its run waits for a person: the approval stops being pending on B, and
+    // B takes the channel.
+    script(&llm, vec![echo("e3", 3), Answer::text(&["B took over."]).into()]);
+    let mut sse = a.stream("echo once more", "c4").await;
+    let asked = sse.until("approval_requested").await.last().unwrap().data.clone();
+    let id = asked["approval_id"].as_str().unwrap().to_owned();
+    assert_eq!(get(&b, &format!("/api/approvals/{id}")).await.1["outcome"], "pending");
+    let killed = std::process::Command::new("kill").args(["-9", &a.pid().to_string()]).status().unwrap();
+    assert!(killed.success());
+    drop(sse);
+    let started = Instant::now();
+    loop {
+        let (_, seen) = get(&b, &format!("/api/approvals/{id}")).await;
+        if seen["outcome"] == "cancelled" {
+            break;
+        }
+        assert_eq!(seen["outcome"], "pending", "{seen}");
+        assert!(started.elapsed() < support::PROCESS_LIMIT, "still pending after A died");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    println!("A's approval read cancelled {:?} after A died", started.elapsed());
+    assert_eq!(decide(&b, &id, true).await.0, 410, "nobody waits for it");
+    let (status, took) = run(&b, "take over", "c4").await;
+    assert_eq!(status, 200, "{took} {}", b.stderr());
+    assert_eq!(took["text"], "B took over.");
+}

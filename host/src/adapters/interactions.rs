@@ -1,11 +1,18 @@
 //! Pending approvals and questions, shared by the runs that wait on them and the routes that
 //! decide them. One lock per table: of two concurrent decisions exactly one finds the entry
 //! pending; the other sees its outcome (200 if the same, 409 if not).
+//!
+//! With the state in PostgreSQL the entries are also rows of the shared database
+//! ([`Decisions`]): the routes decide there, on whichever replica the request reached, and
+//! the replica whose run waits is woken by the database's notification (or, while its
+//! listening connection is lost, by polling) and hands the decision to the run here.
 
+use crate::store::StateStore;
+use crate::store::state::postgres::decisions::{Decisions, Kind};
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant, SystemTime};
-use tokio::sync::oneshot;
+use tokio::sync::{broadcast, oneshot};
 
 /// How long a resolved entry stays readable through the status routes.
 pub const RETENTION: Duration = Duration::from_secs(3600);
@@ -40,6 +47,25 @@ impl Resolution {
     /// A person's decision (rather than the run or the clock ending the wait).
     fn by_person(&self) -> bool {
         matches!(self, Resolution::Approved | Resolution::Denied | Resolution::Answered(_))
+    }
+
+    /// The resolution a stored outcome names.
+    pub fn from_stored(outcome: &str, answer: Option<&str>) -> Resolution {
+        match outcome {
+            "approved" => Resolution::Approved,
+            "denied" => Resolution::Denied,
+            "answered" => Resolution::Answered(answer.unwrap_or_default().to_owned()),
+            "timed_out" => Resolution::TimedOut,
+            _ => Resolution::Cancelled,
+        }
+    }
+
+    /// The answer, for a question answered.
+    pub fn answer(&self) -> Option<&str> {
+        match self {
+            Resolution::Answered(a) => Some(a),
+            _ => None,
+        }
     }
 }
 
@@ -178,6 +204,30 @@ impl<I: Clone> Table<I> {
         Ok(entry.snapshot(id))
     }
 
+    /// Hands a decision taken elsewhere (another replica) to the run waiting on `id`; the
+    /// entry's data when it was pending here, so that the caller announces it.
+    pub fn deliver(&self, id: &str, resolution: Resolution) -> Option<I> {
+        let mut inner = self.lock();
+        let entry = inner.entries.get_mut(id)?;
+        let State::Pending(tx) = &mut entry.state else { return None };
+        if let Some(tx) = tx.take() {
+            let _ = tx.send(resolution.clone());
+        }
+        entry.state = State::Done(resolution, Instant::now());
+        Some(entry.info.clone())
+    }
+
+    /// Whether `id` is pending here.
+    pub fn is_pending(&self, id: &str) -> bool {
+        self.lock().entries.get(id).is_some_and(|e| matches!(e.state, State::Pending(_)))
+    }
+
+    /// The ids of the entries still pending here.
+    pub fn pending(&self) -> Vec<String> {
+        let inner = self.lock();
+        inner.entries.iter().filter(|(_, e)| matches!(e.state, State::Pending(_))).map(|(id, _)| id.clone()).collect()
+    }
+
     /// Records how the run ended the wait (the engine's word is final).
     pub fn settle(&self, id: &str, resolution: Resolution) {
         if let Some(entry) = self.lock().entries.get_mut(id) {
@@ -261,13 +311,138 @@ pub struct Interactions {
     pub approvals: Table<ApprovalInfo>,
     /// Questions by id.
     pub questions: Table<QuestionInfo>,
+    /// The database the entries are shared through, with `state.backend: postgres`.
+    shared: Option<Arc<Decisions>>,
 }
 
 impl Interactions {
+    /// Interactions of this process alone, unless `state` is PostgreSQL: then shared by the
+    /// replicas, with a task that hands this replica's runs the decisions taken elsewhere.
+    pub fn for_store(state: &StateStore) -> Arc<Self> {
+        let Some(pg) = state.postgres() else { return Arc::default() };
+        let decisions = Decisions::of(&pg);
+        let decided = decisions.subscribe();
+        let interactions = Arc::new(Interactions { shared: Some(decisions), ..Interactions::default() });
+        tokio::spawn(deliver(Arc::downgrade(&interactions), decided));
+        interactions
+    }
+
+    /// The shared database, if the entries are shared.
+    pub fn shared(&self) -> Option<&Arc<Decisions>> {
+        self.shared.as_ref()
+    }
+
     /// Cancels whatever `run_id` still waits on.
     pub fn cancel_run(&self, run_id: &str) {
         self.approvals.cancel_run(run_id);
         self.questions.cancel_run(run_id);
+        if let Some(shared) = self.shared.clone() {
+            let run_id = run_id.to_owned();
+            tokio::spawn(async move {
+                if let Err(e) = shared.cancel_run(&run_id).await {
+                    tracing::warn!(run_id, "cannot cancel the run's approvals and questions in the database: {e}");
+                }
+            });
+        }
+    }
+
+    /// Records in the database how the run ended the wait on `id` (in the background: the
+    /// run does not wait for it; an entry left pending is settled by its expiry).
+    pub fn settle_shared(&self, id: &str, resolution: &Resolution) {
+        if let Some(shared) = self.shared.clone() {
+            let (id, resolution) = (id.to_owned(), resolution.clone());
+            tokio::spawn(async move {
+                if let Err(e) = shared.settle(&id, resolution.name(), resolution.answer()).await {
+                    tracing::warn!(id, "cannot record the outcome in the database: {e}");
+                }
+            });
+        }
+    }
+
+    /// Hands the runs here the decisions taken on `ids` (those still pending here), and
+    /// announces each where its person sees it.
+    async fn take(&self, ids: Vec<String>) {
+        let Some(shared) = &self.shared else { return };
+        for id in ids {
+            let (kind, pending) = if self.approvals.is_pending(&id) {
+                (Kind::Approval, true)
+            } else {
+                (Kind::Question, self.questions.is_pending(&id))
+            };
+            if !pending {
+                continue;
+            }
+            let entry = match shared.get(kind, &id).await {
+                Ok(Some(entry)) => entry,
+                Ok(None) => continue,
+                Err(e) => {
+                    tracing::warn!(id, "cannot read a decision: {e}");
+                    continue;
+                }
+            };
+            let Some(outcome) = entry.outcome.as_deref() else { continue };
+            let resolution = Resolution::from_stored(outcome, entry.answer.as_deref());
+            match kind {
+                Kind::Approval => {
+                    let approved = resolution == Resolution::Approved;
+                    let by_person = resolution.by_person();
+                    if let Some(info) = self.approvals.deliver(&id, resolution)
+                        && let (true, Some(run)) = (by_person, info.run.upgrade())
+                    {
+                        run.decided(&id, approved);
+                    }
+                }
+                Kind::Question => {
+                    let answer = resolution.answer().map(str::to_owned);
+                    if let Some(info) = self.questions.deliver(&id, resolution)
+                        && let (Some(answer), Some(run)) = (answer, info.run.upgrade())
+                    {
+                        run.answered(&id, &answer);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Every id pending here that the database says is decided.
+    async fn decided_here(&self) -> Vec<String> {
+        let Some(shared) = &self.shared else { return Vec::new() };
+        let mut pending = self.approvals.pending();
+        pending.extend(self.questions.pending());
+        match shared.decided_among(&pending).await {
+            Ok(decided) => decided,
+            Err(e) => {
+                tracing::debug!("cannot look for decisions: {e}");
+                Vec::new()
+            }
+        }
+    }
+}
+
+/// How often pending entries are looked up while notifications flow (a safety net; a lost
+/// listening connection makes the listener ask for a look every second).
+const POLL: Duration = Duration::from_secs(5);
+
+/// Takes the decisions the database announces for this replica, and looks at every
+/// pending entry now and then, while `interactions` lives.
+async fn deliver(interactions: Weak<Interactions>, mut decided: broadcast::Receiver<String>) {
+    let mut poll = tokio::time::interval(POLL);
+    poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        let one = tokio::select! {
+            id = decided.recv() => match id {
+                Ok(id) if !id.is_empty() => Some(id),
+                Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => None,
+                Err(broadcast::error::RecvError::Closed) => return,
+            },
+            _ = poll.tick() => None,
+        };
+        let Some(interactions) = interactions.upgrade() else { return };
+        let ids = match one {
+            Some(id) => vec![id],
+            None => interactions.decided_here().await,
+        };
+        interactions.take(ids).await;
     }
 }
 

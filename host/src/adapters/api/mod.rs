@@ -165,7 +165,8 @@ impl Api {
     ) -> Arc<Self> {
         let token = config.auth_token.as_deref().and_then(Token::new);
         let descriptions = Arc::new(Descriptions::live(engine.clone()));
-        Arc::new(Api { engine, token, config, interactions: Arc::default(), descriptions, turns, runs, mcp })
+        let interactions = Interactions::for_store(engine.history().state());
+        Arc::new(Api { engine, token, config, interactions, descriptions, turns, runs, mcp })
     }
 
     /// Starts `turn` as a task on the turns' runtime.

@@ -9,6 +9,7 @@ use crate::engine::gate::new_id;
 use crate::engine::{ApprovalOutcome, ApprovalRequest, Counterpart, EngineEvent, EventSink};
 use crate::llm::ToolDecl;
 use crate::person::{Answer, Question};
+use crate::store::state::postgres::decisions::{Entry, Kind};
 use crate::tools::{CONFIRMATION_CHALLENGE, CallScope, Level, ToolCall, ToolInfo, ToolOutcome, ToolSource};
 use bytes::Bytes;
 use std::collections::HashMap;
@@ -25,6 +26,9 @@ pub struct ApiRun {
     interactions: Arc<Interactions>,
     /// Decisions the engine will wait for, registered when the request is announced.
     waiters: Mutex<HashMap<String, oneshot::Receiver<Resolution>>>,
+    /// With shared interactions, `approval_requested` events held back until the entry is in
+    /// the database: a person never sees an id that another replica cannot decide.
+    held: Mutex<HashMap<String, EngineEvent>>,
     /// This run, for the approvals and questions it opens: a person's decision or answer is
     /// announced (`approval_resolved`, `question_resolved`) by the route that took it.
     this: std::sync::Weak<ApiRun>,
@@ -52,6 +56,7 @@ impl ApiRun {
             out,
             interactions,
             waiters: Mutex::default(),
+            held: Mutex::default(),
             this: this.clone(),
             _open: crate::metrics::stream_open(),
             recording,
@@ -86,13 +91,20 @@ impl EventSink for ApiRun {
                     ApprovalInfo { challenge, run: self.this.clone() },
                 );
                 self.waiters.lock().unwrap_or_else(|p| p.into_inner()).insert(approval_id.clone(), rx);
+                if self.interactions.shared().is_some() {
+                    // Sent by `decide` once the entry is in the database.
+                    self.held.lock().unwrap_or_else(|p| p.into_inner()).insert(approval_id.clone(), event);
+                    return;
+                }
             }
             EngineEvent::ApprovalResolved { tool_call_id, outcome } => {
                 let translator = self.translator.lock().unwrap_or_else(|p| p.into_inner());
                 let id = translator.approval_id(tool_call_id).map(str::to_owned);
                 drop(translator);
                 if let Some(id) = id {
-                    self.interactions.approvals.settle(&id, resolution(outcome));
+                    let resolution = resolution(outcome);
+                    self.interactions.approvals.settle(&id, resolution.clone());
+                    self.interactions.settle_shared(&id, &resolution);
                 }
             }
             _ => {}
@@ -117,6 +129,28 @@ fn resolution(outcome: &ApprovalOutcome) -> Resolution {
 #[async_trait::async_trait]
 impl Counterpart for ApiRun {
     async fn decide(&self, request: ApprovalRequest) -> ApprovalOutcome {
+        let held = self.held.lock().unwrap_or_else(|p| p.into_inner()).remove(&request.approval_id);
+        if let (Some(event), Some(shared)) = (held, self.interactions.shared()) {
+            let entry = Entry {
+                id: request.approval_id.clone(),
+                kind: Kind::Approval,
+                run_id: self.run_id.clone(),
+                channel_id: self.channel_id.clone(),
+                expires_at: request.expires_at,
+                challenge: (request.level == Level::Confirm).then(|| CONFIRMATION_CHALLENGE.to_owned()),
+                prompt: None,
+                choices: Vec::new(),
+                outcome: None,
+                answer: None,
+            };
+            let published = shared.open(&entry).await;
+            self.send(|t| t.engine(&event));
+            if let Err(e) = published {
+                tracing::error!(approval_id = %request.approval_id, "the approval cannot be shared: {e}");
+                self.waiters.lock().unwrap_or_else(|p| p.into_inner()).remove(&request.approval_id);
+                return ApprovalOutcome::Unavailable(format!("the state database cannot record it ({e})"));
+            }
+        }
         let waiter = self.waiters.lock().unwrap_or_else(|p| p.into_inner()).remove(&request.approval_id);
         match waiter {
             Some(rx) => match rx.await {
@@ -151,6 +185,25 @@ impl ApiRun {
         let expires_at = SystemTime::now() + timeout;
         let info = QuestionInfo { prompt: prompt.clone(), choices: choices.clone(), run: self.this.clone() };
         let rx = self.interactions.questions.open(&id, self.owner(expires_at), info);
+        if let Some(shared) = self.interactions.shared() {
+            let entry = Entry {
+                id: id.clone(),
+                kind: Kind::Question,
+                run_id: self.run_id.clone(),
+                channel_id: self.channel_id.clone(),
+                expires_at,
+                challenge: None,
+                prompt: Some(prompt.clone()),
+                choices: choices.clone(),
+                outcome: None,
+                answer: None,
+            };
+            if let Err(e) = shared.open(&entry).await {
+                tracing::error!(question_id = %id, "the question cannot be shared: {e}");
+                self.interactions.questions.settle(&id, Resolution::Cancelled);
+                return Some(Resolution::Cancelled);
+            }
+        }
         self.send(|t| t.question_requested(&id, &prompt, &choices, expires_at));
         let mut guard = QuestionGuard { run: self, id: id.clone(), done: false };
         let resolution = match tokio::time::timeout(timeout, rx).await {
@@ -160,6 +213,7 @@ impl ApiRun {
         };
         guard.done = true;
         self.interactions.questions.settle(&id, resolution.clone());
+        self.interactions.settle_shared(&id, &resolution);
         let answer = match &resolution {
             Resolution::Answered(a) => Some(a.as_str()),
             _ => None,
@@ -180,6 +234,7 @@ impl Drop for QuestionGuard<'_> {
     fn drop(&mut self) {
         if !self.done {
             self.run.interactions.questions.settle(&self.id, Resolution::Cancelled);
+            self.run.interactions.settle_shared(&self.id, &Resolution::Cancelled);
             self.run.send(|t| t.question_resolved(&self.id, "cancelled", None));
         }
     }

@@ -105,18 +105,30 @@ pub struct StateStore {
     backend: Arc<dyn Backend>,
     /// The state directory, for the SQLite backend.
     root: Option<PathBuf>,
+    /// The database, for the PostgreSQL backend (what replicas share beside the keys).
+    postgres: Option<Arc<postgres::Postgres>>,
 }
 
 impl StateStore {
     /// A SQLite store rooted at `root` (the directory and database are created on first use).
     pub fn new(root: impl Into<PathBuf>) -> Self {
         let root = root.into();
-        StateStore { backend: Arc::new(sqlite::Sqlite::new(root.clone())), root: Some(root) }
+        StateStore { backend: Arc::new(sqlite::Sqlite::new(root.clone())), root: Some(root), postgres: None }
     }
 
     /// A store over any backend.
     pub fn with_backend(backend: Arc<dyn Backend>) -> Self {
-        StateStore { backend, root: None }
+        StateStore { backend, root: None, postgres: None }
+    }
+
+    /// A store on PostgreSQL.
+    pub fn on_postgres(pg: Arc<postgres::Postgres>) -> Self {
+        StateStore { backend: pg.clone(), root: None, postgres: Some(pg) }
+    }
+
+    /// The PostgreSQL database, when the store is on one.
+    pub fn postgres(&self) -> Option<Arc<postgres::Postgres>> {
+        self.postgres.clone()
     }
 
     /// The store `state` configures: SQLite under its `filesystem.path` (resolved by the
@@ -129,7 +141,7 @@ impl StateStore {
             crate::config::StateBackend::Postgres => {
                 let settings =
                     postgres::Settings::from_config(state.postgres.as_ref(), |name| std::env::var(name).ok())?;
-                Ok(StateStore::with_backend(postgres::Postgres::shared(settings)?))
+                Ok(StateStore::on_postgres(postgres::Postgres::shared(settings)?))
             }
         }
     }

@@ -9,6 +9,7 @@
 //! writers on any replicas exactly one wins; transactions that meet a deadlock or a
 //! serialization failure are run again.
 
+pub mod decisions;
 mod tls;
 
 use super::{Backend, Change, StateError, StateQuota, StateWrite, check_growth, entry_bytes};
@@ -31,10 +32,11 @@ const RETRIES: usize = 5;
 
 /// The schema's versions, in order. A released migration is never changed: a change is a
 /// new one.
-pub const MIGRATIONS: &[(i32, &str, &str)] = &[(
-    1,
-    "key-value state",
-    "CREATE TABLE skillhost_state (
+pub const MIGRATIONS: &[(i32, &str, &str)] = &[
+    (
+        1,
+        "key-value state",
+        "CREATE TABLE skillhost_state (
         ns text NOT NULL, key bytea NOT NULL, value bytea NOT NULL, bytes bigint NOT NULL,
         PRIMARY KEY (ns, key));
     CREATE TABLE skillhost_state_usage (ns text PRIMARY KEY, keys bigint NOT NULL, bytes bigint NOT NULL);
@@ -54,7 +56,22 @@ pub const MIGRATIONS: &[(i32, &str, &str)] = &[(
     END $$;
     CREATE TRIGGER skillhost_state_usage AFTER INSERT OR UPDATE OR DELETE ON skillhost_state
         FOR EACH ROW EXECUTE FUNCTION skillhost_state_usage();",
-)];
+    ),
+    (
+        2,
+        "approvals and questions shared by replicas",
+        "CREATE TABLE skillhost_replicas (
+            id text PRIMARY KEY, started_at double precision NOT NULL, seen_at double precision NOT NULL);
+        CREATE TABLE skillhost_interactions (
+            id text PRIMARY KEY, kind text NOT NULL, run_id text NOT NULL, channel_id text NOT NULL,
+            replica text NOT NULL, expires_at double precision NOT NULL, challenge text, prompt text,
+            choices text, outcome text, answer text, created_at double precision NOT NULL,
+            decided_at double precision);
+        CREATE INDEX skillhost_interactions_pending ON skillhost_interactions (run_id) WHERE outcome IS NULL;
+        CREATE INDEX skillhost_interactions_decided ON skillhost_interactions (decided_at)
+            WHERE outcome IS NOT NULL;",
+    ),
+];
 
 /// `libpq`'s `sslmode`, which `tokio-postgres` reads only in part.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -210,6 +227,8 @@ pub struct Postgres {
     settings: Settings,
     /// Set once the schema is at this binary's version.
     migrated: tokio::sync::OnceCell<()>,
+    /// The shared approvals and questions of this process, while some adapter holds them.
+    decisions: Mutex<Weak<decisions::Decisions>>,
 }
 
 impl std::fmt::Debug for Postgres {
@@ -236,7 +255,7 @@ impl Postgres {
             .recycle_timeout(Some(settings.timeout))
             .build()
             .map_err(|e| StateError::Other(format!("state database {}: {e}", settings.describe())))?;
-        Ok(Arc::new(Postgres { pool, settings, migrated: tokio::sync::OnceCell::new() }))
+        Ok(Arc::new(Postgres { pool, settings, migrated: tokio::sync::OnceCell::new(), decisions: Mutex::default() }))
     }
 
     /// The backend of this process for `settings`: every store on the same database with

@@ -1,0 +1,431 @@
+//! Pending approvals and questions in the shared database, so that a decision reaching any
+//! replica settles the entry where its run waits.
+//!
+//! One row per entry (`skillhost_interactions`), written by the replica whose run asked (its
+//! `replica` id) before the person can see its id. A decision is one conditional update
+//! (`WHERE outcome IS NULL`): of concurrent decisions on any replicas exactly one wins, and
+//! its `NOTIFY skillhost_decisions` wakes the owner, whose listener passes the id on
+//! ([`Decisions::subscribe`]). Each replica beats in `skillhost_replicas` every
+//! [`HEARTBEAT`]; an entry whose owner has not beaten for [`ORPHANED_AFTER`] reads as
+//! `cancelled`, and one past its expiry as `timed_out` (written so by the first reader), so
+//! nothing stays pending once its run is gone. Times are the database's clock, in Unix
+//! seconds.
+
+use super::{Postgres, full};
+use crate::store::StateError;
+use futures::StreamExt as _;
+use std::sync::{Arc, Weak};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use tokio::sync::broadcast;
+
+/// How often a replica says it is alive.
+pub const HEARTBEAT: Duration = Duration::from_secs(2);
+/// How long a replica may be silent before its pending entries read as cancelled.
+pub const ORPHANED_AFTER: Duration = Duration::from_secs(15);
+/// How long resolved entries stay readable.
+pub const RETENTION: Duration = Duration::from_secs(3600);
+/// The channel decisions are announced on.
+const CHANNEL: &str = "skillhost_decisions";
+
+/// What an entry is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A tool call's approval.
+    Approval,
+    /// A question to the person.
+    Question,
+}
+
+impl Kind {
+    fn as_str(self) -> &'static str {
+        match self {
+            Kind::Approval => "approval",
+            Kind::Question => "question",
+        }
+    }
+}
+
+/// One approval or question as stored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Entry {
+    /// Its id.
+    pub id: String,
+    /// Approval or question.
+    pub kind: Kind,
+    /// The run waiting on it.
+    pub run_id: String,
+    /// The run's channel.
+    pub channel_id: String,
+    /// When the run stops waiting.
+    pub expires_at: SystemTime,
+    /// The text a `confirm`-level approval must repeat.
+    pub challenge: Option<String>,
+    /// A question's text.
+    pub prompt: Option<String>,
+    /// A question's suggested answers.
+    pub choices: Vec<String>,
+    /// `None` while pending; else `approved`, `denied`, `answered`, `timed_out`, `cancelled`.
+    pub outcome: Option<String>,
+    /// A question's answer.
+    pub answer: Option<String>,
+}
+
+/// What a decision did.
+#[derive(Debug)]
+pub enum Decided {
+    /// It settled the entry.
+    Won(Entry),
+    /// The entry was already settled the same way (a repeated decision).
+    Same(Entry),
+    /// The entry was already settled otherwise by a person.
+    Conflict(Entry),
+    /// Unknown, expired, cancelled.
+    Gone,
+    /// Refused by the caller's check; the entry stays pending.
+    Invalid(String),
+}
+
+/// The shared entries of one database, as this replica sees them.
+pub struct Decisions {
+    pg: Arc<Postgres>,
+    /// This process's id among the replicas.
+    replica: String,
+    /// Ids of this replica's entries that were decided (an empty id: look again at every
+    /// pending entry, since notifications may have been missed).
+    decided: broadcast::Sender<String>,
+}
+
+impl std::fmt::Debug for Decisions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Decisions({}, replica {})", self.pg.settings.describe(), self.replica)
+    }
+}
+
+fn unix(t: SystemTime) -> f64 {
+    t.duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
+}
+
+fn from_unix(seconds: f64) -> SystemTime {
+    UNIX_EPOCH + Duration::from_secs_f64(seconds.max(0.0))
+}
+
+/// The columns [`row`] reads, with the owner's liveness and the expiry judged by the
+/// database's clock.
+const SELECT: &str = "SELECT i.id, i.kind, i.run_id, i.channel_id, i.expires_at, i.challenge, i.prompt, i.choices,
+        i.outcome, i.answer,
+        i.expires_at <= extract(epoch FROM clock_timestamp())::float8 AS expired,
+        coalesce(r.seen_at < extract(epoch FROM clock_timestamp())::float8 - $2, true) AS orphaned
+    FROM skillhost_interactions i LEFT JOIN skillhost_replicas r ON r.id = i.replica";
+
+fn row(r: &tokio_postgres::Row) -> (Entry, bool, bool) {
+    let kind = if r.get::<_, &str>(1) == "question" { Kind::Question } else { Kind::Approval };
+    let choices: Option<String> = r.get(7);
+    let entry = Entry {
+        id: r.get(0),
+        kind,
+        run_id: r.get(2),
+        channel_id: r.get(3),
+        expires_at: from_unix(r.get(4)),
+        challenge: r.get(5),
+        prompt: r.get(6),
+        choices: choices.and_then(|c| serde_json::from_str(&c).ok()).unwrap_or_default(),
+        outcome: r.get(8),
+        answer: r.get(9),
+    };
+    (entry, r.get(10), r.get(11))
+}
+
+impl Decisions {
+    /// This process's entries in `pg`'s database: one per database per process (every
+    /// API adapter of the process shares it). Starts the heartbeat and the listener.
+    pub fn of(pg: &Arc<Postgres>) -> Arc<Decisions> {
+        let mut held = pg.decisions.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(decisions) = held.upgrade() {
+            return decisions;
+        }
+        let replica = crate::store::random_id().unwrap_or_else(|_| format!("pid-{}", std::process::id()));
+        let (decided, _) = broadcast::channel(1024);
+        let decisions = Arc::new(Decisions { pg: pg.clone(), replica, decided });
+        tokio::spawn(beat(Arc::downgrade(&decisions)));
+        tokio::spawn(listen(Arc::downgrade(&decisions)));
+        *held = Arc::downgrade(&decisions);
+        decisions
+    }
+
+    /// This replica's id.
+    pub fn replica(&self) -> &str {
+        &self.replica
+    }
+
+    /// The ids of this replica's entries as they are decided anywhere; an empty id asks to
+    /// look again at every pending entry (the listener reconnected, and may have missed
+    /// some).
+    pub fn subscribe(&self) -> broadcast::Receiver<String> {
+        self.decided.subscribe()
+    }
+
+    /// Records a pending entry of this replica, before anyone can see its id.
+    pub async fn open(&self, entry: &Entry) -> Result<(), StateError> {
+        self.beat().await?;
+        let c = self.pg.client().await?;
+        let choices = (entry.kind == Kind::Question).then(|| serde_json::to_string(&entry.choices).unwrap_or_default());
+        c.execute(
+            "INSERT INTO skillhost_interactions
+                (id, kind, run_id, channel_id, replica, expires_at, challenge, prompt, choices, created_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, extract(epoch FROM clock_timestamp())::float8)",
+            &[
+                &entry.id,
+                &entry.kind.as_str(),
+                &entry.run_id,
+                &entry.channel_id,
+                &self.replica,
+                &unix(entry.expires_at),
+                &entry.challenge,
+                &entry.prompt,
+                &choices,
+            ],
+        )
+        .await
+        .map(drop)
+        .map_err(|e| self.pg.error(e))
+    }
+
+    /// The entry `id` of `kind`, with a pending one past its expiry or whose owner is gone
+    /// settled first (`timed_out`, `cancelled`).
+    pub async fn get(&self, kind: Kind, id: &str) -> Result<Option<Entry>, StateError> {
+        let query = format!("{SELECT} WHERE i.id = $1 AND i.kind = $3");
+        let orphaned = ORPHANED_AFTER.as_secs_f64();
+        loop {
+            let c = self.pg.client().await?;
+            let found = c.query_opt(&query, &[&id, &orphaned, &kind.as_str()]).await.map_err(|e| self.pg.error(e))?;
+            let Some(found) = found else { return Ok(None) };
+            let (entry, expired, orphaned) = row(&found);
+            if entry.outcome.is_some() || !(expired || orphaned) {
+                return Ok(Some(entry));
+            }
+            // Settled now, by whoever reads it first; read again (a decision may have won).
+            self.settle_pending(id, if expired { "timed_out" } else { "cancelled" }).await?;
+        }
+    }
+
+    /// A person's decision (`approved`, `denied`, or `answered` with `answer`): `check`
+    /// judges it against the pending entry (a confirmation's challenge) first. Repeating
+    /// the recorded decision is [`Decided::Same`].
+    pub async fn decide(
+        &self,
+        kind: Kind,
+        id: &str,
+        outcome: &str,
+        answer: Option<&str>,
+        check: impl FnOnce(&Entry) -> Result<(), String>,
+    ) -> Result<Decided, StateError> {
+        let Some(entry) = self.get(kind, id).await? else { return Ok(Decided::Gone) };
+        if entry.outcome.is_none() {
+            if let Err(why) = check(&entry) {
+                return Ok(Decided::Invalid(why));
+            }
+            let c = self.pg.client().await?;
+            let won = c
+                .query_opt(
+                    "WITH won AS (
+                        UPDATE skillhost_interactions SET outcome = $2, answer = $3,
+                            decided_at = extract(epoch FROM clock_timestamp())::float8
+                        WHERE id = $1 AND outcome IS NULL RETURNING replica, id)
+                     SELECT pg_notify($4, replica || ' ' || id) FROM won",
+                    &[&id, &outcome, &answer, &CHANNEL],
+                )
+                .await
+                .map_err(|e| self.pg.error(e))?;
+            if won.is_some() {
+                return Ok(Decided::Won(Entry {
+                    outcome: Some(outcome.into()),
+                    answer: answer.map(Into::into),
+                    ..entry
+                }));
+            }
+        }
+        // Settled before this decision: the same, another person's, or the run's end.
+        let Some(entry) = self.get(kind, id).await? else { return Ok(Decided::Gone) };
+        Ok(match entry.outcome.as_deref() {
+            Some(o) if o == outcome && entry.answer.as_deref() == answer => Decided::Same(entry),
+            Some("approved" | "denied" | "answered") => Decided::Conflict(entry),
+            _ => Decided::Gone,
+        })
+    }
+
+    /// Records how the run ended the wait (the engine's word is final).
+    pub async fn settle(&self, id: &str, outcome: &str, answer: Option<&str>) -> Result<(), StateError> {
+        let c = self.pg.client().await?;
+        c.execute(
+            "UPDATE skillhost_interactions SET outcome = $2, answer = $3,
+                decided_at = coalesce(decided_at, extract(epoch FROM clock_timestamp())::float8)
+             WHERE id = $1 AND outcome IS DISTINCT FROM $2",
+            &[&id, &outcome, &answer],
+        )
+        .await
+        .map(drop)
+        .map_err(|e| self.pg.error(e))
+    }
+
+    async fn settle_pending(&self, id: &str, outcome: &str) -> Result<(), StateError> {
+        let c = self.pg.client().await?;
+        let sql =
+            "UPDATE skillhost_interactions SET outcome = $2, decided_at = extract(epoch FROM clock_timestamp())::float8
+             WHERE id = $1 AND outcome IS NULL";
+        c.execute(sql, &[&id, &outcome]).await.map(drop).map_err(|e| self.pg.error(e))
+    }
+
+    /// Cancels every pending entry of `run_id`.
+    pub async fn cancel_run(&self, run_id: &str) -> Result<(), StateError> {
+        let c = self.pg.client().await?;
+        c.execute(
+            "UPDATE skillhost_interactions SET outcome = 'cancelled', decided_at = extract(epoch FROM clock_timestamp())::float8
+             WHERE run_id = $1 AND outcome IS NULL",
+            &[&run_id],
+        )
+        .await
+        .map(drop)
+        .map_err(|e| self.pg.error(e))
+    }
+
+    /// Which of `ids` (this replica's pending ones) have been decided: the polling side of
+    /// the wake-up, for notifications a lost connection missed.
+    pub async fn decided_among(&self, ids: &[String]) -> Result<Vec<String>, StateError> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let c = self.pg.client().await?;
+        let rows = c
+            .query("SELECT id FROM skillhost_interactions WHERE id = ANY($1) AND outcome IS NOT NULL", &[&ids])
+            .await
+            .map_err(|e| self.pg.error(e))?;
+        Ok(rows.iter().map(|r| r.get(0)).collect())
+    }
+
+    async fn beat(&self) -> Result<(), StateError> {
+        let c = self.pg.client().await?;
+        c.execute(
+            "INSERT INTO skillhost_replicas (id, started_at, seen_at)
+                VALUES ($1, extract(epoch FROM clock_timestamp())::float8, extract(epoch FROM clock_timestamp())::float8)
+             ON CONFLICT (id) DO UPDATE SET seen_at = EXCLUDED.seen_at",
+            &[&self.replica],
+        )
+        .await
+        .map(drop)
+        .map_err(|e| self.pg.error(e))
+    }
+
+    /// Settles what nobody will decide any more (entries past their expiry, entries of
+    /// replicas gone silent) and forgets resolved entries past [`RETENTION`] and replicas
+    /// silent for as long.
+    async fn sweep(&self) -> Result<(), StateError> {
+        let c = self.pg.client().await?;
+        let (orphaned, retention) = (ORPHANED_AFTER.as_secs_f64(), RETENTION.as_secs_f64());
+        c.execute(
+            "UPDATE skillhost_interactions i SET outcome = CASE
+                    WHEN i.expires_at <= extract(epoch FROM clock_timestamp())::float8 THEN 'timed_out' ELSE 'cancelled' END,
+                decided_at = extract(epoch FROM clock_timestamp())::float8
+             WHERE i.outcome IS NULL AND (i.expires_at <= extract(epoch FROM clock_timestamp())::float8
+                OR NOT EXISTS (SELECT 1 FROM skillhost_replicas r
+                    WHERE r.id = i.replica AND r.seen_at >= extract(epoch FROM clock_timestamp())::float8 - $1))",
+            &[&orphaned],
+        )
+        .await
+        .map_err(|e| self.pg.error(e))?;
+        c.execute(
+            "DELETE FROM skillhost_interactions
+             WHERE outcome IS NOT NULL AND decided_at < extract(epoch FROM clock_timestamp())::float8 - $1",
+            &[&retention],
+        )
+        .await
+        .map_err(|e| self.pg.error(e))?;
+        c.execute(
+            "DELETE FROM skillhost_replicas WHERE seen_at < extract(epoch FROM clock_timestamp())::float8 - $1",
+            &[&retention],
+        )
+        .await
+        .map(drop)
+        .map_err(|e| self.pg.error(e))
+    }
+}
+
+/// Beats every [`HEARTBEAT`] and sweeps every tenth beat, while the decisions live.
+async fn beat(decisions: Weak<Decisions>) {
+    let mut tick = tokio::time::interval(HEARTBEAT);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    for n in 0u64.. {
+        tick.tick().await;
+        let Some(d) = decisions.upgrade() else { return };
+        if let Err(e) = d.beat().await {
+            tracing::warn!("replica heartbeat: {e}");
+        }
+        if n.is_multiple_of(10)
+            && let Err(e) = d.sweep().await
+        {
+            tracing::warn!("sweeping approvals and questions nobody will decide: {e}");
+        }
+    }
+}
+
+/// Listens for decisions on a connection of its own, and passes this replica's ids on;
+/// after a lost connection, reconnects (every second) and asks for a look at every pending
+/// entry, since notifications sent meanwhile are lost.
+async fn listen(decisions: Weak<Decisions>) {
+    let mut first = true;
+    loop {
+        let Some(d) = decisions.upgrade() else { return };
+        let (pg, replica, decided) = (d.pg.clone(), d.replica.clone(), d.decided.clone());
+        drop(d);
+        match pg.listen(CHANNEL).await {
+            Ok((client, mut notes)) => {
+                if !first {
+                    tracing::info!("listening for decisions again");
+                }
+                let _ = decided.send(String::new());
+                while let Some(payload) = notes.next().await {
+                    if let Some((to, id)) = payload.split_once(' ')
+                        && to == replica
+                    {
+                        let _ = decided.send(id.to_owned());
+                    }
+                }
+                drop(client);
+                tracing::warn!("the connection listening for decisions was lost; polling until it is back");
+            }
+            Err(e) if first => tracing::warn!("cannot listen for decisions yet: {e}"),
+            Err(_) => {}
+        }
+        first = false;
+        let _ = decided.send(String::new());
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+impl Postgres {
+    /// A connection of its own (outside the pool) listening on `channel`: the client, to
+    /// keep while listening, and the notifications' payloads, which end when the
+    /// connection is lost.
+    async fn listen(
+        &self,
+        channel: &str,
+    ) -> Result<(tokio_postgres::Client, futures::channel::mpsc::UnboundedReceiver<String>), StateError> {
+        self.migrated.get_or_try_init(|| self.migrate()).await?;
+        let tls = super::tls::connector(self.settings.ssl, self.settings.root_cert.as_deref())?;
+        let (client, mut connection) = self.settings.config.connect(tls).await.map_err(|e| {
+            StateError::Other(format!("state database {} unreachable: {}", self.settings.describe(), full(&e)))
+        })?;
+        let (tx, rx) = futures::channel::mpsc::unbounded();
+        tokio::spawn(async move {
+            let mut messages = futures::stream::poll_fn(move |cx| connection.poll_message(cx));
+            while let Some(Ok(message)) = messages.next().await {
+                if let tokio_postgres::AsyncMessage::Notification(n) = message
+                    && tx.unbounded_send(n.payload().to_owned()).is_err()
+                {
+                    return;
+                }
+            }
+        });
+        client.batch_execute(&format!("LISTEN {channel}")).await.map_err(|e| self.error(e))?;
+        Ok((client, rx))
+    }
+}
