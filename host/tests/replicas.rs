@@ -252,3 +252,38 @@ async fn approvals_and_questions_are_decided_on_any_replica_and_outlive_nothing(
     assert_eq!(status, 200, "{took} {}", b.stderr());
     assert_eq!(took["text"], "B took over.");
 }
+
+/// Two replicas serving one Telegram bot: one polls (Telegram allows one `getUpdates` at a
+/// time), the other stands by; when the poller dies (kill -9), the other takes over from the
+/// offset it left and answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_replica_polls_a_telegram_bot_and_another_takes_over_when_it_dies() {
+    const TOKEN: &str = "4242000:ABCdefGHIjklMNOpqrSTUvwxyz_0123456";
+    const CHAT: i64 = 4242;
+    let pg = Postgres::start();
+    let llm =
+        LlmServer::start(vec![Answer::text(&["First."]).into(), Answer::text(&["From the survivor."]).into()]).await;
+    let telegram = skillhost_tests::telegram_server::TelegramServer::start(TOKEN).await;
+    let extra = format!(
+        "adapter:\n  type: telegram\n  telegram:\n    bot_token: '{TOKEN}'\n    allowed_chat_ids: [{CHAT}]\n    base_url: '{}'\n\
+         llm:\n  provider: anthropic\n  model: m\n  max_tokens: 100\n  anthropic: {{api_key: k, base_url: '{}'}}\n",
+        telegram.base_url(),
+        llm.url()
+    );
+    let ws = workspace(&pg, "telegram", &extra);
+    let mut a = support::run::Running::start(ws.path(), &[], &[]);
+    a.wait_for_log("polling for updates").await;
+    let b = support::run::Running::start(ws.path(), &[], &[]);
+    b.wait_for_log("another replica polls this bot; standing by").await;
+
+    let wait = Duration::from_secs(30);
+    telegram.send_text(CHAT, 7, "one");
+    telegram.wait_for_message(CHAT, |m| m.text.contains("First."), wait).await;
+    a.kill();
+    b.wait_for_log("polling for updates").await;
+    telegram.send_text(CHAT, 7, "two");
+    telegram.wait_for_message(CHAT, |m| m.text.contains("From the survivor."), wait).await;
+    assert_eq!(llm.requests().len(), 2, "each message handled once");
+    let conflict = "Telegram answered 409";
+    assert!(!a.stderr().contains(conflict) && !b.stderr().contains(conflict), "{}\n{}", a.stderr(), b.stderr());
+}

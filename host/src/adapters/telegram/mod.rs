@@ -312,18 +312,76 @@ impl Platform for Telegram {
     }
 }
 
-/// Long polling until `stop`; a refused token ends this bot.
+/// How often a standing-by replica asks again to poll the bot.
+const ELECTION_RETRY: Duration = Duration::from_secs(2);
+
+/// How a replica's polling ended.
+enum Polled {
+    /// Asked to stop.
+    Stopped,
+    /// The database connection that made it the poller was lost: stand again.
+    Lost,
+}
+
+/// Long polling until `stop`; a refused token ends this bot. With the state in PostgreSQL,
+/// one replica polls each bot (Telegram allows one `getUpdates` at a time): the one holding
+/// the bot's advisory lock; the others stand by and take over when it goes.
 async fn poll(chat: &Arc<Chat<Telegram>>, stop: Stop) -> anyhow::Result<()> {
     let telegram = &chat.platform;
     if telegram.settings.allowed_chat_ids.is_empty() {
         tracing::warn!("{}: telegram.allowed_chat_ids is empty: every chat is refused", telegram.label);
     }
     let state = chat.engine().history().state().clone();
+    let Some(pg) = state.postgres() else {
+        return poll_as_leader(chat, &state, &stop, std::future::pending()).await.map(drop);
+    };
+    use sha2::Digest as _;
+    let role = format!("telegram {}", hex::encode(&sha2::Sha256::digest(telegram.settings.bot_token.as_bytes())[..8]));
+    loop {
+        let mut standing_by = false;
+        let mut leadership = loop {
+            if *stop.borrow() {
+                return Ok(());
+            }
+            match pg.lead(&role).await {
+                Ok(Some(leadership)) => break leadership,
+                Ok(None) if !standing_by => {
+                    tracing::info!("{}: another replica polls this bot; standing by", telegram.label);
+                    standing_by = true;
+                }
+                Ok(None) => {}
+                Err(e) => tracing::warn!("{}: cannot stand for polling this bot: {e}", telegram.label),
+            }
+            tokio::select! {
+                () = tokio::time::sleep(ELECTION_RETRY) => {}
+                () = stopped(stop.clone()) => return Ok(()),
+            }
+        };
+        match poll_as_leader(chat, &state, &stop, leadership.lost()).await? {
+            Polled::Stopped => return Ok(()),
+            Polled::Lost => tracing::warn!(
+                "{}: the database connection that made this replica the bot's poller was lost; standing again",
+                telegram.label
+            ),
+        }
+    }
+}
+
+/// [`poll`] while `lost` has not returned.
+async fn poll_as_leader(
+    chat: &Arc<Chat<Telegram>>,
+    state: &crate::store::StateStore,
+    stop: &Stop,
+    lost: impl std::future::Future<Output = ()>,
+) -> anyhow::Result<Polled> {
+    let telegram = &chat.platform;
+    tokio::pin!(lost);
+    // Read again at every election: the replica that polled before moved it on.
     let mut offset: Option<(String, i64)> = None;
     let mut backoff = backoff();
     loop {
         if *stop.borrow() {
-            return Ok(());
+            return Ok(Polled::Stopped);
         }
         // The bot's id (`getMe`) names where the offset is kept; learnt once.
         let (ns, from) = match &offset {
@@ -339,7 +397,7 @@ async fn poll(chat: &Arc<Chat<Telegram>>, stop: Stop) -> anyhow::Result<()> {
                     anyhow::bail!("{}: Telegram refused the bot token ({e}): this bot stops", telegram.label)
                 }
                 Err(e) => {
-                    wait(&telegram.label, &e.to_string(), &mut backoff, &stop).await;
+                    wait(&telegram.label, &e.to_string(), &mut backoff, stop).await;
                     continue;
                 }
             },
@@ -347,7 +405,8 @@ async fn poll(chat: &Arc<Chat<Telegram>>, stop: Stop) -> anyhow::Result<()> {
         let body = json!({"offset": from, "timeout": POLL_SECONDS, "allowed_updates": ["message", "callback_query"]});
         let updates = tokio::select! {
             updates = telegram.call("getUpdates", &body) => updates,
-            () = stopped(stop.clone()) => return Ok(()),
+            () = stopped(stop.clone()) => return Ok(Polled::Stopped),
+            () = &mut lost => return Ok(Polled::Lost),
         };
         let updates: Vec<Value> = match updates {
             Ok(updates) => {
@@ -360,14 +419,14 @@ async fn poll(chat: &Arc<Chat<Telegram>>, stop: Stop) -> anyhow::Result<()> {
             Err(e) if e.code() == Some(409) => {
                 let why = "another process polls this bot token (Telegram answered 409 Conflict); \
                     only one skillhost may serve a Telegram bot";
-                wait(&telegram.label, why, &mut backoff, &stop).await;
+                wait(&telegram.label, why, &mut backoff, stop).await;
                 continue;
             }
             Err(e) if matches!(e.code(), Some(401 | 404)) => {
                 anyhow::bail!("{}: Telegram refused the bot token ({e}): this bot stops", telegram.label)
             }
             Err(e) => {
-                wait(&telegram.label, &e.to_string(), &mut backoff, &stop).await;
+                wait(&telegram.label, &e.to_string(), &mut backoff, stop).await;
                 continue;
             }
         };

@@ -429,3 +429,37 @@ impl Postgres {
         Ok((client, rx))
     }
 }
+
+/// A replica's hold on a role only one replica may play at a time (polling a Telegram bot):
+/// a session-level advisory lock on a connection of its own. The role is lost with the
+/// connection (the database restarted, the network cut): [`Leadership::lost`] then returns,
+/// and the holder must stop and stand for it again.
+pub struct Leadership {
+    _client: tokio_postgres::Client,
+    lost: tokio::task::JoinHandle<()>,
+}
+
+impl Leadership {
+    /// Returns once the connection holding the lock is gone.
+    pub async fn lost(&mut self) {
+        let _ = (&mut self.lost).await;
+    }
+}
+
+impl Postgres {
+    /// Takes the role `name` if no other session holds it: `None` when one does.
+    pub async fn lead(&self, name: &str) -> Result<Option<Leadership>, StateError> {
+        use sha2::Digest as _;
+        let digest = sha2::Sha256::digest(format!("skillhost role {name}").as_bytes());
+        let key = i64::from_be_bytes(digest[..8].try_into().unwrap_or_default());
+        let tls = super::tls::connector(self.settings.ssl, self.settings.root_cert.as_deref())?;
+        let (client, connection) = self.settings.config.connect(tls).await.map_err(|e| {
+            StateError::Other(format!("state database {} unreachable: {}", self.settings.describe(), full(&e)))
+        })?;
+        let lost = tokio::spawn(async move {
+            let _ = connection.await;
+        });
+        let row = client.query_one("SELECT pg_try_advisory_lock($1)", &[&key]).await.map_err(|e| self.error(e))?;
+        Ok(row.get::<_, bool>(0).then_some(Leadership { _client: client, lost }))
+    }
+}
