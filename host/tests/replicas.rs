@@ -287,3 +287,53 @@ async fn one_replica_polls_a_telegram_bot_and_another_takes_over_when_it_dies() 
     let conflict = "Telegram answered 409";
     assert!(!a.stderr().contains(conflict) && !b.stderr().contains(conflict), "{}\n{}", a.stderr(), b.stderr());
 }
+
+/// PostgreSQL restarted while two replicas serve a stream of runs: every run either
+/// completes or fails with a 503 naming the state database, nothing panics, and once the
+/// database is back every run completes, without restarting a replica.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_database_restart_under_load_fails_runs_clearly_and_the_replicas_recover() {
+    let pg = Postgres::start();
+    let llm = LlmServer::responding(Box::new(|_| Answer::text(&["ok"]).into())).await;
+    let llm_yaml = format!(
+        "llm:\n  provider: anthropic\n  model: m\n  max_tokens: 100\n  anthropic: {{api_key: k, base_url: '{}'}}\n",
+        llm.url()
+    );
+    let ws = workspace(&pg, "restart", &llm_yaml);
+    let replicas = std::sync::Arc::new([ApiProcess::start(&ws).await, ApiProcess::start(&ws).await]);
+    let load = |round: usize| {
+        let replicas = replicas.clone();
+        tokio::spawn(async move {
+            let mut seen = Vec::new();
+            for i in 0..40 {
+                let api = &replicas[i % 2];
+                let (status, body) = run(api, "hi", &format!("load-{round}-{i}")).await;
+                seen.push((status, body));
+            }
+            seen
+        })
+    };
+    let during = load(0);
+    pg.stop();
+    pg.resume();
+    let seen = during.await.unwrap();
+    for (status, body) in &seen {
+        match status {
+            200 => assert_eq!(body["text"], "ok", "{body}"),
+            503 => assert!(body.to_string().contains("state database"), "{body}"),
+            other => panic!("{other}: {body}"),
+        }
+    }
+    let failed = seen.iter().filter(|(s, _)| *s == 503).count();
+    println!("{failed} of {} runs failed with 503 while PostgreSQL restarted", seen.len());
+    let started = Instant::now();
+    while ready(&replicas[0]).await.0 != 200 || ready(&replicas[1]).await.0 != 200 {
+        assert!(started.elapsed() < support::PROCESS_LIMIT, "never ready again");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let after = load(1).await.unwrap();
+    assert!(after.iter().all(|(s, _)| *s == 200), "{after:?}");
+    for api in replicas.iter() {
+        assert!(!api.stderr().contains("panicked"), "{}", api.stderr());
+    }
+}
