@@ -7,14 +7,15 @@
 #
 # Benches: sandbox (targets 1, 2, 6: host/benches/sandbox.rs), start (target 5:
 # host/benches/start.rs), mcp_roundtrip (target 3: host/benches/mcp_roundtrip.rs) and
-# api_load (target 4: host/benches/api_load.rs). Lines a bench prints as table rows
+# api_load (target 4: host/benches/api_load.rs); replicas (issue 29: host/benches/replicas.rs,
+# SQLite against PostgreSQL and two replicas; starts a throwaway PostgreSQL 15). Lines a bench prints as table rows
 # (`| ... |`) join the table; anything else it prints follows under its name. A bench's
 # stderr goes to target/bench-logs/<bench>.log.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export SKILLHOST_OFFLINE="${SKILLHOST_OFFLINE:-1}"
 
-if [ $# -gt 0 ]; then benches=("$@"); else benches=(sandbox start mcp_roundtrip api_load); fi
+if [ $# -gt 0 ]; then benches=("$@"); else benches=(sandbox start mcp_roundtrip api_load replicas); fi
 # BENCH_CARGO_PROFILE=dev measures with the dev profile's optimised dependencies instead of a
 # release build (where one does not fit the time; say so next to the figures).
 profile=()

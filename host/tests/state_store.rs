@@ -467,3 +467,61 @@ async fn tls_follows_sslmode() {
     let plain = works("127.0.0.1", "sslmode=disable").await.unwrap_err();
     assert!(plain.contains("no encryption") || plain.contains("pg_hba.conf"), "the server wants TLS: {plain}");
 }
+
+/// The shared approvals' rules, straight on the database: a confirm-level approval needs its
+/// challenge (a denial does not), the first decision wins and a repeat is the same, an entry
+/// past its expiry reads `timed_out` and cannot be decided, and the owner hears of a
+/// decision with its outcome.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shared_decisions_follow_the_spec() {
+    use skillhost::store::state::postgres::decisions::{Decided, Decisions, Entry, Kind};
+    use std::time::SystemTime;
+    let pg = skillhost_tests::postgres::Postgres::start();
+    pg.psql("postgres", "CREATE DATABASE decisions");
+    let config = skillhost::config::PostgresState {
+        url: Some(format!("{}?sslmode=disable", pg.url("postgres", "decisions"))),
+        ..Default::default()
+    };
+    let backend = Postgres::connect(Settings::from_config(Some(&config), |_| None).unwrap()).unwrap();
+    let decisions = Decisions::of(&backend);
+    let mut heard = decisions.subscribe();
+    let entry = |id: &str, expires_in: u64, challenge: Option<&str>| Entry {
+        id: id.into(),
+        kind: Kind::Approval,
+        run_id: "r".into(),
+        channel_id: "c".into(),
+        expires_at: SystemTime::now() + Duration::from_secs(expires_in),
+        challenge: challenge.map(Into::into),
+        prompt: None,
+        choices: Vec::new(),
+        outcome: None,
+        answer: None,
+    };
+    decisions.open(&entry("confirm-me", 60, Some("CONFIRM"))).await.unwrap();
+    let decide = async |id: &str, outcome: &str, confirmation: Option<&str>| {
+        decisions.decide(Kind::Approval, id, outcome, None, confirmation).await.unwrap()
+    };
+    assert!(matches!(decide("confirm-me", "approved", None).await, Decided::Unconfirmed));
+    assert!(matches!(decide("confirm-me", "approved", Some("nope")).await, Decided::Unconfirmed));
+    assert!(matches!(decide("confirm-me", "approved", Some("CONFIRM")).await, Decided::Won(_)));
+    assert!(matches!(decide("confirm-me", "approved", Some("CONFIRM")).await, Decided::Same(_)));
+    assert!(matches!(decide("confirm-me", "denied", None).await, Decided::Conflict(_)));
+    let said = loop {
+        let announced = heard.recv().await.unwrap();
+        if !announced.id.is_empty() {
+            break announced;
+        }
+    };
+    assert_eq!((said.id.as_str(), said.outcome), ("confirm-me", Some(("approved".to_owned(), None))));
+
+    decisions.open(&entry("deny-me", 60, Some("CONFIRM"))).await.unwrap();
+    assert!(matches!(decide("deny-me", "denied", None).await, Decided::Won(_)), "a denial needs no challenge");
+
+    decisions.open(&entry("late", 0, None)).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(matches!(decide("late", "approved", None).await, Decided::Gone));
+    let late = decisions.get(Kind::Approval, "late").await.unwrap().unwrap();
+    assert_eq!(late.outcome.as_deref(), Some("timed_out"));
+    assert!(decisions.get(Kind::Question, "late").await.unwrap().is_none(), "ids are per kind");
+    assert!(matches!(decide("unknown", "approved", None).await, Decided::Gone));
+}

@@ -22,6 +22,11 @@ pub fn respond(body: &Value) -> Reply {
 
 /// One run: open the stream, approve, read to the end; returns the decision latency.
 pub async fn run(api: &ApiProcess, i: usize) -> Result<Duration, String> {
+    run_deciding_on(api, api, i).await
+}
+
+/// [`run`] with the decision sent to `decider` (another replica, say).
+pub async fn run_deciding_on(api: &ApiProcess, decider: &ApiProcess, i: usize) -> Result<Duration, String> {
     let opened = api.trigger("wait=1&stream=approval-v1", "go", &format!("load-{i}")).send().await;
     let response = opened.map_err(|e| e.to_string())?;
     if response.status() != 200 {
@@ -34,7 +39,8 @@ pub async fn run(api: &ApiProcess, i: usize) -> Result<Duration, String> {
             "approval_requested" => {
                 let id = event.data["approval_id"].as_str().ok_or("no approval id")?.to_owned();
                 sent = Some(Instant::now());
-                let response = api.decide(&id, &json!({"approved": true})).send().await.map_err(|e| e.to_string())?;
+                let decision = decider.decide(&id, &json!({"approved": true})).send().await;
+                let response = decision.map_err(|e| e.to_string())?;
                 let status = response.status();
                 let text = response.text().await.unwrap_or_default();
                 if status != 200 {

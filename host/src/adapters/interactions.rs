@@ -8,7 +8,7 @@
 //! listening connection is lost, by polling) and hands the decision to the run here.
 
 use crate::store::StateStore;
-use crate::store::state::postgres::decisions::{Decisions, Kind};
+use crate::store::state::postgres::decisions::{Announced, Decisions, Kind};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant, SystemTime};
@@ -360,10 +360,10 @@ impl Interactions {
     }
 
     /// Hands the runs here the decisions taken on `ids` (those still pending here), and
-    /// announces each where its person sees it.
-    async fn take(&self, ids: Vec<String>) {
+    /// announces each where its person sees it; what a notification did not carry is read.
+    async fn take(&self, announced: Vec<Announced>) {
         let Some(shared) = &self.shared else { return };
-        for id in ids {
+        for Announced { id, outcome } in announced {
             let (kind, pending) = if self.approvals.is_pending(&id) {
                 (Kind::Approval, true)
             } else {
@@ -372,16 +372,21 @@ impl Interactions {
             if !pending {
                 continue;
             }
-            let entry = match shared.get(kind, &id).await {
-                Ok(Some(entry)) => entry,
-                Ok(None) => continue,
-                Err(e) => {
-                    tracing::warn!(id, "cannot read a decision: {e}");
-                    continue;
-                }
+            let (outcome, answer) = match outcome {
+                Some(said) => said,
+                None => match shared.get(kind, &id).await {
+                    Ok(Some(entry)) => match entry.outcome {
+                        Some(outcome) => (outcome, entry.answer),
+                        None => continue,
+                    },
+                    Ok(None) => continue,
+                    Err(e) => {
+                        tracing::warn!(id, "cannot read a decision: {e}");
+                        continue;
+                    }
+                },
             };
-            let Some(outcome) = entry.outcome.as_deref() else { continue };
-            let resolution = Resolution::from_stored(outcome, entry.answer.as_deref());
+            let resolution = Resolution::from_stored(&outcome, answer.as_deref());
             match kind {
                 Kind::Approval => {
                     let approved = resolution == Resolution::Approved;
@@ -425,24 +430,24 @@ const POLL: Duration = Duration::from_secs(5);
 
 /// Takes the decisions the database announces for this replica, and looks at every
 /// pending entry now and then, while `interactions` lives.
-async fn deliver(interactions: Weak<Interactions>, mut decided: broadcast::Receiver<String>) {
+async fn deliver(interactions: Weak<Interactions>, mut decided: broadcast::Receiver<Announced>) {
     let mut poll = tokio::time::interval(POLL);
     poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         let one = tokio::select! {
-            id = decided.recv() => match id {
-                Ok(id) if !id.is_empty() => Some(id),
+            announced = decided.recv() => match announced {
+                Ok(announced) if !announced.id.is_empty() => Some(announced),
                 Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => None,
                 Err(broadcast::error::RecvError::Closed) => return,
             },
             _ = poll.tick() => None,
         };
         let Some(interactions) = interactions.upgrade() else { return };
-        let ids = match one {
-            Some(id) => vec![id],
-            None => interactions.decided_here().await,
+        let announced = match one {
+            Some(announced) => vec![announced],
+            None => interactions.decided_here().await.into_iter().map(|id| Announced { id, outcome: None }).collect(),
         };
-        interactions.take(ids).await;
+        interactions.take(announced).await;
     }
 }
 

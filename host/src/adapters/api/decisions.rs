@@ -13,6 +13,9 @@ use axum::http::StatusCode;
 use serde_json::{Value, json};
 use std::sync::Arc;
 
+/// Why an approval of a `confirm`-level call was refused.
+const UNCONFIRMED: &str = "`confirmation` must repeat the confirmation_challenge of this confirm-level approval";
+
 /// The longest answer to a question, in characters.
 pub const MAX_ANSWER: usize = 4096;
 
@@ -107,7 +110,7 @@ fn shared_outcome(decided: Decided, what: &str) -> ApiResult<View> {
             ))
         }
         Decided::Gone => Err(ApiError::gone(what)),
-        Decided::Invalid(message) => Err(ApiError::bad_request(message)),
+        Decided::Unconfirmed => Err(ApiError::bad_request(UNCONFIRMED)),
     }
 }
 
@@ -155,17 +158,9 @@ pub async fn decide_approval(
         Some(_) => return Err(ApiError::bad_request("`confirmation` must be a string")),
     };
     let decision = if approved { Resolution::Approved } else { Resolution::Denied };
-    let refuses = |challenge: Option<&str>| match challenge {
-        Some(challenge) if approved && confirmation != Some(challenge) => {
-            Err("`confirmation` must repeat the confirmation_challenge of this confirm-level approval".to_owned())
-        }
-        _ => Ok(()),
-    };
     if let Some(shared) = api.interactions.shared() {
-        let decided = shared
-            .decide(Kind::Approval, &id, decision.name(), None, |e: &Entry| refuses(e.challenge.as_deref()))
-            .await
-            .map_err(unavailable)?;
+        let decided =
+            shared.decide(Kind::Approval, &id, decision.name(), None, confirmation).await.map_err(unavailable)?;
         let won = matches!(decided, Decided::Won(_));
         let view = shared_outcome(decided, "approval")?;
         // The run waits here: it is woken now rather than by the notification.
@@ -177,7 +172,10 @@ pub async fn decide_approval(
         }
         return Ok(Json(approval_json(&view)));
     }
-    let check = |info: &ApprovalInfo| refuses(info.challenge);
+    let check = |info: &ApprovalInfo| match info.challenge {
+        Some(challenge) if approved && confirmation != Some(challenge) => Err(UNCONFIRMED.to_owned()),
+        _ => Ok(()),
+    };
     let snapshot = api.interactions.approvals.decide(&id, decision, check).map_err(|e| refused(e, "approval"))?;
     // Announced here rather than when the turn resumes: on a busy server the turn may wait
     // for a worker, and the person should see their decision taken at once.
@@ -215,8 +213,7 @@ pub async fn answer_question(
         }
     };
     if let Some(shared) = api.interactions.shared() {
-        let decided =
-            shared.decide(Kind::Question, &id, "answered", Some(&answer), |_| Ok(())).await.map_err(unavailable)?;
+        let decided = shared.decide(Kind::Question, &id, "answered", Some(&answer), None).await.map_err(unavailable)?;
         let won = matches!(decided, Decided::Won(_));
         let view = shared_outcome(decided, "question")?;
         if won

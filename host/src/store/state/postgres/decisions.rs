@@ -81,8 +81,20 @@ pub enum Decided {
     Conflict(Entry),
     /// Unknown, expired, cancelled.
     Gone,
-    /// Refused by the caller's check; the entry stays pending.
-    Invalid(String),
+    /// An approval of a `confirm`-level call without its challenge repeated; the entry
+    /// stays pending.
+    Unconfirmed,
+}
+
+/// A decision announced to the replica whose run waits: its id and, unless the payload could
+/// not carry it (a long answer), its outcome and answer. An empty id asks the replica to look
+/// again at every entry pending there (notifications may have been missed).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Announced {
+    /// The entry.
+    pub id: String,
+    /// Its outcome and answer, when the notification carried them.
+    pub outcome: Option<(String, Option<String>)>,
 }
 
 /// The shared entries of one database, as this replica sees them.
@@ -90,9 +102,8 @@ pub struct Decisions {
     pg: Arc<Postgres>,
     /// This process's id among the replicas.
     replica: String,
-    /// Ids of this replica's entries that were decided (an empty id: look again at every
-    /// pending entry, since notifications may have been missed).
-    decided: broadcast::Sender<String>,
+    /// This replica's entries as they are decided.
+    decided: broadcast::Sender<Announced>,
 }
 
 impl std::fmt::Debug for Decisions {
@@ -118,9 +129,14 @@ const SELECT: &str = "SELECT i.id, i.kind, i.run_id, i.channel_id, i.expires_at,
     FROM skillhost_interactions i LEFT JOIN skillhost_replicas r ON r.id = i.replica";
 
 fn row(r: &tokio_postgres::Row) -> (Entry, bool, bool) {
+    (entry(r), r.get(10), r.get(11))
+}
+
+/// The entry in columns 0 to 9 of `r`.
+fn entry(r: &tokio_postgres::Row) -> Entry {
     let kind = if r.get::<_, &str>(1) == "question" { Kind::Question } else { Kind::Approval };
     let choices: Option<String> = r.get(7);
-    let entry = Entry {
+    Entry {
         id: r.get(0),
         kind,
         run_id: r.get(2),
@@ -131,8 +147,7 @@ fn row(r: &tokio_postgres::Row) -> (Entry, bool, bool) {
         choices: choices.and_then(|c| serde_json::from_str(&c).ok()).unwrap_or_default(),
         outcome: r.get(8),
         answer: r.get(9),
-    };
-    (entry, r.get(10), r.get(11))
+    }
 }
 
 impl Decisions {
@@ -160,7 +175,7 @@ impl Decisions {
     /// The ids of this replica's entries as they are decided anywhere; an empty id asks to
     /// look again at every pending entry (the listener reconnected, and may have missed
     /// some).
-    pub fn subscribe(&self) -> broadcast::Receiver<String> {
+    pub fn subscribe(&self) -> broadcast::Receiver<Announced> {
         self.decided.subscribe()
     }
 
@@ -208,45 +223,51 @@ impl Decisions {
         }
     }
 
-    /// A person's decision (`approved`, `denied`, or `answered` with `answer`): `check`
-    /// judges it against the pending entry (a confirmation's challenge) first. Repeating
-    /// the recorded decision is [`Decided::Same`].
+    /// A person's decision (`approved`, `denied`, or `answered` with `answer`), with the
+    /// `confirmation` a `confirm`-level approval must repeat. One statement when it wins
+    /// (pending, not expired, its replica alive, confirmed): the update and the notification
+    /// to the owner. Repeating the recorded decision is [`Decided::Same`].
     pub async fn decide(
         &self,
         kind: Kind,
         id: &str,
         outcome: &str,
         answer: Option<&str>,
-        check: impl FnOnce(&Entry) -> Result<(), String>,
+        confirmation: Option<&str>,
     ) -> Result<Decided, StateError> {
-        let Some(entry) = self.get(kind, id).await? else { return Ok(Decided::Gone) };
-        if entry.outcome.is_none() {
-            if let Err(why) = check(&entry) {
-                return Ok(Decided::Invalid(why));
-            }
-            let c = self.pg.client().await?;
-            let won = c
-                .query_opt(
-                    "WITH won AS (
-                        UPDATE skillhost_interactions SET outcome = $2, answer = $3,
-                            decided_at = extract(epoch FROM clock_timestamp())::float8
-                        WHERE id = $1 AND outcome IS NULL RETURNING replica, id)
-                     SELECT pg_notify($4, replica || ' ' || id) FROM won",
-                    &[&id, &outcome, &answer, &CHANNEL],
-                )
-                .await
-                .map_err(|e| self.pg.error(e))?;
-            if won.is_some() {
-                return Ok(Decided::Won(Entry {
-                    outcome: Some(outcome.into()),
-                    answer: answer.map(Into::into),
-                    ..entry
-                }));
-            }
+        let c = self.pg.client().await?;
+        let orphaned = ORPHANED_AFTER.as_secs_f64();
+        let won = c
+            .query_opt(
+                "WITH won AS (
+                    UPDATE skillhost_interactions i SET outcome = $2, answer = $3,
+                        decided_at = extract(epoch FROM clock_timestamp())::float8
+                    WHERE i.id = $1 AND i.kind = $5 AND i.outcome IS NULL
+                      AND i.expires_at > extract(epoch FROM clock_timestamp())::float8
+                      AND (i.challenge IS NULL OR $2 <> 'approved' OR i.challenge = $6)
+                      AND EXISTS (SELECT 1 FROM skillhost_replicas r WHERE r.id = i.replica
+                          AND r.seen_at >= extract(epoch FROM clock_timestamp())::float8 - $7)
+                    RETURNING i.id, i.kind, i.run_id, i.channel_id, i.expires_at, i.challenge, i.prompt,
+                        i.choices, i.outcome, i.answer, i.replica)
+                 SELECT won.*, pg_notify($4, won.replica || ' ' || CASE
+                        WHEN won.answer IS NULL THEN won.outcome || ' ' || won.id
+                        WHEN octet_length(won.answer) < 7000 THEN won.outcome || ' ' || won.id || ' ' || won.answer
+                        ELSE 'unsaid ' || won.id END)
+                 FROM won",
+                &[&id, &outcome, &answer, &CHANNEL, &kind.as_str(), &confirmation, &orphaned],
+            )
+            .await
+            .map_err(|e| self.pg.error(e))?;
+        if let Some(won) = won {
+            return Ok(Decided::Won(entry(&won)));
         }
-        // Settled before this decision: the same, another person's, or the run's end.
+        // Not won: settled before (the same, another person's, the run's end), expired, its
+        // replica gone, or not confirmed.
         let Some(entry) = self.get(kind, id).await? else { return Ok(Decided::Gone) };
         Ok(match entry.outcome.as_deref() {
+            None if entry.challenge.is_some() && outcome == "approved" => Decided::Unconfirmed,
+            // Pending still: it was settled and read again between the two statements.
+            None => Decided::Gone,
             Some(o) if o == outcome && entry.answer.as_deref() == answer => Decided::Same(entry),
             Some("approved" | "denied" | "answered") => Decided::Conflict(entry),
             _ => Decided::Gone,
@@ -381,12 +402,10 @@ async fn listen(decisions: Weak<Decisions>) {
                 if !first {
                     tracing::info!("listening for decisions again");
                 }
-                let _ = decided.send(String::new());
+                let _ = decided.send(Announced { id: String::new(), outcome: None });
                 while let Some(payload) = notes.next().await {
-                    if let Some((to, id)) = payload.split_once(' ')
-                        && to == replica
-                    {
-                        let _ = decided.send(id.to_owned());
+                    if let Some(announced) = announced(&payload, &replica) {
+                        let _ = decided.send(announced);
                     }
                 }
                 drop(client);
@@ -396,9 +415,25 @@ async fn listen(decisions: Weak<Decisions>) {
             Err(_) => {}
         }
         first = false;
-        let _ = decided.send(String::new());
+        let _ = decided.send(Announced { id: String::new(), outcome: None });
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
+}
+
+/// A notification's payload (`<replica> <outcome> <id>[ <answer>]`, or `<replica> unsaid
+/// <id>` when the answer was too long to carry), if it is for `replica`.
+fn announced(payload: &str, replica: &str) -> Option<Announced> {
+    let (to, rest) = payload.split_once(' ')?;
+    if to != replica {
+        return None;
+    }
+    let (outcome, rest) = rest.split_once(' ')?;
+    let (id, answer) = match rest.split_once(' ') {
+        Some((id, answer)) => (id, Some(answer.to_owned())),
+        None => (rest, None),
+    };
+    let outcome = (outcome != "unsaid").then(|| (outcome.to_owned(), answer));
+    Some(Announced { id: id.to_owned(), outcome })
 }
 
 impl Postgres {
