@@ -78,8 +78,9 @@ async fn mcp_http(api: &support::api::ApiProcess, session: Option<&str>, body: V
     (session, messages)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn run_answers_healthz_and_mcp_while_a_python_skill_compiles_and_its_tools_join_later() {
+/// A workspace whose `probe` is in the compile cache (`skill validate` compiled it), served
+/// by `run --adapter api`; what a test adds to `skills/` after this compiles after the start.
+fn probe_in_the_cache() -> Workspace {
     let ws = Workspace::new();
     ws.add_skill("skills", "probe", guests::PROBE, "");
     let yaml = "skills:\n  paths: [skills]\n  builtins: []\nsandbox:\n  cache_dir: cache\nstate:\n  filesystem: {path: state}\n\
@@ -87,6 +88,24 @@ async fn run_answers_healthz_and_mcp_while_a_python_skill_compiles_and_its_tools
     std::fs::write(ws.path().join("config.yaml"), yaml).unwrap();
     let built = support::skillhost(&ws, &["skill", "validate"], "");
     assert_eq!(built.code, 0, "{}", built.stderr);
+    ws
+}
+
+/// An MCP session on `/mcp`: initialized, its id and the `initialize` answer.
+async fn mcp_session(api: &support::api::ApiProcess) -> (String, Vec<Value>) {
+    let client = json!({"name": "t", "version": "0"});
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": client}});
+    let (session, answer) = mcp_http(api, None, init).await;
+    let session = session.expect("a session id");
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    mcp_http(api, Some(&session), initialized).await;
+    (session, answer)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_answers_healthz_and_mcp_while_a_python_skill_compiles_and_its_tools_join_later() {
+    let ws = probe_in_the_cache();
     ws.add_skill("skills", "word_stats", guests::WORD_STATS, "");
 
     // Started: `/healthz` answers (the helper waits for it), while the Python skill compiles.
@@ -95,14 +114,8 @@ async fn run_answers_healthz_and_mcp_while_a_python_skill_compiles_and_its_tools
     let ready = reqwest::get(format!("{}/readyz", api.base())).await.unwrap();
     assert_eq!(ready.status(), 503, "not ready while it compiles");
     assert_eq!(ready.json::<Value>().await.unwrap(), json!({"status": "compiling", "pending": 1}));
-    let client = json!({"name": "t", "version": "0"});
-    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
-        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": client}});
-    let (session, answer) = mcp_http(&api, None, init).await;
+    let (session, answer) = mcp_session(&api).await;
     assert!(answer[0]["result"]["capabilities"]["tools"]["listChanged"] == true, "{answer:?}");
-    let session = session.expect("a session id");
-    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-    mcp_http(&api, Some(&session), initialized).await;
     let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}});
     let (_, first) = mcp_http(&api, Some(&session), list.clone()).await;
     let names = tool_names(&first[0]);
@@ -135,13 +148,7 @@ async fn run_answers_healthz_and_mcp_while_a_python_skill_compiles_and_its_tools
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_skill_whose_startup_fails_once_compiled_is_reported_and_the_server_never_says_ready() {
-    let ws = Workspace::new();
-    ws.add_skill("skills", "probe", guests::PROBE, "");
-    let yaml = "skills:\n  paths: [skills]\n  builtins: []\nsandbox:\n  cache_dir: cache\nstate:\n  filesystem: {path: state}\n\
-                llm:\n  provider: anthropic\n  model: m\n  max_tokens: 100\n  anthropic: {api_key: k, base_url: 'http://127.0.0.1:9'}\n";
-    std::fs::write(ws.path().join("config.yaml"), yaml).unwrap();
-    let built = support::skillhost(&ws, &["skill", "validate"], "");
-    assert_eq!(built.code, 0, "{}", built.stderr);
+    let ws = probe_in_the_cache();
     // Not in the cache: it compiles after the start, then its `startup` fails, which a start
     // that waited for it would have refused to serve.
     ws.add_skill("skills", "startup_fail", guests::STARTUP_FAIL, "");
@@ -157,14 +164,9 @@ async fn a_skill_whose_startup_fails_once_compiled_is_reported_and_the_server_ne
     let ready = reqwest::get(format!("{}/readyz", api.base())).await.unwrap();
     assert_eq!(ready.status(), 503, "a load balancer keeps away");
     // The skills that loaded still serve.
-    let client = json!({"name": "t", "version": "0"});
-    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
-        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": client}});
-    let (session, _) = mcp_http(&api, None, init).await;
-    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-    mcp_http(&api, session.as_deref(), initialized).await;
+    let (session, _) = mcp_session(&api).await;
     let echo =
         json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "probe__echo", "arguments": {}}});
-    let (_, echoed) = mcp_http(&api, session.as_deref(), echo).await;
+    let (_, echoed) = mcp_http(&api, Some(&session), echo).await;
     assert_eq!(echoed[0]["result"]["isError"], false, "{echoed:?}");
 }

@@ -103,8 +103,6 @@ pub trait Backend: std::fmt::Debug + Send + Sync {
 #[derive(Debug, Clone)]
 pub struct StateStore {
     backend: Arc<dyn Backend>,
-    /// The state directory, for the SQLite backend.
-    root: Option<PathBuf>,
     /// The database, for the PostgreSQL backend (what replicas share beside the keys).
     postgres: Option<Arc<postgres::Postgres>>,
 }
@@ -112,18 +110,17 @@ pub struct StateStore {
 impl StateStore {
     /// A SQLite store rooted at `root` (the directory and database are created on first use).
     pub fn new(root: impl Into<PathBuf>) -> Self {
-        let root = root.into();
-        StateStore { backend: Arc::new(sqlite::Sqlite::new(root.clone())), root: Some(root), postgres: None }
+        StateStore { backend: Arc::new(sqlite::Sqlite::new(root.into())), postgres: None }
     }
 
     /// A store over any backend.
     pub fn with_backend(backend: Arc<dyn Backend>) -> Self {
-        StateStore { backend, root: None, postgres: None }
+        StateStore { backend, postgres: None }
     }
 
     /// A store on PostgreSQL.
     pub fn on_postgres(pg: Arc<postgres::Postgres>) -> Self {
-        StateStore { backend: pg.clone(), root: None, postgres: Some(pg) }
+        StateStore { backend: pg.clone(), postgres: Some(pg) }
     }
 
     /// The PostgreSQL database, when the store is on one.
@@ -144,11 +141,6 @@ impl StateStore {
                 Ok(StateStore::on_postgres(postgres::Postgres::shared(settings)?))
             }
         }
-    }
-
-    /// The directory it writes to, for the SQLite backend.
-    pub fn root(&self) -> Option<&Path> {
-        self.root.as_deref()
     }
 
     /// Where the rows are, for logs and errors.

@@ -357,6 +357,25 @@ impl Postgres {
     }
 }
 
+/// Runs `$body` (an async block's contents giving `Result<Option<$ty>, Retry>`, with the
+/// transaction as `$tx`) in a transaction of a pooled connection, again when
+/// [`Postgres::finish`] says so, up to [`RETRIES`] times.
+macro_rules! in_transaction {
+    ($pg:expr, $tx:ident, $ty:ty, $body:block) => {{
+        let mut client = $pg.client().await?;
+        let mut done = None;
+        for _ in 0..RETRIES {
+            let $tx = client.transaction().await.map_err(|e| $pg.error(e))?;
+            let body: Result<Option<$ty>, Retry> = async { $body }.await;
+            if let Some(value) = $pg.finish($tx, body).await? {
+                done = Some(value);
+                break;
+            }
+        }
+        done.ok_or_else(|| $pg.lost_races())
+    }};
+}
+
 /// Why a transaction's body stopped.
 enum Retry {
     Db(tokio_postgres::Error),
@@ -443,69 +462,51 @@ impl Backend for Postgres {
     }
 
     async fn set_within(&self, ns: &str, key: &str, value: &str, quota: &StateQuota) -> Result<(), StateError> {
-        let mut client = self.client().await?;
-        for _ in 0..RETRIES {
-            let tx = client.transaction().await.map_err(|e| self.error(e))?;
-            let body: Result<Option<()>, Retry> = async {
-                // The namespace's usage row, locked: writers of one namespace check the quota
-                // one at a time, whichever replica they run on.
-                let lock = "INSERT INTO skillhost_state_usage (ns, keys, bytes) VALUES ($1, 0, 0)
-                    ON CONFLICT (ns) DO NOTHING";
-                tx.execute(lock, &[&ns]).await?;
-                let locked = "SELECT keys, bytes FROM skillhost_state_usage WHERE ns = $1 FOR UPDATE";
-                let row = tx.query_one(locked, &[&ns]).await?;
-                let now = (row.get::<_, i64>(0).max(0) as u64, row.get::<_, i64>(1).max(0) as u64);
-                let old = tx
-                    .query_opt("SELECT bytes FROM skillhost_state WHERE ns = $1 AND key = $2", &[&ns, &key.as_bytes()])
-                    .await?
-                    .map(|r| r.get::<_, i64>(0));
-                let keys = now.0 + u64::from(old.is_none());
-                let bytes = (now.1 + entry_bytes(key, value) as u64).saturating_sub(old.unwrap_or(0) as u64);
-                check_growth(now, keys, bytes, quota)?;
-                write(&tx, ns, key, value).await?;
-                Ok(Some(()))
-            }
-            .await;
-            if let Some(done) = self.finish(tx, body).await? {
-                return Ok(done);
-            }
-        }
-        Err(self.lost_races())
+        in_transaction!(self, tx, (), {
+            // The namespace's usage row, locked: writers of one namespace check the quota
+            // one at a time, whichever replica they run on.
+            let lock = "INSERT INTO skillhost_state_usage (ns, keys, bytes) VALUES ($1, 0, 0)
+                ON CONFLICT (ns) DO NOTHING";
+            tx.execute(lock, &[&ns]).await?;
+            let locked = "SELECT keys, bytes FROM skillhost_state_usage WHERE ns = $1 FOR UPDATE";
+            let row = tx.query_one(locked, &[&ns]).await?;
+            let now = (row.get::<_, i64>(0).max(0) as u64, row.get::<_, i64>(1).max(0) as u64);
+            let old = tx
+                .query_opt("SELECT bytes FROM skillhost_state WHERE ns = $1 AND key = $2", &[&ns, &key.as_bytes()])
+                .await?
+                .map(|r| r.get::<_, i64>(0));
+            let keys = now.0 + u64::from(old.is_none());
+            let bytes = (now.1 + entry_bytes(key, value) as u64).saturating_sub(old.unwrap_or(0) as u64);
+            check_growth(now, keys, bytes, quota)?;
+            write(&tx, ns, key, value).await?;
+            Ok(Some(()))
+        })
     }
 
     async fn update(&self, ns: &str, key: &str, change: &mut Change<'_>) -> Result<Option<String>, StateError> {
-        let mut client = self.client().await?;
         let locked = format!("{READ} FOR UPDATE");
-        for _ in 0..RETRIES {
-            let tx = client.transaction().await.map_err(|e| self.error(e))?;
-            let body: Result<Option<Option<String>>, Retry> = async {
-                let old = tx.query_opt(&locked, &[&ns, &key.as_bytes()]).await?.map(|r| text(r.get(0))).transpose()?;
-                let existed = old.is_some();
-                let new = change(old)?;
-                match (&new, existed) {
-                    (Some(value), true) => write(&tx, ns, key, value).await?,
-                    (None, true) => {
-                        tx.execute(REMOVE, &[&ns, &key.as_bytes()]).await?;
-                    }
-                    // Absent when read, so not locked: created only if still absent; if
-                    // another writer created it meanwhile, read it again.
-                    (Some(value), false) => {
-                        let args: [&(dyn tokio_postgres::types::ToSql + Sync); 4] =
-                            [&ns, &key.as_bytes(), &value.as_bytes(), &entry_bytes(key, value)];
-                        if tx.execute(CREATE, &args).await? == 0 {
-                            return Ok(None);
-                        }
-                    }
-                    (None, false) => {}
+        in_transaction!(self, tx, Option<String>, {
+            let old = tx.query_opt(&locked, &[&ns, &key.as_bytes()]).await?.map(|r| text(r.get(0))).transpose()?;
+            let existed = old.is_some();
+            let new = change(old)?;
+            match (&new, existed) {
+                (Some(value), true) => write(&tx, ns, key, value).await?,
+                (None, true) => {
+                    tx.execute(REMOVE, &[&ns, &key.as_bytes()]).await?;
                 }
-                Ok(Some(new))
+                // Absent when read, so not locked: created only if still absent; if
+                // another writer created it meanwhile, read it again.
+                (Some(value), false) => {
+                    let args: [&(dyn tokio_postgres::types::ToSql + Sync); 4] =
+                        [&ns, &key.as_bytes(), &value.as_bytes(), &entry_bytes(key, value)];
+                    if tx.execute(CREATE, &args).await? == 0 {
+                        return Ok(None);
+                    }
+                }
+                (None, false) => {}
             }
-            .await;
-            if let Some(done) = self.finish(tx, body).await? {
-                return Ok(done);
-            }
-        }
-        Err(self.lost_races())
+            Ok(Some(new))
+        })
     }
 
     async fn create(&self, ns: &str, key: &str, value: &str) -> Result<bool, StateError> {
@@ -531,26 +532,17 @@ impl Backend for Postgres {
     }
 
     async fn apply(&self, writes: &[StateWrite]) -> Result<(), StateError> {
-        let mut client = self.client().await?;
-        for _ in 0..RETRIES {
-            let tx = client.transaction().await.map_err(|e| self.error(e))?;
-            let body: Result<Option<()>, Retry> = async {
-                for w in writes {
-                    match w {
-                        StateWrite::Set { ns, key, value } => write(&tx, ns, key, value).await?,
-                        StateWrite::DeleteIf { ns, key, value } => {
-                            delete_if(&tx, ns, key, value).await?;
-                        }
+        in_transaction!(self, tx, (), {
+            for w in writes {
+                match w {
+                    StateWrite::Set { ns, key, value } => write(&tx, ns, key, value).await?,
+                    StateWrite::DeleteIf { ns, key, value } => {
+                        delete_if(&tx, ns, key, value).await?;
                     }
                 }
-                Ok(Some(()))
             }
-            .await;
-            if let Some(done) = self.finish(tx, body).await? {
-                return Ok(done);
-            }
-        }
-        Err(self.lost_races())
+            Ok(Some(()))
+        })
     }
 
     async fn delete(&self, ns: &str, key: &str) -> Result<(), StateError> {
