@@ -288,6 +288,79 @@ async fn one_replica_polls_a_telegram_bot_and_another_takes_over_when_it_dies() 
     assert!(!a.stderr().contains(conflict) && !b.stderr().contains(conflict), "{}\n{}", a.stderr(), b.stderr());
 }
 
+/// A Telegram turn waiting on an approval outlives its replica: A asks, dies (kill -9);
+/// the Approve click reaches B (the poller now), which resumes the turn from the checkpoint
+/// A wrote: the call runs once, and the answer is posted in the chat.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chat_turn_waiting_for_approval_is_resumed_on_another_replica_when_its_own_dies() {
+    const TOKEN: &str = "4343000:ABCdefGHIjklMNOpqrSTUvwxyz_0123456";
+    const CHAT: i64 = 4343;
+    let pg = Postgres::start();
+    let append = json!({"path": "ran.txt", "content": "x", "mode": "append"});
+    let llm = LlmServer::start(vec![
+        Answer::default().call("w1", "probe__memory_write", append).into(),
+        Answer::text(&["Resumed and done."]).into(),
+    ])
+    .await;
+    let telegram = skillhost_tests::telegram_server::TelegramServer::start(TOKEN).await;
+    let extra = format!(
+        "adapter:\n  type: telegram\n  telegram:\n    bot_token: '{TOKEN}'\n    allowed_chat_ids: [{CHAT}]\n    base_url: '{}'\n\
+         llm:\n  provider: anthropic\n  model: m\n  max_tokens: 100\n  anthropic: {{api_key: k, base_url: '{}'}}\n\
+         human:\n  overrides: {{probe__memory_write: approve}}\n\
+         learning:\n  approval_auto_promote: 0\n  memory:\n    filesystem: {{path: memory}}\n\
+         engine:\n  session: {{inflight_ttl_seconds: 3}}\n",
+        telegram.base_url(),
+        llm.url()
+    );
+    let ws = workspace(&pg, "resume", &extra);
+    ws.add_skill("skills", "probe", guests::PROBE, "[capabilities]\nmemory = true\n");
+    let config = std::fs::read_to_string(ws.path().join("config.yaml")).unwrap();
+    let config = config.replace("builtins: []\n", "builtins: []\n  grants:\n    probe: {memory: true}\n");
+    std::fs::write(ws.path().join("config.yaml"), config).unwrap();
+
+    let mut a = support::run::Running::start(ws.path(), &[], &[]);
+    a.wait_for_log("polling for updates").await;
+    let b = support::run::Running::start(ws.path(), &[], &[]);
+    b.wait_for_log("another replica polls this bot; standing by").await;
+
+    let wait = Duration::from_secs(60);
+    telegram.send_text(CHAT, 7, "append please");
+    let keyboard = |m: &skillhost_tests::telegram_server::BotMessage| {
+        let rows = m.reply_markup.as_ref().and_then(|k| k["inline_keyboard"].as_array().cloned()).unwrap_or_default();
+        rows.iter()
+            .filter_map(|r| r.as_array())
+            .flatten()
+            .filter_map(|b| b["callback_data"].as_str().map(str::to_owned))
+            .collect::<Vec<_>>()
+    };
+    let prompt = telegram.wait_for_message(CHAT, |m| !keyboard(m).is_empty(), wait).await;
+    assert!(prompt.text.contains("probe__memory_write"), "{}", prompt.text);
+    let approve = keyboard(&prompt).into_iter().find(|d| d.starts_with("a:")).unwrap();
+    a.kill();
+    b.wait_for_log("polling for updates").await;
+
+    let (_, query) = telegram.click(CHAT, 7, prompt.message_id, &approve);
+    telegram.wait_for_message(CHAT, |m| m.text.contains("Resumed and done."), wait).await;
+    let (_, answered) = telegram.answered_callbacks().into_iter().find(|(id, _)| *id == query).unwrap();
+    assert_eq!(answered["text"], "Approved", "{answered}");
+    assert!(b.stderr().contains("resuming a turn its replica left waiting"), "{}", b.stderr());
+    let ran = std::fs::read_to_string(ws.path().join("memory/ran.txt")).unwrap();
+    assert_eq!(ran, "x", "the approved call ran exactly once");
+    let requests = llm.requests();
+    assert_eq!(requests.len(), 2, "one request before the approval, one after; none repeated");
+    let results = support::tool_results(&llm, 1);
+    assert_eq!(results.len(), 1);
+    assert_eq!(results[0]["tool_use_id"], "w1");
+    assert_eq!(results[0]["is_error"], json!(false), "{}", results[0]);
+
+    // Nothing waits any more: the checkpoint is gone, and the conversation (the call, its
+    // result and the answer) is B's history now.
+    let left = pg.psql("resume", "SELECT count(*) FROM skillhost_waiting_turns");
+    assert_eq!(left.trim(), "0", "{left}");
+    let outcome = pg.psql("resume", "SELECT outcome FROM skillhost_interactions WHERE kind = 'approval'");
+    assert_eq!(outcome.trim(), "approved");
+}
+
 /// PostgreSQL restarted while two replicas serve a stream of runs: every run either
 /// completes or fails with a 503 naming the state database, nothing panics, and once the
 /// database is back every run completes, without restarting a replica.

@@ -386,6 +386,21 @@ impl Recorder {
         result
     }
 
+    /// Resumes a turn written down elsewhere ([`Engine::resume_turn`]), recorded as
+    /// [`Recorder::turn`] records a new one.
+    pub async fn resume(
+        &self,
+        engine: &Engine,
+        checkpoint: crate::engine::checkpoint::Checkpoint,
+        outcome: crate::engine::ApprovalOutcome,
+        sink: &dyn EventSink,
+        counterpart: &dyn Counterpart,
+    ) -> Result<TurnResult, EngineError> {
+        let result = engine.resume_turn(checkpoint, outcome, &Tee { sink, recorder: self }, counterpart).await;
+        self.finish(&result);
+        result
+    }
+
     fn note(&self, event: &EngineEvent) {
         self.with(|t| t.engine(event));
     }

@@ -5,9 +5,11 @@
 //! [`AutoApprove`] cover runs with nobody to ask. The policy that decides *when* to ask is
 //! the [`super::gate`].
 
+use super::checkpoint::Checkpoint;
 use crate::person::{Answer, Question};
 use crate::tools::{Level, ToolSource};
 use serde_json::Value;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 /// A gated call waiting for a decision.
@@ -25,10 +27,14 @@ pub struct ApprovalRequest {
     pub level: Level,
     /// When the engine stops waiting (`human.timeout_seconds` after the request).
     pub expires_at: SystemTime,
+    /// The turn as it can be resumed elsewhere once decided, when its adapter keeps it
+    /// ([`super::checkpoint`]).
+    pub checkpoint: Option<Arc<Checkpoint>>,
 }
 
 /// The decision on one gated call.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum ApprovalOutcome {
     /// Run it.
     Approved,
@@ -62,6 +68,12 @@ impl ApprovalOutcome {
 pub trait Counterpart: Send + Sync {
     /// The decision on `request`.
     async fn decide(&self, request: ApprovalRequest) -> ApprovalOutcome;
+
+    /// Whether the turn is written down while it waits for a person, so that another
+    /// process can resume it ([`ApprovalRequest::checkpoint`]); no by default.
+    fn durable(&self) -> bool {
+        false
+    }
 
     /// Tools this adapter answers itself for the turn (the API stream's `human__ask`),
     /// routed before every other source; none by default. Asked once per LLM request.

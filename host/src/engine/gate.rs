@@ -4,6 +4,7 @@
 //! is refused. Adapters differ only in how they ask: the terminal, the approval-v1 stream,
 //! MCP elicitation.
 
+use super::checkpoint::{Checkpoint, Durable};
 use super::counterpart::{ApprovalOutcome, ApprovalRequest, Counterpart};
 use super::deadline::Deadline;
 use super::events::{EngineEvent, EventSink};
@@ -14,6 +15,7 @@ use crate::skills::{Skill, ToolSpec};
 use crate::tools::{Level, PromotionKey, ToolCall, ToolInfo, ToolOutcome, ToolSource};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 use tracing::Instrument as _;
 
@@ -35,6 +37,16 @@ impl Decision {
     pub fn allows(&self) -> bool {
         matches!(self.approval, None | Some(ApprovalOutcome::Approved))
     }
+}
+
+/// How a call that needs a person is settled besides asking.
+#[derive(Clone, Copy)]
+pub enum Resume<'a> {
+    /// Asked, and waited for here.
+    No,
+    /// Part of a turn that can be written down while it waits ([`Durable`]), after the
+    /// round's decisions so far; a resumed round's decision is given rather than asked.
+    Durable(&'a Durable, &'a [(String, ApprovalOutcome)]),
 }
 
 /// The approval policy of one agent.
@@ -104,6 +116,7 @@ impl Gate {
         events: &dyn EventSink,
         counterpart: &dyn Counterpart,
         deadline: &Deadline,
+        resume: Resume<'_>,
     ) -> Decision {
         let key = source.promotion_key(call.name, call.input);
         match level {
@@ -112,9 +125,19 @@ impl Gate {
                 Decision { level, approval: Some(ApprovalOutcome::Approved), promoted: true }
             }
             _ => {
-                let outcome = match new_id() {
-                    Ok(id) => self.ask(id, call, level, events, counterpart, deadline).await,
-                    Err(e) => {
+                let given = match resume {
+                    Resume::Durable(durable, _) => durable.given(call.id),
+                    Resume::No => None,
+                };
+                let checkpoint = match resume {
+                    Resume::Durable(durable, decided) => Some(Arc::new(durable.checkpoint(decided, call.id))),
+                    Resume::No => None,
+                };
+                let outcome = match (given, new_id()) {
+                    // A resumed round: the person decided while the turn was written down.
+                    (Some(outcome), _) => outcome,
+                    (None, Ok(id)) => self.ask(id, call, level, events, counterpart, deadline, checkpoint).await,
+                    (None, Err(e)) => {
                         tracing::error!(tool = %call.name, "no approval id: the OS random source failed ({e}); the call is refused");
                         ApprovalOutcome::Cancelled
                     }
@@ -134,6 +157,7 @@ impl Gate {
         }
     }
 
+    #[allow(clippy::too_many_arguments)]
     async fn ask(
         &self,
         approval_id: String,
@@ -142,6 +166,7 @@ impl Gate {
         events: &dyn EventSink,
         counterpart: &dyn Counterpart,
         deadline: &Deadline,
+        checkpoint: Option<Arc<Checkpoint>>,
     ) -> ApprovalOutcome {
         let request = ApprovalRequest {
             approval_id,
@@ -150,6 +175,7 @@ impl Gate {
             input: call.input.clone(),
             level,
             expires_at: SystemTime::now() + self.timeout,
+            checkpoint,
         };
         events.emit(EngineEvent::ApprovalRequested {
             approval_id: request.approval_id.clone(),

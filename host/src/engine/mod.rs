@@ -7,12 +7,14 @@
 //! - [`gate`]: the one approval path (levels with overrides, promotion, asking, refusals);
 //!   [`counterpart`]: how an adapter asks a person; [`promote`]: the approval counts;
 //!   [`tool_budget`]: `engine.tool_budget`; [`window`]: the time window a call asks for.
+//! - [`checkpoint`]: a chat turn waiting for a person, written down and resumed elsewhere.
 //! - [`deadline`]: the turn's time budget; [`inflight`]: one turn per channel across
 //!   processes; [`history`]: persisted conversations; [`prompt`]: the system prompt;
 //!   `on_demand`: the turn's view of the on-demand skills and their `load_skill`.
 //! - [`events`]: what a turn reports; [`verifier`]: the fact check; [`reflection`]: the
 //!   daily reflection.
 
+pub mod checkpoint;
 pub mod counterpart;
 pub mod deadline;
 pub mod events;

@@ -121,9 +121,11 @@ impl Engine {
             tool_budget: budget,
             nesting: Some(Nesting { runner: self, chain }),
             spent: outer.spent,
+            // A nested turn is not written down: its wait is held by this process.
+            durable: None,
         };
         let mut messages = vec![Message::user(task)];
-        match self.converse(&provider, &system, &mut messages, &round, None).await {
+        match self.converse(&provider, &system, &mut messages, &round, None, None).await {
             Ok(result) => Ok(result.text),
             Err(e) => Err(format!("the nested turn failed: {e}")),
         }

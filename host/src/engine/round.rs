@@ -4,10 +4,11 @@
 //! prepared arguments), the allowed ones run at most [`MAX_PARALLEL`] at once with the
 //! prepared arguments, and every call is answered, in call order.
 
+use super::checkpoint::Durable;
 use super::counterpart::{ApprovalOutcome, Counterpart};
 use super::deadline::Deadline;
 use super::events::{EngineEvent, EventSink};
-use super::gate::{Decision, Gate};
+use super::gate::{Decision, Gate, Resume};
 use super::tool_budget::TurnBudget;
 use crate::llm::{Block, ToolDecl};
 use crate::person::{Answer, Question};
@@ -98,6 +99,9 @@ pub struct Round<'a> {
     pub nesting: Option<Nesting<'a>>,
     /// The tokens the turn's nested turns used (shared with them), for the turn's usage.
     pub spent: &'a Spent,
+    /// A turn that is written down while it waits for a person (a chat turn on a shared
+    /// store), or resumed with the decisions it was given.
+    pub durable: Option<&'a Durable>,
 }
 
 /// Tokens added up across a turn and its nested turns.
@@ -188,8 +192,13 @@ impl Round<'_> {
     pub async fn run(&self, calls: Vec<Call>) -> Vec<ToolCallRecord> {
         self.tools.begin_round(&self.ctx.channel_id);
         let mut settled = Vec::with_capacity(calls.len());
+        // The people's decisions so far in this round, for a checkpoint taken while asking.
+        let mut decided: Vec<(String, ApprovalOutcome)> = Vec::new();
         for (id, name, input) in calls {
-            let answer = self.settle(&id, &name, input).await;
+            let answer = self.settle(&id, &name, input, &decided).await;
+            if let (Some(outcome), false) = (&answer.decision.approval, answer.decision.promoted) {
+                decided.push((id.clone(), outcome.clone()));
+            }
             settled.push((id, name, answer));
         }
         let answers = settled.into_iter().map(|(id, name, answer)| async move {
@@ -258,7 +267,7 @@ impl Round<'_> {
     /// answers it unrun. Calls that cannot run (unknown tool, unusable time arguments, input
     /// breaking the schema) need no approval: asking a person about a call that will fail
     /// anyway only wastes their time. Everything after preparation sees the prepared input.
-    async fn settle(&self, id: &str, name: &str, input: Value) -> Settled {
+    async fn settle(&self, id: &str, name: &str, input: Value, decided: &[(String, ApprovalOutcome)]) -> Settled {
         let Some((source, info)) = self.find(name) else {
             return Settled::unasked(input, false, Some(unknown_tool(name)));
         };
@@ -281,8 +290,12 @@ impl Round<'_> {
         }
         let call = ToolCall { id, name, input: &input, ctx: self.ctx };
         let level = self.gate.level(source, &info, call).await;
+        let resume = match self.durable {
+            Some(durable) => Resume::Durable(durable, decided),
+            None => Resume::No,
+        };
         let decision =
-            self.gate.decide(source, &info, call, level, self.events, self.counterpart, &self.deadline).await;
+            self.gate.decide(source, &info, call, level, self.events, self.counterpart, &self.deadline, resume).await;
         Settled { input, decision, verify: info.verify, refused: None, prepared }
     }
 
@@ -367,8 +380,8 @@ impl CallScope for Round<'_> {
         if after == Level::Auto || (after == before && input == original.input) {
             return Ok(());
         }
-        let decision =
-            self.gate.decide(source, &info, retry, after, self.events, self.counterpart, &self.deadline).await;
+        let (events, counterpart, deadline) = (self.events, self.counterpart, &self.deadline);
+        let decision = self.gate.decide(source, &info, retry, after, events, counterpart, deadline, Resume::No).await;
         match decision.approval {
             Some(ApprovalOutcome::Approved) | None => Ok(()),
             Some(outcome) => Err(self.gate.refusal(&outcome)),

@@ -2,7 +2,8 @@
 //! answers; with a per-turn time budget, one turn at a time per channel, and the history
 //! persisted at the end.
 
-use super::counterpart::Counterpart;
+use super::checkpoint::{Checkpoint, Durable};
+use super::counterpart::{ApprovalOutcome, Counterpart};
 use super::deadline::Deadline;
 use super::events::{EngineEvent, EventSink};
 use super::gate::Gate;
@@ -89,7 +90,7 @@ impl EngineSettings {
 }
 
 /// One message to answer.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct TurnRequest {
     /// The channel it came from (the tools see it as `call-context.channel-id`).
     pub channel_id: String,
@@ -150,6 +151,9 @@ pub enum EngineError {
     /// The turn's task was stopped before it ended (the server is shutting down).
     #[error("the run was stopped: the server is shutting down")]
     Stopped,
+    /// A turn written down elsewhere cannot be resumed here.
+    #[error("cannot resume the turn: {0}")]
+    Resume(String),
 }
 
 /// What the agent's skills give its engine, swapped whole when skills join or are reloaded
@@ -387,6 +391,7 @@ impl Engine {
             tool_budget,
             nesting: None,
             spent: &Spent::default(),
+            durable: None,
         };
         let mut records = round.run(vec![call]).await;
         records.pop().expect("one record per call")
@@ -399,6 +404,40 @@ impl Engine {
         req: TurnRequest,
         events: &dyn EventSink,
         counterpart: &dyn Counterpart,
+    ) -> Result<TurnResult, EngineError> {
+        self.start_turn(req, events, counterpart, Start::Message).await
+    }
+
+    /// Finishes a turn another process wrote down while it waited for a person
+    /// ([`Checkpoint`]), with the person's `outcome`: once the channel is free (the
+    /// in-flight marker of a process that died expires after `inflight_ttl_seconds`), the
+    /// round that waited runs with the decisions taken, and the turn goes on to its answer
+    /// and its history, as if it had never stopped.
+    pub async fn resume_turn(
+        &self,
+        checkpoint: Checkpoint,
+        outcome: ApprovalOutcome,
+        events: &dyn EventSink,
+        counterpart: &dyn Counterpart,
+    ) -> Result<TurnResult, EngineError> {
+        if checkpoint.version != super::checkpoint::VERSION {
+            return Err(EngineError::Resume(format!(
+                "the turn was written down as version {} and this skillhost reads version {}",
+                checkpoint.version,
+                super::checkpoint::VERSION
+            )));
+        }
+        let given = checkpoint.decisions(outcome);
+        let req = checkpoint.request;
+        self.start_turn(req, events, counterpart, Start::Resumed { messages: checkpoint.messages, given }).await
+    }
+
+    async fn start_turn(
+        &self,
+        req: TurnRequest,
+        events: &dyn EventSink,
+        counterpart: &dyn Counterpart,
+        start: Start,
     ) -> Result<TurnResult, EngineError> {
         let Some(provider) = self.provider.clone() else { return Err(EngineError::NoProvider) };
         let conversation = self.conversation(&req.place());
@@ -419,7 +458,7 @@ impl Engine {
             let _turn = lock.lock().await;
             let started = std::time::Instant::now();
             let result = match self.inflight.acquire(&conversation).await {
-                Ok(mut held) => self.turn(&req, &conversation, &provider, events, counterpart, &mut held).await,
+                Ok(mut held) => self.turn(&req, &conversation, &provider, events, counterpart, &mut held, start).await,
                 Err(e) => Err(EngineError::InFlight(e)),
             };
             let outcome = match &result {
@@ -459,6 +498,7 @@ impl Engine {
 
     /// The turn itself, under the channel lock. The budget starts once the lock is held, so
     /// a turn queued behind another is not born late.
+    #[allow(clippy::too_many_arguments)]
     async fn turn(
         &self,
         req: &TurnRequest,
@@ -467,10 +507,27 @@ impl Engine {
         events: &dyn EventSink,
         counterpart: &dyn Counterpart,
         held: &mut Held,
+        start: Start,
     ) -> Result<TurnResult, EngineError> {
         let deadline = Deadline::starting_now(Duration::from_secs(self.settings.session.deadline_seconds));
-        let mut messages = self.history.load(conversation).await?;
-        messages.push(Message::user(req.message.clone()));
+        let (mut messages, pending, given) = match start {
+            Start::Message => {
+                let mut messages = self.history.load(conversation).await?;
+                messages.push(Message::user(req.message.clone()));
+                (messages, None, HashMap::new())
+            }
+            Start::Resumed { messages, given } => {
+                let calls = match messages.last() {
+                    Some(last) if last.role == Role::Assistant => calls_of(&last.content),
+                    _ => Vec::new(),
+                };
+                if calls.is_empty() {
+                    return Err(EngineError::Resume("the turn written down has no calls waiting".into()));
+                }
+                (messages, Some(calls), given)
+            }
+        };
+        let durable = counterpart.durable().then(|| Durable::new(req.clone(), given));
         let loaded = self.loaded();
         let skills =
             TurnSkills::begin(&loaded.on_demand, &loaded.tools, &self.history, conversation, &messages).await?;
@@ -495,8 +552,9 @@ impl Engine {
             tool_budget: &tool_budget,
             nesting: Some(Nesting { runner: self, chain: &[] }),
             spent: &Spent::default(),
+            durable: durable.as_ref(),
         };
-        let mut result = self.converse(provider, &system, &mut messages, &round, Some(held)).await?;
+        let mut result = self.converse(provider, &system, &mut messages, &round, Some(held), pending).await?;
         if verifier::needed(&result.tool_calls) {
             self.verify(provider, &mut messages, &mut result).await;
         }
@@ -521,6 +579,7 @@ impl Engine {
         messages: &mut Vec<Message>,
         round: &Round<'_>,
         mut held: Option<&mut Held>,
+        mut pending: Option<Vec<Call>>,
     ) -> Result<TurnResult, EngineError> {
         let (deadline, events, tool_budget) = (&round.deadline, round.events, round.tool_budget);
         let mut result = TurnResult {
@@ -534,27 +593,37 @@ impl Engine {
             if let Some(held) = held.as_deref_mut() {
                 held.refresh().await;
             }
-            if deadline.is_spent() {
-                result.time_boxed = true;
-                break self
-                    .wrap_up(provider, system, messages, round.decls(), events, &mut result, WRAPUP_INSTRUCTION)
-                    .await?;
-            }
-            result.rounds += 1;
-            events.emit(EngineEvent::RoundStarted);
-            let request = self.request(system, messages, tool_budget.offered(round.decls()));
-            let Ok(response) =
-                tokio::time::timeout_at(deadline.deadline().into(), self.complete(provider, &request, events)).await
-            else {
-                continue; // the budget ran out mid-answer: the next pass wraps up
+            // A resumed turn first answers the calls it waited on.
+            let calls = match pending.take() {
+                Some(calls) => calls,
+                None => {
+                    if deadline.is_spent() {
+                        result.time_boxed = true;
+                        break self
+                            .wrap_up(provider, system, messages, round.decls(), events, &mut result, WRAPUP_INSTRUCTION)
+                            .await?;
+                    }
+                    result.rounds += 1;
+                    events.emit(EngineEvent::RoundStarted);
+                    let request = self.request(system, messages, tool_budget.offered(round.decls()));
+                    let Ok(response) =
+                        tokio::time::timeout_at(deadline.deadline().into(), self.complete(provider, &request, events))
+                            .await
+                    else {
+                        continue; // the budget ran out mid-answer: the next pass wraps up
+                    };
+                    let response = response?;
+                    result.usage += response.usage;
+                    push_assistant(messages, response.content.clone());
+                    let calls = calls_of(&response.content);
+                    if calls.is_empty() {
+                        break response.text();
+                    }
+                    calls
+                }
             };
-            let response = response?;
-            result.usage += response.usage;
-            push_assistant(messages, response.content.clone());
-            let calls: Vec<Call> =
-                response.tool_uses().into_iter().map(|(i, n, v)| (i.into(), n.into(), v.clone())).collect();
-            if calls.is_empty() {
-                break response.text();
+            if let Some(durable) = round.durable {
+                durable.round_starts(messages);
             }
             let records = round.run(calls).await;
             messages
@@ -702,6 +771,25 @@ impl Engine {
         crate::metrics::llm_request(provider.name(), &request.model, response.is_ok(), tokens);
         response
     }
+}
+
+/// Where a turn starts.
+enum Start {
+    /// A person's new message.
+    Message,
+    /// A turn written down while it waited, with the people's decisions on its round.
+    Resumed { messages: Vec<Message>, given: HashMap<String, ApprovalOutcome> },
+}
+
+/// The tool calls of a model's message.
+fn calls_of(content: &[Block]) -> Vec<Call> {
+    content
+        .iter()
+        .filter_map(|b| match b {
+            Block::ToolUse { id, name, input } => Some((id.clone(), name.clone(), input.clone())),
+            _ => None,
+        })
+        .collect()
 }
 
 /// Appends an assistant message unless it is empty: providers refuse empty messages.

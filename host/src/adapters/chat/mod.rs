@@ -18,23 +18,31 @@ use super::outbox::Deliver;
 use super::present::{Descriptions, tool_input};
 use super::runs::{Origin, Recorder, Runs};
 use crate::config::Destination;
+use crate::engine::checkpoint::Checkpoint;
 use crate::engine::gate::new_id;
 use crate::engine::{ApprovalOutcome, ApprovalRequest, Counterpart, Engine, EngineEvent, EventSink, TurnRequest};
 use crate::llm::ToolDecl;
 use crate::person::{Answer, Question};
+use crate::store::state::postgres::decisions::{Decided as Stored, Decisions, Entry, Kind};
+use crate::store::state::postgres::waiting::{Orphan, Waiting};
 use crate::tools::{CONFIRMATION_CHALLENGE, CallScope, Level, ToolCall, ToolInfo, ToolOutcome, ToolSource};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, SystemTime};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{Notify, mpsc, oneshot};
+
+/// How often a replica looks for turns that a replica gone silent left waiting, decided.
+const RESUME_EVERY: Duration = Duration::from_secs(3);
 
 /// One chat platform, as the kit drives it. Every method that talks to the platform logs its
 /// own failures; the kit goes on without the message rather than failing the turn.
 #[async_trait::async_trait]
 pub trait Platform: Send + Sync + 'static {
     /// Where a conversation's messages go (a Slack channel and thread, a Telegram chat).
-    type Place: Clone + Send + Sync + std::fmt::Debug + 'static;
+    type Place: Clone + Send + Sync + std::fmt::Debug + Serialize + DeserializeOwned + 'static;
 
     /// The longest message, in characters of the model's Markdown (the answer is split there).
     const LIMIT: usize;
@@ -46,6 +54,10 @@ pub trait Platform: Send + Sync + 'static {
 
     /// The conversation `place` is in, as a key (free answers to a pending question).
     fn key(place: &Self::Place) -> String;
+
+    /// Which bot this is, the same on every replica serving it (a hash of its token): the
+    /// turns one replica left waiting are resumed by a replica serving the same bot.
+    fn scope(&self) -> String;
 
     /// Posts `markdown` (converted to the platform's markup); the message's id, or `None` when
     /// it was not posted (failed, or suppressed by a guard).
@@ -159,7 +171,11 @@ pub struct Chat<P: Platform> {
     /// The platform.
     pub platform: Arc<P>,
     engine: Arc<Engine>,
-    interactions: Interactions,
+    interactions: Arc<Interactions>,
+    /// The bot, among replicas ([`Platform::scope`]).
+    scope: String,
+    /// Asks the resumer to look for turns to resume now (a decision was just taken).
+    look: Arc<Notify>,
     /// The question each conversation waits on, for answers typed as replies.
     asking: Mutex<HashMap<String, String>>,
     descriptions: Arc<Descriptions>,
@@ -186,10 +202,17 @@ impl<P: Platform> Chat<P> {
         adapter: &'static str,
     ) -> Arc<Self> {
         let descriptions = Arc::new(Descriptions::live(engine.clone()));
-        Arc::new_cyclic(|this| Chat {
+        // With the state in PostgreSQL, approvals and questions are decided on any replica,
+        // and turns left waiting by a replica that is gone are resumed here.
+        let interactions = Interactions::for_store(engine.history().state());
+        let scope = platform.scope();
+        let shared = interactions.shared().is_some();
+        let chat = Arc::new_cyclic(|this| Chat {
             platform,
             engine,
-            interactions: Interactions::default(),
+            interactions,
+            scope,
+            look: Arc::default(),
             asking: Mutex::default(),
             descriptions,
             runs,
@@ -198,7 +221,11 @@ impl<P: Platform> Chat<P> {
             label,
             waking: Mutex::default(),
             this: this.clone(),
-        })
+        });
+        if shared {
+            tokio::spawn(resumer(Arc::downgrade(&chat), chat.look.clone()));
+        }
+        chat
     }
 
     /// The kit as the outbox reaches it (the `notify` import's messages).
@@ -214,15 +241,36 @@ impl<P: Platform> Chat<P> {
     /// A person's message: the answer to the question pending in its conversation, or else
     /// a new turn (run in the background).
     pub fn incoming(self: &Arc<Self>, message: Incoming<P::Place>) {
-        let key = P::key(&message.place);
-        let pending = self.asking.lock().unwrap_or_else(|p| p.into_inner()).get(&key).cloned();
-        if let Some(id) = pending
-            && self.answer(&id, message.text.trim()).is_ok()
-        {
-            return;
-        }
         let chat = self.clone();
-        self.turns.spawn(async move { chat.turn(message).await });
+        self.turns.spawn(async move {
+            let key = P::key(&message.place);
+            if let Some(id) = chat.question_in(&key).await
+                && chat.answer(&id, message.text.trim()).await.is_ok()
+            {
+                return;
+            }
+            chat.turn(message).await
+        });
+    }
+
+    /// Conversation `key` of this bot, as the shared database names it (apart from every
+    /// other bot's and the API's channels).
+    fn conversation(&self, key: &str) -> String {
+        format!("{} {key}", self.scope)
+    }
+
+    /// The question conversation `key` waits on: asked here, or, on a shared store, by
+    /// any replica.
+    async fn question_in(&self, key: &str) -> Option<String> {
+        let here = self.asking.lock().unwrap_or_else(|p| p.into_inner()).get(key).cloned();
+        if here.is_some() {
+            return here;
+        }
+        let shared = self.interactions.shared()?;
+        shared.pending_question(&self.conversation(key)).await.unwrap_or_else(|e| {
+            tracing::debug!("{}: cannot look for a pending question: {e}", self.label);
+            None
+        })
     }
 
     /// Whether a question waits for an answer in conversation `key`.
@@ -230,8 +278,12 @@ impl<P: Platform> Chat<P> {
         self.asking.lock().unwrap_or_else(|p| p.into_inner()).contains_key(key)
     }
 
-    /// Decides approval `id` from a click by a person the platform already allowed.
-    pub fn decide(&self, id: &str, decision: &Decision) -> Decided {
+    /// Decides approval `id` from a click by a person the platform already allowed: here,
+    /// or in the shared database, where the first decision on any replica wins.
+    pub async fn decide(&self, id: &str, decision: &Decision) -> Decided {
+        if let Some(shared) = self.interactions.shared() {
+            return self.decide_shared(shared, id, decision).await;
+        }
         let resolution = if *decision == Decision::Deny { Resolution::Denied } else { Resolution::Approved };
         let check = |info: &ApprovalInfo| match (info.challenge, decision) {
             (Some(challenge), Decision::Approve) => Err(format!("type {challenge} to run it")),
@@ -248,17 +300,57 @@ impl<P: Platform> Chat<P> {
         }
     }
 
+    async fn decide_shared(&self, shared: &Decisions, id: &str, decision: &Decision) -> Decided {
+        let (outcome, typed) = match decision {
+            Decision::Approve => ("approved", None),
+            Decision::Deny => ("denied", None),
+            Decision::Confirm(typed) => ("approved", Some(typed.trim())),
+        };
+        match shared.decide(Kind::Approval, id, outcome, None, typed).await {
+            Ok(Stored::Won(_) | Stored::Same(_)) => {
+                // Its turn may wait on a replica that is gone: look for it at once.
+                self.look.notify_one();
+                Decided::Taken(outcome == "approved")
+            }
+            Ok(Stored::Conflict(_)) => Decided::Refused("someone already decided it otherwise".into()),
+            Ok(Stored::Gone) => Decided::Refused("this request is no longer waiting".into()),
+            Ok(Stored::Unconfirmed) => Decided::Refused(match typed {
+                Some(_) => format!("that is not {CONFIRMATION_CHALLENGE}: the call stays waiting"),
+                None => format!("type {CONFIRMATION_CHALLENGE} to run it"),
+            }),
+            Err(e) => {
+                tracing::warn!(id, "{}: cannot record a decision: {e}", self.label);
+                Decided::Refused("the decision could not be recorded; try again".into())
+            }
+        }
+    }
+
     /// Whether approval `id` needs its challenge typed (a `confirm` call); `None` when it is
     /// not pending.
-    pub fn needs_challenge(&self, id: &str) -> Option<bool> {
+    pub async fn needs_challenge(&self, id: &str) -> Option<bool> {
+        if let Some(shared) = self.interactions.shared() {
+            let entry = shared.get(Kind::Approval, id).await.ok()??;
+            return entry.outcome.is_none().then_some(entry.challenge.is_some());
+        }
         let entry = self.interactions.approvals.get(id)?;
         entry.outcome.is_none().then_some(entry.info.challenge.is_some())
     }
 
     /// Answers question `id`.
-    pub fn answer(&self, id: &str, answer: &str) -> Result<(), String> {
+    pub async fn answer(&self, id: &str, answer: &str) -> Result<(), String> {
         if answer.is_empty() {
             return Err("an empty answer".into());
+        }
+        if let Some(shared) = self.interactions.shared() {
+            return match shared.decide(Kind::Question, id, "answered", Some(answer), None).await {
+                Ok(Stored::Won(_) | Stored::Same(_)) => Ok(()),
+                Ok(Stored::Conflict(_)) => Err("someone already answered it".into()),
+                Ok(_) => Err("this question is no longer waiting".into()),
+                Err(e) => {
+                    tracing::warn!(id, "{}: cannot record an answer: {e}", self.label);
+                    Err("the answer could not be recorded; try again".into())
+                }
+            };
         }
         match self.interactions.questions.decide(id, Resolution::Answered(answer.to_owned()), |_| Ok(())) {
             Ok(_) => Ok(()),
@@ -268,7 +360,11 @@ impl<P: Platform> Chat<P> {
     }
 
     /// The choices of pending question `id`.
-    pub fn choices(&self, id: &str) -> Option<Vec<String>> {
+    pub async fn choices(&self, id: &str) -> Option<Vec<String>> {
+        if let Some(shared) = self.interactions.shared() {
+            let entry = shared.get(Kind::Question, id).await.ok()??;
+            return entry.outcome.is_none().then_some(entry.choices);
+        }
         self.interactions.questions.get(id).filter(|q| q.outcome.is_none()).map(|q| q.info.choices)
     }
 
@@ -283,9 +379,6 @@ impl<P: Platform> Chat<P> {
             tracing::error!("{}: no turn id: the OS random source failed", self.label);
             return;
         };
-        let (ops, queue) = mpsc::unbounded_channel();
-        let presenter = tokio::spawn(present(self.platform.clone(), message.place.clone(), queue));
-        let turn = ChatTurn::new(self.clone(), message.place.clone(), run_id.clone(), ops.clone());
         let request = TurnRequest {
             channel_id: message.channel_id,
             thread: message.thread,
@@ -293,15 +386,79 @@ impl<P: Platform> Chat<P> {
             message: message.text,
             route: message.route,
         };
-        let origin = Origin {
-            run_id: run_id.clone(),
-            channel_id: request.channel_id.clone(),
-            adapter: self.adapter,
-            mode: "chat",
+        self.run(run_id, message.place, Begin::Message(request)).await;
+    }
+
+    /// Takes up a turn a replica that is gone left waiting (this replica holds its lease):
+    /// its prompt is settled when nobody decided in time, and the turn goes on here.
+    async fn resume(self: Arc<Self>, orphan: Orphan) {
+        let Orphan { waiting, approval, prompt } = orphan;
+        let run_id = waiting.run_id.clone();
+        let place = serde_json::from_str::<P::Place>(&waiting.place).map_err(|e| e.to_string());
+        let checkpoint = serde_json::from_str::<Checkpoint>(&waiting.checkpoint).map_err(|e| e.to_string());
+        let (place, checkpoint) = match (place, checkpoint) {
+            (Ok(place), Ok(checkpoint)) => (place, checkpoint),
+            (Err(e), _) | (_, Err(e)) => {
+                tracing::error!(
+                    run_id,
+                    "{}: cannot resume a turn left waiting: unreadable checkpoint: {e}",
+                    self.label
+                );
+                self.finish_shared(&run_id).await;
+                return;
+            }
         };
+        let outcome = match approval.outcome.as_deref() {
+            Some("approved") => ApprovalOutcome::Approved,
+            Some("denied") => ApprovalOutcome::Denied(None),
+            Some("timed_out") => ApprovalOutcome::TimedOut,
+            _ => ApprovalOutcome::Cancelled,
+        };
+        tracing::info!(
+            run_id,
+            approval = approval.id,
+            outcome = outcome.as_str(),
+            "{}: resuming a turn its replica left waiting",
+            self.label
+        );
+        if let (Some(prompt), ApprovalOutcome::TimedOut) = (&prompt, &outcome) {
+            self.platform.settle(&place, prompt, "⌛ No decision in time: not run.").await;
+        }
+        self.run(run_id, place, Begin::Resumed(Box::new(checkpoint), outcome)).await;
+    }
+
+    async fn run(self: Arc<Self>, run_id: String, place: P::Place, begin: Begin) {
+        let (ops, queue) = mpsc::unbounded_channel();
+        let presenter = tokio::spawn(present(self.platform.clone(), place.clone(), queue));
+        let turn = ChatTurn::new(self.clone(), place, run_id.clone(), ops.clone());
+        let channel_id = match &begin {
+            Begin::Message(request) => request.channel_id.clone(),
+            Begin::Resumed(checkpoint, _) => checkpoint.request.channel_id.clone(),
+        };
+        let origin = Origin { run_id: run_id.clone(), channel_id, adapter: self.adapter, mode: "chat" };
         let recorder = Recorder::new(&self.runs, origin, self.descriptions.clone());
-        let result = recorder.turn(&self.engine, request, &*turn, &*turn).await;
+        let running = async {
+            match begin {
+                Begin::Message(request) => recorder.turn(&self.engine, request, &*turn, &*turn).await,
+                Begin::Resumed(checkpoint, outcome) => {
+                    recorder.resume(&self.engine, *checkpoint, outcome, &*turn, &*turn).await
+                }
+            }
+        };
+        // A turn another replica took over (it judged this one gone) stops here, unshown:
+        // that replica finishes it.
+        let result = tokio::select! {
+            result = running => Some(result),
+            () = turn.taken.notified() => None,
+        };
         self.interactions.cancel_run(&run_id);
+        let Some(result) = result else {
+            tracing::warn!(run_id, "{}: another replica took this turn over; it goes on there", self.label);
+            drop((ops, turn));
+            presenter.abort();
+            return;
+        };
+        self.finish_shared(&run_id).await;
         let finish = match result {
             Ok(result) => Ok(result.text),
             Err(e) => {
@@ -312,6 +469,52 @@ impl<P: Platform> Chat<P> {
         let _ = ops.send(Op::Finish(finish));
         drop((ops, turn));
         let _ = presenter.await;
+    }
+
+    /// Forgets the turn's checkpoint in the shared database, if it has one.
+    async fn finish_shared(&self, run_id: &str) {
+        if let Some(shared) = self.interactions.shared()
+            && let Err(e) = shared.finish(run_id).await
+        {
+            tracing::warn!(run_id, "{}: cannot forget the turn's checkpoint: {e}", self.label);
+        }
+    }
+}
+
+/// How a chat turn begins.
+enum Begin {
+    /// A person's message.
+    Message(TurnRequest),
+    /// A turn written down elsewhere, with the decision it waited for.
+    Resumed(Box<Checkpoint>, ApprovalOutcome),
+}
+
+/// Resumes, while `chat` lives and takes turns, the turns that replicas gone silent left
+/// waiting on approvals since decided (or expired): every [`RESUME_EVERY`], and at once after
+/// a decision here.
+async fn resumer<P: Platform>(chat: Weak<Chat<P>>, look: Arc<Notify>) {
+    let mut tick = tokio::time::interval(RESUME_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            () = look.notified() => {}
+        }
+        let Some(chat) = chat.upgrade() else { return };
+        let Some(shared) = chat.interactions.shared().cloned() else { return };
+        while !chat.turns.is_closed() {
+            match shared.take_orphan(&chat.scope).await {
+                Ok(Some(orphan)) => {
+                    let resumed = chat.clone();
+                    chat.turns.spawn(async move { resumed.resume(orphan).await });
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    tracing::debug!("{}: cannot look for turns left waiting: {e}", chat.label);
+                    break;
+                }
+            }
+        }
     }
 }
 
@@ -355,6 +558,8 @@ pub struct ChatTurn<P: Platform> {
     /// The approval id of each gated call, and the message that asks it.
     approvals: Mutex<HashMap<String, String>>,
     prompts: Mutex<HashMap<String, String>>,
+    /// Another replica took the turn over (it judged this one gone): the turn stops here.
+    taken: Notify,
     this: Weak<ChatTurn<P>>,
 }
 
@@ -368,6 +573,7 @@ impl<P: Platform> ChatTurn<P> {
             waiters: Mutex::default(),
             approvals: Mutex::default(),
             prompts: Mutex::default(),
+            taken: Notify::new(),
             this: this.clone(),
         })
     }
@@ -378,6 +584,60 @@ impl<P: Platform> ChatTurn<P> {
 
     fn op(&self, op: Op) {
         let _ = self.ops.send(op);
+    }
+
+    /// The shared database's entry for this turn's approval or question `id`.
+    fn entry(&self, id: &str, kind: Kind, expires_at: SystemTime, challenge: Option<&str>) -> Entry {
+        Entry {
+            id: id.to_owned(),
+            kind,
+            run_id: self.run_id.clone(),
+            channel_id: self.chat.conversation(&P::key(&self.place)),
+            expires_at,
+            challenge: challenge.map(str::to_owned),
+            prompt: None,
+            choices: Vec::new(),
+            outcome: None,
+            answer: None,
+        }
+    }
+
+    /// Records approval `request` in the shared database before anyone can see its id: with
+    /// the turn's checkpoint when the engine gave one, so that any replica can finish it.
+    async fn record(&self, shared: &Decisions, request: &ApprovalRequest) -> Result<(), String> {
+        let challenge = (request.level == Level::Confirm).then_some(CONFIRMATION_CHALLENGE);
+        let entry = self.entry(&request.approval_id, Kind::Approval, request.expires_at, challenge);
+        let written = match &request.checkpoint {
+            Some(checkpoint) => {
+                let waiting = Waiting {
+                    run_id: self.run_id.clone(),
+                    scope: self.chat.scope.clone(),
+                    place: json(&self.place)?,
+                    checkpoint: json(checkpoint.as_ref())?,
+                };
+                shared.wait_durably(&entry, &waiting).await
+            }
+            None => shared.open(&entry).await,
+        };
+        written.map_err(|e| format!("the approval cannot be recorded in the state database ({e})"))
+    }
+
+    /// Holds the turn's lease once its approval `id` is decided: `false` when another
+    /// replica took the turn over meanwhile (then it stops here).
+    async fn hold(&self, id: &str) -> bool {
+        let Some(shared) = self.chat.interactions.shared() else { return true };
+        match shared.lease(&self.run_id, id).await {
+            Ok(true) => true,
+            Ok(false) => {
+                self.taken.notify_one();
+                false
+            }
+            Err(e) => {
+                // Nobody else can take it while this replica beats: go on.
+                tracing::warn!(run_id = self.run_id, "{}: cannot confirm the turn's lease: {e}", self.chat.label);
+                true
+            }
+        }
     }
 
     /// Waits until what the turn produced so far is shown, so that a prompt comes below it.
@@ -393,6 +653,18 @@ impl<P: Platform> ChatTurn<P> {
         let expires_at = SystemTime::now() + timeout;
         let info = QuestionInfo { prompt: prompt.clone(), choices: choices.clone(), run: self.this.clone() };
         let rx = self.chat.interactions.questions.open(&id, self.owner(expires_at), info);
+        if let Some(shared) = self.chat.interactions.shared() {
+            let entry = Entry {
+                prompt: Some(prompt.clone()),
+                choices: choices.clone(),
+                ..self.entry(&id, Kind::Question, expires_at, None)
+            };
+            if let Err(e) = shared.open(&entry).await {
+                tracing::warn!("{}: cannot record a question in the state database: {e}", self.chat.label);
+                self.chat.interactions.questions.settle(&id, Resolution::Cancelled);
+                return Some(Resolution::Cancelled);
+            }
+        }
         self.shown().await;
         let message = match self
             .chat
@@ -417,6 +689,7 @@ impl<P: Platform> ChatTurn<P> {
         };
         drop(guard);
         self.chat.interactions.questions.settle(&id, resolution.clone());
+        self.chat.interactions.settle_shared(&id, &resolution);
         let line = match &resolution {
             Resolution::Answered(answer) => format!("❓ {prompt}\n→ {answer}"),
             Resolution::TimedOut => format!("❓ {prompt}\n_(no answer within {} s)_", timeout.as_secs()),
@@ -477,6 +750,14 @@ impl<P: Platform> EventSink for ChatTurn<P> {
                     return;
                 };
                 self.chat.interactions.approvals.settle(&id, resolution(&outcome));
+                self.chat.interactions.settle_shared(&id, &resolution(&outcome));
+                // Nobody decided in time: the turn goes on here, holding its lease.
+                if matches!(outcome, ApprovalOutcome::TimedOut)
+                    && let Some(turn) = self.this.upgrade()
+                {
+                    let id = id.clone();
+                    tokio::spawn(async move { turn.hold(&id).await });
+                }
                 // A person's decision was shown by the click that took it.
                 let line = match &outcome {
                     ApprovalOutcome::TimedOut => "⌛ No decision in time: not run.".to_owned(),
@@ -517,18 +798,38 @@ impl<P: Platform> Counterpart for ChatTurn<P> {
             level: request.level,
             timeout,
         };
+        let shared = self.chat.interactions.shared();
+        if let Some(shared) = shared
+            && let Err(why) = self.record(shared, &request).await
+        {
+            return ApprovalOutcome::Unavailable(why);
+        }
         self.shown().await;
         match self.chat.platform.ask(&self.place, &prompt).await {
             Ok(message) => {
+                if let (Some(shared), Some(_)) = (shared, &request.checkpoint)
+                    && let Err(e) = shared.prompted(&self.run_id, &message).await
+                {
+                    tracing::debug!("{}: cannot note the prompt's message: {e}", self.chat.label);
+                }
                 self.prompts.lock().unwrap_or_else(|p| p.into_inner()).insert(request.approval_id.clone(), message);
             }
             Err(why) => return ApprovalOutcome::Unavailable(why),
         }
-        match rx.await {
+        let outcome = match rx.await {
             Ok(Resolution::Approved) => ApprovalOutcome::Approved,
             Ok(Resolution::Denied) => ApprovalOutcome::Denied(None),
             _ => ApprovalOutcome::Cancelled,
+        };
+        if request.checkpoint.is_some() && !self.hold(&request.approval_id).await {
+            return ApprovalOutcome::Cancelled;
         }
+        outcome
+    }
+
+    /// On a shared store, a turn waiting on an approval is written down.
+    fn durable(&self) -> bool {
+        self.chat.interactions.shared().is_some()
     }
 
     fn tools(&self) -> Option<&dyn ToolSource> {
@@ -572,6 +873,11 @@ impl<P: Platform> ToolSource for ChatTurn<P> {
 impl<P: Platform> Announce for ChatTurn<P> {
     fn decided(&self, _approval_id: &str, _approved: bool) {}
     fn answered(&self, _question_id: &str, _answer: &str) {}
+}
+
+/// JSON for what a checkpoint holds.
+fn json<T: Serialize + ?Sized>(value: &T) -> Result<String, String> {
+    serde_json::to_string(value).map_err(|e| format!("the turn cannot be written down: {e}"))
 }
 
 /// What a turn shows, in order, for the presenter.

@@ -36,7 +36,7 @@ const CHALLENGE_ACTION: &str = "value";
 
 /// Where a turn's messages go: a channel and the thread; `source` is the message that
 /// started it (the working reaction goes there).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Place {
     /// The channel id.
     pub channel: String,
@@ -230,6 +230,11 @@ impl Platform for Slack {
     const LIMIT: usize = 3900;
     const EDIT_EVERY: Duration = Duration::from_millis(1200);
     const WORKING_EVERY: Option<Duration> = None;
+
+    fn scope(&self) -> String {
+        use sha2::Digest as _;
+        format!("slack {}", hex::encode(&sha2::Sha256::digest(self.settings.app_token.as_bytes())[..8]))
+    }
 
     fn key(place: &Place) -> String {
         format!("{}/{}", place.channel, place.thread_ts)
@@ -455,7 +460,7 @@ async fn click(chat: &Arc<Chat<Slack>>, interaction: Interaction) {
         match action.action_id.as_str() {
             "approve" | "deny" => {
                 let decision = if action.action_id == "approve" { Decision::Approve } else { Decision::Deny };
-                match chat.decide(&action.value, &decision) {
+                match chat.decide(&action.value, &decision).await {
                     Decided::Taken(approved) => {
                         let line = if approved {
                             format!("✅ Approved by <@{user}>")
@@ -467,7 +472,7 @@ async fn click(chat: &Arc<Chat<Slack>>, interaction: Interaction) {
                     Decided::Refused(why) => slack.refuse(channel, user, None, &why).await,
                 }
             }
-            "confirm" => match chat.needs_challenge(&action.value) {
+            "confirm" => match chat.needs_challenge(&action.value).await {
                 Some(true) => {
                     let Some(trigger) = interaction.trigger_id.as_deref() else { return };
                     let view = confirm_view(&action.value, channel, ts);
@@ -479,12 +484,13 @@ async fn click(chat: &Arc<Chat<Slack>>, interaction: Interaction) {
             },
             "answer" => {
                 let Some((id, n)) = action.value.rsplit_once(':') else { return };
-                let choice = chat.choices(id).and_then(|c| n.parse::<usize>().ok().and_then(|n| c.get(n).cloned()));
+                let choice =
+                    chat.choices(id).await.and_then(|c| n.parse::<usize>().ok().and_then(|n| c.get(n).cloned()));
                 let Some(choice) = choice else {
                     slack.refuse(channel, user, None, "this question is no longer waiting").await;
                     return;
                 };
-                match chat.answer(id, &choice) {
+                match chat.answer(id, &choice).await {
                     Ok(()) => {
                         let line = format!("❓ answered by <@{user}>: {}", text::slack_escape(&choice));
                         slack.update(channel, ts, &line).await
@@ -527,7 +533,7 @@ async fn submit(chat: &Arc<Chat<Slack>>, interaction: &Interaction) -> Option<Va
         return error(why);
     }
     let typed = view.input(CHALLENGE_BLOCK, CHALLENGE_ACTION).unwrap_or_default().to_owned();
-    match chat.decide(&id, &Decision::Confirm(typed)) {
+    match chat.decide(&id, &Decision::Confirm(typed)).await {
         Decided::Taken(_) => {
             let chat = chat.clone();
             let line = format!("✅ Confirmed by <@{user}>");

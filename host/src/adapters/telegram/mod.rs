@@ -33,7 +33,7 @@ const ATTEMPTS: usize = 4;
 const MAX_RETRY_AFTER: u64 = 60;
 
 /// A chat, and the person's message the first answer replies to.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Place {
     /// The chat id.
     pub chat: i64,
@@ -230,6 +230,11 @@ impl Platform for Telegram {
     const LIMIT: usize = 4000;
     const EDIT_EVERY: Duration = Duration::from_millis(1000);
     const WORKING_EVERY: Option<Duration> = Some(Duration::from_secs(4));
+
+    fn scope(&self) -> String {
+        use sha2::Digest as _;
+        format!("telegram {}", hex::encode(&sha2::Sha256::digest(self.settings.bot_token.as_bytes())[..8]))
+    }
 
     fn key(place: &Place) -> String {
         place.chat.to_string()
@@ -506,7 +511,7 @@ async fn message_from(chat: &Arc<Chat<Telegram>>, message: TgMessage) {
         if let Some(id) = approval {
             let result = match telegram.may_decide(from) {
                 Err(why) => Decided::Refused(why.into()),
-                Ok(()) => chat.decide(&id, &Decision::Confirm(text.to_owned())),
+                Ok(()) => chat.decide(&id, &Decision::Confirm(text.to_owned())).await,
             };
             let (chat_id, prompt) = (message.chat.id, replied.message_id);
             match result {
@@ -555,19 +560,22 @@ async fn callback(chat: &Arc<Chat<Telegram>>, query: CallbackQuery) {
     let (reply, line) = match data.split_once(':') {
         Some(("a" | "d", id)) => {
             let decision = if data.starts_with('a') { Decision::Approve } else { Decision::Deny };
-            match chat.decide(id, &decision) {
+            match chat.decide(id, &decision).await {
                 Decided::Taken(true) => ("Approved".to_owned(), Some(format!("✅ Approved by {}", query.from.name()))),
                 Decided::Taken(false) => ("Denied".to_owned(), Some(format!("❌ Denied by {}", query.from.name()))),
                 Decided::Refused(why) => (why, None),
             }
         }
         Some(("q", rest)) => {
-            let chosen = rest.rsplit_once(':').and_then(|(id, n)| {
-                let choice = chat.choices(id)?.get(n.parse::<usize>().ok()?)?.clone();
-                Some((id.to_owned(), choice))
-            });
+            let chosen = match rest.rsplit_once(':') {
+                Some((id, n)) => {
+                    let choices = chat.choices(id).await.unwrap_or_default();
+                    n.parse::<usize>().ok().and_then(|n| choices.get(n).cloned()).map(|c| (id.to_owned(), c))
+                }
+                None => None,
+            };
             match chosen {
-                Some((id, choice)) => match chat.answer(&id, &choice) {
+                Some((id, choice)) => match chat.answer(&id, &choice).await {
                     Ok(()) => {
                         (format!("Answered: {choice}"), Some(format!("❓ answered by {}: {choice}", query.from.name())))
                     }

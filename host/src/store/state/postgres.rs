@@ -11,6 +11,7 @@
 
 pub mod decisions;
 mod tls;
+pub mod waiting;
 
 use super::{Backend, Change, StateError, StateQuota, StateWrite, check_growth, entry_bytes};
 use crate::config::PostgresState;
@@ -70,6 +71,16 @@ pub const MIGRATIONS: &[(i32, &str, &str)] = &[
         CREATE INDEX skillhost_interactions_pending ON skillhost_interactions (run_id) WHERE outcome IS NULL;
         CREATE INDEX skillhost_interactions_decided ON skillhost_interactions (decided_at)
             WHERE outcome IS NOT NULL;",
+    ),
+    (
+        4,
+        "chat turns waiting for a person, resumable on any replica",
+        "ALTER TABLE skillhost_interactions ADD COLUMN durable boolean NOT NULL DEFAULT false;
+        CREATE TABLE skillhost_waiting_turns (
+            run_id text PRIMARY KEY, scope text NOT NULL, approval_id text NOT NULL, replica text NOT NULL,
+            leased_by text, place text NOT NULL, checkpoint text NOT NULL, prompt text,
+            updated_at double precision NOT NULL);
+        CREATE INDEX skillhost_waiting_turns_free ON skillhost_waiting_turns (scope) WHERE leased_by IS NULL;",
     ),
 ];
 

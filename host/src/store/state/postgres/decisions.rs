@@ -99,7 +99,7 @@ pub struct Announced {
 
 /// The shared entries of one database, as this replica sees them.
 pub struct Decisions {
-    pg: Arc<Postgres>,
+    pub(super) pg: Arc<Postgres>,
     /// This process's id among the replicas.
     replica: String,
     /// This replica's entries as they are decided.
@@ -112,7 +112,7 @@ impl std::fmt::Debug for Decisions {
     }
 }
 
-fn unix(t: SystemTime) -> f64 {
+pub(super) fn unix(t: SystemTime) -> f64 {
     t.duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
 }
 
@@ -125,7 +125,7 @@ fn from_unix(seconds: f64) -> SystemTime {
 const SELECT: &str = "SELECT i.id, i.kind, i.run_id, i.channel_id, i.expires_at, i.challenge, i.prompt, i.choices,
         i.outcome, i.answer,
         i.expires_at <= extract(epoch FROM clock_timestamp())::float8 AS expired,
-        coalesce(r.seen_at < extract(epoch FROM clock_timestamp())::float8 - $2, true) AS orphaned
+        (NOT i.durable AND coalesce(r.seen_at < extract(epoch FROM clock_timestamp())::float8 - $2, true)) AS orphaned
     FROM skillhost_interactions i LEFT JOIN skillhost_replicas r ON r.id = i.replica";
 
 fn row(r: &tokio_postgres::Row) -> (Entry, bool, bool) {
@@ -133,7 +133,7 @@ fn row(r: &tokio_postgres::Row) -> (Entry, bool, bool) {
 }
 
 /// The entry in columns 0 to 9 of `r`.
-fn entry(r: &tokio_postgres::Row) -> Entry {
+pub(super) fn entry(r: &tokio_postgres::Row) -> Entry {
     let kind = if r.get::<_, &str>(1) == "question" { Kind::Question } else { Kind::Approval };
     let choices: Option<String> = r.get(7);
     Entry {
@@ -245,8 +245,8 @@ impl Decisions {
                     WHERE i.id = $1 AND i.kind = $5 AND i.outcome IS NULL
                       AND i.expires_at > extract(epoch FROM clock_timestamp())::float8
                       AND (i.challenge IS NULL OR $2 <> 'approved' OR i.challenge = $6)
-                      AND EXISTS (SELECT 1 FROM skillhost_replicas r WHERE r.id = i.replica
-                          AND r.seen_at >= extract(epoch FROM clock_timestamp())::float8 - $7)
+                      AND (i.durable OR EXISTS (SELECT 1 FROM skillhost_replicas r WHERE r.id = i.replica
+                          AND r.seen_at >= extract(epoch FROM clock_timestamp())::float8 - $7))
                     RETURNING i.id, i.kind, i.run_id, i.channel_id, i.expires_at, i.challenge, i.prompt,
                         i.choices, i.outcome, i.answer, i.replica)
                  SELECT won.*, pg_notify($4, won.replica || ' ' || CASE
@@ -288,7 +288,7 @@ impl Decisions {
         .map_err(|e| self.pg.error(e))
     }
 
-    async fn settle_pending(&self, id: &str, outcome: &str) -> Result<(), StateError> {
+    pub(super) async fn settle_pending(&self, id: &str, outcome: &str) -> Result<(), StateError> {
         let c = self.pg.client().await?;
         let sql =
             "UPDATE skillhost_interactions SET outcome = $2, decided_at = extract(epoch FROM clock_timestamp())::float8
@@ -323,7 +323,7 @@ impl Decisions {
         Ok(rows.iter().map(|r| r.get(0)).collect())
     }
 
-    async fn beat(&self) -> Result<(), StateError> {
+    pub(super) async fn beat(&self) -> Result<(), StateError> {
         let c = self.pg.client().await?;
         c.execute(
             "INSERT INTO skillhost_replicas (id, started_at, seen_at)
@@ -347,19 +347,21 @@ impl Decisions {
                     WHEN i.expires_at <= extract(epoch FROM clock_timestamp())::float8 THEN 'timed_out' ELSE 'cancelled' END,
                 decided_at = extract(epoch FROM clock_timestamp())::float8
              WHERE i.outcome IS NULL AND (i.expires_at <= extract(epoch FROM clock_timestamp())::float8
-                OR NOT EXISTS (SELECT 1 FROM skillhost_replicas r
+                OR NOT i.durable AND NOT EXISTS (SELECT 1 FROM skillhost_replicas r
                     WHERE r.id = i.replica AND r.seen_at >= extract(epoch FROM clock_timestamp())::float8 - $1))",
             &[&orphaned],
         )
         .await
         .map_err(|e| self.pg.error(e))?;
         c.execute(
-            "DELETE FROM skillhost_interactions
-             WHERE outcome IS NOT NULL AND decided_at < extract(epoch FROM clock_timestamp())::float8 - $1",
+            "DELETE FROM skillhost_interactions i
+             WHERE outcome IS NOT NULL AND decided_at < extract(epoch FROM clock_timestamp())::float8 - $1
+               AND NOT EXISTS (SELECT 1 FROM skillhost_waiting_turns t WHERE t.approval_id = i.id)",
             &[&retention],
         )
         .await
         .map_err(|e| self.pg.error(e))?;
+        self.sweep_waiting().await?;
         c.execute(
             "DELETE FROM skillhost_replicas WHERE seen_at < extract(epoch FROM clock_timestamp())::float8 - $1",
             &[&retention],

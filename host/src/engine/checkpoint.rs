@@ -1,0 +1,84 @@
+//! A turn that waits for a person, written down so that another process can finish it.
+//!
+//! Approvals are asked in call order before any call of a round runs ([`super::round`]), so
+//! while a person is asked nothing of the round has run: the conversation up to the model's
+//! calls, the decisions already taken in the round and the call being asked about are the
+//! whole state of the turn. A chat adapter on a shared store keeps it ([`Checkpoint`]); when
+//! the process that asked is gone, another replica resumes the turn with the person's
+//! decision ([`super::Engine::resume_turn`]): the round is run again with the decisions
+//! taken, nothing is asked twice, and the turn goes on to its answer.
+
+use super::counterpart::ApprovalOutcome;
+use super::turn::TurnRequest;
+use crate::llm::Message;
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+/// The version [`Checkpoint`]s are written as; another is refused, not misread.
+pub const VERSION: u32 = 1;
+
+/// A turn waiting on one approval.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Checkpoint {
+    /// [`VERSION`].
+    pub version: u32,
+    /// The message the turn answers.
+    pub request: TurnRequest,
+    /// The conversation, ending with the model's message whose calls the round answers.
+    pub messages: Vec<Message>,
+    /// The people's decisions already taken in this round, by call id.
+    pub decided: Vec<(String, ApprovalOutcome)>,
+    /// The call the person is asked about.
+    pub waiting: String,
+}
+
+impl Checkpoint {
+    /// The decisions a resumed round starts from: those taken, and `outcome` for the call
+    /// that waited.
+    pub fn decisions(&self, outcome: ApprovalOutcome) -> HashMap<String, ApprovalOutcome> {
+        let mut decided: HashMap<_, _> = self.decided.iter().cloned().collect();
+        decided.insert(self.waiting.clone(), outcome);
+        decided
+    }
+}
+
+/// A turn whose waits can be written down: what its rounds need to make a [`Checkpoint`],
+/// and the decisions a resumed round was given.
+#[derive(Debug)]
+pub struct Durable {
+    request: TurnRequest,
+    /// The conversation as the current round started.
+    messages: Mutex<Arc<Vec<Message>>>,
+    /// Decisions given to a resumed round, used instead of asking (each once).
+    given: Mutex<HashMap<String, ApprovalOutcome>>,
+}
+
+impl Durable {
+    /// For the turn answering `request`; `given`: a resumed turn's decisions.
+    pub fn new(request: TurnRequest, given: HashMap<String, ApprovalOutcome>) -> Self {
+        Durable { request, messages: Mutex::default(), given: Mutex::new(given) }
+    }
+
+    /// The round about to run starts from `messages`.
+    pub fn round_starts(&self, messages: &[Message]) {
+        *self.messages.lock().unwrap_or_else(|p| p.into_inner()) = Arc::new(messages.to_vec());
+    }
+
+    /// The decision given for call `id`, taken (a later round asks again).
+    pub fn given(&self, id: &str) -> Option<ApprovalOutcome> {
+        self.given.lock().unwrap_or_else(|p| p.into_inner()).remove(id)
+    }
+
+    /// The checkpoint of the round waiting on call `waiting`, after `decided`.
+    pub fn checkpoint(&self, decided: &[(String, ApprovalOutcome)], waiting: &str) -> Checkpoint {
+        let messages = self.messages.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        Checkpoint {
+            version: VERSION,
+            request: self.request.clone(),
+            messages: messages.as_ref().clone(),
+            decided: decided.to_vec(),
+            waiting: waiting.to_owned(),
+        }
+    }
+}
