@@ -293,6 +293,23 @@ async fn one_replica_polls_a_telegram_bot_and_another_takes_over_when_it_dies() 
 /// A wrote: the call runs once, and the answer is posted in the chat.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_chat_turn_waiting_for_approval_is_resumed_on_another_replica_when_its_own_dies() {
+    chat_turn_outlives_its_replica(Stop::Kill).await;
+}
+
+/// The same with SIGTERM (a deploy): A stops the turn once `drain_seconds` pass, says in the
+/// chat that the request still waits, leaves the checkpoint and its heartbeat goes with it,
+/// so that B resumes the turn as soon as the decision comes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chat_turn_waiting_for_approval_is_left_to_another_replica_on_sigterm() {
+    chat_turn_outlives_its_replica(Stop::Term).await;
+}
+
+enum Stop {
+    Kill,
+    Term,
+}
+
+async fn chat_turn_outlives_its_replica(stop: Stop) {
     const TOKEN: &str = "4343000:ABCdefGHIjklMNOpqrSTUvwxyz_0123456";
     const CHAT: i64 = 4343;
     let pg = Postgres::start();
@@ -308,7 +325,7 @@ async fn a_chat_turn_waiting_for_approval_is_resumed_on_another_replica_when_its
          llm:\n  provider: anthropic\n  model: m\n  max_tokens: 100\n  anthropic: {{api_key: k, base_url: '{}'}}\n\
          human:\n  overrides: {{probe__memory_write: approve}}\n\
          learning:\n  approval_auto_promote: 0\n  memory:\n    filesystem: {{path: memory}}\n\
-         engine:\n  session: {{inflight_ttl_seconds: 3}}\n",
+         engine:\n  session: {{inflight_ttl_seconds: 3, drain_seconds: 1}}\n",
         telegram.base_url(),
         llm.url()
     );
@@ -336,7 +353,17 @@ async fn a_chat_turn_waiting_for_approval_is_resumed_on_another_replica_when_its
     let prompt = telegram.wait_for_message(CHAT, |m| !keyboard(m).is_empty(), wait).await;
     assert!(prompt.text.contains("probe__memory_write"), "{}", prompt.text);
     let approve = keyboard(&prompt).into_iter().find(|d| d.starts_with("a:")).unwrap();
-    a.kill();
+    match stop {
+        Stop::Kill => a.kill(),
+        Stop::Term => {
+            assert_eq!(a.terminate(), Some(0), "{}", a.stderr());
+            telegram.wait_for_message(CHAT, |m| m.text.contains("another replica finishes this"), wait).await;
+            let replicas = pg.psql("resume", "SELECT count(*) FROM skillhost_replicas");
+            assert_eq!(replicas.trim(), "1", "A took its heartbeat away: only B's is left");
+            let left = pg.psql("resume", "SELECT outcome IS NULL FROM skillhost_interactions");
+            assert_eq!(left.trim(), "t", "the approval still waits");
+        }
+    }
     b.wait_for_log("polling for updates").await;
 
     let (_, query) = telegram.click(CHAT, 7, prompt.message_id, &approve);
@@ -359,6 +386,62 @@ async fn a_chat_turn_waiting_for_approval_is_resumed_on_another_replica_when_its
     assert_eq!(left.trim(), "0", "{left}");
     let outcome = pg.psql("resume", "SELECT outcome FROM skillhost_interactions WHERE kind = 'approval'");
     assert_eq!(outcome.trim(), "approved");
+}
+
+/// SIGTERM on a replica: it takes no new runs, a turn decided during the drain finishes,
+/// a turn still waiting when `engine.session.drain_seconds` pass is stopped and recorded so
+/// (its stream's `run_failed`, its approval `cancelled` on the other replica at once), its
+/// channel is free for the other replica at once, and the process exits 0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sigterm_drains_running_turns_then_stops_and_records_the_rest() {
+    let pg = Postgres::start();
+    let echo = |id: &str| Answer::default().call(id, "probe__echo", json!({"id": id})).into();
+    let llm = LlmServer::start(vec![echo("e1"), echo("e2"), Answer::text(&["Finished in the drain."]).into()]).await;
+    let extra = format!(
+        "human:\n  overrides: {{probe__echo: approve}}\nlearning: {{approval_auto_promote: 0}}\n\
+         engine:\n  session: {{drain_seconds: 3}}\n\
+         llm:\n  provider: anthropic\n  model: m\n  max_tokens: 100\n  anthropic: {{api_key: k, base_url: '{}'}}\n",
+        llm.url()
+    );
+    let ws = workspace(&pg, "drain", &extra);
+    let (mut a, b) = (ApiProcess::start(&ws).await, ApiProcess::start(&ws).await);
+    let mut one = a.stream("one", "d1").await;
+    let first = one.until("approval_requested").await.last().unwrap().data["approval_id"].as_str().unwrap().to_owned();
+    let mut two = a.stream("two", "d2").await;
+    let second = two.until("approval_requested").await.last().unwrap().data["approval_id"].as_str().unwrap().to_owned();
+
+    a.terminate();
+    let started = Instant::now();
+    // No new runs: the listener closes (or, on a connection still open, 503).
+    loop {
+        let ready = reqwest::get(format!("{}/readyz", a.base())).await.map(|r| r.status().as_u16());
+        if ready.is_err() || ready.as_ref().is_ok_and(|s| *s == 503) {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(5), "still ready after SIGTERM: {ready:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Decided during the drain (on B): the turn finishes on A.
+    assert_eq!(decide(&b, &first, true).await.0, 200);
+    let rest = one.rest().await;
+    assert!(rest.iter().any(|e| e.kind == "run_completed" && e.data["text"] == "Finished in the drain."), "{rest:#?}");
+    // Never decided: stopped once the drain bound passed, and recorded.
+    let rest = two.rest().await;
+    let failed = rest.iter().find(|e| e.kind == "run_failed").unwrap_or_else(|| panic!("{rest:#?}\n{}", a.stderr()));
+    assert!(failed.data["error"].as_str().unwrap().contains("shutting down"), "{failed:?}");
+    assert_eq!(a.exited(Duration::from_secs(15)).await, Some(0), "{}", a.stderr());
+    assert!(started.elapsed() >= Duration::from_secs(3), "the drain bound was kept");
+    assert!(a.stderr().contains("are stopped"), "{}", a.stderr());
+    let (status, seen) = get(&b, &format!("/api/approvals/{second}")).await;
+    assert_eq!((status, seen["outcome"].clone()), (200, json!("cancelled")), "{seen}");
+    assert_eq!(decide(&b, &second, true).await.0, 410, "nothing to decide any more");
+    assert_eq!(llm.requests().len(), 3, "the stopped turn made no further request");
+
+    // A's in-flight marker on d2 went with its turn: B takes the channel at once (the TTL
+    // is the default 400 s).
+    llm.push(Answer::text(&["B on d2."]));
+    let (status, body) = run(&b, "again", "d2").await;
+    assert_eq!((status, body["text"].clone()), (200, json!("B on d2.")), "{body}");
 }
 
 /// PostgreSQL restarted while two replicas serve a stream of runs: every run either

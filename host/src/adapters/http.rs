@@ -65,7 +65,8 @@ impl HttpAdapter {
             crate::llm::prepare_client();
             crate::sandbox::capabilities::http_client();
         });
-        let mcp = http_app(SkillServer::new(engine.clone(), settings.display_name), token.as_deref(), settings.ui);
+        let server = SkillServer::new(engine.clone(), settings.display_name);
+        let mcp = http_app(server, token.as_deref(), settings.ui, engine.draining().child_token());
         let api = Api::serving(engine, config, turns, settings.runs, settings.mcp);
         let app = api::app_with(api, mcp);
         Ok(HttpAdapter { describe: format!("the api on {}{who}", listener.local_addr()?), listener, app })

@@ -346,6 +346,13 @@ impl Interactions {
         }
     }
 
+    /// Cancels what `run_id` waits on in this process only, its entries in the shared
+    /// database left pending: a turn written down for another replica to finish.
+    pub fn cancel_run_here(&self, run_id: &str) {
+        self.approvals.cancel_run(run_id);
+        self.questions.cancel_run(run_id);
+    }
+
     /// Records in the database how the run ended the wait on `id` (in the background: the
     /// run does not wait for it; an entry left pending is settled by its expiry).
     pub fn settle_shared(&self, id: &str, resolution: &Resolution) {

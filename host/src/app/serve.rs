@@ -13,14 +13,15 @@ use crate::adapters::telegram::TelegramAdapter;
 use crate::adapters::terminal::TerminalAdapter;
 use crate::adapters::{Adapter, Stop};
 use crate::config::AdapterKind;
+use crate::store::state::postgres::decisions::Decisions;
 use anyhow::bail;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
 
-/// How long open responses may run on after Ctrl-C / SIGTERM.
-const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+/// How long the adapters may take to end once their turns were stopped.
+const STOPPED_GRACE: Duration = Duration::from_secs(5);
 
 /// Serves every agent's adapters (`adapter` overrides what the config names) until Ctrl-C or
 /// SIGTERM, or until the terminal session ends when an agent uses the terminal.
@@ -33,6 +34,8 @@ pub async fn serve(app: App, adapter: Option<AdapterKind>) -> anyhow::Result<()>
     for (agent, kind) in &plan {
         adapters.push(make(agent, kind, &mut turns).await?);
     }
+    // Held until the end, when the other replicas are told this one is gone.
+    let replicas = replicas_of(&app);
     // Skills the start left to compile join while the adapters serve.
     tokio::spawn(app.clone().load_pending());
     let (stop, stopping) = watch::channel(false);
@@ -63,18 +66,65 @@ pub async fn serve(app: App, adapter: Option<AdapterKind>) -> anyhow::Result<()>
         }
         None => shutdown_signal().await,
     }
-    let _ = stop.send(true);
-    schedules.wait().await;
-    // Graceful shutdown waits for open responses; a stream waiting on a person could hold
-    // it for `human.timeout_seconds`, so open streams get a grace period, then are cut.
-    let drained = async { while serving.join_next().await.is_some() {} };
-    if tokio::time::timeout(SHUTDOWN_GRACE, drained).await.is_err() {
-        eprintln!("warning: open streams were cut after {} s", SHUTDOWN_GRACE.as_secs());
+    // No new runs from now on; the turns running have `engine.session.drain_seconds` to
+    // finish, then are stopped (each adapter records how its turn ended: the API stream's
+    // failure event, the chat's message; a chat turn waiting on a written-down approval is
+    // left to another replica).
+    for agent in &app.agents {
+        agent.engine.drain();
     }
+    let _ = stop.send(true);
+    let drain = Duration::from_secs(app.config.config.engine.session.drain_seconds);
+    tracing::info!("stopping: no new runs; running turns have {} s to finish", drain.as_secs());
+    schedules.wait().await;
+    if tokio::time::timeout(drain, drained(&mut serving)).await.is_err() {
+        tracing::warn!("turns still running {} s after the stop (engine.session.drain_seconds) are stopped", drain.as_secs());
+        for agent in &app.agents {
+            agent.engine.stop_turns();
+        }
+        if tokio::time::timeout(STOPPED_GRACE, drained(&mut serving)).await.is_err() {
+            eprintln!("warning: open streams were cut {} s after their turns were stopped", STOPPED_GRACE.as_secs());
+        }
+    }
+    retire(replicas).await;
     for agent in &app.agents {
         finish_background(&agent.engine).await;
     }
     Ok(())
+}
+
+async fn drained(serving: &mut tokio::task::JoinSet<()>) {
+    while serving.join_next().await.is_some() {}
+}
+
+/// This process among the replicas of each PostgreSQL state database its adapters share
+/// approvals through.
+fn replicas_of(app: &App) -> Vec<Arc<Decisions>> {
+    let mut replicas: Vec<Arc<Decisions>> = Vec::new();
+    for agent in &app.agents {
+        let Some(pg) = agent.engine.history().state().postgres() else { continue };
+        if let Some(decisions) = Decisions::existing(&pg)
+            && !replicas.iter().any(|d| Arc::ptr_eq(d, &decisions))
+        {
+            replicas.push(decisions);
+        }
+    }
+    replicas
+}
+
+/// Tells the other replicas this one is gone: what waited here on a person reads
+/// `cancelled`, and the chat turns left written down are resumed elsewhere at once rather
+/// than once this replica's heartbeat is old.
+async fn retire(replicas: Vec<Arc<Decisions>>) {
+    for decisions in replicas {
+        let retired = tokio::time::timeout(STOPPED_GRACE, decisions.retire()).await;
+        let why = match retired {
+            Ok(Ok(())) => continue,
+            Ok(Err(e)) => e.to_string(),
+            Err(_) => format!("no answer within {} s", STOPPED_GRACE.as_secs()),
+        };
+        tracing::warn!("cannot tell the other replicas this one stops ({why}); they notice once its heartbeat is old");
+    }
 }
 
 /// Serves one adapter; an error is logged, and the others keep serving.

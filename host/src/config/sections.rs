@@ -895,11 +895,14 @@ pub struct Session {
     pub wrapup_timeout_seconds: u64,
     /// Crash-safety bound for in-flight markers.
     pub inflight_ttl_seconds: u64,
+    /// After SIGTERM or Ctrl-C (`skillhost run`): how long running turns may go on to
+    /// their answers before they are stopped.
+    pub drain_seconds: u64,
 }
 
 impl Default for Session {
     fn default() -> Self {
-        Session { deadline_seconds: 150, wrapup_timeout_seconds: 25, inflight_ttl_seconds: 400 }
+        Session { deadline_seconds: 150, wrapup_timeout_seconds: 25, inflight_ttl_seconds: 400, drain_seconds: 30 }
     }
 }
 

@@ -206,6 +206,10 @@ pub struct Engine {
     inflight: InFlight,
     /// The other agents of this process, for delegations.
     pub(super) peers: Arc<Peers>,
+    /// Cancelled when the process stops taking runs ([`Engine::drain`]).
+    draining: tokio_util::sync::CancellationToken,
+    /// Cancelled when the process stops its turns ([`Engine::stop_turns`]).
+    stopping: tokio_util::sync::CancellationToken,
 }
 
 impl Engine {
@@ -238,6 +242,8 @@ impl Engine {
             channels,
             inflight,
             peers,
+            draining: tokio_util::sync::CancellationToken::new(),
+            stopping: tokio_util::sync::CancellationToken::new(),
         }
     }
 
@@ -262,7 +268,28 @@ impl Engine {
             background: Mutex::default(),
             channels: Mutex::default(),
             inflight: self.inflight.clone(),
+            draining: self.draining.clone(),
+            stopping: self.stopping.clone(),
         }
+    }
+
+    /// The process stops taking runs (SIGTERM): `/readyz` answers 503, new runs are
+    /// refused, streams that only watch end; the turns running go on.
+    pub fn drain(&self) {
+        self.draining.cancel();
+    }
+
+    /// Cancelled once the process stops taking runs ([`Engine::drain`]).
+    pub fn draining(&self) -> &tokio_util::sync::CancellationToken {
+        &self.draining
+    }
+
+    /// Ends every turn running, and every turn started from now on, with
+    /// [`EngineError::Stopped`]: a turn stops where it is (no further tool runs), its
+    /// in-flight marker is removed and its adapter records the failure. For a shutdown
+    /// whose drain bound passed.
+    pub fn stop_turns(&self) {
+        self.stopping.cancel();
     }
 
     /// The agent's LLM provider, if it has one.
@@ -458,7 +485,10 @@ impl Engine {
             let _turn = lock.lock().await;
             let started = std::time::Instant::now();
             let result = match self.inflight.acquire(&conversation).await {
-                Ok(mut held) => self.turn(&req, &conversation, &provider, events, counterpart, &mut held, start).await,
+                Ok(mut held) => tokio::select! {
+                    result = self.turn(&req, &conversation, &provider, events, counterpart, &mut held, start) => result,
+                    () = self.stopping.cancelled() => Err(EngineError::Stopped),
+                },
                 Err(e) => Err(EngineError::InFlight(e)),
             };
             let outcome = match &result {

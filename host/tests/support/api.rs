@@ -66,6 +66,24 @@ impl ApiProcess {
         api
     }
 
+    /// Sends SIGTERM, as an orchestrator stopping the replica does.
+    pub fn terminate(&self) {
+        let sent = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status().unwrap();
+        assert!(sent.success());
+    }
+
+    /// Waits (at most `within`) for the process to end: its exit code, `None` if it runs on.
+    pub async fn exited(&mut self, within: Duration) -> Option<i32> {
+        let started = Instant::now();
+        while started.elapsed() < within {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return Some(status.code().unwrap_or(-1));
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        None
+    }
+
     /// `http://127.0.0.1:<port>`.
     pub fn base(&self) -> &str {
         &self.base

@@ -251,6 +251,9 @@ pub fn app_with(api: Arc<Api>, extra: Router) -> Router {
 async fn readyz(State(api): State<Arc<Api>>) -> axum::response::Response {
     use axum::response::IntoResponse as _;
     let unavailable = |body: serde_json::Value| (StatusCode::SERVICE_UNAVAILABLE, axum::Json(body)).into_response();
+    if api.engine.draining().is_cancelled() {
+        return unavailable(serde_json::json!({"status": "stopping"}));
+    }
     let pending = api.engine.skills().pending.len();
     if pending > 0 {
         return unavailable(serde_json::json!({"status": "compiling", "pending": pending}));

@@ -70,6 +70,8 @@ pub async fn run_events(State(api): State<Arc<Api>>, Path(id): Path<String>) -> 
 pub async fn activity(State(api): State<Arc<Api>>) -> Response {
     let mut rx = api.runs.watch();
     rx.mark_changed();
+    // The stream ends when the server stops taking runs, so that it does not hold the stop.
+    let stopping = api.engine.draining().clone().cancelled_owned();
     let changes = futures::stream::unfold(rx, |mut rx| async move {
         match tokio::time::timeout(KEEPALIVE, rx.changed()).await {
             Err(_) => Some((": keep-alive\n\n".to_owned(), rx)),
@@ -80,7 +82,7 @@ pub async fn activity(State(api): State<Arc<Api>>) -> Response {
             Ok(Err(_)) => None,
         }
     });
-    sse(changes)
+    sse(changes.take_until(stopping))
 }
 
 fn frame(event: &Value) -> String {

@@ -141,6 +141,10 @@ fn continue_trace(span: &tracing::Span, headers: &axum::http::HeaderMap) {
 
 async fn handle(api: Arc<Api>, query: Option<String>, body: Result<Bytes, BytesRejection>) -> ApiResult<Response> {
     let mode = mode(query.as_deref()).map_err(ApiError::bad_request)?;
+    if api.engine.draining().is_cancelled() {
+        let stopping = "this server is stopping and takes no new runs; send the run to another replica";
+        return Err(ApiError::new(StatusCode::SERVICE_UNAVAILABLE, stopping));
+    }
     if mode == Mode::ApprovalV1 {
         api.interactive()?;
     }

@@ -20,7 +20,9 @@ use super::runs::{Origin, Recorder, Runs};
 use crate::config::Destination;
 use crate::engine::checkpoint::Checkpoint;
 use crate::engine::gate::new_id;
-use crate::engine::{ApprovalOutcome, ApprovalRequest, Counterpart, Engine, EngineEvent, EventSink, TurnRequest};
+use crate::engine::{
+    ApprovalOutcome, ApprovalRequest, Counterpart, Engine, EngineError, EngineEvent, EventSink, TurnRequest,
+};
 use crate::llm::ToolDecl;
 use crate::person::{Answer, Question};
 use crate::store::state::postgres::decisions::{Decided as Stored, Decisions, Entry, Kind};
@@ -33,6 +35,10 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, SystemTime};
 use tokio::sync::{Notify, mpsc, oneshot};
+
+/// What a turn left waiting by a replica that stops says.
+const LEFT_WAITING: &str =
+    "⏸ This server is restarting. The request above still waits: once it is decided, another replica finishes this.";
 
 /// How often a replica looks for turns that a replica gone silent left waiting, decided.
 const RESUME_EVERY: Duration = Duration::from_secs(3);
@@ -451,13 +457,27 @@ impl<P: Platform> Chat<P> {
             result = running => Some(result),
             () = turn.taken.notified() => None,
         };
-        self.interactions.cancel_run(&run_id);
+        // Stopped (the server stops) while waiting on an approval it wrote down: the turn
+        // stays written down, and whichever replica sees the decision finishes it.
+        let left = matches!(result, Some(Err(EngineError::Stopped)))
+            && turn.written_down.load(std::sync::atomic::Ordering::SeqCst);
+        match left {
+            true => self.interactions.cancel_run_here(&run_id),
+            false => self.interactions.cancel_run(&run_id),
+        }
         let Some(result) = result else {
             tracing::warn!(run_id, "{}: another replica took this turn over; it goes on there", self.label);
             drop((ops, turn));
             presenter.abort();
             return;
         };
+        if left {
+            tracing::info!(run_id, "{}: stopping: the turn waiting on an approval is left to another replica", self.label);
+            let _ = ops.send(Op::Finish(Ok(LEFT_WAITING.into())));
+            drop((ops, turn));
+            let _ = presenter.await;
+            return;
+        }
         self.finish_shared(&run_id).await;
         let finish = match result {
             Ok(result) => Ok(result.text),
@@ -560,6 +580,8 @@ pub struct ChatTurn<P: Platform> {
     prompts: Mutex<HashMap<String, String>>,
     /// Another replica took the turn over (it judged this one gone): the turn stops here.
     taken: Notify,
+    /// The turn waits on an approval it wrote down with its checkpoint.
+    written_down: std::sync::atomic::AtomicBool,
     this: Weak<ChatTurn<P>>,
 }
 
@@ -574,6 +596,7 @@ impl<P: Platform> ChatTurn<P> {
             approvals: Mutex::default(),
             prompts: Mutex::default(),
             taken: Notify::new(),
+            written_down: Default::default(),
             this: this.clone(),
         })
     }
@@ -615,7 +638,9 @@ impl<P: Platform> ChatTurn<P> {
                     place: json(&self.place)?,
                     checkpoint: json(checkpoint.as_ref())?,
                 };
-                shared.wait_durably(&entry, &waiting).await
+                let written = shared.wait_durably(&entry, &waiting).await;
+                self.written_down.store(written.is_ok(), std::sync::atomic::Ordering::SeqCst);
+                written
             }
             None => shared.open(&entry).await,
         };
@@ -751,6 +776,7 @@ impl<P: Platform> EventSink for ChatTurn<P> {
                 };
                 self.chat.interactions.approvals.settle(&id, resolution(&outcome));
                 self.chat.interactions.settle_shared(&id, &resolution(&outcome));
+                self.written_down.store(false, std::sync::atomic::Ordering::SeqCst);
                 // Nobody decided in time: the turn goes on here, holding its lease.
                 if matches!(outcome, ApprovalOutcome::TimedOut)
                     && let Some(turn) = self.this.upgrade()
@@ -816,7 +842,9 @@ impl<P: Platform> Counterpart for ChatTurn<P> {
             }
             Err(why) => return ApprovalOutcome::Unavailable(why),
         }
-        let outcome = match rx.await {
+        let resolution = rx.await;
+        self.written_down.store(false, std::sync::atomic::Ordering::SeqCst);
+        let outcome = match resolution {
             Ok(Resolution::Approved) => ApprovalOutcome::Approved,
             Ok(Resolution::Denied) => ApprovalOutcome::Denied(None),
             _ => ApprovalOutcome::Cancelled,

@@ -52,9 +52,17 @@ const UNSUPPORTED_VERSION: i64 = -32022;
 /// (`ui.auth_token` / `SKILLHOST_UI_TOKEN`): merge it into the API's router. `Host` and
 /// `Origin` are checked against the loopback names and `ui.allowed_hosts` /
 /// `ui.allowed_origins`, so that a web page cannot reach it through DNS rebinding.
-pub fn http_app(server: SkillServer, token: Option<&str>, ui: &crate::config::Ui) -> axum::Router {
+/// Its streams end when `stopping` is cancelled.
+pub fn http_app(
+    server: SkillServer,
+    token: Option<&str>,
+    ui: &crate::config::Ui,
+    stopping: tokio_util::sync::CancellationToken,
+) -> axum::Router {
     let sessions = Arc::new(LocalSessionManager::default());
-    let service = StreamableHttpService::new(move || Ok(server.session()), sessions.clone(), http_config(ui));
+    let mut config = http_config(ui);
+    config.cancellation_token = stopping;
+    let service = StreamableHttpService::new(move || Ok(server.session()), sessions.clone(), config);
     let front = Front { token: token.and_then(Token::new), sessions };
     axum::Router::new().nest_service("/mcp", service).layer(axum::middleware::from_fn_with_state(front, guard))
 }

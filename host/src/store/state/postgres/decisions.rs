@@ -104,6 +104,8 @@ pub struct Decisions {
     replica: String,
     /// This replica's entries as they are decided.
     decided: broadcast::Sender<Announced>,
+    /// The replica stopped ([`Decisions::retire`]): no more heartbeats.
+    retired: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for Decisions {
@@ -160,11 +162,36 @@ impl Decisions {
         }
         let replica = crate::store::random_id().unwrap_or_else(|_| format!("pid-{}", std::process::id()));
         let (decided, _) = broadcast::channel(1024);
-        let decisions = Arc::new(Decisions { pg: pg.clone(), replica, decided });
+        let decisions = Arc::new(Decisions { pg: pg.clone(), replica, decided, retired: Default::default() });
         tokio::spawn(beat(Arc::downgrade(&decisions)));
         tokio::spawn(listen(Arc::downgrade(&decisions)));
         *held = Arc::downgrade(&decisions);
         decisions
+    }
+
+    /// This process's entries in `pg`'s database, if something made them.
+    pub fn existing(pg: &Arc<Postgres>) -> Option<Arc<Decisions>> {
+        pg.decisions.lock().unwrap_or_else(|p| p.into_inner()).upgrade()
+    }
+
+    /// This replica stops: its entries that nobody can decide any more (those not written
+    /// down) read `cancelled` at once, and its heartbeat goes (and stays gone), so that the
+    /// turns it left written down are resumed by another replica at once.
+    pub async fn retire(&self) -> Result<(), StateError> {
+        self.retired.store(true, std::sync::atomic::Ordering::SeqCst);
+        let c = self.pg.client().await?;
+        c.execute(
+            "UPDATE skillhost_interactions SET outcome = 'cancelled',
+                decided_at = extract(epoch FROM clock_timestamp())::float8
+             WHERE replica = $1 AND outcome IS NULL AND NOT durable",
+            &[&self.replica],
+        )
+        .await
+        .map_err(|e| self.pg.error(e))?;
+        c.execute("DELETE FROM skillhost_replicas WHERE id = $1", &[&self.replica])
+            .await
+            .map(drop)
+            .map_err(|e| self.pg.error(e))
     }
 
     /// This replica's id.
@@ -324,6 +351,9 @@ impl Decisions {
     }
 
     pub(super) async fn beat(&self) -> Result<(), StateError> {
+        if self.retired.load(std::sync::atomic::Ordering::SeqCst) {
+            return Ok(());
+        }
         let c = self.pg.client().await?;
         c.execute(
             "INSERT INTO skillhost_replicas (id, started_at, seen_at)
