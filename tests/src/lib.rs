@@ -89,7 +89,7 @@ pub fn engine_over(
     use skillhost::tools::{SkillTools, Tools};
     let set = Arc::new(set);
     let tools = Tools::new(vec![Arc::new(SkillTools::new(set.clone()))]);
-    let settings = skillhost::engine::EngineSettings::from_config(&loader.config);
+    let settings = skillhost::engine::EngineSettings::from_config(&loader.config, loader.memory.clone());
     skillhost::engine::Engine::new(set, tools, Some(provider), settings, loader.state.clone())
 }
 

@@ -90,7 +90,7 @@ impl Agent {
     pub async fn reload(&self) -> anyhow::Result<Vec<LoadProblem>> {
         let set = Arc::new(self.loader.load_all(LoadMode::Serve).await?);
         check_loading(&set, &self.loader.config)?;
-        let tools = tools_for(&self.mcp, &set, &self.loader.config).await;
+        let tools = tools_for(&self.mcp, &set, &self.loader.config, &self.loader.memory).await;
         self.engine.swap_skills(set.clone(), tools);
         Ok(set.problems.clone())
     }
@@ -361,8 +361,8 @@ async fn build_agent(
     loader.notifier = Some(outbox.clone() as Arc<dyn Notifier>);
     let set = Arc::new(loader.load_all(options.mode).await.with_context(|| who.clone())?);
     check_loading(&set, &config).with_context(|| who.clone())?;
-    let tools = tools_for(mcp, &set, &config).await;
-    let mut settings = EngineSettings::from_config(&config);
+    let tools = tools_for(mcp, &set, &config, &loader.memory).await;
+    let mut settings = EngineSettings::from_config(&config, loader.memory.clone());
     settings.agent = name.clone();
     let engine = Engine::new(set.clone(), tools, provider, settings, loader.state.clone()).with_peers(peers.clone());
     let engine = Arc::new(engine);
@@ -430,11 +430,16 @@ fn check_names(config: &LoadedConfig, agents: &[(Option<&str>, &Engine)], mcp: &
 
 /// The tools an agent offers: its skills', their script tools, then (when servers are configured) those of the
 /// MCP servers its skills declare or its `skills.allowed` names.
-async fn tools_for(mcp: &Arc<McpManager>, set: &Arc<SkillSet>, config: &LoadedConfig) -> Tools {
+async fn tools_for(
+    mcp: &Arc<McpManager>,
+    set: &Arc<SkillSet>,
+    config: &LoadedConfig,
+    memory: &crate::store::MemoryStore,
+) -> Tools {
     let mut sources: Vec<Arc<dyn ToolSource>> = vec![
         Arc::new(SkillTools::new(set.clone())),
         Arc::new(ScriptTools::new(set.clone())),
-        Arc::new(DeclaredTools::new(set.clone(), declared_reach(config))),
+        Arc::new(DeclaredTools::new(set.clone(), declared_reach(config, memory))),
     ];
     if mcp.is_configured() {
         let extra = config.config.skills.allowed.clone().unwrap_or_default();
@@ -446,14 +451,14 @@ async fn tools_for(mcp: &Arc<McpManager>, set: &Arc<SkillSet>, config: &LoadedCo
 
 /// What the declared tools of `config` may reach: each one's `http_hosts` grant, the memory
 /// root, the result cap and the longest call.
-fn declared_reach(config: &LoadedConfig) -> crate::tools::declared::Reach {
+fn declared_reach(config: &LoadedConfig, memory: &crate::store::MemoryStore) -> crate::tools::declared::Reach {
     let c = &config.config;
     let policy = LimitPolicy::from_config(&c.sandbox.defaults, &c.sandbox.maximums);
     let grants =
         c.skills.grants.iter().map(|(name, g)| (name.clone(), crate::sandbox::HostList::new(g.http_hosts.clone())));
     crate::tools::declared::Reach {
         grants: grants.collect(),
-        memory: crate::store::MemoryStore::new(config.resolve(&c.learning.memory.filesystem.path)),
+        memory: memory.clone(),
         max_result: usize::try_from(policy.defaults.max_result_bytes).unwrap_or(usize::MAX),
         max_timeout: policy.maximums.timeout,
     }

@@ -106,6 +106,7 @@ impl Config {
             }
         }
         self.state.check()?;
+        self.learning.memory.check()?;
         for (id, database) in &self.databases {
             database.check().map_err(|e| format!("databases.{id}.{e}"))?;
         }
@@ -628,24 +629,41 @@ impl Default for Learning {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct MemoryBackend {
-    /// Only `filesystem`.
+    /// `filesystem` (files under a directory, the default) or `postgres` (rows in a database).
     pub backend: Backend,
-    /// The filesystem backend's settings.
+    /// The memory root: a directory, or on PostgreSQL the name its files are stored under.
     pub filesystem: FsPath,
+    /// The PostgreSQL backend's own database (only with `backend: postgres`); absent, the
+    /// state's (`state.postgres`, and the `PG*` environment) is used.
+    pub postgres: Option<PostgresState>,
 }
 
 impl Default for MemoryBackend {
     fn default() -> Self {
-        MemoryBackend { backend: Backend::Filesystem, filesystem: FsPath { path: "./memory".into() } }
+        MemoryBackend { backend: Backend::Filesystem, filesystem: FsPath { path: "./memory".into() }, postgres: None }
     }
 }
 
-/// A storage backend name.
+impl MemoryBackend {
+    fn check(&self) -> Result<(), String> {
+        match (self.backend, &self.postgres) {
+            (Backend::Filesystem, Some(_)) => Err("learning.memory.postgres is set but learning.memory.backend is \
+                filesystem: set learning.memory.backend: postgres to use it, or remove it"
+                .into()),
+            (_, Some(pg)) => pg.check("learning.memory.postgres"),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// `learning.memory.backend`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Backend {
-    /// Files on disk.
+    /// Files under `learning.memory.filesystem.path`.
     Filesystem,
+    /// Rows in a PostgreSQL database: replicas on any machines share the memory.
+    Postgres,
 }
 
 /// `filesystem: { path }`.
@@ -684,7 +702,7 @@ impl State {
             (StateBackend::Filesystem, Some(_)) => Err("state.postgres is set but state.backend is filesystem: \
                 set state.backend: postgres to use it, or remove it"
                 .into()),
-            (_, Some(pg)) => pg.check(),
+            (_, Some(pg)) => pg.check("state.postgres"),
             _ => Ok(()),
         }
     }
@@ -700,7 +718,7 @@ pub enum StateBackend {
     Postgres,
 }
 
-/// `state.postgres`.
+/// `state.postgres` (and `learning.memory.postgres`).
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct PostgresState {
@@ -715,12 +733,13 @@ pub struct PostgresState {
 }
 
 impl PostgresState {
-    fn check(&self) -> Result<(), String> {
+    /// `section`: where the block is (`state.postgres`), for the message.
+    fn check(&self, section: &str) -> Result<(), String> {
         if self.pool_size == Some(0) {
-            return Err("state.postgres.pool_size must be at least 1".into());
+            return Err(format!("{section}.pool_size must be at least 1"));
         }
         if self.connect_timeout_seconds == Some(0) {
-            return Err("state.postgres.connect_timeout_seconds must be at least 1".into());
+            return Err(format!("{section}.connect_timeout_seconds must be at least 1"));
         }
         Ok(())
     }

@@ -51,7 +51,8 @@ impl NestedRunner for Engine {
         // A conversation of its own: nothing loaded on demand yet, nothing kept after.
         let loaded = self.loaded();
         let skills = TurnSkills::fresh(&loaded.on_demand, &loaded.tools);
-        let (system, tools) = (self.system_prompt(&loaded, &skills.carried), loaded.with_sub_agents(&skills.tools));
+        let (system, tools) =
+            (self.system_prompt(&loaded, &skills.carried).await, loaded.with_sub_agents(&skills.tools));
         let budget = self.tool_budget();
         self.nested_turn(system, &tools, task, outer, &budget, chain).await
     }

@@ -3,9 +3,9 @@
 //! and folder, see [`crate::tools::load_skill`]), then `MEMORY.md` from the memory root.
 
 use crate::skills::SkillSet;
+use crate::store::MemoryStore;
 use crate::tools::{LOAD_SKILL, OnDemand};
 use std::collections::BTreeSet;
-use std::path::Path;
 
 /// The memory file injected into every conversation.
 pub const MEMORY_FILE: &str = "MEMORY.md";
@@ -16,16 +16,14 @@ pub const SKILLS_TO_LOAD: &str = "# Skills to load";
 /// Builds the system prompt. Empty parts are skipped, so no blank sections reach the model.
 /// Skills in `on_demand` are listed, not injected, except those in `carried`: loaded in
 /// this conversation, but their load is no longer in the history sent. Skills `left_out`
-/// (sub-agents: their body is another turn's prompt) are neither.
-///
-/// `MEMORY.md` is read on every call, not cached: skills write memory during a conversation
-/// and the next turn must see it.
+/// (sub-agents: their body is another turn's prompt) are neither. `memory`: `MEMORY.md`'s
+/// text ([`read_memory`]).
 pub fn system_prompt(
     bot_prompt: &str,
     skills: &SkillSet,
     on_demand: &OnDemand,
     carried: &BTreeSet<String>,
-    memory_root: &Path,
+    memory: Option<&str>,
     left_out: &dyn Fn(&str) -> bool,
 ) -> String {
     let mut parts: Vec<String> = vec![bot_prompt.trim().to_owned()];
@@ -36,7 +34,7 @@ pub fn system_prompt(
     parts.extend(
         carried.map(|s| format!("# Skill `{}` (loaded earlier in this conversation)\n\n{}", s.name, s.text.trim())),
     );
-    if let Some(memory) = read_memory(memory_root) {
+    if let Some(memory) = memory {
         parts.push(format!("# Memory ({MEMORY_FILE})\n\n{memory}"));
     }
     parts.retain(|p| !p.is_empty());
@@ -60,16 +58,16 @@ fn catalog(on_demand: &OnDemand) -> String {
     text
 }
 
-/// `MEMORY.md`'s trimmed text, or `None` when it is missing, unreadable or empty.
-fn read_memory(root: &Path) -> Option<String> {
-    let path = root.join(MEMORY_FILE);
-    match std::fs::read_to_string(&path) {
-        Ok(text) if !text.trim().is_empty() => Some(text.trim().to_owned()),
+/// `MEMORY.md`'s trimmed text, or `None` when it is missing, unreadable or empty. Read on
+/// every turn, not cached: skills write memory during a conversation (on any replica) and
+/// the next turn must see it.
+pub async fn read_memory(memory: &MemoryStore) -> Option<String> {
+    match memory.read(MEMORY_FILE).await {
+        Ok(Some(text)) if !text.trim().is_empty() => Some(text.trim().to_owned()),
         Ok(_) => None,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
         Err(e) => {
             // A broken memory file must not stop the conversation; say so in the log.
-            tracing::warn!("cannot read {}: {e}", path.display());
+            tracing::warn!("cannot read {MEMORY_FILE} in {}: {e}", memory.describe());
             None
         }
     }
@@ -79,16 +77,18 @@ fn read_memory(root: &Path) -> Option<String> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn bot_prompt_then_memory_and_empty_parts_skipped() {
+    #[tokio::test]
+    async fn bot_prompt_then_memory_and_empty_parts_skipped() {
         let dir = tempfile::tempdir().unwrap();
-        let (set, none) = (SkillSet::default(), OnDemand::default());
-        let prompt = |bot: &str| system_prompt(bot, &set, &none, &BTreeSet::new(), dir.path(), &|_| false);
-        assert_eq!(prompt(" Be brief. "), "Be brief.");
+        let (set, none, memory) = (SkillSet::default(), OnDemand::default(), MemoryStore::new(dir.path()));
+        let prompt = |bot: &str, memory: Option<String>| {
+            system_prompt(bot, &set, &none, &BTreeSet::new(), memory.as_deref(), &|_| false)
+        };
+        assert_eq!(prompt(" Be brief. ", read_memory(&memory).await), "Be brief.");
         std::fs::write(dir.path().join(MEMORY_FILE), "\n").unwrap();
-        assert_eq!(prompt("Be brief."), "Be brief.");
+        assert_eq!(prompt("Be brief.", read_memory(&memory).await), "Be brief.");
         std::fs::write(dir.path().join(MEMORY_FILE), "The sky is blue.\n").unwrap();
-        assert_eq!(prompt(""), "# Memory (MEMORY.md)\n\nThe sky is blue.");
+        assert_eq!(prompt("", read_memory(&memory).await), "# Memory (MEMORY.md)\n\nThe sky is blue.");
     }
 
     #[test]
@@ -103,15 +103,14 @@ mod tests {
             set.skills.insert(name.into(), std::sync::Arc::new(skill));
         }
         let on_demand = OnDemand::new(&set, |_| crate::config::Loading::OnDemand, &[]);
-        let listed = system_prompt("Bot.", &set, &on_demand, &BTreeSet::new(), dir.path(), &|_| false);
+        let listed = system_prompt("Bot.", &set, &on_demand, &BTreeSet::new(), None, &|_| false);
         assert!(listed.starts_with("Bot.\n\nNOTES BODY\n\n# Skills to load\n"), "{listed}");
         let line = format!("- `pdf`: Reads PDFs. (folder: {})", dir.path().join("pdf").display());
         assert!(listed.contains(&line) && !listed.contains("PDF BODY"), "{listed}");
-        let carried =
-            system_prompt("Bot.", &set, &on_demand, &BTreeSet::from(["pdf".to_owned()]), dir.path(), &|_| false);
+        let carried = system_prompt("Bot.", &set, &on_demand, &BTreeSet::from(["pdf".to_owned()]), None, &|_| false);
         assert!(carried.ends_with("# Skill `pdf` (loaded earlier in this conversation)\n\nPDF BODY"), "{carried}");
         let always = OnDemand::new(&set, |_| crate::config::Loading::Always, &[]);
-        let injected = system_prompt("Bot.", &set, &always, &BTreeSet::new(), dir.path(), &|_| false);
+        let injected = system_prompt("Bot.", &set, &always, &BTreeSet::new(), None, &|_| false);
         assert_eq!(injected, "Bot.\n\nNOTES BODY\n\nPDF BODY");
     }
 }

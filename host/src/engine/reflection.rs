@@ -85,12 +85,13 @@ async fn reflect(
     let date = utc_date(SystemTime::now());
     let path = format!("daily/{date}.md");
     // Reflections of concurrent turns must not both see a missing file and both write the heading.
-    static APPEND: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    let _append = APPEND.lock().unwrap_or_else(|p| p.into_inner());
-    let exists = memory.read(&path).map_err(|e| e.to_string())?.is_some();
+    // (Of this process: replicas sharing memory on PostgreSQL may each write one.)
+    static APPEND: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    let _append = APPEND.lock().await;
+    let exists = memory.read(&path).await.map_err(|e| e.to_string())?.is_some();
     let heading = if exists { String::new() } else { format!("# {date}\n") };
     let entry = format!("{heading}\n## {}\n\n{summary}\n", exchange.channel_id);
-    memory.write(&path, &entry, true).map_err(|e| e.to_string())
+    memory.write(&path, &entry, true).await.map_err(|e| e.to_string())
 }
 
 fn prompt(exchange: &Exchange) -> String {

@@ -22,7 +22,6 @@ use crate::store::{MemoryStore, StateError, StateStore};
 use crate::tools::{Level, OnDemand, SubAgents, ToolCall, Tools};
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tracing::Instrument as _;
@@ -42,8 +41,9 @@ pub struct EngineSettings {
     pub max_tokens: u32,
     /// `bot.system_prompt`.
     pub system_prompt: String,
-    /// The memory root (`learning.memory.filesystem.path`, resolved).
-    pub memory_root: PathBuf,
+    /// The memory root (`learning.memory`): its `MEMORY.md` is in every prompt, and the
+    /// daily reflections go there.
+    pub memory: MemoryStore,
     /// `human`: approval timeout and overrides.
     pub human: Human,
     /// `engine.session`: the turn budget and the wrap-up timeout.
@@ -64,14 +64,14 @@ pub struct EngineSettings {
 }
 
 impl EngineSettings {
-    /// The settings `config` gives.
-    pub fn from_config(config: &LoadedConfig) -> Self {
+    /// The settings `config` gives, with the memory root it configures.
+    pub fn from_config(config: &LoadedConfig, memory: MemoryStore) -> Self {
         let c = &config.config;
         EngineSettings {
             model: c.llm.model.clone(),
             max_tokens: c.llm.max_tokens,
             system_prompt: c.bot.system_prompt.clone(),
-            memory_root: config.resolve(&c.learning.memory.filesystem.path),
+            memory,
             human: c.human.clone(),
             session: c.engine.session.clone(),
             learning: c.learning.clone(),
@@ -304,10 +304,11 @@ impl Engine {
 
     /// The system prompt of one of its turns; `carried`: on-demand skills the conversation
     /// loaded earlier. Sub-agent skills' bodies are their own turns' prompts, never this one's.
-    pub(super) fn system_prompt(&self, loaded: &Loaded, carried: &std::collections::BTreeSet<String>) -> String {
-        let (bot, memory) = (&self.settings.system_prompt, &self.settings.memory_root);
+    pub(super) async fn system_prompt(&self, loaded: &Loaded, carried: &std::collections::BTreeSet<String>) -> String {
+        let memory = prompt::read_memory(&self.settings.memory).await;
         let left_out = |name: &str| loaded.sub_agents.contains(name);
-        prompt::system_prompt(bot, &loaded.skills, &loaded.on_demand, carried, memory, &left_out)
+        let bot = &self.settings.system_prompt;
+        prompt::system_prompt(bot, &loaded.skills, &loaded.on_demand, carried, memory.as_deref(), &left_out)
     }
 
     /// The approval counts behind auto-promotion.
@@ -561,7 +562,7 @@ impl Engine {
         let loaded = self.loaded();
         let skills =
             TurnSkills::begin(&loaded.on_demand, &loaded.tools, &self.history, conversation, &messages).await?;
-        let system = self.system_prompt(&loaded, &skills.carried);
+        let system = self.system_prompt(&loaded, &skills.carried).await;
         let ctx = CallContext {
             config: serde_json::json!({}),
             channel_id: req.channel_id.clone(),
@@ -689,7 +690,7 @@ impl Engine {
     /// Starts the daily reflection on the finished exchange, without waiting for it.
     fn reflect(&self, provider: &Arc<dyn Provider>, req: &TurnRequest, result: &TurnResult) {
         let exchange = reflection::Exchange::new(&req.channel_id, &req.message, &result.text, &result.tool_calls);
-        let memory = MemoryStore::new(self.settings.memory_root.clone());
+        let memory = self.settings.memory.clone();
         let handle = reflection::spawn(provider.clone(), self.settings.model.clone(), memory, exchange);
         let mut background = self.background.lock().unwrap_or_else(|p| p.into_inner());
         background.retain(|h| !h.is_finished());

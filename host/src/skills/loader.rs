@@ -107,6 +107,8 @@ pub struct Loader {
     pub config: LoadedConfig,
     /// The state store.
     pub state: StateStore,
+    /// The memory root (`learning.memory`), for skills granted memory.
+    pub memory: MemoryStore,
     /// The MCP bridge, when MCP servers are configured.
     pub mcp: Option<Arc<dyn McpBridge>>,
     /// Who delivers the skills' own messages (the agent's chat adapters), when serving.
@@ -139,13 +141,15 @@ fn wasm_files(dirs: &[PathBuf]) -> Vec<PathBuf> {
 }
 
 impl Loader {
-    /// A loader for `config`: an error when its state store cannot be set up (a bad
-    /// `state.postgres` URL, an unreadable `sslrootcert`).
+    /// A loader for `config`: an error when its state store or memory root cannot be set
+    /// up (a bad `state.postgres` URL, an unreadable `sslrootcert`, memory on PostgreSQL
+    /// with no database to connect to).
     pub fn new(sandbox: Arc<Sandbox>, config: LoadedConfig) -> Result<Self, crate::store::StateError> {
         let c = &config.config;
         let policy = LimitPolicy::from_config(&c.sandbox.defaults, &c.sandbox.maximums);
         let state = StateStore::from_config(&c.state, |p| config.resolve(p))?;
-        Ok(Loader { sandbox, config, state, mcp: None, notifier: None, policy })
+        let memory = MemoryStore::from_config(&config, |name| std::env::var(name).ok())?;
+        Ok(Loader { sandbox, config, state, memory, mcp: None, notifier: None, policy })
     }
 
     /// The operator's limit policy.
@@ -565,10 +569,9 @@ impl Loader {
             tracing::warn!(skill = name, "asks for HTTP; no hosts granted (skills.grants.{name}.http_hosts)");
         }
         let env = granted_env(name, &asked.env, &grant.env, quiet);
-        let memory_root = self.config.resolve(&config.learning.memory.filesystem.path);
         let caps = Capabilities {
             skill: name.to_string(),
-            memory: (asked.memory && grant.memory).then(|| MemoryStore::new(memory_root)),
+            memory: (asked.memory && grant.memory).then(|| self.memory.clone()),
             state: Some(self.state.clone()),
             state_namespace: format!("skill-{name}"),
             http_requested: HostList::new(asked.http_hosts.clone()),

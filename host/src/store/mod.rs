@@ -1,7 +1,9 @@
-//! Durable storage: the key-value state store (SQLite) and the memory files.
+//! Durable storage: the key-value state store and the memory files, each on the filesystem
+//! (SQLite; files under a directory) or on PostgreSQL (one database for every replica).
 //!
-//! Both confine themselves to a root directory and never leave a half-written value: state
-//! writes are transactions, memory overwrites go through a temp file and a rename.
+//! Both confine what they write to their root (a directory, or a namespace of rows) and
+//! never leave a half-written value: state writes and memory writes on PostgreSQL are
+//! transactions, memory overwrites on disk go through a temp file and a rename.
 //! [`random_id`] makes the unguessable ids that approvals and questions are decided by.
 
 pub mod memory;

@@ -114,8 +114,8 @@ impl ToolSource for DeclaredTools {
             Kind::Http(http) => self.http(call.name, http, call.input).await,
             Kind::Mcp(mcp) => self.mcp(mcp, call.input).await,
             Kind::Builtin(Builtin::WebSearch { base_url }) => self.web_search(base_url, call.input).await,
-            Kind::Builtin(Builtin::JournalWrite) => self.journal(call),
-            Kind::Builtin(Builtin::TextToChart) => chart::write(&self.memory, call.input),
+            Kind::Builtin(Builtin::JournalWrite) => self.journal(call).await,
+            Kind::Builtin(Builtin::TextToChart) => chart::write(&self.memory, call.input).await,
             Kind::Database(database) => database::run(database, call.input).await,
             Kind::Function(function) => {
                 let input = json!({"code": &*function.code, "args": call.input.to_string()});
@@ -357,7 +357,7 @@ impl DeclaredTools {
     }
 
     /// `journal/<channel>/<date>.md` under the memory root, the entry appended with its time.
-    fn journal(&self, call: ToolCall<'_>) -> Result<Value, Failure> {
+    async fn journal(&self, call: ToolCall<'_>) -> Result<Value, Failure> {
         let entry = call.input.get("entry").and_then(Value::as_str).unwrap_or_default().trim();
         if entry.is_empty() {
             return Err(("the entry is empty".into(), "invalid_input"));
@@ -369,7 +369,7 @@ impl DeclaredTools {
         let channel = journal_folder(&call.ctx.channel_id);
         let path = format!("journal/{channel}/{date}.md");
         let text = format!("## {clock} UTC\n\n{entry}\n\n");
-        self.memory.write(&path, &text, true).map_err(|e| (format!("cannot write {path}: {e}"), "io"))?;
+        self.memory.write(&path, &text, true).await.map_err(|e| (format!("cannot write {path}: {e}"), "io"))?;
         Ok(json!({"written": path}))
     }
 }

@@ -22,7 +22,7 @@ impl HostState {
 
 impl Host for HostState {
     async fn read(&mut self, path: String) -> Result<Option<String>, Error> {
-        self.memory()?.read(&path).map_err(convert)
+        self.memory()?.read(&path).await.map_err(convert)
     }
 
     /// Bounded by the skill's memory quota (`memory_quota_mb`, `memory_quota_files`). The
@@ -30,7 +30,7 @@ impl Host for HostState {
     async fn write(&mut self, path: String, content: String, mode: WriteMode) -> Result<(), Error> {
         let append = matches!(mode, WriteMode::Append);
         let quota = self.limits.memory_quota();
-        let result = self.memory()?.write_within(&path, &content, append, &quota);
+        let result = self.memory()?.write_within(&path, &content, append, &quota).await;
         if let Err(MemoryError::QuotaExceeded(why)) = &result {
             tracing::warn!(skill = %self.caps.skill, "memory write refused: {why}");
         }
@@ -38,15 +38,11 @@ impl Host for HostState {
     }
 
     async fn read_json(&mut self, path: String) -> Result<Option<String>, Error> {
-        self.memory()?.read_json(&path).map_err(convert)
+        self.memory()?.read_json(&path).await.map_err(convert)
     }
 
     async fn search(&mut self, query: String) -> Result<Vec<SearchHit>, Error> {
-        let store = self.memory()?.clone();
-        let hits = tokio::task::spawn_blocking(move || store.search(&query))
-            .await
-            .map_err(|e| Error::Other(e.to_string()))?
-            .map_err(convert)?;
+        let hits = self.memory()?.search(&query).await.map_err(convert)?;
         Ok(hits.into_iter().map(|h| SearchHit { path: h.path, line: h.line, text: h.text }).collect())
     }
 }

@@ -1,9 +1,10 @@
+use super::filesystem::Files;
 use super::*;
 use std::os::unix::fs::symlink;
 
-fn store() -> (tempfile::TempDir, MemoryStore) {
+fn store() -> (tempfile::TempDir, Files) {
     let dir = tempfile::tempdir().unwrap();
-    let store = MemoryStore::new(dir.path().join("mem"));
+    let store = Files::new(dir.path().join("mem"));
     (dir, store)
 }
 
@@ -49,7 +50,6 @@ fn symlinks_out_of_the_root_are_refused() {
     symlink("../secret", m.root().join("relative")).unwrap();
     for path in ["link", "dirlink/secret", "relative"] {
         assert!(is_invalid(m.read(path)), "read {path}");
-        assert!(is_invalid(m.read_json(path)), "read_json {path}");
         assert!(is_invalid(m.write(path, "x", false)), "write {path}");
         assert!(is_invalid(m.write(path, "x", true)), "append {path}");
     }
@@ -81,15 +81,6 @@ fn symlinked_directory_inside_the_root_is_followed() {
     assert_eq!(m.read("file_alias").unwrap().unwrap(), "needle one\n");
     assert!(is_invalid(m.write("file_alias", "x", false)));
     assert!(is_invalid(m.write("file_alias", "x", true)));
-}
-
-#[test]
-fn json_is_checked() {
-    let (_d, m) = store();
-    m.write("a.json", "{\"k\": [1, 2]}", false).unwrap();
-    assert_eq!(m.read_json("a.json").unwrap().unwrap(), "{\"k\":[1,2]}");
-    m.write("b.json", "{nope", false).unwrap();
-    assert!(matches!(m.read_json("b.json"), Err(MemoryError::InvalidJson { .. })));
 }
 
 #[test]
@@ -160,4 +151,47 @@ fn a_symlink_swapped_in_mid_call_never_leads_outside() {
     assert_eq!(outside_files, ["x"]);
     assert_eq!(std::fs::read_to_string(outside.join("x")).unwrap(), "secret");
     assert_eq!(leaked_reads, 0);
+}
+
+#[test]
+fn a_namespace_is_the_configured_path_normalized() {
+    let ns = |p: &str| namespace(std::path::Path::new(p));
+    assert_eq!(ns("./memory/"), "memory");
+    assert_eq!(ns("memory//devops"), "memory/devops");
+    assert_eq!(ns("../shared/./memory"), "../shared/memory");
+    assert_eq!(ns("/var/lib/skillhost/memory"), "/var/lib/skillhost/memory");
+    assert_eq!(ns("."), ".");
+}
+
+/// Where a store on PostgreSQL connects: its own block, else the state's database, else the
+/// `PG*` environment; with none of these, an error naming the keys. Nothing connects here.
+#[test]
+fn postgres_memory_finds_its_database_or_says_which_keys_to_set() {
+    let open = |yaml: &str, env: &[(&str, &str)]| {
+        let (config, _) = crate::config::parse(yaml, |_| None).map_err(|e| e.to_string())?;
+        let loaded = crate::config::LoadedConfig { config, base_dir: "/srv/a".into(), warnings: vec![] };
+        let env: std::collections::HashMap<_, _> = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        MemoryStore::from_config(&loaded, |name| env.get(name).cloned()).map_err(|e| e.to_string())
+    };
+    let on_disk = open("learning: {memory: {filesystem: {path: ./mem}}}", &[]).unwrap();
+    assert_eq!(on_disk.root(), Some(std::path::Path::new("/srv/a/mem")));
+    let memory = "learning: {memory: {backend: postgres, filesystem: {path: ./mem/}}}";
+    let none = open(memory, &[]).unwrap_err();
+    for key in ["learning.memory.postgres.url", "state.backend: postgres", "PGHOST"] {
+        assert!(none.contains(key), "{none}");
+    }
+    let from_env = open(memory, &[("PGHOST", "envhost")]).unwrap();
+    assert_eq!(from_env.describe(), "postgres://postgres@envhost:5432/postgres (memory `mem`)");
+    let state = "state: {backend: postgres, postgres: {url: 'postgres://u@statehost/db'}}";
+    let shared = open(&format!("{memory}\n{state}"), &[]).unwrap();
+    assert_eq!(shared.describe(), "postgres://u@statehost:5432/db (memory `mem`)");
+    let block = "learning: {memory: {backend: postgres, postgres: {url: 'postgres://m@memhost/mdb'}}}";
+    let own = open(&format!("{block}\n{state}"), &[]).unwrap();
+    assert_eq!(own.describe(), "postgres://m@memhost:5432/mdb (memory `memory`)");
+    let bad = open("learning: {memory: {backend: postgres, postgres: {url: 'mysql://h/d'}}}", &[]).unwrap_err();
+    assert!(bad.contains("learning.memory.postgres.url: the scheme is `mysql`"), "{bad}");
+    let unused = open("learning: {memory: {postgres: {url: 'postgres://h/d'}}}", &[]).unwrap_err();
+    assert!(unused.contains("learning.memory.postgres is set but learning.memory.backend is filesystem"), "{unused}");
+    let zero = open("learning: {memory: {backend: postgres, postgres: {pool_size: 0}}}", &[]).unwrap_err();
+    assert!(zero.contains("learning.memory.postgres.pool_size must be at least 1"), "{zero}");
 }

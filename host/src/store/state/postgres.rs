@@ -29,7 +29,7 @@ const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
 /// The advisory lock migrations run under (any fixed number; "skillhost" in ASCII).
 const MIGRATION_LOCK: i64 = 0x736b_696c_6c68_6f73;
 /// How often a transaction that lost a deadlock or a serialization check runs again.
-const RETRIES: usize = 5;
+pub(crate) const RETRIES: usize = 5;
 
 /// The schema's versions, in order. A released migration is never changed: a change is a
 /// new one.
@@ -73,6 +73,32 @@ pub const MIGRATIONS: &[(i32, &str, &str)] = &[
             WHERE outcome IS NOT NULL;",
     ),
     (
+        3,
+        "memory files",
+        // `path` is bytewise (`C`) text: `ORDER BY path` and the prefix ranges that find a
+        // directory's files are the same on every database, and use the primary key.
+        "CREATE TABLE skillhost_memory (
+            ns text NOT NULL, path text COLLATE \"C\" NOT NULL, content bytea NOT NULL, bytes bigint NOT NULL,
+            updated_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (ns, path));
+        CREATE TABLE skillhost_memory_usage (ns text PRIMARY KEY, files bigint NOT NULL, bytes bigint NOT NULL);
+        CREATE FUNCTION skillhost_memory_usage() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            IF TG_OP = 'INSERT' THEN
+                INSERT INTO skillhost_memory_usage AS u (ns, files, bytes) VALUES (NEW.ns, 1, NEW.bytes)
+                    ON CONFLICT (ns) DO UPDATE SET files = u.files + 1, bytes = u.bytes + EXCLUDED.bytes;
+                RETURN NEW;
+            ELSIF TG_OP = 'UPDATE' THEN
+                UPDATE skillhost_memory_usage SET bytes = bytes - OLD.bytes + NEW.bytes WHERE ns = NEW.ns;
+                RETURN NEW;
+            ELSE
+                UPDATE skillhost_memory_usage SET files = files - 1, bytes = bytes - OLD.bytes WHERE ns = OLD.ns;
+                RETURN OLD;
+            END IF;
+        END $$;
+        CREATE TRIGGER skillhost_memory_usage AFTER INSERT OR UPDATE OR DELETE ON skillhost_memory
+            FOR EACH ROW EXECUTE FUNCTION skillhost_memory_usage();",
+    ),
+    (
         4,
         "chat turns waiting for a person, resumable on any replica",
         "ALTER TABLE skillhost_interactions ADD COLUMN durable boolean NOT NULL DEFAULT false;
@@ -101,7 +127,7 @@ pub enum SslMode {
 }
 
 impl SslMode {
-    fn parse(value: &str) -> Result<Self, StateError> {
+    fn parse(value: &str, section: &str) -> Result<Self, StateError> {
         Ok(match value {
             "disable" => SslMode::Disable,
             "prefer" | "allow" => SslMode::Prefer,
@@ -110,7 +136,7 @@ impl SslMode {
             "verify-full" => SslMode::VerifyFull,
             other => {
                 return Err(StateError::Other(format!(
-                    "state.postgres: sslmode `{other}` is none of disable, allow, prefer, require, verify-ca, verify-full"
+                    "{section}: sslmode `{other}` is none of disable, allow, prefer, require, verify-ca, verify-full"
                 )));
             }
         })
@@ -149,7 +175,17 @@ impl Settings {
         postgres: Option<&PostgresState>,
         env: impl Fn(&str) -> Option<String>,
     ) -> Result<Self, StateError> {
-        let bad = |m: String| StateError::Other(format!("state.postgres.url: {m}"));
+        Settings::from_section(postgres, "state.postgres", env)
+    }
+
+    /// [`Settings::from_config`] for a block at `section` (such as
+    /// `learning.memory.postgres`), which its errors name.
+    pub fn from_section(
+        postgres: Option<&PostgresState>,
+        section: &str,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<Self, StateError> {
+        let bad = |m: String| StateError::Other(format!("{section}.url: {m}"));
         let (mut config, mut ssl, mut root_cert) = (tokio_postgres::Config::new(), None, None);
         if let Some(text) = postgres.and_then(|p| p.url.as_deref()) {
             let mut url = url::Url::parse(text).map_err(|e| bad(format!("not a URL ({e})")))?;
@@ -160,7 +196,7 @@ impl Settings {
             let mut rest = Vec::new();
             for (name, value) in url.query_pairs() {
                 match &*name {
-                    "sslmode" => ssl = Some(SslMode::parse(&value)?),
+                    "sslmode" => ssl = Some(SslMode::parse(&value, section)?),
                     "sslrootcert" => root_cert = Some(PathBuf::from(&*value)),
                     _ => rest.push((name.into_owned(), value.into_owned())),
                 }
@@ -198,7 +234,7 @@ impl Settings {
         }
         let ssl = match ssl {
             Some(ssl) => ssl,
-            None => env("PGSSLMODE").map(|m| SslMode::parse(&m)).transpose()?.unwrap_or(SslMode::Prefer),
+            None => env("PGSSLMODE").map(|m| SslMode::parse(&m, section)).transpose()?.unwrap_or(SslMode::Prefer),
         };
         let root_cert = root_cert.or_else(|| env("PGSSLROOTCERT").map(PathBuf::from));
         let timeout = postgres.and_then(|p| p.connect_timeout_seconds).map_or(DEFAULT_TIMEOUT, Duration::from_secs);
@@ -285,7 +321,7 @@ impl Postgres {
     }
 
     /// A connection, once the schema is ready.
-    async fn client(&self) -> Result<Object, StateError> {
+    pub(crate) async fn client(&self) -> Result<Object, StateError> {
         self.migrated.get_or_try_init(|| self.migrate()).await?;
         self.checkout().await
     }
@@ -335,14 +371,14 @@ impl Postgres {
         tx.commit().await.map_err(|e| self.error(e))
     }
 
-    fn error(&self, e: tokio_postgres::Error) -> StateError {
+    pub(crate) fn error(&self, e: tokio_postgres::Error) -> StateError {
         StateError::Other(format!("state database {}: {}", self.settings.describe(), full(&e)))
     }
 
     /// Ends a transaction's attempt: commits after `body` gave `Some`, and returns what
     /// it gave; `None` when it should run again (a deadlock or a serialization failure
     /// aborted it, or `body` gave `None`: a conditional insert lost its race).
-    async fn finish<T>(
+    pub(crate) async fn finish<T>(
         &self,
         tx: deadpool_postgres::Transaction<'_>,
         body: Result<Option<T>, Retry>,
@@ -360,7 +396,7 @@ impl Postgres {
         }
     }
 
-    fn lost_races(&self) -> StateError {
+    pub(crate) fn lost_races(&self) -> StateError {
         StateError::Other(format!(
             "state database {}: a transaction lost {RETRIES} races with other writers in a row",
             self.settings.describe()
@@ -375,9 +411,9 @@ macro_rules! in_transaction {
     ($pg:expr, $tx:ident, $ty:ty, $body:block) => {{
         let mut client = $pg.client().await?;
         let mut done = None;
-        for _ in 0..RETRIES {
+        for _ in 0..$crate::store::state::postgres::RETRIES {
             let $tx = client.transaction().await.map_err(|e| $pg.error(e))?;
-            let body: Result<Option<$ty>, Retry> = async { $body }.await;
+            let body: Result<Option<$ty>, $crate::store::state::postgres::Retry> = async { $body }.await;
             if let Some(value) = $pg.finish($tx, body).await? {
                 done = Some(value);
                 break;
@@ -386,9 +422,10 @@ macro_rules! in_transaction {
         done.ok_or_else(|| $pg.lost_races())
     }};
 }
+pub(crate) use in_transaction;
 
 /// Why a transaction's body stopped.
-enum Retry {
+pub(crate) enum Retry {
     Db(tokio_postgres::Error),
     State(StateError),
 }

@@ -37,7 +37,7 @@ struct Series {
 }
 
 /// Writes the chart `input` describes; the file's path under the memory root and a summary.
-pub fn write(memory: &MemoryStore, input: &Value) -> Result<Value, super::Failure> {
+pub async fn write(memory: &MemoryStore, input: &Value) -> Result<Value, super::Failure> {
     let invalid = |why: String| (why, "invalid_input");
     let spec: Spec = serde_json::from_value(input.clone()).map_err(|e| invalid(e.to_string()))?;
     for series in &spec.series {
@@ -60,7 +60,7 @@ pub fn write(memory: &MemoryStore, input: &Value) -> Result<Value, super::Failur
     };
     let hash = fnv_hash(&svg);
     let path = format!("charts/{name}-{hash}.svg");
-    memory.write(&path, &svg, false).map_err(|e| (format!("cannot write {path}: {e}"), "io"))?;
+    memory.write(&path, &svg, false).await.map_err(|e| (format!("cannot write {path}: {e}"), "io"))?;
     let summary = format!(
         "{name} chart{} of {} series over {} labels",
         if spec.title.is_empty() { String::new() } else { format!(" \"{}\"", spec.title) },
