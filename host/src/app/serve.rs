@@ -78,7 +78,10 @@ pub async fn serve(app: App, adapter: Option<AdapterKind>) -> anyhow::Result<()>
     tracing::info!("stopping: no new runs; running turns have {} s to finish", drain.as_secs());
     schedules.wait().await;
     if tokio::time::timeout(drain, drained(&mut serving)).await.is_err() {
-        tracing::warn!("turns still running {} s after the stop (engine.session.drain_seconds) are stopped", drain.as_secs());
+        tracing::warn!(
+            "turns still running {} s after the stop (engine.session.drain_seconds) are stopped",
+            drain.as_secs()
+        );
         for agent in &app.agents {
             agent.engine.stop_turns();
         }

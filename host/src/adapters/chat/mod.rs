@@ -472,7 +472,11 @@ impl<P: Platform> Chat<P> {
             return;
         };
         if left {
-            tracing::info!(run_id, "{}: stopping: the turn waiting on an approval is left to another replica", self.label);
+            tracing::info!(
+                run_id,
+                "{}: stopping: the turn waiting on an approval is left to another replica",
+                self.label
+            );
             let _ = ops.send(Op::Finish(Ok(LEFT_WAITING.into())));
             drop((ops, turn));
             let _ = presenter.await;
