@@ -99,7 +99,7 @@ const KEYS: &[(&str, By)] = &[
     ("learning.memory.postgres.pool_size", Code("host/src/store/memory/mod.rs", "&memory.postgres")),
     ("learning.memory.postgres.connect_timeout_seconds", Code("host/src/store/memory/mod.rs", "&memory.postgres")),
     ("state.backend", Code("host/src/store/state/mod.rs", "match state.backend")),
-    ("state.filesystem.path", Code("host/src/store/state/mod.rs", "state.filesystem.path")),
+    ("state.filesystem.path", Code("host/src/store/state/mod.rs", "state.directory()")),
     ("state.postgres.url", Code("host/src/store/state/postgres.rs", "p.url")),
     ("state.postgres.pool_size", Code("host/src/store/state/postgres.rs", "p.pool_size")),
     ("state.postgres.connect_timeout_seconds", Code("host/src/store/state/postgres.rs", "p.connect_timeout_seconds")),

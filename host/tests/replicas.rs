@@ -51,6 +51,10 @@ fn a_bad_postgres_config_is_refused_with_its_key() {
     let out = support::skillhost(&ws, &["skill", "validate"], "");
     assert_ne!(out.code, 0);
     assert!(out.stderr.contains("state.postgres is set but state.backend is filesystem"), "{}", out.stderr);
+    write("  backend: postgres\n  filesystem: {path: state}\n");
+    let out = support::skillhost(&ws, &["skill", "validate"], "");
+    assert_ne!(out.code, 0);
+    assert!(out.stderr.contains("state.filesystem is set but state.backend is postgres"), "{}", out.stderr);
     write("  backend: postgres\n  postgres: {url: 'mysql://h/d'}\n");
     let out = support::skillhost(&ws, &["call", "probe__echo", "{}"], "");
     assert_ne!(out.code, 0);
@@ -442,6 +446,53 @@ async fn sigterm_drains_running_turns_then_stops_and_records_the_rest() {
     llm.push(Answer::text(&["B on d2."]));
     let (status, body) = run(&b, "again", "d2").await;
     assert_eq!((status, body["text"].clone()), (200, json!("B on d2.")), "{body}");
+}
+
+/// Two replicas with a scheduled skill: one runs the schedules (each alert sent once, its
+/// count in the shared state going up by one), the other stands by and takes over when the
+/// first dies, counting on from where it stopped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_replica_runs_the_schedules_and_another_takes_over_when_it_dies() {
+    const TOKEN: &str = "4444000:ABCdefGHIjklMNOpqrSTUvwxyz_0123456";
+    const CHAT: i64 = 4444;
+    let pg = Postgres::start();
+    let telegram = skillhost_tests::telegram_server::TelegramServer::start(TOKEN).await;
+    let extra = format!(
+        "adapter:\n  type: telegram\n  telegram:\n    bot_token: '{TOKEN}'\n    allowed_chat_ids: [{CHAT}]\n    base_url: '{}'\n\
+         llm:\n  provider: anthropic\n  model: m\n  max_tokens: 100\n  anthropic: {{api_key: k, base_url: 'http://127.0.0.1:9'}}\n",
+        telegram.base_url(),
+    );
+    let ws = workspace(&pg, "schedules", &extra);
+    let manifest = std::fs::read_to_string(support::repo().join("tests/guests/alerter/skill.toml")).unwrap();
+    ws.add_skill("skills", "alerter", guests::ALERTER, &manifest);
+    let config = std::fs::read_to_string(ws.path().join("config.yaml")).unwrap().replace(
+        "builtins: []\n",
+        &format!(
+            "builtins: []\n  schedule_minimum: 1s\n  config:\n    alerter: {{to: ['telegram:{CHAT}']}}\n  \
+             grants:\n    alerter: {{notify: ['telegram:{CHAT}']}}\n"
+        ),
+    );
+    std::fs::write(ws.path().join("config.yaml"), config).unwrap();
+
+    let mut a = support::run::Running::start(ws.path(), &[], &[]);
+    a.wait_for_log("this replica runs the schedules").await;
+    let b = support::run::Running::start(ws.path(), &[], &[]);
+    b.wait_for_log("another replica runs the schedules; standing by").await;
+    let wait = Duration::from_secs(30);
+    let alerts = || -> Vec<u64> {
+        telegram.messages(CHAT).iter().filter_map(|m| m.text.strip_prefix("alert ")?.parse().ok()).collect()
+    };
+    let seen = alerts().len();
+    telegram.wait_for_message(CHAT, |_| alerts().len() >= seen + 3, wait).await;
+    a.kill();
+    b.wait_for_log("this replica runs the schedules").await;
+    let before = alerts();
+    let last = *before.last().unwrap();
+    telegram.wait_for_message(CHAT, |m| m.text == format!("alert {}", last + 2), wait).await;
+    let sent = alerts();
+    assert!(sent.windows(2).all(|w| w[1] == w[0] + 1), "each alert once, counted on by B: {sent:?}");
+    let runs_of_b = b.stderr().matches("this replica runs the schedules").count();
+    assert_eq!(runs_of_b, 1, "B ran the schedules only once A was gone: {}", b.stderr());
 }
 
 /// PostgreSQL restarted while two replicas serve a stream of runs: every run either

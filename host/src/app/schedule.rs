@@ -14,28 +14,89 @@ use std::time::Duration;
 use tokio::time::MissedTickBehavior;
 use tokio_util::task::TaskTracker;
 
+/// How often a replica that does not run an agent's schedules stands for them again.
+const ELECTION_RETRY: Duration = Duration::from_secs(3);
+
 /// Starts the schedules of every agent's skills, and of those that join later (skills that
-/// finished compiling after the start); they end when `stop` is set.
+/// finished compiling after the start); they end when `stop` is set. With the state in
+/// PostgreSQL one replica runs an agent's schedules (elected by an advisory lock; the others
+/// stand by and take over when its connection closes), so that a fleet sends each alert once.
 pub fn start(agents: &[Agent], stop: &Stop) -> TaskTracker {
     let tasks = TaskTracker::new();
     for agent in agents {
         let (engine, name, stop) = (agent.engine.clone(), agent.name.clone(), stop.clone());
-        let mut changes = engine.skills_changed();
-        let mut started = std::collections::BTreeSet::new();
-        start_new(&engine.skills(), name.as_deref(), &mut started, &tasks, &stop);
-        let (watching, spawner) = (tasks.clone(), tasks.clone());
-        spawner.spawn(async move {
-            loop {
-                tokio::select! {
-                    changed = changes.changed() => if changed.is_err() { return },
-                    () = stopped(stop.clone()) => return,
-                }
-                start_new(&engine.skills(), name.as_deref(), &mut started, &watching, &stop);
-            }
-        });
+        match engine.history().state().postgres() {
+            None => tasks.spawn(schedules(engine, name, stop)),
+            Some(pg) => tasks.spawn(elected(pg, engine, name, stop)),
+        };
     }
     tasks.close();
     tasks
+}
+
+/// Runs `engine`'s schedules while this replica holds the agent's role, until `stop`.
+async fn elected(
+    pg: Arc<crate::store::state::postgres::Postgres>,
+    engine: Arc<crate::engine::Engine>,
+    agent: Option<String>,
+    stop: Stop,
+) {
+    let role = format!("schedules of agent {}", agent.as_deref().unwrap_or(""));
+    let label = agent.as_deref().map(|a| format!(" of agent `{a}`")).unwrap_or_default();
+    let mut standing_by = false;
+    loop {
+        if *stop.borrow() {
+            return;
+        }
+        match pg.lead(&role).await {
+            Ok(Some(mut leadership)) => {
+                tracing::info!("this replica runs the schedules{label}");
+                standing_by = false;
+                // The schedules stop with the process, or when the role is lost with its
+                // connection (another replica then takes them).
+                let (lost, held) = tokio::sync::watch::channel(false);
+                let outer = stop.clone();
+                let watch = tokio::spawn(async move {
+                    tokio::select! {
+                        () = leadership.lost() => tracing::warn!(
+                            "the database connection that made this replica run the schedules was lost; standing again"
+                        ),
+                        () = stopped(outer) => {}
+                    }
+                    let _ = lost.send(true);
+                });
+                schedules(engine.clone(), agent.clone(), held).await;
+                watch.abort();
+            }
+            Ok(None) if !standing_by => {
+                tracing::info!("another replica runs the schedules{label}; standing by");
+                standing_by = true;
+            }
+            Ok(None) => {}
+            Err(e) => tracing::warn!("cannot stand for running the schedules{label}: {e}"),
+        }
+        tokio::select! {
+            () = tokio::time::sleep(ELECTION_RETRY) => {}
+            () = stopped(stop.clone()) => return,
+        }
+    }
+}
+
+/// Runs the schedules of `engine`'s skills, and of those that join later, until `stop`.
+async fn schedules(engine: Arc<crate::engine::Engine>, agent: Option<String>, stop: Stop) {
+    let tasks = TaskTracker::new();
+    let mut changes = engine.skills_changed();
+    let mut started = std::collections::BTreeSet::new();
+    start_new(&engine.skills(), agent.as_deref(), &mut started, &tasks, &stop);
+    loop {
+        tokio::select! {
+            changed = changes.changed() => if changed.is_err() { break },
+            () = stopped(stop.clone()) => break,
+        }
+        start_new(&engine.skills(), agent.as_deref(), &mut started, &tasks, &stop);
+    }
+    tasks.close();
+    tasks.wait().await;
 }
 
 /// Starts the schedule of each skill of `set` with one that is not in `started` yet.

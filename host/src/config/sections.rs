@@ -680,24 +680,31 @@ pub struct FsPath {
 pub struct State {
     /// `filesystem` (SQLite in a directory, the default) or `postgres`.
     pub backend: StateBackend,
-    /// The filesystem backend's settings.
-    pub filesystem: FsPath,
+    /// The filesystem backend's settings (only with `backend: filesystem`; the path
+    /// defaults to `./.skillhost/state`).
+    pub filesystem: Option<FsPath>,
     /// The PostgreSQL backend's settings (only with `backend: postgres`).
     pub postgres: Option<PostgresState>,
 }
 
 impl Default for State {
     fn default() -> Self {
-        State {
-            backend: StateBackend::Filesystem,
-            filesystem: FsPath { path: "./.skillhost/state".into() },
-            postgres: None,
-        }
+        State { backend: StateBackend::Filesystem, filesystem: None, postgres: None }
     }
 }
 
 impl State {
+    /// The filesystem backend's directory, as written (`state.filesystem.path`).
+    pub fn directory(&self) -> PathBuf {
+        self.filesystem.as_ref().map_or_else(|| "./.skillhost/state".into(), |f| f.path.clone())
+    }
+
     fn check(&self) -> Result<(), String> {
+        if self.backend == StateBackend::Postgres && self.filesystem.is_some() {
+            return Err("state.filesystem is set but state.backend is postgres: the state is in the database; \
+                remove state.filesystem"
+                .into());
+        }
         match (self.backend, &self.postgres) {
             (StateBackend::Filesystem, Some(_)) => Err("state.postgres is set but state.backend is filesystem: \
                 set state.backend: postgres to use it, or remove it"

@@ -134,7 +134,7 @@ impl StateStore {
     /// use connects and migrates the schema.
     pub fn from_config(state: &crate::config::State, resolve: impl Fn(&Path) -> PathBuf) -> Result<Self, StateError> {
         match state.backend {
-            crate::config::StateBackend::Filesystem => Ok(StateStore::new(resolve(&state.filesystem.path))),
+            crate::config::StateBackend::Filesystem => Ok(StateStore::new(resolve(&state.directory()))),
             crate::config::StateBackend::Postgres => {
                 let settings =
                     postgres::Settings::from_config(state.postgres.as_ref(), |name| std::env::var(name).ok())?;
