@@ -37,6 +37,46 @@ struct Measured {
     failures: Vec<String>,
     peak_mib: Vec<u64>,
     wall: Duration,
+    /// CPU seconds spent during the runs: by the replicas, by PostgreSQL's processes, and
+    /// by this process (the clients and the scripted LLM).
+    cpu: Cpu,
+}
+
+/// Where the machine's CPU went while the runs ran.
+#[derive(Default)]
+struct Cpu {
+    replicas: f64,
+    postgres: f64,
+    bench: f64,
+}
+
+/// The CPU seconds (user + system) process `pid` has used.
+fn cpu_seconds(pid: u32) -> f64 {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return 0.0 };
+    // Fields after the command (which may hold spaces), from field 3 on.
+    let Some((_, rest)) = stat.rsplit_once(") ") else { return 0.0 };
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok()).unwrap_or(0.0);
+    // utime and stime are fields 14 and 15; `rest` starts at field 3.
+    (ticks(11) + ticks(12)) / 100.0
+}
+
+/// Every process named `postgres` (the cluster's server and backends).
+fn postgres_pids() -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "postgres"))
+        .collect()
+}
+
+/// CPU seconds so far: the replicas', PostgreSQL's (its backends come and go: those that
+/// ended are not counted, so this is a lower bound) and this process's.
+fn cpu_now(replicas: &[ApiProcess]) -> Cpu {
+    Cpu {
+        replicas: replicas.iter().map(|r| cpu_seconds(r.pid())).sum(),
+        postgres: postgres_pids().into_iter().map(cpu_seconds).sum(),
+        bench: cpu_seconds(std::process::id()),
+    }
 }
 
 /// `runs` concurrent runs over `replicas`, run `i` on replica `i % n` and decided on the next.
@@ -45,7 +85,7 @@ async fn measure(replicas: Vec<ApiProcess>, runs: usize) -> Measured {
     for api in replicas.iter() {
         run(api, usize::MAX).await.expect("a first run");
     }
-    let started = Instant::now();
+    let (started, before) = (Instant::now(), cpu_now(&replicas));
     let tasks: Vec<_> = (0..runs)
         .map(|i| {
             let replicas = replicas.clone();
@@ -64,11 +104,17 @@ async fn measure(replicas: Vec<ApiProcess>, runs: usize) -> Measured {
         }
     }
     let wall = started.elapsed();
+    let after = cpu_now(&replicas);
+    let cpu = Cpu {
+        replicas: after.replicas - before.replicas,
+        postgres: after.postgres - before.postgres,
+        bench: after.bench - before.bench,
+    };
     let peak_mib = replicas.iter().filter_map(|api| status_kib(&api.pid().to_string(), "VmHWM:")).map(|k| k >> 10);
     let peak_mib = peak_mib.collect();
     let rate = latencies.len() as f64 / wall.as_secs_f64();
     let max = latencies.iter().max().copied().unwrap_or_default();
-    Measured { rate, latency: Latency::of(latencies), max, failures, peak_mib, wall }
+    Measured { rate, latency: Latency::of(latencies), max, failures, peak_mib, wall, cpu }
 }
 
 fn workspace(llm: &str, state: &str) -> Workspace {
@@ -117,6 +163,17 @@ async fn main() {
             m.wall.as_secs_f64(),
             human(m.max),
             m.peak_mib
+        );
+        let of_wall = |s: f64| s / m.wall.as_secs_f64();
+        println!(
+            "  {name}: CPU during the runs: replicas {:.1} s ({:.2} cores), PostgreSQL >= {:.1} s ({:.2} cores), \
+             clients and LLM {:.1} s ({:.2} cores)",
+            m.cpu.replicas,
+            of_wall(m.cpu.replicas),
+            m.cpu.postgres,
+            of_wall(m.cpu.postgres),
+            m.cpu.bench,
+            of_wall(m.cpu.bench)
         );
         for failure in m.failures.iter().take(3) {
             println!("    failure: {failure}");
