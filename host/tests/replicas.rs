@@ -495,6 +495,47 @@ async fn one_replica_runs_the_schedules_and_another_takes_over_when_it_dies() {
     assert_eq!(runs_of_b, 1, "B ran the schedules only once A was gone: {}", b.stderr());
 }
 
+/// Slack spreads an app's events over its open sockets: a turn running on A asks for an
+/// approval, the click arrives on B's socket, B decides in the database, and A's turn goes
+/// on and answers in the thread.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slack_click_reaching_another_replica_decides_the_turn_where_it_runs() {
+    use skillhost_tests::slack_server::SlackServer;
+    let pg = Postgres::start();
+    let echo = Answer::default().call("e1", "probe__echo", json!({"n": 1}));
+    let llm = LlmServer::start(vec![echo.into(), Answer::text(&["Echoed in Slack."]).into()]).await;
+    let slack = SlackServer::start().await;
+    let extra = format!(
+        "adapter:\n  type: slack\n  slack:\n    bot_token: '{}'\n    app_token: '{}'\n    base_url: '{}'\n\
+         llm:\n  provider: anthropic\n  model: m\n  max_tokens: 100\n  anthropic: {{api_key: k, base_url: '{}'}}\n\
+         human:\n  overrides: {{probe__echo: approve}}\nlearning: {{approval_auto_promote: 0}}\n",
+        SlackServer::BOT_TOKEN,
+        SlackServer::APP_TOKEN,
+        slack.api_url(),
+        llm.url()
+    );
+    let ws = workspace(&pg, "slack", &extra);
+    let wait = Duration::from_secs(30);
+    let a = support::run::Running::start(ws.path(), &[], &[]);
+    slack.wait_connected(1, wait).await;
+    let sent = slack.mention("C1", "U1", "echo please");
+    let asks = |m: &skillhost_tests::slack_server::SlackMessage| support::slack_button(m, "approve").is_some();
+    let prompt = slack.wait_for_message("C1", asks, wait).await;
+    let value = support::slack_button(&prompt, "approve").unwrap();
+    // B connects: the scripted Slack sends the next events on B's socket.
+    let b = support::run::Running::start(ws.path(), &[], &[]);
+    slack.wait_connected(2, wait).await;
+    slack.click("C1", "U1", &prompt.ts, "approve", &value);
+    let answer = slack.wait_for_message("C1", |m| m.text.contains("Echoed in Slack."), wait).await;
+    assert_eq!(answer.thread_ts.as_deref(), Some(sent.ts.as_str()), "answered in the thread");
+    slack.wait_for_message("C1", |m| m.ts == prompt.ts && m.text.contains("Approved by <@U1>"), wait).await;
+    assert_eq!(support::tool_results(&llm, 1)[0]["is_error"], json!(false));
+    assert_eq!(llm.requests().len(), 2);
+    let decided = pg.psql("slack", "SELECT outcome FROM skillhost_interactions WHERE kind = 'approval'");
+    assert_eq!(decided.trim(), "approved");
+    assert!(!a.stderr().contains("panicked") && !b.stderr().contains("panicked"));
+}
+
 /// PostgreSQL restarted while two replicas serve a stream of runs: every run either
 /// completes or fails with a 503 naming the state database, nothing panics, and once the
 /// database is back every run completes, without restarting a replica.
