@@ -300,9 +300,10 @@ async fn a_chat_turn_waiting_for_approval_is_resumed_on_another_replica_when_its
     chat_turn_outlives_its_replica(Stop::Kill).await;
 }
 
-/// The same with SIGTERM (a deploy): A stops the turn once `drain_seconds` pass, says in the
-/// chat that the request still waits, leaves the checkpoint and its heartbeat goes with it,
-/// so that B resumes the turn as soon as the decision comes.
+/// The same with SIGTERM (a deploy) and a `confirm` call: A stops the turn once
+/// `drain_seconds` pass, says in the chat that the request still waits, leaves the
+/// checkpoint and its heartbeat goes with it; the challenge typed as a reply to A's prompt
+/// reaches B, which finds the approval by its prompt and resumes the turn at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_chat_turn_waiting_for_approval_is_left_to_another_replica_on_sigterm() {
     chat_turn_outlives_its_replica(Stop::Term).await;
@@ -314,6 +315,10 @@ enum Stop {
 }
 
 async fn chat_turn_outlives_its_replica(stop: Stop) {
+    let level = match stop {
+        Stop::Kill => "approve",
+        Stop::Term => "confirm",
+    };
     const TOKEN: &str = "4343000:ABCdefGHIjklMNOpqrSTUvwxyz_0123456";
     const CHAT: i64 = 4343;
     let pg = Postgres::start();
@@ -327,7 +332,7 @@ async fn chat_turn_outlives_its_replica(stop: Stop) {
     let extra = format!(
         "adapter:\n  type: telegram\n  telegram:\n    bot_token: '{TOKEN}'\n    allowed_chat_ids: [{CHAT}]\n    base_url: '{}'\n\
          llm:\n  provider: anthropic\n  model: m\n  max_tokens: 100\n  anthropic: {{api_key: k, base_url: '{}'}}\n\
-         human:\n  overrides: {{probe__memory_write: approve}}\n\
+         human:\n  overrides: {{probe__memory_write: {level}}}\n\
          learning:\n  approval_auto_promote: 0\n  memory:\n    filesystem: {{path: memory}}\n\
          engine:\n  session: {{inflight_ttl_seconds: 3, drain_seconds: 1}}\n",
         telegram.base_url(),
@@ -354,9 +359,8 @@ async fn chat_turn_outlives_its_replica(stop: Stop) {
             .filter_map(|b| b["callback_data"].as_str().map(str::to_owned))
             .collect::<Vec<_>>()
     };
-    let prompt = telegram.wait_for_message(CHAT, |m| !keyboard(m).is_empty(), wait).await;
-    assert!(prompt.text.contains("probe__memory_write"), "{}", prompt.text);
-    let approve = keyboard(&prompt).into_iter().find(|d| d.starts_with("a:")).unwrap();
+    let prompt = telegram.wait_for_message(CHAT, |m| m.text.contains("probe__memory_write"), wait).await;
+    let approve = keyboard(&prompt).into_iter().find(|d| d.starts_with("a:"));
     match stop {
         Stop::Kill => a.kill(),
         Stop::Term => {
@@ -370,10 +374,24 @@ async fn chat_turn_outlives_its_replica(stop: Stop) {
     }
     b.wait_for_log("polling for updates").await;
 
-    let (_, query) = telegram.click(CHAT, 7, prompt.message_id, &approve);
-    telegram.wait_for_message(CHAT, |m| m.text.contains("Resumed and done."), wait).await;
-    let (_, answered) = telegram.answered_callbacks().into_iter().find(|(id, _)| *id == query).unwrap();
-    assert_eq!(answered["text"], "Approved", "{answered}");
+    match stop {
+        Stop::Kill => {
+            let (_, query) = telegram.click(CHAT, 7, prompt.message_id, &approve.unwrap());
+            telegram.wait_for_message(CHAT, |m| m.text.contains("Resumed and done."), wait).await;
+            let (_, answered) = telegram.answered_callbacks().into_iter().find(|(id, _)| *id == query).unwrap();
+            assert_eq!(answered["text"], "Approved", "{answered}");
+        }
+        // A `confirm` call: the challenge typed as a reply to the prompt A posted, which B
+        // finds in the database.
+        Stop::Term => {
+            telegram.reply_text(CHAT, 7, "CONFIRM", prompt.message_id);
+            telegram.wait_for_message(CHAT, |m| m.text.contains("Resumed and done."), wait).await;
+            let confirmed = |m: &skillhost_tests::telegram_server::BotMessage| {
+                m.message_id == prompt.message_id && m.text.contains("Confirmed by")
+            };
+            telegram.wait_for_message(CHAT, confirmed, wait).await;
+        }
+    }
     assert!(b.stderr().contains("resuming a turn its replica left waiting"), "{}", b.stderr());
     let ran = std::fs::read_to_string(ws.path().join("memory/ran.txt")).unwrap();
     assert_eq!(ran, "x", "the approved call ran exactly once");

@@ -259,6 +259,16 @@ impl<P: Platform> Chat<P> {
         });
     }
 
+    /// The approval pending in conversation `key` whose prompt is message `prompt`, when
+    /// another replica asked it (a turn written down): a reply to that prompt decides it.
+    pub async fn approval_prompted_elsewhere(&self, key: &str, prompt: &str) -> Option<String> {
+        let shared = self.interactions.shared()?;
+        shared.approval_prompted(&self.scope, &self.conversation(key), prompt).await.unwrap_or_else(|e| {
+            tracing::debug!("{}: cannot look for the approval a reply answers: {e}", self.label);
+            None
+        })
+    }
+
     /// Conversation `key` of this bot, as the shared database names it (apart from every
     /// other bot's and the API's channels).
     fn conversation(&self, key: &str) -> String {

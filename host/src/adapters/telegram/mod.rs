@@ -502,12 +502,20 @@ async fn message_from(chat: &Arc<Chat<Telegram>>, message: TgMessage) {
     let Some(text) = message.text.as_deref().map(str::trim).filter(|t| !t.is_empty()) else { return };
     // A reply to a `confirm` prompt is its decision.
     if let Some(replied) = message.reply_to_message.as_ref() {
-        let approval = telegram
+        let here = telegram
             .confirms
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .get(&(message.chat.id, replied.message_id))
             .cloned();
+        // Asked by another replica (which may be gone): the shared database knows its prompt.
+        let approval = match here {
+            Some(id) => Some(id),
+            None => {
+                let (key, prompt) = (message.chat.id.to_string(), replied.message_id.to_string());
+                chat.approval_prompted_elsewhere(&key, &prompt).await
+            }
+        };
         if let Some(id) = approval {
             let result = match telegram.may_decide(from) {
                 Err(why) => Decided::Refused(why.into()),

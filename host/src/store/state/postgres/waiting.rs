@@ -178,6 +178,27 @@ impl Decisions {
         Ok(Some(Orphan { waiting, approval, prompt }))
     }
 
+    /// The approval of `scope` still pending in conversation `channel_id` whose prompt is
+    /// message `prompt` (a reply to it decides it, on a platform where a reply confirms).
+    pub async fn approval_prompted(
+        &self,
+        scope: &str,
+        channel_id: &str,
+        prompt: &str,
+    ) -> Result<Option<String>, StateError> {
+        let c = self.pg.client().await?;
+        let row = c
+            .query_opt(
+                "SELECT t.approval_id FROM skillhost_waiting_turns t
+                 JOIN skillhost_interactions i ON i.id = t.approval_id
+                 WHERE t.scope = $1 AND t.prompt = $2 AND i.channel_id = $3 AND i.outcome IS NULL",
+                &[&scope, &prompt, &channel_id],
+            )
+            .await
+            .map_err(|e| self.pg.error(e))?;
+        Ok(row.map(|r| r.get(0)))
+    }
+
     /// The newest question pending in conversation `channel_id`, on any replica.
     pub async fn pending_question(&self, channel_id: &str) -> Result<Option<String>, StateError> {
         let c = self.pg.client().await?;
