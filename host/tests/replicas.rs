@@ -294,7 +294,8 @@ async fn one_replica_polls_a_telegram_bot_and_another_takes_over_when_it_dies() 
 
 /// A Telegram turn waiting on an approval outlives its replica: A asks, dies (kill -9);
 /// the Approve click reaches B (the poller now), which resumes the turn from the checkpoint
-/// A wrote: the call runs once, and the answer is posted in the chat.
+/// A wrote: the call runs once, and the answer is posted in the chat. A's in-flight marker
+/// (the TTL is the default 400 s) goes once A's heartbeat is old, so B waits no longer.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_chat_turn_waiting_for_approval_is_resumed_on_another_replica_when_its_own_dies() {
     chat_turn_outlives_its_replica(Stop::Kill).await;
@@ -334,7 +335,7 @@ async fn chat_turn_outlives_its_replica(stop: Stop) {
          llm:\n  provider: anthropic\n  model: m\n  max_tokens: 100\n  anthropic: {{api_key: k, base_url: '{}'}}\n\
          human:\n  overrides: {{probe__memory_write: {level}}}\n\
          learning:\n  approval_auto_promote: 0\n  memory:\n    filesystem: {{path: memory}}\n\
-         engine:\n  session: {{inflight_ttl_seconds: 3, drain_seconds: 1}}\n",
+         engine:\n  session: {{drain_seconds: 1}}\n",
         telegram.base_url(),
         llm.url()
     );

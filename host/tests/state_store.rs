@@ -525,3 +525,44 @@ async fn shared_decisions_follow_the_spec() {
     assert!(decisions.get(Kind::Question, "late").await.unwrap().is_none(), "ids are per kind");
     assert!(matches!(decide("unknown", "approved", None).await, Decided::Gone));
 }
+
+/// Replicas on PostgreSQL: an in-flight marker whose replica no longer beats is taken over at
+/// once, whatever machine it names and however long its TTL; one whose replica beats is
+/// waited for. (On one machine a dead process's marker goes at once already: this is the
+/// rule for replicas on other machines.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_inflight_marker_of_a_replica_gone_silent_goes_at_once_whatever_its_host() {
+    use skillhost::engine::inflight::{InFlight, NAMESPACE, key};
+    use skillhost::store::state::postgres::decisions::Decisions;
+    let cluster = skillhost_tests::postgres::Postgres::start();
+    let url = format!("{}?sslmode=disable", cluster.url("postgres", "postgres"));
+    let config = skillhost::config::PostgresState { url: Some(url), ..Default::default() };
+    let connect = || Postgres::connect(Settings::from_config(Some(&config), |_| None).unwrap()).unwrap();
+    let (here, there) = (connect(), connect());
+    // Both beat, as replicas serving adapters do.
+    let (ours, theirs) = (Decisions::of(&here), Decisions::of(&there));
+    for replica in [ours.replica(), theirs.replica()] {
+        let started = Instant::now();
+        while !here.replica_alive(replica).await.unwrap() {
+            assert!(started.elapsed() < Duration::from_secs(10), "replica {replica} never beat");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    let inflight = InFlight::new(StateStore::on_postgres(here.clone()), Duration::from_secs(3600));
+    let expires = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64() + 3600.0;
+    let marker = |replica: &str| {
+        serde_json::json!({"channel": "c", "host": "another-machine", "pid": 1, "nonce": "n",
+            "expires_at": expires, "replica": replica})
+        .to_string()
+    };
+    let state = StateStore::on_postgres(there.clone());
+    state.set(NAMESPACE, &key("c"), &marker(theirs.replica())).await.unwrap();
+    let waiting = tokio::time::timeout(Duration::from_millis(1500), inflight.acquire("c")).await;
+    assert!(waiting.is_err(), "the marker of a replica that beats is waited for");
+    state.set(NAMESPACE, &key("c"), &marker("a-replica-long-gone")).await.unwrap();
+    let held = tokio::time::timeout(Duration::from_secs(5), inflight.acquire("c")).await;
+    let _held = held.expect("taken over at once").unwrap();
+    let now: serde_json::Value =
+        serde_json::from_str(&state.get(NAMESPACE, &key("c")).await.unwrap().unwrap()).unwrap();
+    assert_eq!(now["replica"], ours.replica(), "held by this replica now: {now}");
+}

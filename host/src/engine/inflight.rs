@@ -14,6 +14,7 @@
 //! turn cost a busy server more than the rest of the turn's own work (ext4 inode allocation
 //! under churn), where a row is one small write to a database every turn writes anyway.
 
+use crate::store::state::postgres::decisions::Decisions;
 use crate::store::{StateError, StateStore, StateWrite};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -35,6 +36,10 @@ struct Marker {
     nonce: String,
     /// Unix seconds after which the marker is stale.
     expires_at: f64,
+    /// The replica holding it, when this process beats among replicas sharing PostgreSQL:
+    /// a marker whose replica went silent is stale, whatever machine it ran on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    replica: Option<String>,
 }
 
 /// The markers of one state directory, as this process writes them.
@@ -72,14 +77,31 @@ impl InFlight {
             pid: std::process::id(),
             nonce: self.nonce.clone(),
             expires_at: unix_now() + self.ttl.as_secs_f64(),
+            replica: self.replica(),
         }
+    }
+
+    /// This process among the replicas, if it beats (an adapter shares approvals through
+    /// PostgreSQL); a process that does not (`skillhost call`) is judged by the TTL alone.
+    fn replica(&self) -> Option<String> {
+        let pg = self.state.postgres()?;
+        Decisions::existing(&pg).map(|d| d.replica().to_owned())
+    }
+
+    /// Whether `marker`'s replica went silent (or stopped): asked of the database.
+    async fn replica_gone(&self, marker: &Marker) -> bool {
+        let (Some(replica), Some(pg)) = (&marker.replica, self.state.postgres()) else { return false };
+        if self.replica().as_ref() == Some(replica) {
+            return false;
+        }
+        matches!(pg.replica_alive(replica).await, Ok(false))
     }
 
     /// Waits until no other live turn holds `channel`, then holds it.
     pub async fn acquire(&self, channel: &str) -> Result<Held, StateError> {
         let key = key(channel);
         let mut logged = false;
-        loop {
+        for waited in 0u64.. {
             let marker = self.marker(channel);
             let written = encode(&marker);
             let held = |written| Held {
@@ -93,28 +115,35 @@ impl InFlight {
             if self.state.create(NAMESPACE, &key, &written).await? {
                 return Ok(held(written));
             }
-            match self.state.get(NAMESPACE, &key).await? {
-                // Gone meanwhile: try again at once.
-                None => continue,
-                Some(other) => match decode(&other) {
-                    Some(other) if !self.is_stale(&other) => {
-                        if !logged {
-                            tracing::info!(channel, pid = other.pid, host = %other.host, "waiting for the channel's turn in another process");
-                            logged = true;
-                        }
-                        tokio::time::sleep(POLL).await;
+            // Gone meanwhile: try again at once.
+            let Some(other) = self.state.get(NAMESPACE, &key).await? else { continue };
+            let live = match decode(&other) {
+                // Whether its replica is gone is asked of the database about once a second.
+                Some(marker) if !self.is_stale(&marker) => {
+                    let gone = waited.is_multiple_of(10) && self.replica_gone(&marker).await;
+                    (!gone).then_some(marker)
+                }
+                _ => None,
+            };
+            match live {
+                Some(marker) => {
+                    if !logged {
+                        tracing::info!(channel, pid = marker.pid, host = %marker.host, "waiting for the channel's turn in another process");
+                        logged = true;
                     }
-                    // Stale, or unreadable: take it over, unless it changed since it was read
-                    // (then look again; a marker gone meanwhile is created above).
-                    stale => {
-                        tracing::warn!(channel, "taking over a stale in-flight marker ({stale:?})");
-                        if self.state.replace_if(NAMESPACE, &key, &other, &written).await? {
-                            return Ok(held(written));
-                        }
+                    tokio::time::sleep(POLL).await;
+                }
+                // Stale, or unreadable: take it over, unless it changed since it was read
+                // (then look again; a marker gone meanwhile is created above).
+                None => {
+                    tracing::warn!(channel, "taking over a stale in-flight marker ({:?})", decode(&other));
+                    if self.state.replace_if(NAMESPACE, &key, &other, &written).await? {
+                        return Ok(held(written));
                     }
-                },
+                }
             }
         }
+        unreachable!("the loop above only ends by returning")
     }
 
     fn is_stale(&self, marker: &Marker) -> bool {
@@ -208,7 +237,8 @@ fn decode(stored: &str) -> Option<Marker> {
 }
 
 /// The key of a channel's marker: a readable prefix and a hash, whatever the channel id.
-fn key(channel: &str) -> String {
+/// The key of `channel`'s marker in [`NAMESPACE`].
+pub fn key(channel: &str) -> String {
     let readable: String =
         channel.chars().filter(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_')).take(40).collect();
     let hash = hex::encode(&Sha256::digest(channel.as_bytes())[..8]);
@@ -318,6 +348,7 @@ mod tests {
             pid: 999_999_999,
             nonce: "x".into(),
             expires_at: unix_now() + 3600.0,
+            replica: None,
         };
         store(&dir).set(NAMESPACE, &key("d"), &encode(&dead)).await.unwrap();
         tokio::time::timeout(Duration::from_millis(500), b.acquire("d")).await.expect("dead owner").unwrap();

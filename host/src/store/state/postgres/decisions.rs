@@ -469,6 +469,21 @@ fn announced(payload: &str, replica: &str) -> Option<Announced> {
 }
 
 impl Postgres {
+    /// Whether replica `id` has beaten within [`ORPHANED_AFTER`] (a replica that stopped
+    /// took its row away).
+    pub async fn replica_alive(&self, id: &str) -> Result<bool, StateError> {
+        let c = self.client().await?;
+        let row = c
+            .query_opt(
+                "SELECT 1 FROM skillhost_replicas
+                 WHERE id = $1 AND seen_at >= extract(epoch FROM clock_timestamp())::float8 - $2",
+                &[&id, &ORPHANED_AFTER.as_secs_f64()],
+            )
+            .await
+            .map_err(|e| self.error(e))?;
+        Ok(row.is_some())
+    }
+
     /// A connection of its own (outside the pool) listening on `channel`: the client, to
     /// keep while listening, and the notifications' payloads, which end when the
     /// connection is lost.
