@@ -149,7 +149,7 @@ say "PostgreSQL: a throwaway cluster in $PG_DIR/data on 127.0.0.1:$PG_PORT"
 as_pg "$PG_BIN/initdb" -D "$PG_DIR/data" -A trust -U postgres --no-sync >"$PG_DIR/initdb.log" 2>&1 \
   || { cat "$PG_DIR/initdb.log" >&2; die "initdb failed"; }
 # max_connections: each replica's pool (state.postgres.pool_size, 16 by default) plus its
-# listener for decisions and, with Telegram, one per bot; see docs/deployment.md.
+# listener for decisions, one per elected role it holds (schedules, a Telegram bot); see docs/deployment.md.
 as_pg "$PG_BIN/pg_ctl" -D "$PG_DIR/data" -l "$PG_DIR/postgres.log" -w -t 60 \
   -o "-p $PG_PORT -c listen_addresses=127.0.0.1 -c unix_socket_directories=$PG_DIR -c max_connections=200" \
   start >/dev/null || { cat "$PG_DIR/postgres.log" >&2; die "PostgreSQL did not start"; }
