@@ -467,6 +467,49 @@ async fn sigterm_drains_running_turns_then_stops_and_records_the_rest() {
     assert_eq!((status, body["text"].clone()), (200, json!("B on d2.")), "{body}");
 }
 
+/// A Telegram turn waiting on the answer to its question (`human__ask`) outlives its
+/// replica too: A asks and is killed with -9; the answer, typed in the chat, reaches B,
+/// which finds the question in the database and resumes the turn with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chat_turn_waiting_for_an_answer_is_resumed_on_another_replica_when_its_own_dies() {
+    const TOKEN: &str = "4545000:ABCdefGHIjklMNOpqrSTUvwxyz_0123456";
+    const CHAT: i64 = 4545;
+    let pg = Postgres::start();
+    let ask = json!({"question": "Which colour?", "choices": ["red", "blue"]});
+    let llm = LlmServer::start(vec![
+        Answer::default().call("q1", "human__ask", ask).into(),
+        Answer::text(&["Blue, resumed."]).into(),
+    ])
+    .await;
+    let telegram = skillhost_tests::telegram_server::TelegramServer::start(TOKEN).await;
+    let extra = format!(
+        "adapter:\n  type: telegram\n  telegram:\n    bot_token: '{TOKEN}'\n    allowed_chat_ids: [{CHAT}]\n    base_url: '{}'\n\
+         llm:\n  provider: anthropic\n  model: m\n  max_tokens: 100\n  anthropic: {{api_key: k, base_url: '{}'}}\n",
+        telegram.base_url(),
+        llm.url()
+    );
+    let ws = workspace(&pg, "answer", &extra);
+    let mut a = support::run::Running::start(ws.path(), &[], &[]);
+    a.wait_for_log("polling for updates").await;
+    let b = support::run::Running::start(ws.path(), &[], &[]);
+    b.wait_for_log("another replica polls this bot; standing by").await;
+
+    let wait = Duration::from_secs(60);
+    telegram.send_text(CHAT, 7, "pick one");
+    telegram.wait_for_message(CHAT, |m| m.text.contains("Which colour?"), wait).await;
+    a.kill();
+    b.wait_for_log("polling for updates").await;
+    telegram.send_text(CHAT, 7, "blue");
+    telegram.wait_for_message(CHAT, |m| m.text.contains("Blue, resumed."), wait).await;
+    assert!(b.stderr().contains("resuming a turn its replica left waiting"), "{}", b.stderr());
+    assert_eq!(llm.requests().len(), 2, "the answer started no turn of its own, and nothing was asked twice");
+    let results = support::tool_results(&llm, 1);
+    assert_eq!(results[0]["tool_use_id"], "q1");
+    assert!(results[0]["content"].to_string().contains("blue"), "{}", results[0]);
+    let left = pg.psql("answer", "SELECT count(*) FROM skillhost_waiting_turns");
+    assert_eq!(left.trim(), "0", "{left}");
+}
+
 /// Two replicas with a scheduled skill: one runs the schedules (each alert sent once, its
 /// count in the shared state going up by one), the other stands by and takes over when the
 /// first dies, counting on from where it stopped.

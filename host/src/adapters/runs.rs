@@ -392,7 +392,7 @@ impl Recorder {
         &self,
         engine: &Engine,
         checkpoint: crate::engine::checkpoint::Checkpoint,
-        outcome: crate::engine::ApprovalOutcome,
+        outcome: Option<crate::engine::ApprovalOutcome>,
         sink: &dyn EventSink,
         counterpart: &dyn Counterpart,
     ) -> Result<TurnResult, EngineError> {

@@ -18,7 +18,18 @@ use std::sync::{Arc, Mutex};
 /// The version [`Checkpoint`]s are written as; another is refused, not misread.
 pub const VERSION: u32 = 1;
 
-/// A turn waiting on one approval.
+/// What the call a [`Checkpoint`] waits on waits for.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Waits {
+    /// A person's decision on a gated call.
+    #[default]
+    Approval,
+    /// A person's answer to the question the call asks (`human__ask`), its round's only call.
+    Answer,
+}
+
+/// A turn waiting on one approval, or on the answer to its round's one question.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Checkpoint {
     /// [`VERSION`].
@@ -31,14 +42,19 @@ pub struct Checkpoint {
     pub decided: Vec<(String, ApprovalOutcome)>,
     /// The call the person is asked about.
     pub waiting: String,
+    /// What it waits for.
+    #[serde(default)]
+    pub waits: Waits,
 }
 
 impl Checkpoint {
     /// The decisions a resumed round starts from: those taken, and `outcome` for the call
-    /// that waited.
-    pub fn decisions(&self, outcome: ApprovalOutcome) -> HashMap<String, ApprovalOutcome> {
+    /// that waited on an approval.
+    pub fn decisions(&self, outcome: Option<ApprovalOutcome>) -> HashMap<String, ApprovalOutcome> {
         let mut decided: HashMap<_, _> = self.decided.iter().cloned().collect();
-        decided.insert(self.waiting.clone(), outcome);
+        if let Some(outcome) = outcome {
+            decided.insert(self.waiting.clone(), outcome);
+        }
         decided
     }
 }
@@ -52,17 +68,43 @@ pub struct Durable {
     messages: Mutex<Arc<Vec<Message>>>,
     /// Decisions given to a resumed round, used instead of asking (each once).
     given: Mutex<HashMap<String, ApprovalOutcome>>,
+    /// The current round once its calls are settled.
+    settled: Mutex<Settled>,
+}
+
+/// A round whose calls are settled: the people's decisions, and the one question it asks,
+/// if that is all it does.
+#[derive(Debug, Clone, Default)]
+struct Settled {
+    decided: Vec<(String, ApprovalOutcome)>,
+    question: Option<String>,
 }
 
 impl Durable {
     /// For the turn answering `request`; `given`: a resumed turn's decisions.
     pub fn new(request: TurnRequest, given: HashMap<String, ApprovalOutcome>) -> Self {
-        Durable { request, messages: Mutex::default(), given: Mutex::new(given) }
+        Durable { request, messages: Mutex::default(), given: Mutex::new(given), settled: Mutex::default() }
     }
 
     /// The round about to run starts from `messages`.
     pub fn round_starts(&self, messages: &[Message]) {
         *self.messages.lock().unwrap_or_else(|p| p.into_inner()) = Arc::new(messages.to_vec());
+        *self.settled.lock().unwrap_or_else(|p| p.into_inner()) = Default::default();
+    }
+
+    /// The round's calls are settled, with `decided`; `question`: its only call, when that
+    /// asks a person a question (then its wait can be written down: nothing else of the
+    /// round runs, so nothing would run twice).
+    pub fn round_settled(&self, decided: &[(String, ApprovalOutcome)], question: Option<&str>) {
+        let settled = Settled { decided: decided.to_vec(), question: question.map(str::to_owned) };
+        *self.settled.lock().unwrap_or_else(|p| p.into_inner()) = settled;
+    }
+
+    /// The checkpoint of the round waiting on the answer to its question `id`, if the round
+    /// is that one question.
+    pub fn question_checkpoint(&self, id: &str) -> Option<Checkpoint> {
+        let Settled { decided, question } = self.settled.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        (question.as_deref() == Some(id)).then(|| Checkpoint { waits: Waits::Answer, ..self.checkpoint(&decided, id) })
     }
 
     /// The decision given for call `id`, taken (a later round asks again).
@@ -79,6 +121,7 @@ impl Durable {
             messages: messages.as_ref().clone(),
             decided: decided.to_vec(),
             waiting: waiting.to_owned(),
+            waits: Waits::Approval,
         }
     }
 }

@@ -201,6 +201,17 @@ impl Round<'_> {
             }
             settled.push((id, name, answer));
         }
+        if let Some(durable) = self.durable {
+            let question = match settled.as_slice() {
+                [(id, name, answer)]
+                    if answer.refused.is_none() && self.find(name).is_some_and(|(_, i)| i.answered_by_person) =>
+                {
+                    Some(id.as_str())
+                }
+                _ => None,
+            };
+            durable.round_settled(&decided, question);
+        }
         let answers = settled.into_iter().map(|(id, name, answer)| async move {
             let Settled { input, decision, verify, refused, prepared } = answer;
             let executed = refused.is_none() && decision.allows();
@@ -390,6 +401,11 @@ impl CallScope for Round<'_> {
 
     fn person_timeout(&self) -> Duration {
         self.gate.timeout()
+    }
+
+    fn checkpoint(&self, id: &str) -> Option<String> {
+        let checkpoint = self.durable?.question_checkpoint(id)?;
+        serde_json::to_string(&checkpoint).ok()
     }
 
     /// The adapter's person, bounded by `human.timeout_seconds`; the wait is not charged to

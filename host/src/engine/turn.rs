@@ -441,10 +441,12 @@ impl Engine {
     /// in-flight marker of a process that died expires after `inflight_ttl_seconds`), the
     /// round that waited runs with the decisions taken, and the turn goes on to its answer
     /// and its history, as if it had never stopped.
+    /// `outcome`: the decision on the approval it waited on (`None` when it waited on an
+    /// answer, which its counterpart gives when the question is asked again).
     pub async fn resume_turn(
         &self,
         checkpoint: Checkpoint,
-        outcome: ApprovalOutcome,
+        outcome: Option<ApprovalOutcome>,
         events: &dyn EventSink,
         counterpart: &dyn Counterpart,
     ) -> Result<TurnResult, EngineError> {

@@ -127,6 +127,15 @@ pub trait CallScope: Send + Sync {
         Answer::Unavailable("nobody can be asked here".into())
     }
 
+    /// The turn written down (as JSON) with call `id` waiting on a person's answer, when
+    /// the turn can be resumed elsewhere from there (a chat turn on a shared store whose
+    /// round is that one question): the adapter keeps it with the question. `None` by
+    /// default.
+    fn checkpoint(&self, id: &str) -> Option<String> {
+        let _ = id;
+        None
+    }
+
     /// Runs a nested turn for the call (a delegation to another agent, a sub-agent skill)
     /// within the call's deadline, its approvals put to the call's person: the nested turn's
     /// answer, or why it did not run (a loop, too deep, no such agent). Only turns can nest.

@@ -359,7 +359,11 @@ impl<P: Platform> Chat<P> {
         }
         if let Some(shared) = self.interactions.shared() {
             return match shared.decide(Kind::Question, id, "answered", Some(answer), None).await {
-                Ok(Stored::Won(_) | Stored::Same(_)) => Ok(()),
+                Ok(Stored::Won(_) | Stored::Same(_)) => {
+                    // Its turn may wait on a replica that is gone: look for it at once.
+                    self.look.notify_one();
+                    Ok(())
+                }
                 Ok(Stored::Conflict(_)) => Err("someone already answered it".into()),
                 Ok(_) => Err("this question is no longer waiting".into()),
                 Err(e) => {
@@ -424,23 +428,31 @@ impl<P: Platform> Chat<P> {
                 return;
             }
         };
-        let outcome = match approval.outcome.as_deref() {
-            Some("approved") => ApprovalOutcome::Approved,
-            Some("denied") => ApprovalOutcome::Denied(None),
-            Some("timed_out") => ApprovalOutcome::TimedOut,
-            _ => ApprovalOutcome::Cancelled,
-        };
+        let stored = approval.outcome.as_deref().unwrap_or("cancelled");
         tracing::info!(
             run_id,
-            approval = approval.id,
-            outcome = outcome.as_str(),
+            waited_on = approval.id,
+            outcome = stored,
             "{}: resuming a turn its replica left waiting",
             self.label
         );
-        if let (Some(prompt), ApprovalOutcome::TimedOut) = (&prompt, &outcome) {
-            self.platform.settle(&place, prompt, "⌛ No decision in time: not run.").await;
+        let given = match approval.kind {
+            Kind::Approval => Given::Decision(match stored {
+                "approved" => ApprovalOutcome::Approved,
+                "denied" => ApprovalOutcome::Denied(None),
+                "timed_out" => ApprovalOutcome::TimedOut,
+                _ => ApprovalOutcome::Cancelled,
+            }),
+            Kind::Question => Given::Answer(Resolution::from_stored(stored, approval.answer.as_deref())),
+        };
+        if let (Some(prompt), "timed_out") = (&prompt, stored) {
+            let line = match approval.kind {
+                Kind::Approval => "⌛ No decision in time: not run.",
+                Kind::Question => "⌛ No answer in time.",
+            };
+            self.platform.settle(&place, prompt, line).await;
         }
-        self.run(run_id, place, Begin::Resumed(Box::new(checkpoint), outcome)).await;
+        self.run(run_id, place, Begin::Resumed(Box::new(checkpoint), given)).await;
     }
 
     async fn run(self: Arc<Self>, run_id: String, place: P::Place, begin: Begin) {
@@ -451,12 +463,20 @@ impl<P: Platform> Chat<P> {
             Begin::Message(request) => request.channel_id.clone(),
             Begin::Resumed(checkpoint, _) => checkpoint.request.channel_id.clone(),
         };
+        // A turn resumed on an answer gets it when its question is asked again.
+        if let Begin::Resumed(checkpoint, Given::Answer(resolution)) = &begin {
+            turn.given.lock().unwrap_or_else(|p| p.into_inner()).insert(checkpoint.waiting.clone(), resolution.clone());
+        }
         let origin = Origin { run_id: run_id.clone(), channel_id, adapter: self.adapter, mode: "chat" };
         let recorder = Recorder::new(&self.runs, origin, self.descriptions.clone());
         let running = async {
             match begin {
                 Begin::Message(request) => recorder.turn(&self.engine, request, &*turn, &*turn).await,
-                Begin::Resumed(checkpoint, outcome) => {
+                Begin::Resumed(checkpoint, given) => {
+                    let outcome = match given {
+                        Given::Decision(outcome) => Some(outcome),
+                        Given::Answer(_) => None,
+                    };
                     recorder.resume(&self.engine, *checkpoint, outcome, &*turn, &*turn).await
                 }
             }
@@ -519,8 +539,16 @@ impl<P: Platform> Chat<P> {
 enum Begin {
     /// A person's message.
     Message(TurnRequest),
-    /// A turn written down elsewhere, with the decision it waited for.
-    Resumed(Box<Checkpoint>, ApprovalOutcome),
+    /// A turn written down elsewhere, with what it waited for.
+    Resumed(Box<Checkpoint>, Given),
+}
+
+/// What a written-down turn waited for, as a person gave it.
+enum Given {
+    /// The decision on its approval.
+    Decision(ApprovalOutcome),
+    /// The answer to its question (or how the question ended).
+    Answer(Resolution),
 }
 
 /// Resumes, while `chat` lives and takes turns, the turns that replicas gone silent left
@@ -594,8 +622,10 @@ pub struct ChatTurn<P: Platform> {
     prompts: Mutex<HashMap<String, String>>,
     /// Another replica took the turn over (it judged this one gone): the turn stops here.
     taken: Notify,
-    /// The turn waits on an approval it wrote down with its checkpoint.
+    /// The turn waits on an approval or question it wrote down with its checkpoint.
     written_down: std::sync::atomic::AtomicBool,
+    /// The answers a resumed turn was given, by call id.
+    given: Mutex<HashMap<String, Resolution>>,
     this: Weak<ChatTurn<P>>,
 }
 
@@ -611,6 +641,7 @@ impl<P: Platform> ChatTurn<P> {
             prompts: Mutex::default(),
             taken: Notify::new(),
             written_down: Default::default(),
+            given: Mutex::default(),
             this: this.clone(),
         })
     }
@@ -687,7 +718,14 @@ impl<P: Platform> ChatTurn<P> {
     }
 
     /// Asks a question in the conversation, waiting at most `timeout`.
-    async fn question(&self, prompt: String, choices: Vec<String>, timeout: Duration) -> Option<Resolution> {
+    /// `checkpoint`: the turn written down, when this wait can be resumed elsewhere.
+    async fn question(
+        &self,
+        prompt: String,
+        choices: Vec<String>,
+        timeout: Duration,
+        checkpoint: Option<String>,
+    ) -> Option<Resolution> {
         let id = new_id().ok()?;
         let expires_at = SystemTime::now() + timeout;
         let info = QuestionInfo { prompt: prompt.clone(), choices: choices.clone(), run: self.this.clone() };
@@ -698,7 +736,20 @@ impl<P: Platform> ChatTurn<P> {
                 choices: choices.clone(),
                 ..self.entry(&id, Kind::Question, expires_at, None)
             };
-            if let Err(e) = shared.open(&entry).await {
+            let durable = checkpoint.is_some();
+            let written = match checkpoint {
+                Some(checkpoint) => match json(&self.place) {
+                    Ok(place) => {
+                        let (run_id, scope) = (self.run_id.clone(), self.chat.scope.clone());
+                        let written = shared.wait_durably(&entry, &Waiting { run_id, scope, place, checkpoint }).await;
+                        written.map_err(|e| e.to_string())
+                    }
+                    Err(e) => Err(e),
+                },
+                None => shared.open(&entry).await.map_err(|e| e.to_string()),
+            };
+            self.written_down.store(durable && written.is_ok(), std::sync::atomic::Ordering::SeqCst);
+            if let Err(e) = written {
                 tracing::warn!("{}: cannot record a question in the state database: {e}", self.chat.label);
                 self.chat.interactions.questions.settle(&id, Resolution::Cancelled);
                 return Some(Resolution::Cancelled);
@@ -711,7 +762,15 @@ impl<P: Platform> ChatTurn<P> {
             .ask(&self.place, &Prompt::Question { id: &id, prompt: &prompt, choices: &choices })
             .await
         {
-            Ok(message) => message,
+            Ok(message) => {
+                if let Some(shared) = self.chat.interactions.shared()
+                    && self.written_down.load(std::sync::atomic::Ordering::SeqCst)
+                    && let Err(e) = shared.prompted(&self.run_id, &message).await
+                {
+                    tracing::debug!("{}: cannot note the question's message: {e}", self.chat.label);
+                }
+                message
+            }
             Err(why) => {
                 tracing::warn!("{}: cannot ask a question here: {why}", self.chat.label);
                 self.chat.interactions.questions.settle(&id, Resolution::Cancelled);
@@ -727,6 +786,11 @@ impl<P: Platform> ChatTurn<P> {
             Err(_) => Resolution::TimedOut,
         };
         drop(guard);
+        let written_down = self.written_down.swap(false, std::sync::atomic::Ordering::SeqCst);
+        // Answered while written down: go on only holding the turn's lease.
+        if written_down && matches!(resolution, Resolution::Answered(_)) && !self.hold(&id).await {
+            return Some(Resolution::Cancelled);
+        }
         self.chat.interactions.questions.settle(&id, resolution.clone());
         self.chat.interactions.settle_shared(&id, &resolution);
         let line = match &resolution {
@@ -880,7 +944,7 @@ impl<P: Platform> Counterpart for ChatTurn<P> {
 
     /// A question in the conversation (an MCP server's elicitation).
     async fn ask(&self, question: Question, timeout: Duration) -> Answer {
-        match self.question(question.prompt, question.choices, timeout).await {
+        match self.question(question.prompt, question.choices, timeout, None).await {
             Some(Resolution::Answered(answer)) => Answer::Answered(answer),
             Some(Resolution::TimedOut) => Answer::TimedOut,
             Some(_) => Answer::Cancelled,
@@ -907,7 +971,14 @@ impl<P: Platform> ToolSource for ChatTurn<P> {
     async fn execute(&self, call: ToolCall<'_>, scope: &dyn CallScope) -> ToolOutcome {
         let timeout = scope.person_timeout();
         let adapter = self.chat.adapter;
-        ask::run(adapter, call.input, timeout, |prompt, choices| self.question(prompt, choices, timeout)).await
+        // A resumed turn: the answer given while it was written down.
+        let given = self.given.lock().unwrap_or_else(|p| p.into_inner()).remove(call.id);
+        if let Some(resolution) = given {
+            return ask::run(adapter, call.input, timeout, |_, _| async move { Some(resolution) }).await;
+        }
+        let checkpoint = scope.checkpoint(call.id);
+        ask::run(adapter, call.input, timeout, |prompt, choices| self.question(prompt, choices, timeout, checkpoint))
+            .await
     }
 }
 

@@ -38,32 +38,41 @@ pub struct Waiting {
 pub struct Orphan {
     /// The turn as written down.
     pub waiting: Waiting,
-    /// The approval it waited on, with its outcome (`timed_out` when nobody decided in
-    /// time).
+    /// The approval or question it waited on, with its outcome (`timed_out` when nobody
+    /// decided in time).
     pub approval: Entry,
     /// The message that asked, if it was posted.
     pub prompt: Option<String>,
 }
 
 impl Decisions {
-    /// Records approval `approval` (of kind [`Kind::Approval`]) as pending, and the turn
-    /// waiting on it, before anyone can see its id; a turn that waited before (an earlier
-    /// round) is replaced.
+    /// Records approval or question `approval` as pending, and the turn waiting on it,
+    /// before anyone can see its id; a turn that waited before (an earlier round) is
+    /// replaced.
     pub async fn wait_durably(&self, approval: &Entry, waiting: &Waiting) -> Result<(), StateError> {
         self.beat().await?;
         let mut c = self.pg.client().await?;
         let tx = c.transaction().await.map_err(|e| self.pg.error(e))?;
+        let kind = match approval.kind {
+            Kind::Approval => "approval",
+            Kind::Question => "question",
+        };
+        let choices =
+            (approval.kind == Kind::Question).then(|| serde_json::to_string(&approval.choices).unwrap_or_default());
         tx.execute(
             "INSERT INTO skillhost_interactions
-                (id, kind, run_id, channel_id, replica, expires_at, challenge, durable, created_at)
-             VALUES ($1, 'approval', $2, $3, $4, $5, $6, true, extract(epoch FROM clock_timestamp())::float8)",
+                (id, kind, run_id, channel_id, replica, expires_at, challenge, prompt, choices, durable, created_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, true, extract(epoch FROM clock_timestamp())::float8)",
             &[
                 &approval.id,
+                &kind,
                 &approval.run_id,
                 &approval.channel_id,
                 &self.replica(),
                 &unix(approval.expires_at),
                 &approval.challenge,
+                &approval.prompt,
+                &choices,
             ],
         )
         .await
@@ -173,9 +182,7 @@ impl Decisions {
         let Some(row) = row else {
             return Err(StateError::Other(format!("the approval {approval_id} of run {} is gone", waiting.run_id)));
         };
-        let approval = entry(&row);
-        debug_assert_eq!(approval.kind, Kind::Approval);
-        Ok(Some(Orphan { waiting, approval, prompt }))
+        Ok(Some(Orphan { waiting, approval: entry(&row), prompt }))
     }
 
     /// The approval of `scope` still pending in conversation `channel_id` whose prompt is
