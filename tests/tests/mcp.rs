@@ -532,9 +532,9 @@ async fn skills_are_served_over_streamable_http_behind_the_token() {
     let server = SkillServer::new(app.agent().engine.clone(), "skillhost");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/mcp", listener.local_addr().unwrap());
-    tokio::spawn(
-        async move { axum::serve(listener, http_app(server, Some("s3cret"), &Default::default())).await.unwrap() },
-    );
+    tokio::spawn(async move {
+        axum::serve(listener, http_app(server, Some("s3cret"), &Default::default(), Default::default())).await.unwrap()
+    });
 
     let unauthorized = reqwest::Client::new().post(&url).json(&json!({})).send().await.unwrap();
     assert_eq!(unauthorized.status(), 401);
@@ -576,7 +576,7 @@ async fn mcp_over_http_refuses_foreign_hosts_and_origins() {
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/mcp", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, http_app(server, None, &ui)).await.unwrap() });
+    tokio::spawn(async move { axum::serve(listener, http_app(server, None, &ui, Default::default())).await.unwrap() });
     let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}});
     let post = |host: Option<&str>, origin: Option<&str>| {
