@@ -9,7 +9,7 @@
 //! taken, nothing is asked twice, and the turn goes on to its answer.
 
 use super::counterpart::ApprovalOutcome;
-use super::turn::TurnRequest;
+use super::request::TurnRequest;
 use crate::llm::Message;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;

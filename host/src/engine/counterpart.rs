@@ -5,11 +5,9 @@
 //! [`AutoApprove`] cover runs with nobody to ask. The policy that decides *when* to ask is
 //! the [`super::gate`].
 
-use super::checkpoint::Checkpoint;
 use crate::person::{Answer, Question};
 use crate::tools::{Level, ToolSource};
 use serde_json::Value;
-use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 /// A gated call waiting for a decision.
@@ -28,8 +26,8 @@ pub struct ApprovalRequest {
     /// When the engine stops waiting (`human.timeout_seconds` after the request).
     pub expires_at: SystemTime,
     /// The turn as it can be resumed elsewhere once decided, when its adapter keeps it
-    /// ([`super::checkpoint`]).
-    pub checkpoint: Option<Arc<Checkpoint>>,
+    /// (a [`super::checkpoint::Checkpoint`] as JSON, for the adapter to keep).
+    pub checkpoint: Option<String>,
 }
 
 /// The decision on one gated call.

@@ -4,7 +4,7 @@
 //! is refused. Adapters differ only in how they ask: the terminal, the approval-v1 stream,
 //! MCP elicitation.
 
-use super::checkpoint::{Checkpoint, Durable};
+use super::checkpoint::Durable;
 use super::counterpart::{ApprovalOutcome, ApprovalRequest, Counterpart};
 use super::deadline::Deadline;
 use super::events::{EngineEvent, EventSink};
@@ -15,7 +15,6 @@ use crate::skills::{Skill, ToolSpec};
 use crate::tools::{Level, PromotionKey, ToolCall, ToolInfo, ToolOutcome, ToolSource};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 use tracing::Instrument as _;
 
@@ -130,7 +129,9 @@ impl Gate {
                     Resume::No => None,
                 };
                 let checkpoint = match resume {
-                    Resume::Durable(durable, decided) => Some(Arc::new(durable.checkpoint(decided, call.id))),
+                    Resume::Durable(durable, decided) => {
+                        serde_json::to_string(&durable.checkpoint(decided, call.id)).ok()
+                    }
                     Resume::No => None,
                 };
                 let outcome = match (given, new_id()) {
@@ -166,7 +167,7 @@ impl Gate {
         events: &dyn EventSink,
         counterpart: &dyn Counterpart,
         deadline: &Deadline,
-        checkpoint: Option<Arc<Checkpoint>>,
+        checkpoint: Option<String>,
     ) -> ApprovalOutcome {
         let request = ApprovalRequest {
             approval_id,

@@ -26,6 +26,7 @@ mod on_demand;
 pub mod promote;
 pub mod prompt;
 pub mod reflection;
+mod request;
 pub mod round;
 pub mod tool_budget;
 pub mod turn;

@@ -681,7 +681,7 @@ impl<P: Platform> ChatTurn<P> {
                     run_id: self.run_id.clone(),
                     scope: self.chat.scope.clone(),
                     place: json(&self.place)?,
-                    checkpoint: json(checkpoint.as_ref())?,
+                    checkpoint: checkpoint.clone(),
                 };
                 let written = shared.wait_durably(&entry, &waiting).await;
                 self.written_down.store(written.is_ok(), std::sync::atomic::Ordering::SeqCst);
