@@ -365,14 +365,6 @@ async fn slack_telegram_and_the_api_serve_two_agents_each_approval_on_its_own_pl
     );
     let ws = support::workspace(&yaml, false);
     let running = run(&ws, &slack).await;
-    let keyboard = |m: &skillhost_tests::telegram_server::BotMessage| {
-        let rows = m.reply_markup.as_ref().and_then(|k| k["inline_keyboard"].as_array().cloned()).unwrap_or_default();
-        rows.iter()
-            .filter_map(|r| r.as_array())
-            .flatten()
-            .filter_map(|b| b["callback_data"].as_str().map(str::to_owned))
-            .collect::<Vec<_>>()
-    };
 
     // Slack (agent ops): asked and decided in Slack.
     slack.mention("C1", "U1", "please work");
@@ -404,8 +396,8 @@ async fn slack_telegram_and_the_api_serve_two_agents_each_approval_on_its_own_pl
 
     // Telegram (agent triage): asked and decided in Telegram.
     telegram.send_text(4242, 7, "please work");
-    let prompt = telegram.wait_for_message(4242, |m| !keyboard(m).is_empty(), WAIT).await;
-    let approve = keyboard(&prompt).into_iter().find(|d| d.starts_with("a:")).unwrap();
+    let prompt = telegram.wait_for_message(4242, |m| !m.buttons().is_empty(), WAIT).await;
+    let approve = prompt.buttons().into_iter().find(|d| d.starts_with("a:")).unwrap();
     telegram.click(4242, 7, prompt.message_id, &approve);
     telegram.wait_for_message(4242, |m| m.text == "telegram done", WAIT).await;
 

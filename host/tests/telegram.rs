@@ -34,15 +34,6 @@ fn work() -> Reply {
     Answer::default().call("w1", "hooks_loop__work", json!({"n": 1})).into()
 }
 
-fn keyboard(message: &BotMessage) -> Vec<String> {
-    let rows = message.reply_markup.as_ref().and_then(|m| m["inline_keyboard"].as_array().cloned()).unwrap_or_default();
-    rows.iter()
-        .filter_map(|r| r.as_array())
-        .flatten()
-        .filter_map(|b| b["callback_data"].as_str().map(str::to_owned))
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_message_asks_with_a_keyboard_and_the_approved_call_runs() {
     let answer = "Done: _*[]()~ `x` **bold** <tag> & [link](https://example.com)";
@@ -52,9 +43,9 @@ async fn a_message_asks_with_a_keyboard_and_the_approved_call_runs() {
     let running = run(&ws);
 
     telegram.send_text(CHAT, ADA, "please work");
-    let prompt = telegram.wait_for_message(CHAT, |m| !keyboard(m).is_empty(), WAIT).await;
+    let prompt = telegram.wait_for_message(CHAT, |m| !m.buttons().is_empty(), WAIT).await;
     assert!(prompt.text.contains("hooks_loop__work"), "{}", prompt.text);
-    let approve = keyboard(&prompt).into_iter().find(|d| d.starts_with("a:")).unwrap();
+    let approve = prompt.buttons().into_iter().find(|d| d.starts_with("a:")).unwrap();
     telegram.wait_for_call("sendChatAction", |p| p["action"] == "typing", WAIT).await;
 
     let (_, query) = telegram.click(CHAT, ADA, prompt.message_id, &approve);
@@ -66,7 +57,7 @@ async fn a_message_asks_with_a_keyboard_and_the_approved_call_runs() {
     let settled = telegram
         .wait_for_message(CHAT, |m| m.message_id == prompt.message_id && m.text.contains("Approved"), WAIT)
         .await;
-    assert!(keyboard(&settled).is_empty(), "the keyboard is gone");
+    assert!(settled.buttons().is_empty(), "the keyboard is gone");
     assert!(telegram.answered_callbacks().iter().any(|(id, _)| *id == query));
     assert_eq!(support::tool_results(&llm, 1)[0]["is_error"], json!(false));
     assert!(!running.stderr().contains(TOKEN), "the token is never logged");
@@ -105,8 +96,8 @@ async fn chats_and_people_outside_the_lists_are_refused() {
     running.wait_for_log("not in allowed_chat_ids").await;
     assert!(telegram.messages(999).is_empty());
     telegram.send_text(CHAT, ADA, "please work");
-    let prompt = telegram.wait_for_message(CHAT, |m| !keyboard(m).is_empty(), WAIT).await;
-    let data = keyboard(&prompt);
+    let prompt = telegram.wait_for_message(CHAT, |m| !m.buttons().is_empty(), WAIT).await;
+    let data = prompt.buttons();
     let (approve, deny) =
         (data.iter().find(|d| d.starts_with("a:")).unwrap(), data.iter().find(|d| d.starts_with("d:")).unwrap());
     // Someone outside `approvers`: refused, the call still waits.
@@ -145,7 +136,7 @@ async fn confirm_is_a_reply_and_a_question_is_a_button() {
 
     telegram.send_text(CHAT, ADA, "deploy");
     let question = telegram.wait_for_message(CHAT, |m| m.text.contains("Which env?"), WAIT).await;
-    let prod = keyboard(&question).into_iter().find(|d| d.ends_with(":1")).unwrap();
+    let prod = question.buttons().into_iter().find(|d| d.ends_with(":1")).unwrap();
     telegram.click(CHAT, ADA, question.message_id, &prod);
     telegram.wait_for_message(CHAT, |m| m.text == "Asked.", WAIT).await;
     assert!(support::tool_results(&llm, 3)[0]["content"].to_string().contains("prod"));

@@ -46,6 +46,20 @@ pub struct BotMessage {
     pub edits: u32,
 }
 
+impl BotMessage {
+    /// The `callback_data` of each button of its inline keyboard, row by row.
+    pub fn buttons(&self) -> Vec<String> {
+        let keyboard = self.reply_markup.as_ref().and_then(|k| k["inline_keyboard"].as_array().cloned());
+        keyboard
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|row| row.as_array())
+            .flatten()
+            .filter_map(|button| button["callback_data"].as_str().map(str::to_owned))
+            .collect()
+    }
+}
+
 #[derive(Default)]
 struct Inner {
     updates: VecDeque<Value>,
