@@ -25,6 +25,30 @@ fn workspace(pg: &Postgres, db: &str, extra: &str) -> Workspace {
     ws
 }
 
+/// Config serving Telegram bot `token` (chat `chat`) through the scripted `telegram`, with
+/// the scripted LLM at `llm`.
+fn telegram_config(
+    token: &str,
+    chat: i64,
+    telegram: &skillhost_tests::telegram_server::TelegramServer,
+    llm: &str,
+) -> String {
+    format!(
+        "adapter:\n  type: telegram\n  telegram:\n    bot_token: '{token}'\n    allowed_chat_ids: [{chat}]\n    base_url: '{}'\n\
+         llm:\n  provider: anthropic\n  model: m\n  max_tokens: 100\n  anthropic: {{api_key: k, base_url: '{llm}'}}\n",
+        telegram.base_url()
+    )
+}
+
+/// Two replicas serving the Telegram bot of `ws`: A polls it, B stands by.
+async fn poller_and_standby(ws: &Workspace) -> (support::run::Running, support::run::Running) {
+    let a = support::run::Running::start(ws.path(), &[], &[]);
+    a.wait_for_log("polling for updates").await;
+    let b = support::run::Running::start(ws.path(), &[], &[]);
+    b.wait_for_log("another replica polls this bot; standing by").await;
+    (a, b)
+}
+
 #[test]
 fn a_skills_state_is_shared_by_processes_on_one_database_and_nothing_is_written_to_disk() {
     let pg = Postgres::start();
@@ -268,17 +292,9 @@ async fn one_replica_polls_a_telegram_bot_and_another_takes_over_when_it_dies() 
     let llm =
         LlmServer::start(vec![Answer::text(&["First."]).into(), Answer::text(&["From the survivor."]).into()]).await;
     let telegram = skillhost_tests::telegram_server::TelegramServer::start(TOKEN).await;
-    let extra = format!(
-        "adapter:\n  type: telegram\n  telegram:\n    bot_token: '{TOKEN}'\n    allowed_chat_ids: [{CHAT}]\n    base_url: '{}'\n\
-         llm:\n  provider: anthropic\n  model: m\n  max_tokens: 100\n  anthropic: {{api_key: k, base_url: '{}'}}\n",
-        telegram.base_url(),
-        llm.url()
-    );
+    let extra = telegram_config(TOKEN, CHAT, &telegram, &llm.url());
     let ws = workspace(&pg, "telegram", &extra);
-    let mut a = support::run::Running::start(ws.path(), &[], &[]);
-    a.wait_for_log("polling for updates").await;
-    let b = support::run::Running::start(ws.path(), &[], &[]);
-    b.wait_for_log("another replica polls this bot; standing by").await;
+    let (mut a, b) = poller_and_standby(&ws).await;
 
     let wait = Duration::from_secs(30);
     telegram.send_text(CHAT, 7, "one");
@@ -330,38 +346,24 @@ async fn chat_turn_outlives_its_replica(stop: Stop) {
     ])
     .await;
     let telegram = skillhost_tests::telegram_server::TelegramServer::start(TOKEN).await;
-    let extra = format!(
-        "adapter:\n  type: telegram\n  telegram:\n    bot_token: '{TOKEN}'\n    allowed_chat_ids: [{CHAT}]\n    base_url: '{}'\n\
-         llm:\n  provider: anthropic\n  model: m\n  max_tokens: 100\n  anthropic: {{api_key: k, base_url: '{}'}}\n\
-         human:\n  overrides: {{probe__memory_write: {level}}}\n\
-         learning:\n  approval_auto_promote: 0\n  memory:\n    filesystem: {{path: memory}}\n\
-         engine:\n  session: {{drain_seconds: 1}}\n",
-        telegram.base_url(),
-        llm.url()
-    );
+    let extra = telegram_config(TOKEN, CHAT, &telegram, &llm.url())
+        + &format!(
+            "human:\n  overrides: {{probe__memory_write: {level}}}\n\
+             learning:\n  approval_auto_promote: 0\n  memory:\n    filesystem: {{path: memory}}\n\
+             engine:\n  session: {{drain_seconds: 1}}\n"
+        );
     let ws = workspace(&pg, "resume", &extra);
     ws.add_skill("skills", "probe", guests::PROBE, "[capabilities]\nmemory = true\n");
     let config = std::fs::read_to_string(ws.path().join("config.yaml")).unwrap();
     let config = config.replace("builtins: []\n", "builtins: []\n  grants:\n    probe: {memory: true}\n");
     std::fs::write(ws.path().join("config.yaml"), config).unwrap();
 
-    let mut a = support::run::Running::start(ws.path(), &[], &[]);
-    a.wait_for_log("polling for updates").await;
-    let b = support::run::Running::start(ws.path(), &[], &[]);
-    b.wait_for_log("another replica polls this bot; standing by").await;
+    let (mut a, b) = poller_and_standby(&ws).await;
 
     let wait = Duration::from_secs(60);
     telegram.send_text(CHAT, 7, "append please");
-    let keyboard = |m: &skillhost_tests::telegram_server::BotMessage| {
-        let rows = m.reply_markup.as_ref().and_then(|k| k["inline_keyboard"].as_array().cloned()).unwrap_or_default();
-        rows.iter()
-            .filter_map(|r| r.as_array())
-            .flatten()
-            .filter_map(|b| b["callback_data"].as_str().map(str::to_owned))
-            .collect::<Vec<_>>()
-    };
     let prompt = telegram.wait_for_message(CHAT, |m| m.text.contains("probe__memory_write"), wait).await;
-    let approve = keyboard(&prompt).into_iter().find(|d| d.starts_with("a:"));
+    let approve = prompt.buttons().into_iter().find(|d| d.starts_with("a:"));
     match stop {
         Stop::Kill => a.kill(),
         Stop::Term => {
@@ -482,17 +484,9 @@ async fn a_chat_turn_waiting_for_an_answer_is_resumed_on_another_replica_when_it
     ])
     .await;
     let telegram = skillhost_tests::telegram_server::TelegramServer::start(TOKEN).await;
-    let extra = format!(
-        "adapter:\n  type: telegram\n  telegram:\n    bot_token: '{TOKEN}'\n    allowed_chat_ids: [{CHAT}]\n    base_url: '{}'\n\
-         llm:\n  provider: anthropic\n  model: m\n  max_tokens: 100\n  anthropic: {{api_key: k, base_url: '{}'}}\n",
-        telegram.base_url(),
-        llm.url()
-    );
+    let extra = telegram_config(TOKEN, CHAT, &telegram, &llm.url());
     let ws = workspace(&pg, "answer", &extra);
-    let mut a = support::run::Running::start(ws.path(), &[], &[]);
-    a.wait_for_log("polling for updates").await;
-    let b = support::run::Running::start(ws.path(), &[], &[]);
-    b.wait_for_log("another replica polls this bot; standing by").await;
+    let (mut a, b) = poller_and_standby(&ws).await;
 
     let wait = Duration::from_secs(60);
     telegram.send_text(CHAT, 7, "pick one");
@@ -519,11 +513,8 @@ async fn one_replica_runs_the_schedules_and_another_takes_over_when_it_dies() {
     const CHAT: i64 = 4444;
     let pg = Postgres::start();
     let telegram = skillhost_tests::telegram_server::TelegramServer::start(TOKEN).await;
-    let extra = format!(
-        "adapter:\n  type: telegram\n  telegram:\n    bot_token: '{TOKEN}'\n    allowed_chat_ids: [{CHAT}]\n    base_url: '{}'\n\
-         llm:\n  provider: anthropic\n  model: m\n  max_tokens: 100\n  anthropic: {{api_key: k, base_url: 'http://127.0.0.1:9'}}\n",
-        telegram.base_url(),
-    );
+    // No turn runs: the LLM's address is never reached.
+    let extra = telegram_config(TOKEN, CHAT, &telegram, "http://127.0.0.1:9");
     let ws = workspace(&pg, "schedules", &extra);
     let manifest = std::fs::read_to_string(support::repo().join("tests/guests/alerter/skill.toml")).unwrap();
     ws.add_skill("skills", "alerter", guests::ALERTER, &manifest);
