@@ -67,26 +67,10 @@ impl Files {
         read_capped(file).map(Some)
     }
 
-    /// Writes (or appends to) a file, creating parent directories, without a quota (the
-    /// engine's own writes).
-    pub fn write(&self, path: &str, content: &str, append: bool) -> Result<(), MemoryError> {
-        self.write_checked(path, content, append, None)
-    }
-
-    /// Writes (or appends to) a file unless the root would then hold more than `quota`
-    /// allows ([`MemoryError::QuotaExceeded`], nothing written). A write that does not grow
-    /// the root is always allowed.
-    pub fn write_within(
-        &self,
-        path: &str,
-        content: &str,
-        append: bool,
-        quota: &MemoryQuota,
-    ) -> Result<(), MemoryError> {
-        self.write_checked(path, content, append, Some(quota))
-    }
-
-    fn write_checked(
+    /// Writes (or appends to) a file, creating parent directories; with a `quota`, only if
+    /// the root would not then hold more than it allows ([`MemoryError::QuotaExceeded`],
+    /// nothing written: a write that does not grow the root is always allowed).
+    pub fn write(
         &self,
         path: &str,
         content: &str,

@@ -209,11 +209,7 @@ impl MemoryStore {
         match &self.backend {
             Backend::Files(files) => {
                 let content = content.to_owned();
-                blocking(files, path, move |files, path| match &quota {
-                    Some(quota) => files.write_within(&path, &content, append, quota),
-                    None => files.write(&path, &content, append),
-                })
-                .await
+                blocking(files, path, move |files, path| files.write(&path, &content, append, quota.as_ref())).await
             }
             Backend::Rows(rows) => rows.write(path, content, append, quota.as_ref()).await,
         }

@@ -16,13 +16,13 @@ fn is_invalid(result: Result<impl std::fmt::Debug, MemoryError>) -> bool {
 fn write_read_append_search() {
     let (_d, m) = store();
     assert_eq!(m.read("notes/a.md").unwrap(), None);
-    m.write("notes/a.md", "Disk full on db-1\n", false).unwrap();
-    m.write("notes/a.md", "fixed by rotating logs\n", true).unwrap();
+    m.write("notes/a.md", "Disk full on db-1\n", false, None).unwrap();
+    m.write("notes/a.md", "fixed by rotating logs\n", true, None).unwrap();
     let text = m.read("notes/a.md").unwrap().unwrap();
     assert_eq!(text, "Disk full on db-1\nfixed by rotating logs\n");
     let hits = m.search("DISK").unwrap();
     assert_eq!(hits, vec![SearchHit { path: "notes/a.md".into(), line: 1, text: "Disk full on db-1".into() }]);
-    m.write("notes/a.md", "replaced\n", false).unwrap();
+    m.write("notes/a.md", "replaced\n", false, None).unwrap();
     assert_eq!(m.read("./notes//a.md").unwrap().unwrap(), "replaced\n");
     let leftovers: Vec<_> = std::fs::read_dir(m.root().join("notes")).unwrap().flatten().collect();
     assert_eq!(leftovers.len(), 1, "no temp file is left behind");
@@ -33,8 +33,8 @@ fn lexical_escapes_are_refused() {
     let (_d, m) = store();
     for bad in ["../x", "a/../../x", "/etc/passwd", "", "./", "a/../b"] {
         assert!(is_invalid(m.read(bad)), "{bad}");
-        assert!(is_invalid(m.write(bad, "x", false)), "{bad}");
-        assert!(is_invalid(m.write(bad, "x", true)), "{bad}");
+        assert!(is_invalid(m.write(bad, "x", false, None)), "{bad}");
+        assert!(is_invalid(m.write(bad, "x", true, None)), "{bad}");
     }
 }
 
@@ -50,11 +50,11 @@ fn symlinks_out_of_the_root_are_refused() {
     symlink("../secret", m.root().join("relative")).unwrap();
     for path in ["link", "dirlink/secret", "relative"] {
         assert!(is_invalid(m.read(path)), "read {path}");
-        assert!(is_invalid(m.write(path, "x", false)), "write {path}");
-        assert!(is_invalid(m.write(path, "x", true)), "append {path}");
+        assert!(is_invalid(m.write(path, "x", false, None)), "write {path}");
+        assert!(is_invalid(m.write(path, "x", true, None)), "append {path}");
     }
-    assert!(is_invalid(m.write("dirlink/new", "x", false)));
-    assert!(is_invalid(m.write("dirlink/sub/new", "x", true)));
+    assert!(is_invalid(m.write("dirlink/new", "x", false, None)));
+    assert!(is_invalid(m.write("dirlink/sub/new", "x", true, None)));
     assert!(!dir.path().join("new").exists() && !dir.path().join("sub").exists());
     assert_eq!(std::fs::read_to_string(dir.path().join("secret")).unwrap(), "needle outside");
     assert_eq!(m.search("needle").unwrap(), vec![]);
@@ -66,30 +66,30 @@ fn symlinks_out_of_the_root_are_refused() {
 #[test]
 fn symlinked_directory_inside_the_root_is_followed() {
     let (_d, m) = store();
-    m.write("real/a.md", "needle one\n", false).unwrap();
+    m.write("real/a.md", "needle one\n", false, None).unwrap();
     symlink("real", m.root().join("alias")).unwrap();
     std::fs::create_dir_all(m.root().join("sub")).unwrap();
     symlink("../real", m.root().join("sub/up")).unwrap();
     assert_eq!(m.read("alias/a.md").unwrap().unwrap(), "needle one\n");
-    m.write("alias/b.md", "needle two\n", false).unwrap();
-    m.write("sub/up/b.md", "needle three\n", true).unwrap();
+    m.write("alias/b.md", "needle two\n", false, None).unwrap();
+    m.write("sub/up/b.md", "needle three\n", true, None).unwrap();
     assert_eq!(std::fs::read_to_string(m.root().join("real/b.md")).unwrap(), "needle two\nneedle three\n");
     let paths: Vec<_> = m.search("needle").unwrap().into_iter().map(|h| h.path).collect();
     assert_eq!(paths, ["real/a.md", "real/b.md", "real/b.md"]);
     // A symlink to a file inside the root is read through, but not written through.
     symlink("real/a.md", m.root().join("file_alias")).unwrap();
     assert_eq!(m.read("file_alias").unwrap().unwrap(), "needle one\n");
-    assert!(is_invalid(m.write("file_alias", "x", false)));
-    assert!(is_invalid(m.write("file_alias", "x", true)));
+    assert!(is_invalid(m.write("file_alias", "x", false, None)));
+    assert!(is_invalid(m.write("file_alias", "x", true, None)));
 }
 
 #[test]
 fn size_is_capped() {
     let (_d, m) = store();
     let big = "x".repeat(MAX_FILE_BYTES + 1);
-    assert_eq!(m.write("big", &big, false), Err(MemoryError::TooLarge));
-    m.write("almost", &big[..MAX_FILE_BYTES], false).unwrap();
-    assert_eq!(m.write("almost", "x", true), Err(MemoryError::TooLarge));
+    assert_eq!(m.write("big", &big, false, None), Err(MemoryError::TooLarge));
+    m.write("almost", &big[..MAX_FILE_BYTES], false, None).unwrap();
+    assert_eq!(m.write("almost", "x", true, None), Err(MemoryError::TooLarge));
     assert!(is_invalid(m.read("")));
     std::fs::write(m.root().join("grown"), &big).unwrap();
     assert_eq!(m.read("grown"), Err(MemoryError::TooLarge));
@@ -100,23 +100,23 @@ fn quotas_bound_files_and_bytes() {
     let (_d, m) = store();
     let quota = MemoryQuota { max_bytes: 100, max_files: 3 };
     for name in ["a", "b", "c"] {
-        m.write_within(name, &"x".repeat(20), false, &quota).unwrap();
+        m.write(name, &"x".repeat(20), false, Some(&quota)).unwrap();
     }
-    let files = m.write_within("d", "x", false, &quota).unwrap_err();
+    let files = m.write("d", "x", false, Some(&quota)).unwrap_err();
     assert!(matches!(&files, MemoryError::QuotaExceeded(m) if m.contains("3 files")), "{files}");
     assert_eq!(m.read("d").unwrap(), None, "nothing written");
     // Replacing counts the difference; appending counts what is added.
-    m.write_within("a", &"y".repeat(59), false, &quota).unwrap();
-    let bytes = m.write_within("b", "yy", true, &quota).unwrap_err();
+    m.write("a", &"y".repeat(59), false, Some(&quota)).unwrap();
+    let bytes = m.write("b", "yy", true, Some(&quota)).unwrap_err();
     assert!(matches!(&bytes, MemoryError::QuotaExceeded(m) if m.contains("100 bytes")), "{bytes}");
-    m.write_within("b", "y", true, &quota).unwrap();
+    m.write("b", "y", true, Some(&quota)).unwrap();
     assert_eq!(m.usage().unwrap(), Usage { bytes: 100, files: 3 });
     // Over the quota (lowered since), a write that does not grow the root still works.
     let lowered = MemoryQuota { max_bytes: 10, max_files: 1 };
-    m.write_within("a", "short", false, &lowered).unwrap();
-    assert!(matches!(m.write_within("a", &"z".repeat(70), false, &lowered), Err(MemoryError::QuotaExceeded(_))));
+    m.write("a", "short", false, Some(&lowered)).unwrap();
+    assert!(matches!(m.write("a", &"z".repeat(70), false, Some(&lowered)), Err(MemoryError::QuotaExceeded(_))));
     // Writes without a quota (the engine's) are not bounded.
-    m.write("e", "x", false).unwrap();
+    m.write("e", "x", false, None).unwrap();
 }
 
 /// While one thread keeps swapping a directory of the root for a symlink to outside it,
@@ -127,7 +127,7 @@ fn a_symlink_swapped_in_mid_call_never_leads_outside() {
     let outside = dir.path().join("outside");
     std::fs::create_dir_all(&outside).unwrap();
     std::fs::write(outside.join("x"), "secret").unwrap();
-    m.write("d/x", "inside", false).unwrap();
+    m.write("d/x", "inside", false, None).unwrap();
     let (d, evil) = (m.root().join("d"), m.root().join("evil"));
     symlink(&outside, &evil).unwrap();
     let done = std::sync::atomic::AtomicBool::new(false);
@@ -141,8 +141,8 @@ fn a_symlink_swapped_in_mid_call_never_leads_outside() {
             }
         });
         for i in 0..2000 {
-            let _ = m.write("d/x", "inside", i % 2 == 0);
-            let _ = m.write(&format!("d/new{i}"), "inside", false);
+            let _ = m.write("d/x", "inside", i % 2 == 0, None);
+            let _ = m.write(&format!("d/new{i}"), "inside", false, None);
             leaked_reads += usize::from(m.read("d/x").is_ok_and(|c| c.as_deref() == Some("secret")));
         }
         done.store(true, std::sync::atomic::Ordering::Relaxed);
