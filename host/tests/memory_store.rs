@@ -4,25 +4,19 @@
 //! processes (or two replicas), with connections of their own. What only the filesystem
 //! has (symlinks, the kernel's confinement) is tested in `host/src/store/memory/tests.rs`.
 
-use futures::future::BoxFuture;
+#[macro_use]
+mod suite;
+
 use skillhost::store::memory::{MAX_FILE_BYTES, MAX_SEARCH_HITS, MemoryError, MemoryQuota, MemoryStore, Usage};
 use skillhost::store::state::postgres::{Postgres, Settings};
 use std::sync::Arc;
-use std::time::Duration;
+use suite::{Case, run};
 
 /// Opens memory root `name` of the case's directory or database once more: a new store, as
 /// a new process would.
 type Open = Arc<dyn Fn(&str) -> MemoryStore + Send + Sync>;
 
-type Case = (&'static str, fn(Open) -> BoxFuture<'static, ()>);
-
-macro_rules! cases {
-    ($($case:ident),* $(,)?) => {
-        &[$((stringify!($case), |open| Box::pin($case(open)))),*]
-    };
-}
-
-const CASES: &[Case] = cases![
+const CASES: &[Case<Open>] = cases![
     reads_writes_appends_and_overwrites,
     two_stores_see_each_other_and_roots_are_apart,
     paths_are_confined_and_files_and_directories_do_not_mix,
@@ -64,14 +58,6 @@ fn postgres(url: &str, ns: &str) -> MemoryStore {
     let config = skillhost::config::PostgresState { url: Some(url.into()), ..Default::default() };
     let settings = Settings::from_config(Some(&config), |_| None).unwrap();
     MemoryStore::on_postgres(Postgres::connect(settings).unwrap(), ns)
-}
-
-async fn run(name: &str, case: BoxFuture<'static, ()>) {
-    println!("case {name}");
-    match tokio::time::timeout(Duration::from_secs(60), case).await {
-        Ok(()) => {}
-        Err(_) => panic!("case {name} did not finish within a minute"),
-    }
 }
 
 /// The reason of an [`MemoryError::InvalidPath`], else a panic.

@@ -3,24 +3,19 @@
 //! fresh database and opens it as many times as it needs: two stores on one database are two
 //! processes (or two replicas), with connections of their own.
 
-use futures::future::BoxFuture;
+#[macro_use]
+mod suite;
+
 use skillhost::store::state::postgres::{self, Postgres, Settings};
 use skillhost::store::state::{MAX_VALUE_BYTES, StateError, StateQuota, StateStore, StateWrite};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use suite::{Case, run};
 
 /// Opens the case's database once more: a new store, as a new process would.
 type Open = Arc<dyn Fn() -> StateStore + Send + Sync>;
 
-type Case = (&'static str, fn(Open) -> BoxFuture<'static, ()>);
-
-macro_rules! cases {
-    ($($case:ident),* $(,)?) => {
-        &[$((stringify!($case), |open| Box::pin($case(open)))),*]
-    };
-}
-
-const CASES: &[Case] = cases![
+const CASES: &[Case<Open>] = cases![
     persists_across_stores_and_scopes_namespaces,
     bad_keys_values_and_namespaces_are_refused,
     keys_are_sorted_bytewise,
@@ -95,14 +90,6 @@ fn postgres(url: &str) -> StateStore {
     let config = skillhost::config::PostgresState { url: Some(url.into()), ..Default::default() };
     let settings = Settings::from_config(Some(&config), |_| None).unwrap();
     StateStore::with_backend(Postgres::connect(settings).unwrap())
-}
-
-async fn run(name: &str, case: BoxFuture<'static, ()>) {
-    println!("case {name}");
-    match tokio::time::timeout(Duration::from_secs(60), case).await {
-        Ok(()) => {}
-        Err(_) => panic!("case {name} did not finish within a minute"),
-    }
 }
 
 async fn persists_across_stores_and_scopes_namespaces(open: Open) {
