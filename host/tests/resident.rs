@@ -150,3 +150,31 @@ fn refused_results_and_endless_http_bodies_leave_rss_where_it_was() {
         assert!(now <= before + 32 * MIB, "round {round}: RSS {} MiB, was {} MiB", now / MIB, before / MIB);
     }
 }
+
+/// A call that fails gives back what it touched: its store is dropped releasing its memory,
+/// instead of keeping the pages resident for the next instance as a successful call's are
+/// (before: each refused 100 or 200 MiB result left RSS 64 MiB higher, 106 -> 170 -> 234 MiB).
+#[test]
+fn a_refused_or_failed_call_gives_back_the_memory_it_touched() {
+    let manifest = "[limits]\nmemory_mb = 512\nfuel = 50_000_000_000\ntimeout_ms = 60_000\n";
+    // The default budgets (1024 MiB in all, 256 MiB per skill), which would keep every one.
+    let (_ws, mut raw) = serve(manifest, "", |_| String::new());
+    let (first, _) = raw.call("hostile__huge_result", json!({"mb": 0}));
+    assert_eq!(kind(&first), "ok", "{first}");
+    let before = rss(&raw);
+    for round in 0..3 {
+        // Past what the host copies (refused before copying), and within it (copied, then
+        // refused by the result cap).
+        for mb in [100, 200, 40] {
+            let (answer, _) = raw.call("hostile__huge_result", json!({"mb": mb}));
+            assert_eq!(kind(&answer), "result_too_large", "{answer}");
+        }
+        let (hog, _) = raw.call("hostile__hog", json!({}));
+        assert_eq!(kind(&hog), "memory_cap", "{hog}");
+        let now = rss(&raw);
+        eprintln!("round {round}: RSS {} MiB, was {} MiB", now / MIB, before / MIB);
+        assert!(now <= before + 32 * MIB, "round {round}: RSS {} MiB, was {} MiB", now / MIB, before / MIB);
+    }
+    let (after, _) = raw.call("hostile__huge_result", json!({"mb": 0}));
+    assert_eq!(kind(&after), "ok", "the skill still answers: {after}");
+}

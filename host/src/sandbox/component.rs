@@ -209,25 +209,35 @@ impl SkillComponent {
         let operation = format!("handle {name}");
         let (name, input, wit_ctx) = (name.to_string(), input.to_string(), wit_context(ctx));
         let this = self.clone();
+        let (limit, copy_limit) = (env.limits.max_result_bytes, env.limits.copy_limit());
+        let accept = |result: &ToolResult| match result_size(result) {
+            size if size > limit => Err(CallError::ResultTooLarge { size: Some(size), limit, copy_limit }),
+            _ => Ok(()),
+        };
+        let (route, observer) = (ctx.route.clone(), ctx.observer.clone());
         let outcome = self
-            .run_observed(env, ctx.route.clone(), ctx.observer.clone(), operation, move |store, instance| {
-                Box::pin(async move {
-                    let handle = this.handle_func(&mut *store, &instance)?;
-                    let (result,) = handle.call_async(&mut *store, (&name, &input, &wit_ctx)).await?;
-                    Ok(result)
-                })
-            })
-            .await?;
-        let size = result_size(&outcome.value);
-        if size > env.limits.max_result_bytes {
-            drop(outcome);
-            if size >= RELEASE_AFTER_BYTES {
-                crate::sandbox::release_freed_memory();
-            }
-            let (limit, copy_limit) = (env.limits.max_result_bytes, env.limits.copy_limit());
-            return Err(CallError::ResultTooLarge { size: Some(size), limit, copy_limit });
+            .run_observed(
+                env,
+                route,
+                observer,
+                operation,
+                move |store, instance| {
+                    Box::pin(async move {
+                        let handle = this.handle_func(&mut *store, &instance)?;
+                        let (result,) = handle.call_async(&mut *store, (&name, &input, &wit_ctx)).await?;
+                        Ok(result)
+                    })
+                },
+                accept,
+            )
+            .await;
+        // The refused result is dropped by now: a large one's pages go back to the system.
+        if let Err(CallError::ResultTooLarge { size: Some(size), .. }) = &outcome
+            && *size >= RELEASE_AFTER_BYTES
+        {
+            crate::sandbox::release_freed_memory();
         }
-        Ok(outcome)
+        outcome
     }
 
     /// The instance's `handle`: type-checked the first time (the bindings' own lookup), then
@@ -414,10 +424,14 @@ impl SkillComponent {
         operation: String,
         call: impl for<'s> FnOnce(&'s mut Store<HostState>, Instance) -> CallFuture<'s, R> + Send,
     ) -> Result<Outcome<R>, CallError> {
-        self.run_observed(env, route, None, operation, call).await
+        self.run_observed(env, route, None, operation, call, |_| Ok(())).await
     }
 
-    /// [`SkillComponent::run`], with `observer` hearing the call's logs and progress.
+    /// [`SkillComponent::run`], with `observer` hearing the call's logs and progress, and
+    /// `accept` refusing a result the guest returned (too large, say). A call that fails
+    /// (refused, or stopped by a limit or a trap) has its store dropped releasing its memory:
+    /// what it touched is given back, not kept resident for the next instance as the pages
+    /// of a call that succeeded are (the fast path).
     async fn run_observed<R: Send + 'static>(
         &self,
         env: &CallEnv,
@@ -425,6 +439,7 @@ impl SkillComponent {
         observer: Option<Observer>,
         operation: String,
         call: impl for<'s> FnOnce(&'s mut Store<HostState>, Instance) -> CallFuture<'s, R> + Send,
+        accept: impl FnOnce(&R) -> Result<(), CallError> + Send,
     ) -> Result<Outcome<R>, CallError> {
         let started = Instant::now();
         let (mut store, ready) = match self.warm.take(env) {
@@ -448,14 +463,19 @@ impl SkillComponent {
         };
         // Classify before taking the logs: a crash report quotes the guest's last stderr.
         let result = bounded(deadline, work).await.map_err(|error| classify(&store, &env.limits, error));
+        let result = result.and_then(|value| accept(&value).map(|()| value));
         let fuel_used = env.limits.fuel.saturating_sub(store.get_fuel().unwrap_or(0));
         let memory_bytes = store.data().limiter.used();
         // After the call, so that making the next call's instance does not slow this one.
         self.warm.refill(&self.pre, env, fresh_store);
         let (logs, logs_dropped) = store.data().take_logs();
-        let operation = store.data().operation.as_str();
+        let operation = std::mem::take(&mut store.data_mut().operation);
+        let operation = operation.as_str();
         if logs_dropped > 0 {
             tracing::warn!(skill = %env.caps.skill, operation, logs_dropped, "log output over the cap was dropped");
+        }
+        if result.is_err() {
+            wasmtime::releasing_memory(|| drop(store));
         }
         match result {
             Ok(value) => Ok(Outcome { value, logs, logs_dropped, fuel_used, elapsed: started.elapsed(), memory_bytes }),

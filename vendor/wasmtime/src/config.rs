@@ -5157,3 +5157,38 @@ impl Engine {
         Vec::new().into_iter()
     }
 }
+
+#[cfg(feature = "std")]
+std::thread_local! {
+    /// skillhost patch: set while `releasing_memory` runs on this thread.
+    static RELEASING_MEMORY: core::cell::Cell<bool> = const { core::cell::Cell::new(false) };
+}
+
+/// (skillhost patch) Runs `f` so that every linear memory the pooling
+/// allocator resets on this thread meanwhile (the memories of a `Store`
+/// dropped in `f`) keeps nothing resident: all its pages are released, as if
+/// [`PoolingAllocationConfig::linear_memory_keep_resident`] were zero, and its
+/// slot is reset. For a store whose last call failed, whose pages are not worth
+/// keeping for the next instance.
+#[cfg(feature = "std")]
+pub fn releasing_memory<R>(f: impl FnOnce() -> R) -> R {
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            RELEASING_MEMORY.with(|r| r.set(self.0));
+        }
+    }
+    let _restore = Restore(RELEASING_MEMORY.with(|r| r.replace(true)));
+    f()
+}
+
+/// skillhost patch: whether `releasing_memory` runs on this thread.
+#[cfg(feature = "std")]
+pub(crate) fn releasing_memory_now() -> bool {
+    RELEASING_MEMORY.with(|r| r.get())
+}
+
+#[cfg(not(feature = "std"))]
+pub(crate) fn releasing_memory_now() -> bool {
+    false
+}

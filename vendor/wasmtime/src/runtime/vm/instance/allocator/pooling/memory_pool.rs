@@ -703,6 +703,10 @@ impl MemoryPool {
         if keep == 0 {
             return self.keep_resident;
         }
+        // A store dropped under `releasing_memory` keeps nothing.
+        if crate::config::releasing_memory_now() {
+            return HostAlignedByteCount::ZERO;
+        }
         if self.keep_resident_total != usize::MAX {
             keep = keep.min(self.keep_resident_total.saturating_sub(self.unused_bytes_resident()));
         }
