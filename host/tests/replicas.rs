@@ -12,6 +12,21 @@ use std::time::{Duration, Instant};
 use support::api::ApiProcess;
 
 /// A workspace with `probe`, its state in database `db` of `pg`, and `extra` config.
+/// Waits (bounded) until `sql` on `db` answers `expected`. What a chat turn writes as it
+/// ends (its checkpoint's row going) can lag what the person sees: the answer streams into
+/// the conversation before the turn's last write.
+async fn settles(pg: &Postgres, db: &str, sql: &str, expected: &str) {
+    let started = Instant::now();
+    loop {
+        let got = pg.psql(db, sql);
+        if got.trim() == expected {
+            return;
+        }
+        assert!(started.elapsed() < Duration::from_secs(30), "{sql}: {got}, not {expected}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 fn workspace(pg: &Postgres, db: &str, extra: &str) -> Workspace {
     pg.psql("postgres", &format!("CREATE DATABASE {db}"));
     let ws = Workspace::new();
@@ -407,8 +422,7 @@ async fn chat_turn_outlives_its_replica(stop: Stop) {
 
     // Nothing waits any more: the checkpoint is gone, and the conversation (the call, its
     // result and the answer) is B's history now.
-    let left = pg.psql("resume", "SELECT count(*) FROM skillhost_waiting_turns");
-    assert_eq!(left.trim(), "0", "{left}");
+    settles(&pg, "resume", "SELECT count(*) FROM skillhost_waiting_turns", "0").await;
     let outcome = pg.psql("resume", "SELECT outcome FROM skillhost_interactions WHERE kind = 'approval'");
     assert_eq!(outcome.trim(), "approved");
 }
@@ -500,8 +514,7 @@ async fn a_chat_turn_waiting_for_an_answer_is_resumed_on_another_replica_when_it
     let results = support::tool_results(&llm, 1);
     assert_eq!(results[0]["tool_use_id"], "q1");
     assert!(results[0]["content"].to_string().contains("blue"), "{}", results[0]);
-    let left = pg.psql("answer", "SELECT count(*) FROM skillhost_waiting_turns");
-    assert_eq!(left.trim(), "0", "{left}");
+    settles(&pg, "answer", "SELECT count(*) FROM skillhost_waiting_turns", "0").await;
 }
 
 /// Two replicas with a scheduled skill: one runs the schedules (each alert sent once, its
