@@ -39,7 +39,8 @@ fn cpu_time(pid: &str) -> Duration {
 
 #[tokio::main]
 async fn main() {
-    let runs: usize = std::env::var("API_LOAD_RUNS").ok().and_then(|v| v.parse().ok()).unwrap_or(1000);
+    let runs: usize =
+        std::env::var("API_LOAD_RUNS").ok().and_then(|v| v.parse().ok()).unwrap_or(common::iterations(1000, 50));
     let ws = Workspace::new();
     ws.add_skill("skills", "probe", guests::PROBE, "");
     // The scripted LLM stands for a remote service: it serves from a runtime of its own, so

@@ -6,7 +6,7 @@
 //! rounds of one run:
 //!
 //! - sequential: one request in flight, p50 / p99 of the round trip;
-//! - pipelined: [`WINDOW`] requests in flight for [`THROUGHPUT_FOR`], calls per second.
+//! - pipelined: [`WINDOW`] requests in flight for [`throughput_for()`], calls per second.
 //!
 //! The client writes requests in large writes and reads answers by line without decoding
 //! more than it must, so that it takes as little of the shared cores as it can.
@@ -26,11 +26,22 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 
-const ROUNDS: usize = 3;
-const WARMUP: usize = 200;
-const SAMPLES: usize = 2_000;
 const WINDOW: usize = 64;
-const THROUGHPUT_FOR: Duration = Duration::from_secs(3);
+
+/// Rounds, warm-up calls, timed calls, and how long each pipelined run lasts (fewer under
+/// `BENCH_SMOKE`).
+fn rounds() -> usize {
+    common::iterations(3, 1)
+}
+fn warmup() -> usize {
+    common::iterations(200, 20)
+}
+fn samples() -> usize {
+    common::iterations(2_000, 100)
+}
+fn throughput_for() -> Duration {
+    common::lasting(Duration::from_secs(3), Duration::from_millis(500))
+}
 
 /// One MCP server on the other end of a pipe.
 struct Server {
@@ -54,7 +65,27 @@ impl Server {
         server.write(&format!("{init}\n")).await;
         server.read().await;
         server.write("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n").await;
+        server.wait_for_tool().await;
         server
+    }
+
+    /// Lists the tools until the one to call is there, as a client would (a server with an
+    /// empty compile cache answers before its skills are compiled, and tells its clients
+    /// `notifications/tools/list_changed` when they join).
+    async fn wait_for_tool(&mut self) {
+        let name = self.call.split(',').next().unwrap_or_default().to_owned();
+        let started = Instant::now();
+        loop {
+            self.next_id += 1;
+            let list = format!("{{\"jsonrpc\":\"2.0\",\"id\":{},\"method\":\"tools/list\"}}\n", self.next_id);
+            self.write(&list).await;
+            self.read().await;
+            if self.line.contains(&name) {
+                return;
+            }
+            assert!(started.elapsed() < Duration::from_secs(600), "the tool never joined: {name}");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
     }
 
     fn request(&mut self, into: &mut String) {
@@ -70,11 +101,17 @@ impl Server {
         self.stdin.flush().await.expect("flush");
     }
 
-    /// One answer line; panics on an error answer (the figures would mean nothing).
+    /// One answer line (notifications, such as `list_changed` when skills join, are
+    /// skipped); panics on an error answer (the figures would mean nothing).
     async fn read(&mut self) {
-        self.line.clear();
-        let n = self.stdout.read_line(&mut self.line).await.expect("read from the server");
-        assert!(n > 0, "the server closed its output");
+        loop {
+            self.line.clear();
+            let n = self.stdout.read_line(&mut self.line).await.expect("read from the server");
+            assert!(n > 0, "the server closed its output");
+            if !self.line.contains("\"method\":\"notifications/") {
+                break;
+            }
+        }
         assert!(!self.line.contains("\"error\"") && !self.line.contains("\"isError\":true"), "{}", self.line);
     }
 
@@ -101,7 +138,7 @@ impl Server {
             answered += 1;
             outstanding -= 1;
             // Top up once the buffered answers are read, in one write.
-            if self.stdout.buffer().is_empty() && started.elapsed() < THROUGHPUT_FOR {
+            if self.stdout.buffer().is_empty() && started.elapsed() < throughput_for() {
                 batch.clear();
                 for _ in outstanding..WINDOW {
                     self.request(&mut batch);
@@ -180,6 +217,7 @@ impl Http {
         // The rest of stderr is drained, so that the server never blocks on a full pipe.
         tokio::spawn(async move { tokio::io::copy(&mut stderr, &mut tokio::io::sink()).await });
         let client = reqwest::Client::builder().pool_max_idle_per_host(WINDOW).build().unwrap();
+        wait_until_ready(&client, port).await;
         let url = format!("http://127.0.0.1:{port}/mcp");
         let init = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}"#;
         let response = Http::request(&client, &url, None).body(init).send().await.expect("initialize");
@@ -222,7 +260,7 @@ impl Http {
                 let http = self.clone();
                 tokio::spawn(async move {
                     let mut calls = 0u64;
-                    while started.elapsed() < THROUGHPUT_FOR {
+                    while started.elapsed() < throughput_for() {
                         http.call().await;
                         calls += 1;
                     }
@@ -235,6 +273,20 @@ impl Http {
             total += caller.await.unwrap();
         }
         total as f64 / started.elapsed().as_secs_f64()
+    }
+}
+
+/// Waits until `/readyz` answers 200, as a load balancer would (skillhost answers 503 while
+/// skills compile), or 404 (a server without the route).
+async fn wait_until_ready(client: &reqwest::Client, port: u16) {
+    let started = Instant::now();
+    loop {
+        let status = client.get(format!("http://127.0.0.1:{port}/readyz")).send().await.map(|r| r.status().as_u16());
+        if matches!(status, Ok(200 | 404)) {
+            return;
+        }
+        assert!(started.elapsed() < Duration::from_secs(600), "never ready: {status:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
 
@@ -269,7 +321,7 @@ async fn http_round(command: impl FnOnce(u16) -> Option<Command>, call: &str, fi
     let port = free_port();
     let Some(command) = command(port) else { return };
     let http = std::sync::Arc::new(Http::spawn(command, port, call).await);
-    figures.sequential.push(sample(WARMUP, SAMPLES, async || http.call().await).await);
+    figures.sequential.push(sample(warmup(), samples(), async || http.call().await).await);
     figures.pipelined.push(http.pipelined().await);
     if let Ok(mut http) = std::sync::Arc::try_unwrap(http) {
         let _ = http.child.kill().await;
@@ -284,7 +336,7 @@ struct Figures {
 
 async fn round(command: Command, call: &str, figures: &mut Figures) {
     let mut server = Server::spawn(command, call).await;
-    figures.sequential.push(sample(WARMUP, SAMPLES, async || server.call().await).await);
+    figures.sequential.push(sample(warmup(), samples(), async || server.call().await).await);
     figures.pipelined.push(server.pipelined().await);
     server.stop().await;
 }
@@ -308,7 +360,7 @@ async fn main() {
     let ours_call = r#""name":"probe__echo","arguments":{"a":1,"b":2}"#;
     let node_call = r#""name":"get-sum","arguments":{"a":1,"b":2}"#;
     let (mut ours, mut node) = (Figures::default(), Figures::default());
-    for _ in 0..ROUNDS {
+    for _ in 0..rounds() {
         round(skillhost(ws.path()), ours_call, &mut ours).await;
         if let Some(command) = everything() {
             round(command, node_call, &mut node).await;
@@ -318,7 +370,7 @@ async fn main() {
     report("stdio", &ours, &node);
 
     let (mut ours, mut node) = (Figures::default(), Figures::default());
-    for _ in 0..ROUNDS {
+    for _ in 0..rounds() {
         http_round(|port| Some(skillhost_http(ws.path(), port)), ours_call, &mut ours).await;
         http_round(everything_http, node_call, &mut node).await;
     }

@@ -131,7 +131,8 @@ fn workspace(llm: &str, state: &str) -> Workspace {
 
 #[tokio::main]
 async fn main() {
-    let runs: usize = std::env::var("REPLICAS_RUNS").ok().and_then(|v| v.parse().ok()).unwrap_or(1000);
+    let runs: usize =
+        std::env::var("REPLICAS_RUNS").ok().and_then(|v| v.parse().ok()).unwrap_or(common::iterations(1000, 50));
     let llm_runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
     let llm = llm_runtime.spawn(LlmServer::responding_for_load(Box::new(respond))).await.unwrap();
 

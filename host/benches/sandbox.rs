@@ -34,11 +34,22 @@ use wasmtime::component::{Component, InstancePre, Linker, ResourceTable};
 use wasmtime::{Engine, Store};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
-const WARMUP: usize = 300;
-const SAMPLES: usize = 5_000;
-const PY_SAMPLES: usize = 1_000;
-const SPIN_SAMPLES: usize = 100;
-const THROUGHPUT_FOR: Duration = Duration::from_secs(2);
+// Warm-up and timed calls, and how long each throughput run lasts (fewer under `BENCH_SMOKE`).
+fn warmup() -> usize {
+    common::iterations(300, 20)
+}
+fn samples() -> usize {
+    common::iterations(5_000, 100)
+}
+fn py_samples() -> usize {
+    common::iterations(1_000, 20)
+}
+fn spin_samples() -> usize {
+    common::iterations(100, 5)
+}
+fn throughput_for() -> Duration {
+    common::lasting(Duration::from_secs(2), Duration::from_millis(300))
+}
 
 fn main() {
     let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
@@ -231,10 +242,10 @@ async fn run(cores: usize) {
     let echo = echo_input();
     let echo_text = echo.to_string();
     let floor =
-        sample(WARMUP, SAMPLES, || async { assert_eq!(raw_probe.call("echo", &echo_text).await, echo_text) }).await;
-    let ours = sample(WARMUP, SAMPLES, || async { assert_eq!(call(&probe, "echo", &echo).await, echo_text) }).await;
+        sample(warmup(), samples(), || async { assert_eq!(raw_probe.call("echo", &echo_text).await, echo_text) }).await;
+    let ours = sample(warmup(), samples(), || async { assert_eq!(call(&probe, "echo", &echo).await, echo_text) }).await;
     let warm =
-        sample(WARMUP, SAMPLES, || async { assert_eq!(call(&warm_probe, "echo", &echo).await, echo_text) }).await;
+        sample(warmup(), samples(), || async { assert_eq!(call(&warm_probe, "echo", &echo).await, echo_text) }).await;
     latency_row("1", "raw wasmtime floor: probe `echo` (fresh Store + WASI, pooled InstancePre)", &floor, None, "");
     let label = "skillhost call: probe `echo`, instantiated in the call (`warm_instances: 0`)";
     latency_row("1", label, &ours, Some(ours.ratio(&floor)), "<= 1.2x floor");
@@ -243,36 +254,36 @@ async fn run(cores: usize) {
 
     let words = words_input();
     let words_text = words.to_string();
-    let py = sample(20, PY_SAMPLES, || async { drop(call(&python, "count_words", &words).await) }).await;
+    let py = sample(20, py_samples(), || async { drop(call(&python, "count_words", &words).await) }).await;
     let label = "skillhost call: Python `word_stats count_words`, instantiated in the call";
     latency_row("2", label, &py, Some(py.ratio(&ours)), "<= 5x probe");
-    let py_warm = sample(20, PY_SAMPLES, || async { drop(call(&warm_python, "count_words", &words).await) }).await;
+    let py_warm = sample(20, py_samples(), || async { drop(call(&warm_python, "count_words", &words).await) }).await;
     let label = format!("skillhost call: Python `count_words`, {WARM_INSTANCES} warm instances (vs probe, same)");
     latency_row("2", &label, &py_warm, Some(py_warm.ratio(&warm)), "<= 5x probe");
     // The same without the resident budget (`sandbox.resident_mb`): what bounding the memory
     // kept costs a well-behaved skill's fast path.
     let unbounded = Resident { total: usize::MAX, per_skill: usize::MAX };
     let (_, _, free_python) = load(&ws, WARM_INSTANCES, unbounded).await;
-    let py_free = sample(20, PY_SAMPLES, || async { drop(call(&free_python, "count_words", &words).await) }).await;
+    let py_free = sample(20, py_samples(), || async { drop(call(&free_python, "count_words", &words).await) }).await;
     let label = "skillhost call: Python `count_words`, warm, without the resident budget (vs the above)";
     latency_row("2", label, &py_free, Some(py_free.ratio(&py_warm)), "budget within 10%");
-    let py_floor = sample(20, PY_SAMPLES, || async { drop(raw_python.call("count_words", &words_text).await) }).await;
+    let py_floor = sample(20, py_samples(), || async { drop(raw_python.call("count_words", &words_text).await) }).await;
     latency_row("2", "raw wasmtime: Python instantiate + call", &py_floor, Some(py.ratio(&py_floor)), "");
     let mut seconds = Vec::new();
-    for _ in 0..PY_SAMPLES {
+    for _ in 0..py_samples() {
         seconds.push(raw_python.second_call("count_words", &words_text).await);
     }
     let second = Latency::of(seconds);
     let label = "raw wasmtime: Python second call in one instance (diagnostic: skillhost never reuses one)";
     latency_row("2", label, &second, Some(second.ratio(&py_floor)), "");
-    let py_inst = sample(20, PY_SAMPLES, || raw_python.instantiate()).await;
+    let py_inst = sample(20, py_samples(), || raw_python.instantiate()).await;
     latency_row("2", "raw wasmtime: Python instantiate only", &py_inst, Some(py_inst.ratio(&py_floor)), "");
     let unmapped = engine_with(&SandboxOptions { keep_resident_bytes: 0, ..SandboxOptions::default() }, &python_wasm);
     let raw_unmapped = Raw::new(unmapped.engine(), &unmapped, RawLimits::Fuel);
-    let before = sample(20, PY_SAMPLES, || async { drop(raw_unmapped.call("count_words", &words_text).await) }).await;
+    let before = sample(20, py_samples(), || async { drop(raw_unmapped.call("count_words", &words_text).await) }).await;
     let label = "raw wasmtime: Python instantiate + call, memory unmapped between calls (the old setting)";
     latency_row("2", label, &before, Some(before.ratio(&py_floor)), "");
-    let probe_inst = sample(WARMUP, SAMPLES, || raw_probe.instantiate()).await;
+    let probe_inst = sample(warmup(), samples(), || raw_probe.instantiate()).await;
     latency_row("2", "raw wasmtime: probe instantiate only", &probe_inst, None, "");
 
     let tasks = cores * 2;
@@ -329,10 +340,10 @@ async fn limits(probe: &Skill, raw_limited: &Raw) {
     let rounds = calibrate(&raw_free).await;
     let input = json!({ "rounds": rounds });
     let text = input.to_string();
-    let none = sample(5, SPIN_SAMPLES, || async { drop(raw_free.call("spin", &text).await) }).await;
-    let epochs = sample(5, SPIN_SAMPLES, || async { drop(raw_epochs.call("spin", &text).await) }).await;
-    let metered = sample(5, SPIN_SAMPLES, || async { drop(raw_limited.call("spin", &text).await) }).await;
-    let ours = sample(5, SPIN_SAMPLES, || async { drop(call(probe, "spin", &input).await) }).await;
+    let none = sample(5, spin_samples(), || async { drop(raw_free.call("spin", &text).await) }).await;
+    let epochs = sample(5, spin_samples(), || async { drop(raw_epochs.call("spin", &text).await) }).await;
+    let metered = sample(5, spin_samples(), || async { drop(raw_limited.call("spin", &text).await) }).await;
+    let ours = sample(5, spin_samples(), || async { drop(call(probe, "spin", &input).await) }).await;
     let what = format!("probe `spin` ({rounds} rounds)");
     latency_row("6", &format!("{what}, raw wasmtime, no fuel, no epochs"), &none, None, "");
     let label = format!("{what}, raw wasmtime, fuel + epoch interruption (skillhost's engine before)");
@@ -356,7 +367,7 @@ async fn calibrate(raw: &Raw) -> u64 {
     }
 }
 
-/// Calls per second with `tasks` callers running at once for [`THROUGHPUT_FOR`].
+/// Calls per second with `tasks` callers running at once for [`throughput_for`].
 async fn throughput(skill: Arc<Skill>, tool: &'static str, input: Value, tasks: usize) -> f64 {
     let start = Instant::now();
     let handles: Vec<_> = (0..tasks)
@@ -364,7 +375,7 @@ async fn throughput(skill: Arc<Skill>, tool: &'static str, input: Value, tasks: 
             let (skill, input) = (skill.clone(), input.clone());
             tokio::spawn(async move {
                 let mut calls = 0u64;
-                while start.elapsed() < THROUGHPUT_FOR {
+                while start.elapsed() < throughput_for() {
                     call(&skill, tool, &input).await;
                     calls += 1;
                 }

@@ -5,6 +5,23 @@
 
 use std::time::{Duration, Instant};
 
+/// Whether `BENCH_SMOKE` is set: `.ci/run` runs every bench once this way (few iterations,
+/// figures printed, no bound asserted), so that a bench that breaks fails CI. Its figures
+/// mean little; measure without it.
+pub fn smoke() -> bool {
+    std::env::var_os("BENCH_SMOKE").is_some_and(|v| !v.is_empty() && v != "0")
+}
+
+/// `full`, or `smoke` under [`smoke`].
+pub fn iterations(full: usize, smoke: usize) -> usize {
+    if self::smoke() { smoke } else { full }
+}
+
+/// `full`, or `smoke` under [`smoke`].
+pub fn lasting(full: Duration, smoke: Duration) -> Duration {
+    if self::smoke() { smoke } else { full }
+}
+
 /// The `p`-th percentile (0..=1) of sorted samples.
 pub fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
@@ -55,7 +72,8 @@ pub async fn sample(warmup: usize, samples: usize, mut call: impl AsyncFnMut()) 
 pub fn header(title: &str) {
     let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
     if std::env::var_os("BENCH_NO_HEADER").is_none() {
-        println!("{title} ({cores} cores)");
+        let smoke = if smoke() { ", BENCH_SMOKE: few iterations, figures not meaningful" } else { "" };
+        println!("{title} ({cores} cores{smoke})");
         println!();
         println!("| # | figure | p50 | p99 | ratio (same run) | goal |");
         println!("|---|---|---:|---:|---:|---|");
