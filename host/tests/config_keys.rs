@@ -142,6 +142,7 @@ const KEYS: &[(&str, By)] = &[
     ("engine.session.wrapup_timeout_seconds", Code("host/src/engine/turn.rs", "wrapup_timeout_seconds")),
     ("engine.session.inflight_ttl_seconds", Code("host/src/engine/turn.rs", "inflight_ttl_seconds")),
     ("engine.session.drain_seconds", Code("host/src/app/serve.rs", "drain_seconds")),
+    ("engine.session.skills_wait_seconds", Code("host/src/engine/turn.rs", "skills_wait_seconds")),
     ("engine.tool_budget.enabled", Code("host/src/engine/tool_budget.rs", "section.enabled")),
     ("engine.tool_budget.tools", Code("host/src/engine/tool_budget.rs", "section.tools")),
     ("engine.tool_budget.max_per_turn", Code("host/src/engine/tool_budget.rs", "section.max_per_turn")),

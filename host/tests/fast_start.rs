@@ -39,9 +39,10 @@ fn initialize_is_answered_while_a_python_skill_compiles_and_its_tools_join_later
     let (echo, _) = raw.call("probe__echo", json!({"ready": true}));
     assert_eq!(echo["result"]["isError"], false, "a ready skill answers meanwhile: {echo}");
 
-    // Then the Python skill joins, and the client is told.
+    // Then the Python skill joins, and the client is told (however long the compile takes
+    // on a busy machine).
     loop {
-        let message = raw.next();
+        let message = raw.next_within(std::time::Duration::from_secs(600));
         if message["method"] == "notifications/tools/list_changed" {
             break;
         }

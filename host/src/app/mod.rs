@@ -88,7 +88,18 @@ impl Agent {
     /// then on, MCP clients are told); returns the skills that did not load. On error the
     /// running skills are untouched.
     pub async fn reload(&self) -> anyhow::Result<Vec<LoadProblem>> {
-        let set = Arc::new(self.loader.load_all(LoadMode::Serve).await?);
+        self.load_into_engine(LoadMode::Serve).await
+    }
+
+    /// Loads the skills its start left pending ([`Agent::pending`], compiled since) beside
+    /// those serving, and swaps them all into its engine; `startup` runs only for the skills
+    /// joining ([`LoadMode::Join`]).
+    pub async fn join_pending(&self) -> anyhow::Result<Vec<LoadProblem>> {
+        self.load_into_engine(LoadMode::Join).await
+    }
+
+    async fn load_into_engine(&self, mode: LoadMode) -> anyhow::Result<Vec<LoadProblem>> {
+        let set = Arc::new(self.loader.load_all(mode).await?);
         check_loading(&set, &self.loader.config)?;
         let tools = tools_for(&self.mcp, &set, &self.loader.config, &self.loader.memory).await;
         self.engine.swap_skills(set.clone(), tools);
@@ -199,15 +210,18 @@ impl App {
         });
         if compiled.await.is_err() {
             eprintln!("error: compiling the pending skills stopped; serving without them");
+            waiting.iter().for_each(|(i, _)| self.agents[*i].engine.stop_waiting_for_skills());
             return;
         }
         let mut joined = true;
         for (i, _) in waiting {
-            match self.agents[i].reload().await {
+            match self.agents[i].join_pending().await {
                 Ok(problems) => problems.iter().for_each(|p| eprintln!("warning: {p}")),
                 Err(e) => {
-                    // `/readyz` stays 503: what is left pending never joins.
+                    // `/readyz` stays 503: what is left pending never joins, so turns and
+                    // calls stop waiting for it.
                     eprintln!("error: loading the compiled skills failed, serving without them: {e:#}");
+                    self.agents[i].engine.stop_waiting_for_skills();
                     joined = false;
                 }
             }

@@ -924,11 +924,21 @@ pub struct Session {
     /// After SIGTERM or Ctrl-C (`skillhost run`): how long running turns may go on to
     /// their answers before they are stopped.
     pub drain_seconds: u64,
+    /// How long a turn (or a call of a compiling skill's tool) waits for skills that a
+    /// server started with an empty compile cache is still compiling; past it, it fails
+    /// naming them. Not charged to `deadline_seconds`.
+    pub skills_wait_seconds: u64,
 }
 
 impl Default for Session {
     fn default() -> Self {
-        Session { deadline_seconds: 150, wrapup_timeout_seconds: 25, inflight_ttl_seconds: 400, drain_seconds: 30 }
+        Session {
+            deadline_seconds: 150,
+            wrapup_timeout_seconds: 25,
+            inflight_ttl_seconds: 400,
+            drain_seconds: 30,
+            skills_wait_seconds: 120,
+        }
     }
 }
 

@@ -8,7 +8,7 @@
 //!   [`counterpart`]: how an adapter asks a person; [`promote`]: the approval counts;
 //!   [`tool_budget`]: `engine.tool_budget`; [`window`]: the time window a call asks for.
 //! - [`checkpoint`]: a chat turn waiting for a person, written down and resumed elsewhere.
-//! - [`deadline`]: the turn's time budget; [`inflight`]: one turn per channel across
+//! - [`ready`]: turns and calls wait for skills still compiling; [`deadline`]: the turn's time budget; [`inflight`]: one turn per channel across
 //!   processes; [`history`]: persisted conversations; [`prompt`]: the system prompt;
 //!   `on_demand`: the turn's view of the on-demand skills and their `load_skill`.
 //! - [`events`]: what a turn reports; [`verifier`]: the fact check; [`reflection`]: the
@@ -25,6 +25,7 @@ mod nested;
 mod on_demand;
 pub mod promote;
 pub mod prompt;
+pub mod ready;
 pub mod reflection;
 mod request;
 pub mod round;

@@ -47,9 +47,14 @@ impl NestedRunner for Engine {
         }
     }
 
+    async fn join_skill(&self, skill: &str) -> Result<Vec<String>, String> {
+        self.joined(skill).await.map_err(|e| e.to_string())
+    }
+
     async fn run_delegated(&self, task: String, outer: &Round<'_>, chain: &[String]) -> Result<String, String> {
-        // A conversation of its own: nothing loaded on demand yet, nothing kept after.
-        let loaded = self.loaded();
+        // A conversation of its own: nothing loaded on demand yet, nothing kept after; with
+        // every skill it may be offered, like any turn.
+        let loaded = self.ready_for_turn().await.map_err(|e| format!("agent not ready: {e}"))?;
         let skills = TurnSkills::fresh(&loaded.on_demand, &loaded.tools);
         let (system, tools) =
             (self.system_prompt(&loaded, &skills.carried).await, loaded.with_sub_agents(&skills.tools));

@@ -50,6 +50,23 @@ pub struct ToolCallRecord {
 }
 
 impl ToolCallRecord {
+    /// A call not run because the skill that would offer it was still compiling when the
+    /// wait for it ended ([`super::ready::NotReady`]).
+    pub(super) fn not_ready((tool_call_id, tool_name, input): Call, why: &super::ready::NotReady) -> Self {
+        let json = json!({"error": why.to_string(), "kind": "skill_not_ready"});
+        ToolCallRecord {
+            tool_call_id,
+            tool_name,
+            input,
+            level: Level::Auto,
+            approval: None,
+            promoted: false,
+            executed: false,
+            verify: false,
+            outcome: ToolOutcome::error(&json, Duration::ZERO),
+        }
+    }
+
     /// The `tool_result` block answering this call.
     pub fn to_block(&self) -> Block {
         let (content, is_error) = (self.outcome.content.clone(), self.outcome.is_error);
@@ -145,6 +162,10 @@ pub trait NestedRunner: Send + Sync {
     /// Answers `task` delegated to this agent by a call of `outer`'s; `chain` ends with the
     /// delegating agent.
     async fn run_delegated(&self, task: String, outer: &Round<'_>, chain: &[String]) -> Result<String, String>;
+
+    /// Waits (bounded) until the skill called `skill`, compiling when the turn began, has
+    /// joined this agent; its tools then ([`CallScope::join_skill`]).
+    async fn join_skill(&self, skill: &str) -> Result<Vec<String>, String>;
 }
 
 /// The agents of this process by key, for delegations: filled by the app once every agent
@@ -376,6 +397,12 @@ impl Round<'_> {
 
 #[async_trait::async_trait]
 impl CallScope for Round<'_> {
+    /// The wait is given back to the turn's deadline once it ends, like a person's.
+    async fn join_skill(&self, skill: &str) -> Result<Vec<String>, String> {
+        let Some(nesting) = self.nesting else { return Err("skills load only within a turn".into()) };
+        self.deadline.paused(nesting.runner.join_skill(skill)).await
+    }
+
     /// A retried call (the MCP prerequisite retry) passes the tool budget and the approval
     /// again: a level that the original call's decision does not cover is asked anew.
     async fn admit_again(&self, original: ToolCall<'_>, input: &Value) -> Result<(), ToolOutcome> {

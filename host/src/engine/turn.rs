@@ -11,6 +11,7 @@ use super::history::History;
 use super::inflight::{Held, InFlight};
 use super::on_demand::TurnSkills;
 use super::promote::Promotion;
+use super::ready::NotReady;
 use super::round::{Call, Nesting, Peers, Round, Spent, ToolCallRecord};
 use super::tool_budget::{AfterRound, PARTIAL_ANSWER_INSTRUCTION, TurnBudget};
 use super::{prompt, reflection, verifier};
@@ -128,6 +129,9 @@ pub enum EngineError {
     /// A turn written down elsewhere cannot be resumed here.
     #[error("cannot resume the turn: {0}")]
     Resume(String),
+    /// Skills it may be offered were still compiling when the wait for them ended.
+    #[error(transparent)]
+    NotReady(#[from] NotReady),
 }
 
 /// What the agent's skills give its engine, swapped whole when skills join or are reloaded
@@ -150,6 +154,13 @@ impl Loaded {
         Loaded { skills, tools, on_demand, sub_agents }
     }
 
+    /// The skills still compiling that a turn waits for: all but the on-demand ones (a turn
+    /// that loads one waits for it then).
+    pub(super) fn compiling_for_turn(&self) -> Vec<String> {
+        let on_demand: Vec<&str> = self.on_demand.compiling().collect();
+        self.skills.pending.iter().filter(|name| !on_demand.contains(&name.as_str())).cloned().collect()
+    }
+
     /// `tools` with the sub-agent skills' `<skill>__run` in front, when the agent has any.
     pub(super) fn with_sub_agents(&self, tools: &Tools) -> Tools {
         match self.sub_agents.is_empty() {
@@ -162,10 +173,13 @@ impl Loaded {
 /// The agent engine: its skills and tools, a provider, the config, and the per-channel
 /// histories.
 pub struct Engine {
-    /// What its skills give it; replaced whole by [`Engine::swap_skills`].
-    loaded: std::sync::RwLock<Arc<Loaded>>,
+    /// What its skills give it; replaced whole by [`Engine::swap_skills`]. Shared with the
+    /// turns' [`crate::tools::Joining`], which look at the skills as they are now.
+    loaded: Arc<std::sync::RwLock<Arc<Loaded>>>,
     /// Bumped at each swap, for those who tell clients (MCP's `list_changed`).
     changed: tokio::sync::watch::Sender<u64>,
+    /// The skills left compiling will not join: nothing waits for them any more.
+    gave_up: std::sync::atomic::AtomicBool,
     /// Shared with background reflections, which outlive the turn. `None` for an engine
     /// that only serves tool calls (`skillhost mcp`, `skillhost call`).
     provider: Option<Arc<dyn Provider>>,
@@ -203,11 +217,12 @@ impl Engine {
         let inflight = InFlight::new(state.clone(), ttl);
         let (history, provider) = (History::new(state), provider.map(Arc::from));
         let (background, channels) = (Mutex::default(), Mutex::default());
-        let loaded = std::sync::RwLock::new(Arc::new(Loaded::new(skills, tools, &settings)));
+        let loaded = Arc::new(std::sync::RwLock::new(Arc::new(Loaded::new(skills, tools, &settings))));
         let peers = Arc::new(Peers::default());
         Engine {
             loaded,
             changed: tokio::sync::watch::Sender::new(0),
+            gave_up: Default::default(),
             provider,
             settings,
             history,
@@ -233,8 +248,9 @@ impl Engine {
         let loaded = Loaded::new(skills, tools, &self.settings);
         Engine {
             peers: self.peers.clone(),
-            loaded: std::sync::RwLock::new(Arc::new(loaded)),
+            loaded: Arc::new(std::sync::RwLock::new(Arc::new(loaded))),
             changed: tokio::sync::watch::Sender::new(0),
+            gave_up: Default::default(),
             provider: self.provider.clone(),
             settings: self.settings.clone(),
             history: self.history.clone(),
@@ -326,7 +342,56 @@ impl Engine {
     pub fn swap_skills(&self, skills: Arc<SkillSet>, tools: Tools) {
         let loaded = Arc::new(Loaded::new(skills, tools, &self.settings));
         *self.loaded.write().unwrap_or_else(|p| p.into_inner()) = loaded;
+        self.notify_skills_changed();
+    }
+
+    /// Tells [`Engine::skills_changed`]'s receivers.
+    fn notify_skills_changed(&self) {
         self.changed.send_modify(|n| *n += 1);
+    }
+
+    /// The skills now, once none of those a turn may be offered is compiling
+    /// ([`super::ready`]; on-demand skills excepted: a turn waits for one only when
+    /// `load_skill` names it).
+    pub(super) async fn ready_for_turn(&self) -> Result<Arc<Loaded>, NotReady> {
+        self.ready(|loaded| loaded.compiling_for_turn()).await
+    }
+
+    /// The tools of the skill called `skill` once it is not compiling any more (an
+    /// on-demand skill a turn loads).
+    pub(super) async fn joined(&self, skill: &str) -> Result<Vec<String>, NotReady> {
+        let loaded =
+            self.ready(|loaded| loaded.skills.pending.iter().filter(|p| *p == skill).cloned().collect()).await?;
+        let prefix = format!("{skill}__");
+        Ok(loaded.tools.decls().into_iter().map(|d| d.name).filter(|name| name.starts_with(&prefix)).collect())
+    }
+
+    /// The skills now, once the skill a call of `name` belongs to is not compiling: a tool
+    /// the skills offer now needs no wait, nor does a name no compiling skill could own (it
+    /// is answered `unknown tool` at once).
+    pub async fn ready_for_call(&self, name: &str) -> Result<Arc<Loaded>, NotReady> {
+        self.ready(|loaded| match loaded.tools.find(name) {
+            Some(_) => Vec::new(),
+            None => super::ready::compiling_owner(&loaded.skills.pending, name),
+        })
+        .await
+    }
+
+    async fn ready(&self, waits_for: impl Fn(&Loaded) -> Vec<String>) -> Result<Arc<Loaded>, NotReady> {
+        let bound = Duration::from_secs(self.settings.session.skills_wait_seconds);
+        super::ready::wait(bound, self.skills_changed(), &self.gave_up, || {
+            let loaded = self.loaded();
+            let compiling = waits_for(&loaded);
+            (loaded, compiling)
+        })
+        .await
+    }
+
+    /// The skills left compiling will not join (their load failed): turns and calls stop
+    /// waiting for them and go on with the skills that serve (`/readyz` still says 503).
+    pub fn stop_waiting_for_skills(&self) {
+        self.gave_up.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.notify_skills_changed();
     }
 
     /// Changes at each [`Engine::swap_skills`].
@@ -359,7 +424,7 @@ impl Engine {
     /// for an adapter that must ask before calling ([`Engine::call_tool`] still decides:
     /// this runs the policy, `resolve-human` included, without asking or counting anything).
     pub async fn gated_level(&self, name: &str, input: &Value, ctx: &CallContext) -> Option<Level> {
-        let loaded = self.loaded();
+        let loaded = self.ready_for_call(name).await.ok()?;
         let (source, info) = loaded.tools.find(name)?;
         if source.check(name, input).is_err() || info.answered_by_person {
             return None;
@@ -380,9 +445,12 @@ impl Engine {
         counterpart: &dyn Counterpart,
         budget: &TurnBudget,
     ) -> ToolCallRecord {
+        let loaded = match self.ready_for_call(&call.1).await {
+            Ok(loaded) => loaded,
+            Err(not_ready) => return ToolCallRecord::not_ready(call, &not_ready),
+        };
         let deadline = Deadline::starting_now(Duration::from_secs(self.settings.session.deadline_seconds));
         let tool_budget = budget;
-        let loaded = self.loaded();
         let round = Round {
             tools: &loaded.tools,
             gate: &self.gate,
@@ -459,6 +527,11 @@ impl Engine {
             otel.status_code = tracing::field::Empty,
         );
         let result = async {
+            // Before the lock and the deadline: the wait is not charged to the turn.
+            tokio::select! {
+                ready = self.ready_for_turn() => ready?,
+                () = self.stopping.cancelled() => return Err(EngineError::Stopped),
+            };
             let _turn = lock.lock().await;
             let started = std::time::Instant::now();
             let result = match self.inflight.acquire(&conversation).await {
@@ -538,6 +611,12 @@ impl Engine {
         let loaded = self.loaded();
         let skills =
             TurnSkills::begin(&loaded.on_demand, &loaded.tools, &self.history, conversation, &messages).await?;
+        // On-demand skills still compiling: waited for if the conversation loaded one
+        // earlier, offered once they join either way.
+        let compiling: Vec<String> = loaded.on_demand.compiling().map(str::to_owned).collect();
+        for skill in compiling.iter().filter(|s| skills.carried.contains(*s)) {
+            deadline.paused(self.joined(skill)).await?;
+        }
         let system = self.system_prompt(&loaded, &skills.carried).await;
         let ctx = CallContext {
             config: serde_json::json!({}),
@@ -547,7 +626,12 @@ impl Engine {
             user_message: Some(req.message.clone()),
             observer: None,
         };
-        let tools = loaded.with_sub_agents(&skills.tools);
+        let mut tools = loaded.with_sub_agents(&skills.tools);
+        if !compiling.is_empty() {
+            let shared = self.loaded.clone();
+            let now = Arc::new(move || shared.read().unwrap_or_else(|p| p.into_inner()).tools.clone());
+            tools = tools.with_last(Arc::new(crate::tools::Joining::new(now, compiling)));
+        }
         let tool_budget = TurnBudget::new(self.settings.tool_budget.clone());
         let round = Round {
             tools: &tools,

@@ -63,12 +63,16 @@ pub enum LoadMode {
     /// others are not compiled but left in [`SkillSet::pending`], for a later full load, so
     /// that a server with an empty cache answers at once.
     ServeReady,
+    /// [`LoadMode::Serve`] for the skills a [`LoadMode::ServeReady`] start left pending,
+    /// joining those already serving: `startup` runs only for skills whose `startup` has not
+    /// run in this loader (once per agent and process; a real reload runs it again).
+    Join,
 }
 
 impl LoadMode {
     /// Whether the skills are loaded to serve (their `startup` runs).
     pub fn serves(self) -> bool {
-        matches!(self, LoadMode::Serve | LoadMode::ServeReady)
+        matches!(self, LoadMode::Serve | LoadMode::ServeReady | LoadMode::Join)
     }
 }
 
@@ -87,6 +91,20 @@ pub struct SkillSet {
     /// What [`LoadMode::ServeReady`] left out because its component still has to be compiled:
     /// skill folders and built-ins by name, `declared` for the declared tools.
     pub pending: Vec<String>,
+    /// The `SKILL.md` skills among [`SkillSet::pending`], with their folder and prompt (read
+    /// without the component), so that an on-demand one can be listed before it joins.
+    pub pending_prompts: Vec<PendingPrompt>,
+}
+
+/// A `SKILL.md` skill whose component is still compiling.
+#[derive(Debug, Clone)]
+pub struct PendingPrompt {
+    /// Its name, as it will load.
+    pub name: String,
+    /// Its folder.
+    pub dir: PathBuf,
+    /// Its `SKILL.md`.
+    pub prompt: Prompt,
 }
 
 impl SkillSet {
@@ -114,6 +132,8 @@ pub struct Loader {
     /// Who delivers the skills' own messages (the agent's chat adapters), when serving.
     pub notifier: Option<Arc<dyn Notifier>>,
     policy: LimitPolicy,
+    /// The skills whose `startup` ran in this loader (and its clones), for [`LoadMode::Join`].
+    started: Arc<std::sync::Mutex<HashSet<String>>>,
 }
 
 /// One component a load compiles: its name (for progress lines and
@@ -149,7 +169,8 @@ impl Loader {
         let policy = LimitPolicy::from_config(&c.sandbox.defaults, &c.sandbox.maximums);
         let state = StateStore::from_config(&c.state, |p| config.resolve(p))?;
         let memory = MemoryStore::from_config(&config, |name| std::env::var(name).ok())?;
-        Ok(Loader { sandbox, config, state, memory, mcp: None, notifier: None, policy })
+        let started = Arc::default();
+        Ok(Loader { sandbox, config, state, memory, mcp: None, notifier: None, policy, started })
     }
 
     /// The operator's limit policy.
@@ -179,13 +200,14 @@ impl Loader {
         let mut runtime_pending = false;
         if mode == LoadMode::ServeReady {
             let uncompiled = self.uncompiled(&dirs);
+            let all = dirs.clone();
             let mut index = 0;
             dirs.retain(|_| {
                 index += 1;
                 !uncompiled.iter().any(|(part, _)| *part == Part::Folder(index - 1))
             });
             runtime_pending = uncompiled.iter().any(|(part, _)| *part == Part::FunctionRuntime);
-            set.pending = uncompiled.into_iter().map(|(_, name)| name).collect();
+            self.note_pending(&mut set, uncompiled, &all);
         } else {
             self.precompile(&dirs, mode.serves());
         }
@@ -246,7 +268,13 @@ impl Loader {
         }
         if mode.serves() {
             for skill in set.skills.values() {
+                if mode == LoadMode::Join
+                    && self.started.lock().unwrap_or_else(|p| p.into_inner()).contains(&skill.name)
+                {
+                    continue;
+                }
                 self.run_startup(skill).await?;
+                self.started.lock().unwrap_or_else(|p| p.into_inner()).insert(skill.name.clone());
             }
         }
         tracing::debug!(skills = set.skills.len(), took = ?started.elapsed(), "skills ready");
@@ -277,6 +305,35 @@ impl Loader {
         let ready = self.sandbox.compiled(&wasm);
         let pending = jobs.into_iter().zip(ready).filter(|(_, ready)| !ready);
         pending.map(|(job, _)| (job.part, job.name)).collect()
+    }
+
+    /// Notes in `set` what is left to compile: each skill by the name it will load under
+    /// (a folder's `SKILL.md` may name it), with the prompt of a `SKILL.md` one; those
+    /// `skills.allowed` leaves out are not waited for.
+    fn note_pending(&self, set: &mut SkillSet, uncompiled: Vec<(Part, String)>, dirs: &[PathBuf]) {
+        let allowed =
+            |name: &str| self.config.config.skills.allowed.as_ref().is_none_or(|a| a.iter().any(|s| s == name));
+        let max_prompt = self.config.config.skills.max_prompt_bytes;
+        for (part, folder) in uncompiled {
+            let Part::Folder(index) = part else {
+                set.pending.push(folder);
+                continue;
+            };
+            let dir = &dirs[index];
+            // A prompt that cannot be read is the full load's to report.
+            let prompt = prompt::load(dir, max_prompt).ok().flatten();
+            let name = match prompt.as_ref().and_then(|p| p.name.as_deref()) {
+                Some(name) => prompt::slugify(name),
+                None => prompt::folder_name(&folder),
+            };
+            if !allowed(&name) {
+                continue;
+            }
+            if let Some(prompt) = prompt.filter(|p| p.file == "SKILL.md") {
+                set.pending_prompts.push(PendingPrompt { name: name.clone(), dir: dir.clone(), prompt });
+            }
+            set.pending.push(name);
+        }
     }
 
     /// Compiles every component of the skills `skills.paths` and `skills.builtins` name that
@@ -535,7 +592,11 @@ impl Loader {
     async fn run_startup(&self, skill: &Skill) -> Result<(), FatalLoadError> {
         let Some((component, env)) = skill.component() else { return Ok(()) };
         match component.startup(env, &skill.config).await {
-            None | Some(Ok(crate::sandbox::Outcome { value: Ok(()), .. })) => Ok(()),
+            None => Ok(()),
+            Some(Ok(crate::sandbox::Outcome { value: Ok(()), .. })) => {
+                tracing::info!("skill `{}`: startup ran", skill.name);
+                Ok(())
+            }
             Some(Ok(outcome)) => {
                 Err(FatalLoadError(format!("skill `{}`: startup failed: {}", skill.name, outcome.value.unwrap_err())))
             }

@@ -15,7 +15,7 @@ pub mod prompt;
 pub mod script;
 pub mod skill;
 
-pub use loader::{FatalLoadError, LoadMode, LoadProblem, Loader, SkillSet};
+pub use loader::{FatalLoadError, LoadMode, LoadProblem, Loader, PendingPrompt, SkillSet};
 pub use manifest::Manifest;
 pub use native::NativeTools;
 pub use script::{ScriptError, ScriptTool};

@@ -36,6 +36,9 @@ pub struct Listed {
     pub text: String,
     /// The tools of it offered when the engine was built (`<skill>__<tool>`).
     pub tools: Vec<String>,
+    /// Its component was still compiling when the engine was given this list: loading it
+    /// waits until it joins ([`CallScope::join_skill`]).
+    pub pending: bool,
 }
 
 /// The on-demand skills of one agent, by name.
@@ -50,7 +53,7 @@ impl OnDemand {
     pub fn new(set: &SkillSet, loading_of: impl Fn(&str) -> Loading, offered: &[ToolDecl]) -> Self {
         let on_demand =
             set.skills.values().filter(|s| is_skill_md(&s.prompt) && loading_of(&s.name) == Loading::OnDemand);
-        let skills = on_demand
+        let mut skills: BTreeMap<String, Listed> = on_demand
             .map(|skill| {
                 let tools =
                     offered.iter().filter(|d| owner_prefix(&d.name) == Some(&skill.name)).map(|d| d.name.clone());
@@ -60,11 +63,31 @@ impl OnDemand {
                     dir: skill.dir.clone(),
                     text: skill.prompt.system_text(&skill.dir),
                     tools: tools.collect(),
+                    pending: false,
                 };
                 (skill.name.clone(), listed)
             })
             .collect();
+        // Those still compiling are listed from their `SKILL.md` alone, tools to come.
+        let compiling = set.pending_prompts.iter().filter(|p| loading_of(&p.name) == Loading::OnDemand);
+        for pending in compiling {
+            let listed = Listed {
+                name: pending.name.clone(),
+                description: pending.prompt.description.clone(),
+                dir: pending.dir.clone(),
+                text: pending.prompt.system_text(&pending.dir),
+                tools: Vec::new(),
+                pending: true,
+            };
+            skills.entry(pending.name.clone()).or_insert(listed);
+        }
         OnDemand { skills }
+    }
+
+    /// The on-demand skills still compiling when this list was made: a turn does not wait
+    /// for them unless it loads one.
+    pub fn compiling(&self) -> impl Iterator<Item = &str> {
+        self.skills.values().filter(|s| s.pending).map(|s| s.name.as_str())
     }
 
     /// Whether no skill loads on demand (then there is no `load_skill`).
@@ -256,18 +279,26 @@ impl ToolSource for LoadSkill {
         None
     }
 
-    async fn execute(&self, call: ToolCall<'_>, _scope: &dyn CallScope) -> ToolOutcome {
+    async fn execute(&self, call: ToolCall<'_>, scope: &dyn CallScope) -> ToolOutcome {
         let started = Instant::now();
         if let Some(skill) = self.withheld_by(call.name) {
             return not_loaded(call.name, skill);
         }
-        match self.requested(call.input) {
-            Ok(skill) => {
-                self.loaded.lock().unwrap_or_else(|p| p.into_inner()).insert(skill.name.clone());
-                ToolOutcome::text(loaded_text(skill), started.elapsed())
-            }
-            Err(outcome) => outcome,
-        }
+        let skill = match self.requested(call.input) {
+            Ok(skill) => skill,
+            Err(outcome) => return outcome,
+        };
+        // A skill still compiling when the turn began is waited for, and its tools are
+        // offered once it joined.
+        let text = match skill.pending {
+            false => loaded_text(skill),
+            true => match scope.join_skill(&skill.name).await {
+                Ok(tools) => loaded_text(&Listed { tools, ..skill.clone() }),
+                Err(why) => return error(why, "skill_not_ready"),
+            },
+        };
+        self.loaded.lock().unwrap_or_else(|p| p.into_inner()).insert(skill.name.clone());
+        ToolOutcome::text(text, started.elapsed())
     }
 
     fn withholds(&self, name: &str) -> bool {

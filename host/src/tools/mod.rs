@@ -19,6 +19,7 @@
 //! - [`declared`]: [`DeclaredTools`], the tools declared in config (`skills.declared`).
 //! - [`load_skill`]: [`LoadSkill`], the built-in `load_skill` of on-demand `SKILL.md` skills,
 //!   one per turn, which withholds their tools until they are loaded.
+//! - [`joining`]: [`Joining`], the tools of on-demand skills that join while a turn runs.
 //! - [`sub_agent`]: [`SubAgents`], the `<skill>__run` tool of each `sub_agent` SKILL.md skill,
 //!   a nested turn ([`CallScope::nested`]) that withholds the skill's own tools from the outer
 //!   model.
@@ -27,6 +28,7 @@
 
 pub mod coverage;
 pub mod declared;
+pub mod joining;
 pub mod level;
 pub mod load_skill;
 pub mod mcp;
@@ -39,6 +41,7 @@ pub mod temporal;
 
 pub use coverage::CoverageEntry;
 pub use declared::DeclaredTools;
+pub use joining::Joining;
 pub use level::{CONFIRMATION_CHALLENGE, Level, PromotionKey};
 pub use load_skill::{LOAD_SKILL, LoadSkill, OnDemand};
 pub use mcp::McpTools;
@@ -134,6 +137,15 @@ pub trait CallScope: Send + Sync {
     fn checkpoint(&self, id: &str) -> Option<String> {
         let _ = id;
         None
+    }
+
+    /// Waits until the skill called `skill`, still compiling when the turn began, has joined
+    /// the agent (an on-demand skill `load_skill` names), bounded by
+    /// `engine.session.skills_wait_seconds`: its tools then, offered to the turn from its
+    /// next step on. `Err`: why it did not join. Only turns load skills.
+    async fn join_skill(&self, skill: &str) -> Result<Vec<String>, String> {
+        let _ = skill;
+        Err("skills load only within a turn".into())
     }
 
     /// Runs a nested turn for the call (a delegation to another agent, a sub-agent skill)
@@ -268,6 +280,13 @@ impl Tools {
         let mut sources = Vec::with_capacity(self.sources.len() + 1);
         sources.push(first);
         sources.extend(self.sources.iter().cloned());
+        Tools { sources }
+    }
+
+    /// The same sources with `last` behind them (tools no other source offers).
+    pub fn with_last(&self, last: Arc<dyn ToolSource>) -> Self {
+        let mut sources = self.sources.clone();
+        sources.push(last);
         Tools { sources }
     }
 

@@ -44,7 +44,12 @@ impl Raw {
 
     /// The next message the server writes.
     pub fn next(&mut self) -> Value {
-        let line = self.lines.recv_timeout(Duration::from_secs(60)).expect("a message within 60 s");
+        self.next_within(Duration::from_secs(60))
+    }
+
+    /// The next message the server writes, waited for at most `within`.
+    pub fn next_within(&mut self, within: Duration) -> Value {
+        let line = self.lines.recv_timeout(within).unwrap_or_else(|_| panic!("no message within {within:?}"));
         serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"))
     }
 

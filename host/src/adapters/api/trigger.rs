@@ -210,6 +210,8 @@ fn failure(e: &EngineError) -> ApiError {
         EngineError::History(StateError::Other(_)) | EngineError::InFlight(StateError::Other(_)) => {
             StatusCode::SERVICE_UNAVAILABLE
         }
+        // Skills still compiling past `skills_wait_seconds`: ready soon, here or elsewhere.
+        EngineError::NotReady(_) => StatusCode::SERVICE_UNAVAILABLE,
         _ => StatusCode::INTERNAL_SERVER_ERROR,
     };
     ApiError::new(status, format!("the run failed: {e}"))

@@ -240,9 +240,18 @@ impl ServerHandler for SkillServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let engine = self.engine();
+        // A tool of a skill still compiling is waited for (bounded), as a turn waits; past
+        // the bound the call fails as a tool that cannot run now.
+        let loaded = match engine.ready_for_call(&request.name).await {
+            Ok(loaded) => loaded,
+            Err(not_ready) => {
+                let text = rmcp::model::ContentBlock::text(not_ready.to_string());
+                return Ok(rmcp::model::CallToolResult::error(vec![text]).into());
+            }
+        };
         // The spec's protocol error for a tool the server does not have (a tool that fails
         // is an `isError` result instead).
-        if engine.tools().find(&request.name).is_none() {
+        if loaded.tools.find(&request.name).is_none() {
             return Err(ErrorData::invalid_params(format!("Unknown tool: {}", request.name), None));
         }
         let input = Value::Object(request.arguments.clone().unwrap_or_default());
