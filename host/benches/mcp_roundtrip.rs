@@ -79,7 +79,7 @@ impl Server {
             self.next_id += 1;
             let list = format!("{{\"jsonrpc\":\"2.0\",\"id\":{},\"method\":\"tools/list\"}}\n", self.next_id);
             self.write(&list).await;
-            self.read().await;
+            self.answer().await;
             if self.line.contains(&name) {
                 return;
             }
@@ -101,18 +101,23 @@ impl Server {
         self.stdin.flush().await.expect("flush");
     }
 
-    /// One answer line (notifications, such as `list_changed` when skills join, are
-    /// skipped); panics on an error answer (the figures would mean nothing).
+    /// One call's answer line; panics on an error answer (the figures would mean nothing).
     async fn read(&mut self) {
+        self.answer().await;
+        assert!(!self.line.contains("\"error\"") && !self.line.contains("\"isError\":true"), "{}", self.line);
+    }
+
+    /// The next answer line, in `self.line` (notifications, such as `list_changed` when
+    /// skills join, are skipped).
+    async fn answer(&mut self) {
         loop {
             self.line.clear();
             let n = self.stdout.read_line(&mut self.line).await.expect("read from the server");
             assert!(n > 0, "the server closed its output");
             if !self.line.contains("\"method\":\"notifications/") {
-                break;
+                return;
             }
         }
-        assert!(!self.line.contains("\"error\"") && !self.line.contains("\"isError\":true"), "{}", self.line);
     }
 
     /// One call, waited for.

@@ -86,7 +86,7 @@ struct Started {
     listening: Duration,
     /// Until `/readyz` answered 200.
     ready: Duration,
-    /// What it said before it listened.
+    /// What it said on stderr.
     lines: Vec<String>,
 }
 
@@ -126,8 +126,8 @@ fn start(dir: &Path) -> Started {
         }
         lines.push(line);
     };
-    // The rest of stderr (compile progress) is drained, so that it never blocks the server.
-    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+    // The rest of stderr (compile progress) is read, so that it never blocks the server.
+    let rest = std::thread::spawn(move || stderr.lines().map_while(Result::ok).collect::<Vec<String>>());
     while !ready(port) {
         if started.elapsed() > START_LIMIT {
             let _ = child.kill();
@@ -138,6 +138,7 @@ fn start(dir: &Path) -> Started {
     let ready = started.elapsed();
     let _ = child.kill();
     let _ = child.wait();
+    lines.extend(rest.join().unwrap_or_default().into_iter().map(|line| line + "\n"));
     Started { listening, ready, lines }
 }
 
