@@ -3,6 +3,7 @@
 mod call;
 mod chat;
 mod conformance;
+mod init;
 mod mcp;
 mod skill;
 pub mod telemetry;
@@ -35,6 +36,9 @@ pub struct Args {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Start a project: config.yaml, .env.example, .gitignore and one example skill in
+    /// skills/, built. Writes nothing if any of those files exists.
+    Init(init::InitArgs),
     /// Work with skill folders: list, validate, build.
     #[command(subcommand)]
     Skill(skill::SkillCommand),
@@ -76,6 +80,7 @@ pub fn init_logging(verbose: bool, traces: &skillhost::config::Telemetry) -> tel
 pub async fn run(args: Args) -> ExitCode {
     STRICT.store(args.strict, std::sync::atomic::Ordering::Relaxed);
     let result = match args.command {
+        Command::Init(init) => init::run(init).await,
         Command::Skill(cmd) => skill::run(cmd, args.config.as_deref()).await,
         Command::Call(call) => call::run(call, args.config.as_deref()).await,
         Command::Chat(chat) => chat::run(chat, args.config.as_deref()).await,
