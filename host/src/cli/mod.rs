@@ -101,7 +101,8 @@ pub async fn run(args: Args) -> ExitCode {
 static STRICT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// Loads the config, reporting problems clearly; `--strict` sets `skills.strict` (every
-/// agent's blocks inherit it).
+/// agent's blocks inherit it). A setting that is written but does nothing is a warning (an
+/// error when strict).
 pub fn load_config(path: Option<&std::path::Path>) -> anyhow::Result<LoadedConfig> {
     let mut config = skillhost::app::load_config(path)?;
     if STRICT.load(std::sync::atomic::Ordering::Relaxed) {
@@ -111,6 +112,12 @@ pub fn load_config(path: Option<&std::path::Path>) -> anyhow::Result<LoadedConfi
                 skills.strict = true;
             }
         }
+    }
+    if let Some(warning) = config.config.engine.inert_budget() {
+        if skillhost::app::names::strict(&config.config) {
+            anyhow::bail!("{warning} (skills.strict: add enabled: true, or remove the caps)");
+        }
+        eprintln!("warning: {warning}");
     }
     Ok(config)
 }
