@@ -140,7 +140,7 @@ impl Metrics {
         let budget_recoveries = Counters::default();
         registry.register(
             "mithai_tool_budget_recoveries",
-            "Turns whose tool budget ran out, by disposition (replanned, synthesized)",
+            "Turns whose tool budget ran out, by disposition (replanned, synthesized, fallback)",
             budget_recoveries.clone(),
         );
         let budget_blocked = Counter::default();

@@ -105,6 +105,38 @@ fn names_that_match_nothing_are_warned_of_and_refused_when_strict() {
     }
 }
 
+/// `engine.tool_budget` caps without `enabled: true` are off (only the legacy key is on by
+/// default): every command that loads the config says so, and refuses it under `--strict` /
+/// `skills.strict`; `enabled: true`, or an explicit `enabled: false`, is quiet.
+#[test]
+fn budget_caps_without_enabled_are_warned_of_and_refused_when_strict() {
+    const WARNING: &str = "engine.tool_budget sets caps without enabled: true: the budget is off";
+    let ws = workspace("engine:\n  tool_budget: {tools: [echo], max_per_turn: 2}\n");
+    let commands: [&[&str]; 4] =
+        [&["skill", "validate"], &["skill", "list"], &["call", "--yes", "probe__echo", r#"{"n": 1}"#], &["mcp"]];
+    for args in commands {
+        let out = skillhost(&ws, args, "");
+        assert_eq!(out.code, 0, "{args:?}: {}", out.stderr);
+        assert!(out.stderr.contains(&format!("warning: {WARNING}")), "{args:?}: {}", out.stderr);
+    }
+    let out = skillhost(&ws, &["--strict", "call", "--yes", "probe__echo", r#"{"n": 1}"#], "");
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(out.stderr.contains(&format!("error: {WARNING}")), "{}", out.stderr);
+    assert!(out.stdout.is_empty(), "the call did not run: {}", out.stdout);
+    let strict = "skills:\n  paths: [skills]\n  builtins: []\n  strict: true\nstate:\n  filesystem: {path: state}\n\
+        engine:\n  tool_budget: {tools: [echo], max_long_range_per_turn: 1}\n";
+    std::fs::write(ws.path().join("config.yaml"), strict).unwrap();
+    let out = skillhost(&ws, &["skill", "validate"], "");
+    assert_eq!(out.code, 2, "skills.strict: {}", out.stderr);
+    for enabled in ["true", "false"] {
+        let ws =
+            workspace(&format!("engine:\n  tool_budget: {{enabled: {enabled}, tools: [echo], max_per_turn: 2}}\n"));
+        let out = skillhost(&ws, &["--strict", "skill", "validate"], "");
+        assert_eq!(out.code, 0, "enabled: {enabled}: {}", out.stderr);
+        assert!(!out.stderr.contains("tool_budget"), "{}", out.stderr);
+    }
+}
+
 #[test]
 fn an_agents_allowed_names_are_checked_and_a_matching_config_is_quiet() {
     let ws = workspace("agents:\n  a:\n    skills: {allowed: [prob, shell]}\n");

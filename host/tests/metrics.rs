@@ -126,3 +126,61 @@ async fn public_metrics_need_no_token() {
         .unwrap();
     assert_eq!(refused.status(), 401);
 }
+
+/// The tool budget's three counters (the spec's `mithai.tool_budget.*`) through the binary.
+/// `get_logs` of `obs` (owned by `hooks_all`, whose policy asks for the `list_things`
+/// prerequisite first) is budgeted to one call a turn: the call runs its prerequisite, and its
+/// retry passes the budget again, over the cap (`blocked_calls`, and `suppressed_retries`
+/// as it is a retry). The turn then answers from the evidence (`recoveries{synthesized}`),
+/// or, when that wrap-up gives no text, with the fixed sentence (`recoveries{fallback}`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_tool_budget_counters_move() {
+    let llm = LlmServer::responding(Box::new(|body: &serde_json::Value| {
+        let text = body.to_string();
+        if text.contains("You are a fact checker") {
+            Answer::text(&["OK"]).into()
+        } else if text.contains("The tool budget for this request is spent") {
+            // The wrap-up: nothing at all for the `fallback` run.
+            if text.contains("fallback run") { Answer::default() } else { Answer::text(&["Partial: no logs."]) }.into()
+        } else {
+            Answer::default().call("g1", "obs__get_logs", json!({"_decision": "prerequisite", "service": "api"})).into()
+        }
+    }))
+    .await;
+    let ws = Workspace::new();
+    ws.add_skill("skills", "hooks_all", guests::HOOKS_ALL, "");
+    let mcp = support::repo().join("tests/mcp");
+    assert!(mcp.join("pylib/mcp").is_dir(), "install the MCP test servers as .ci/run does");
+    let yaml = format!(
+        "skills:\n  paths: [skills]\n  builtins: []\nstate:\n  filesystem: {{path: state}}\nadapter: {{type: api}}\n\
+         mcp_servers:\n  obs:\n    transport: stdio\n    command: python3\n    args: ['{}']\n    env: {{PYTHONPATH: '{}'}}\n\
+         engine:\n  tool_budget:\n    enabled: true\n    tools: [get_logs]\n    max_per_turn: 1\n\
+         llm:\n  provider: anthropic\n  model: test-model\n  max_tokens: 500\n  anthropic: {{api_key: test, base_url: '{}'}}\n",
+        mcp.join("obs_server.py").display(),
+        mcp.join("pylib").display(),
+        llm.url()
+    );
+    std::fs::write(ws.path().join("config.yaml"), yaml).unwrap();
+    let api = ApiProcess::start(&ws).await;
+    api.mcp_ready("obs").await;
+    let (_, before) = scrape(&api, Some(TOKEN)).await;
+
+    let running = &api;
+    let answer = |message: &'static str, channel: &'static str| async move {
+        let response = running.trigger("wait=true", message, channel).send().await.unwrap();
+        assert_eq!(response.status(), 200, "{}", running.stderr());
+        response.json::<serde_json::Value>().await.unwrap()
+    };
+    let synthesized = answer("synthesize run", "a").await;
+    assert_eq!(synthesized["text"], "Partial: no logs.", "{synthesized}");
+    let fallback = answer("fallback run", "b").await;
+    let text = fallback["text"].as_str().unwrap();
+    assert!(text.starts_with("I could not finish this request: its tool budget was spent"), "{fallback}");
+
+    let (_, after) = scrape(&api, Some(TOKEN)).await;
+    let moved = |key: &str| value(&after, key) - value(&before, key);
+    assert_eq!(moved("mithai_tool_budget_blocked_calls_total{}"), 2.0, "{after:#?}");
+    assert_eq!(moved("mithai_tool_budget_suppressed_retries_total{}"), 2.0, "{after:#?}");
+    assert_eq!(moved("mithai_tool_budget_recoveries_total{disposition=\"synthesized\"}"), 1.0, "{after:#?}");
+    assert_eq!(moved("mithai_tool_budget_recoveries_total{disposition=\"fallback\"}"), 1.0, "{after:#?}");
+}

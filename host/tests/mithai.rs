@@ -103,3 +103,41 @@ fn sandbox_limits_are_reported_with_the_authors_line() {
     let at = format!("tools.py, line {}: threading.Thread.start(): ", line_of("sandbox_limits", "t.start()"));
     assert!(stderr.contains(&at) && stderr.contains("cannot start threads"), "{stderr}");
 }
+
+/// The spec's `bind(engine, adapter)`: `engine.mcp_manager` is `None` when the skill's
+/// `MCP_TOOLS` and `MCP_SERVERS` name no server (the spec's is with none configured), so a
+/// ported skill's `is None` branch is taken; a skill that names a server gets the accessor.
+/// Both built from source by `skill build`, and called.
+#[test]
+fn bind_gets_no_mcp_manager_unless_the_skill_names_a_server() {
+    let ws = Workspace::new();
+    let tools = |facts: &str| {
+        format!(
+            "{facts}TOOLS = [{{\"name\": \"branch\", \"description\": \"The branch bind took.\", \
+             \"input_schema\": {{\"type\": \"object\", \"properties\": {{}}}}}}]\n\n\
+             _branch = \"bind never ran\"\n\n\n\
+             def bind(engine, adapter):\n    global _branch\n    if engine.mcp_manager is None:\n        \
+             _branch = \"no MCP\"\n    else:\n        _branch = \"MCP through \" + type(engine.mcp_manager).__name__\n\n\n\
+             def handle(name, input, ctx):\n    return {{\"branch\": _branch}}\n"
+        )
+    };
+    let skills = [
+        ("plain", String::new()),
+        ("ported", "MCP_TOOLS = [{\"server\": \"obs\", \"tools\": [\"get_logs\"]}]\n".into()),
+    ];
+    for (name, facts) in &skills {
+        let dir = ws.path().join("skills").join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("tools.py"), tools(facts)).unwrap();
+        std::fs::write(dir.join("prompt.md"), "Says which branch `bind` took.\n").unwrap();
+    }
+    config(&ws, "");
+    let (code, stdout, stderr) = skillhost(&ws, &["skill", "build", "skills/plain", "skills/ported"]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    for (name, branch) in [("plain", "no MCP"), ("ported", "MCP through McpManager")] {
+        let (code, stdout, stderr) = skillhost(&ws, &["call", &format!("{name}__branch"), "{}"]);
+        assert_eq!(code, 0, "{stdout}{stderr}");
+        let out: serde_json::Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+        assert_eq!(out["branch"], branch, "{name}: {out}");
+    }
+}

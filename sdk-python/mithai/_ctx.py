@@ -131,10 +131,11 @@ class Adapter:
 
 class Engine:
     """What ``bind(engine, adapter)`` receives as ``engine``: only the read-only ``mcp_manager``
-    accessor."""
+    accessor, ``None`` (as the spec's is with no MCP server configured) when the skill's
+    ``MCP_TOOLS`` and ``MCP_SERVERS`` name no server: it could reach none."""
 
-    def __init__(self) -> None:
-        self.mcp_manager = McpManager()
+    def __init__(self, has_servers: bool) -> None:
+        self.mcp_manager: Optional[McpManager] = McpManager() if has_servers else None
 
 
 def make(config: Dict[str, Any], channel_id: str, user_id: Optional[str], route_context: Any) -> Dict[str, Any]:

@@ -55,9 +55,9 @@ def bind(module: Any, exported: Sequence[str]) -> None:
             raise TypeError(f"tools.py: {hook} is not callable")
         if (value is not None) != (hook in exported):
             raise TypeError(f"tools.py: define {hook} with `def {hook}(` at the start of a line (the build finds hooks so)")
-    skill_facts(module)
+    uses, servers, _, _ = skill_facts(module)
     if callable(getattr(module, "bind", None)):
-        module.bind(_ctx.Engine(), _ctx.Adapter())
+        module.bind(_ctx.Engine(bool(uses or servers)), _ctx.Adapter())
 
 
 def tool_defs(tools: Sequence[Any]) -> List[tuple]:

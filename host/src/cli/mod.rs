@@ -3,6 +3,7 @@
 mod call;
 mod chat;
 mod conformance;
+mod init;
 mod mcp;
 mod skill;
 pub mod telemetry;
@@ -35,6 +36,9 @@ pub struct Args {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Start a project: config.yaml, .env.example, .gitignore and one example skill in
+    /// skills/, built. Writes nothing if any of those files exists.
+    Init(init::InitArgs),
     /// Work with skill folders: list, validate, build.
     #[command(subcommand)]
     Skill(skill::SkillCommand),
@@ -76,6 +80,7 @@ pub fn init_logging(verbose: bool, traces: &skillhost::config::Telemetry) -> tel
 pub async fn run(args: Args) -> ExitCode {
     STRICT.store(args.strict, std::sync::atomic::Ordering::Relaxed);
     let result = match args.command {
+        Command::Init(init) => init::run(init).await,
         Command::Skill(cmd) => skill::run(cmd, args.config.as_deref()).await,
         Command::Call(call) => call::run(call, args.config.as_deref()).await,
         Command::Chat(chat) => chat::run(chat, args.config.as_deref()).await,
@@ -96,7 +101,8 @@ pub async fn run(args: Args) -> ExitCode {
 static STRICT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// Loads the config, reporting problems clearly; `--strict` sets `skills.strict` (every
-/// agent's blocks inherit it).
+/// agent's blocks inherit it). A setting that is written but does nothing is a warning (an
+/// error when strict).
 pub fn load_config(path: Option<&std::path::Path>) -> anyhow::Result<LoadedConfig> {
     let mut config = skillhost::app::load_config(path)?;
     if STRICT.load(std::sync::atomic::Ordering::Relaxed) {
@@ -106,6 +112,12 @@ pub fn load_config(path: Option<&std::path::Path>) -> anyhow::Result<LoadedConfi
                 skills.strict = true;
             }
         }
+    }
+    if let Some(warning) = config.config.engine.inert_budget() {
+        if skillhost::app::names::strict(&config.config) {
+            anyhow::bail!("{warning} (skills.strict: add enabled: true, or remove the caps)");
+        }
+        eprintln!("warning: {warning}");
     }
     Ok(config)
 }

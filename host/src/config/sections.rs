@@ -911,6 +911,18 @@ pub struct Engine {
     pub temporal_guardrails: super::TemporalGuardrails,
 }
 
+impl Engine {
+    /// The warning for `engine.tool_budget` caps written without `enabled`: the new key is
+    /// off unless `enabled: true` (only the legacy `log_tool_budget` defaults to on), which an
+    /// operator writing caps rarely means. An explicit `enabled: false` is said, not silent.
+    pub fn inert_budget(&self) -> Option<&'static str> {
+        let budget = self.tool_budget.as_ref()?;
+        let caps = budget.max_per_turn.is_some() || budget.max_long_range_per_turn.is_some();
+        (caps && budget.enabled.is_none())
+            .then_some("engine.tool_budget sets caps without enabled: true: the budget is off")
+    }
+}
+
 /// `engine.session`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]

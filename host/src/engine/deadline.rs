@@ -9,6 +9,23 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+/// Why the tool loop ends before the model answers: what the forced wrap-up request asks
+/// (appended to its last message), and the fixed answer when that request yields no text.
+#[derive(Debug, Clone, Copy)]
+pub struct WrapUp {
+    /// Appended to the last message of the wrap-up request.
+    pub instruction: &'static str,
+    /// The answer when the wrap-up gives no text (it ran out of time, or the model said nothing).
+    pub fallback: &'static str,
+}
+
+/// The turn's time budget is spent.
+pub const TIME_SPENT: WrapUp = WrapUp {
+    instruction: "The time budget for this request is spent and no more tools can be called. \
+        Answer now with what you have found so far, and say briefly what is still unchecked.",
+    fallback: "I ran out of time before I could finish this request.",
+};
+
 /// A deadline that waits for people push back. Clones share it.
 #[derive(Debug, Clone)]
 pub struct Deadline {

@@ -6,6 +6,7 @@
 //! corrective round offering only the tools that can still run (`replan_enabled`), or goes
 //! straight to a tools-free answer built honestly from the evidence gathered so far.
 
+use super::deadline::WrapUp;
 use super::window::{service_name_minutes, window_minutes};
 use crate::config;
 use crate::llm::ToolDecl;
@@ -14,9 +15,14 @@ use serde_json::{Value, json};
 use std::sync::Mutex;
 use std::time::Duration;
 
-/// What the model is asked for when the budget ends the tool loop.
-pub const PARTIAL_ANSWER_INSTRUCTION: &str = "The tool budget for this request is spent: no more tool calls can run. \
-Answer now from the results you already have. Say plainly which parts you could not check, and do not guess them.";
+/// The wrap-up when the budget ends the tool loop: an honest partial answer from the results
+/// so far, or, when the model gives no text, a fixed sentence (the `fallback` disposition).
+pub const BUDGET_SPENT: WrapUp = WrapUp {
+    instruction: "The tool budget for this request is spent: no more tool calls can run. \
+        Answer now from the results you already have. Say plainly which parts you could not check, and do not guess them.",
+    fallback: "I could not finish this request: its tool budget was spent before I had an answer. \
+        Ask again, more narrowly, to try once more.",
+};
 
 /// The caps in force.
 #[derive(Debug, Clone, PartialEq)]
@@ -79,7 +85,8 @@ pub enum AfterRound {
     Continue,
     /// Calls were refused: one corrective round, offering only tools that can still run.
     Replan,
-    /// Calls were refused: answer now, tools-free, from the evidence gathered.
+    /// Calls were refused: answer now, tools-free, from the evidence gathered (counted by
+    /// [`TurnBudget::answered`] once the answer is known).
     Synthesize,
 }
 
@@ -141,13 +148,19 @@ impl TurnBudget {
             );
             return AfterRound::Replan;
         }
-        crate::metrics::budget_recovery("synthesized");
+        AfterRound::Synthesize
+    }
+
+    /// Counts the answer after [`AfterRound::Synthesize`]: `synthesized` from the evidence, or
+    /// `fallback` when the wrap-up gave no text and the turn answered the fixed sentence.
+    pub fn answered(&self, fell_back: bool) {
+        let disposition = if fell_back { "fallback" } else { "synthesized" };
+        crate::metrics::budget_recovery(disposition);
         tracing::info!(
             metric = "mithai.tool_budget.recoveries",
-            disposition = "synthesized",
-            "tool budget: answering from the evidence"
+            disposition,
+            "tool budget: answered without more calls"
         );
-        AfterRound::Synthesize
     }
 
     /// The tools to offer: budgeted ones leave once the per-turn cap is spent.

@@ -4,7 +4,7 @@
 
 use super::checkpoint::{Checkpoint, Durable};
 use super::counterpart::{ApprovalOutcome, Counterpart};
-use super::deadline::Deadline;
+use super::deadline::{Deadline, TIME_SPENT, WrapUp};
 use super::events::{EngineEvent, EventSink};
 use super::gate::Gate;
 use super::history::History;
@@ -13,7 +13,7 @@ use super::on_demand::TurnSkills;
 use super::promote::Promotion;
 use super::ready::NotReady;
 use super::round::{Call, Nesting, Peers, Round, Spent, ToolCallRecord};
-use super::tool_budget::{AfterRound, PARTIAL_ANSWER_INSTRUCTION, TurnBudget};
+use super::tool_budget::{AfterRound, BUDGET_SPENT, TurnBudget};
 use super::{prompt, reflection, verifier};
 use crate::config::{Human, Learning, LoadedConfig, Loading, Session};
 use crate::llm::{Block, Delta, LlmError, Message, Provider, Request, Response, Role};
@@ -26,12 +26,6 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tracing::Instrument as _;
-
-/// Appended to the last message of the forced wrap-up request.
-pub const WRAPUP_INSTRUCTION: &str = "The time budget for this request is spent and no more tools can be called. \
-Answer now with what you have found so far, and say briefly what is still unchecked.";
-/// The answer when even the wrap-up request runs out of time.
-pub const WRAPUP_FALLBACK: &str = "I ran out of time before I could finish this request.";
 
 /// The config an [`Engine`] acts on.
 #[derive(Debug, Clone)]
@@ -690,9 +684,8 @@ impl Engine {
                 None => {
                     if deadline.is_spent() {
                         result.time_boxed = true;
-                        break self
-                            .wrap_up(provider, system, messages, round.decls(), events, &mut result, WRAPUP_INSTRUCTION)
-                            .await?;
+                        let wrapped = self.wrap_up(provider, system, messages, round, &mut result, TIME_SPENT);
+                        break wrapped.await?.0;
                     }
                     result.rounds += 1;
                     events.emit(EngineEvent::RoundStarted);
@@ -723,9 +716,10 @@ impl Engine {
             // A refused call either gets one corrective round (the next request offers only
             // tools that can still run) or ends the loop with an honest partial answer.
             if tool_budget.after_round() == AfterRound::Synthesize {
-                break self
-                    .wrap_up(provider, system, messages, round.decls(), events, &mut result, PARTIAL_ANSWER_INSTRUCTION)
-                    .await?;
+                let (text, fell_back) =
+                    self.wrap_up(provider, system, messages, round, &mut result, BUDGET_SPENT).await?;
+                tool_budget.answered(fell_back);
+                break text;
             }
         };
         // The tokens of this conversation, and of those nested in it (which added theirs).
@@ -758,28 +752,27 @@ impl Engine {
     }
 
     /// The forced tools-free answer (tools declared, `tool_choice: none`) once the time budget
-    /// or a tool budget is spent, asked with `instruction` and bounded by
+    /// or a tool budget is spent, asked with `why.instruction` and bounded by
     /// `wrapup_timeout_seconds`. Its tool calls, if the model makes any anyway, are dropped:
-    /// nothing would answer them.
-    #[allow(clippy::too_many_arguments)]
+    /// nothing would answer them. The text, and whether it is `why.fallback` (no text came).
     async fn wrap_up(
         &self,
         provider: &Arc<dyn Provider>,
         system: &str,
         messages: &mut Vec<Message>,
-        decls: Vec<crate::llm::ToolDecl>,
-        events: &dyn EventSink,
+        round: &Round<'_>,
         result: &mut TurnResult,
-        instruction: &str,
-    ) -> Result<String, EngineError> {
+        why: WrapUp,
+    ) -> Result<(String, bool), EngineError> {
         result.rounds += 1;
         let mut sent = messages.clone();
         match sent.last_mut() {
-            Some(last) if last.role == Role::User => last.content.push(Block::Text(instruction.into())),
-            _ => sent.push(Message::user(instruction)),
+            Some(last) if last.role == Role::User => last.content.push(Block::Text(why.instruction.into())),
+            _ => sent.push(Message::user(why.instruction)),
         }
+        let events = round.events;
         events.emit(EngineEvent::RoundStarted);
-        let mut request = self.request(system, &sent, decls);
+        let mut request = self.request(system, &sent, round.decls());
         request.tool_choice = crate::llm::ToolChoice::None;
         let limit = Duration::from_secs(self.settings.session.wrapup_timeout_seconds);
         let content = match tokio::time::timeout(limit, self.complete(provider, &request, events)).await {
@@ -793,12 +786,12 @@ impl Engine {
         let text: String =
             content.iter().filter_map(|b| if let Block::Text(t) = b { Some(t.as_str()) } else { None }).collect();
         if text.is_empty() {
-            events.emit(EngineEvent::TextDelta(WRAPUP_FALLBACK.into()));
-            push_assistant(messages, vec![Block::Text(WRAPUP_FALLBACK.into())]);
-            return Ok(WRAPUP_FALLBACK.into());
+            events.emit(EngineEvent::TextDelta(why.fallback.into()));
+            push_assistant(messages, vec![Block::Text(why.fallback.into())]);
+            return Ok((why.fallback.into(), true));
         }
         push_assistant(messages, content);
-        Ok(text)
+        Ok((text, false))
     }
 
     fn request(&self, system: &str, messages: &[Message], tools: Vec<crate::llm::ToolDecl>) -> Request {

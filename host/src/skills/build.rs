@@ -8,6 +8,32 @@ use super::manifest::{BuildKind, Manifest};
 use skillhost_toolchain as toolchain;
 use std::path::{Path, PathBuf};
 
+/// Why a skill folder did not build.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    /// No installed toolchain builds this kind of source; the message names what to install.
+    #[error("{0}")]
+    NoToolchain(String),
+    /// The folder or its build is wrong (the compiler's messages were printed).
+    #[error("{0}")]
+    Failed(String),
+}
+
+impl From<toolchain::BuildError> for BuildError {
+    fn from(e: toolchain::BuildError) -> Self {
+        match e {
+            toolchain::BuildError::NoToolchain(m) => BuildError::NoToolchain(m),
+            toolchain::BuildError::Failed(m) => BuildError::Failed(m),
+        }
+    }
+}
+
+impl From<String> for BuildError {
+    fn from(message: String) -> Self {
+        BuildError::Failed(message)
+    }
+}
+
 /// The WIT contract, embedded so that builds work wherever the binary is.
 pub const WIT_FILES: &[(&str, &str)] = &[
     ("skill.wit", include_str!("../../../wit/skill.wit")),
@@ -67,13 +93,13 @@ fn js_entry(dir: &Path, manifest: &Manifest) -> String {
 /// Builds the skill in `dir`: its component from its source (to `dir/skill.wasm`) and its
 /// script tools (SKILL.md `tools:`); returns the components written. A folder with script
 /// tools needs no component source.
-pub fn build(dir: &Path, offline: bool, progress: &mut dyn FnMut(&str)) -> Result<Vec<PathBuf>, String> {
+pub fn build(dir: &Path, offline: bool, progress: &mut dyn FnMut(&str)) -> Result<Vec<PathBuf>, BuildError> {
     let manifest = Manifest::load(dir).map_err(|e| format!("{}: {e}", dir.join("skill.toml").display()))?;
     let scripts = super::script::build::declared(dir)?;
     let mut built = Vec::new();
     match detect_kind(dir, &manifest) {
         Ok(kind) => built.push(build_component(dir, &manifest, kind, offline, progress)?),
-        Err(e) if scripts.is_empty() => return Err(e),
+        Err(e) if scripts.is_empty() => return Err(e.into()),
         Err(_) => {}
     }
     built.extend(super::script::build::build_scripts(dir, offline, progress)?);
@@ -87,7 +113,7 @@ fn build_component(
     kind: BuildKind,
     offline: bool,
     progress: &mut dyn FnMut(&str),
-) -> Result<PathBuf, String> {
+) -> Result<PathBuf, BuildError> {
     let output = dir.join(WASM_FILE);
     match kind {
         BuildKind::Rust => build_rust(dir, offline, &output, progress)?,
@@ -95,17 +121,16 @@ fn build_component(
             let wit = contract()?;
             progress(&format!("building {} with componentize-py", dir.display()));
             let world = manifest.build.world.as_deref();
-            toolchain::build_python_app(dir, python_module(manifest), wit.path(), world, &output)
-                .map_err(|e| e.to_string())?;
+            toolchain::build_python_app(dir, python_module(manifest), wit.path(), world, &output)?;
         }
         BuildKind::Mithai => {
             let wit = contract()?;
             progress(&format!("building the mithai skill {} with componentize-py and the mithai shim", dir.display()));
-            toolchain::build_mithai(dir, wit.path(), &output).map_err(|e| e.to_string())?;
+            toolchain::build_mithai(dir, wit.path(), &output)?;
         }
         BuildKind::Js => {
             let wit = contract()?;
-            let componentize = toolchain::find_componentize_js(dir, offline, progress).map_err(|e| e.to_string())?;
+            let componentize = toolchain::find_componentize_js(dir, offline, progress)?;
             progress(&format!("building {} with componentize-js ({})", dir.display(), componentize.display()));
             let entry = js_entry(dir, manifest);
             let job = toolchain::JsBuild {
@@ -115,7 +140,7 @@ fn build_component(
                 contract: wit.path(),
                 output: &output,
             };
-            toolchain::build_js(&job, &componentize).map_err(|e| e.to_string())?;
+            toolchain::build_js(&job, &componentize)?;
         }
     }
     Ok(output)
@@ -128,13 +153,13 @@ fn contract() -> Result<tempfile::TempDir, String> {
     Ok(wit)
 }
 
-fn build_rust(dir: &Path, offline: bool, output: &Path, progress: &mut dyn FnMut(&str)) -> Result<(), String> {
-    let tc = toolchain::find_rust_toolchain(offline, progress).map_err(|e| e.to_string())?;
+fn build_rust(dir: &Path, offline: bool, output: &Path, progress: &mut dyn FnMut(&str)) -> Result<(), BuildError> {
+    let tc = toolchain::find_rust_toolchain(offline, progress)?;
     progress(&format!("building {} with {}", dir.display(), describe(&tc)));
     // An explicit CARGO_TARGET_DIR is the user's choice (the toolchain drops the
     // variable itself, since inside a build script it belongs to the outer build).
     let target_dir = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from);
-    let artifacts = toolchain::build_rust_with(dir, target_dir.as_deref(), &tc, offline).map_err(|e| e.to_string())?;
+    let artifacts = toolchain::build_rust_with(dir, target_dir.as_deref(), &tc, offline)?;
     let wasm = pick_artifact(dir, &artifacts)?;
     std::fs::copy(&wasm, output).map_err(|e| format!("copying {}: {e}", wasm.display()))?;
     Ok(())

@@ -93,30 +93,57 @@ pub fn check_name(name: &str) -> Result<(), NewError> {
 pub fn create(name: &str, lang: Lang, dir: Option<&Path>) -> Result<PathBuf, NewError> {
     check_name(name)?;
     let dir = dir.map(Path::to_path_buf).unwrap_or_else(|| Path::new("skills").join(name));
-    let occupied = std::fs::read_dir(&dir).map(|mut entries| entries.next().is_some()).unwrap_or(false);
-    if occupied || dir.is_file() {
+    if occupied(&dir) {
         return Err(NewError::Exists(dir));
     }
-    let (lang_name, language, source, files) = match lang {
+    let shown = dir.display().to_string();
+    write_skill(&Scaffold { name, lang, dir: &dir, shown: &shown, made_by: "skillhost skill new" })?;
+    Ok(dir)
+}
+
+/// Whether `path` is a file, or a folder with anything in it.
+pub fn occupied(path: &Path) -> bool {
+    path.is_file() || std::fs::read_dir(path).map(|mut entries| entries.next().is_some()).unwrap_or(false)
+}
+
+/// One new skill folder to write.
+pub struct Scaffold<'a> {
+    /// The skill's name (checked by [`check_name`]).
+    pub name: &'a str,
+    /// The language of its code.
+    pub lang: Lang,
+    /// Where to write it.
+    pub dir: &'a Path,
+    /// The folder as its README names it (`skills/<name>`, relative to where it is used).
+    pub shown: &'a str,
+    /// The command that made it, for its README.
+    pub made_by: &'a str,
+}
+
+/// Writes the folder of `scaffold`: prompt.md, skill.toml, README.md and the source of its
+/// one `hello` tool (for Rust, the SDK's path or an embedded copy of it).
+pub fn write_skill(scaffold: &Scaffold<'_>) -> Result<(), NewError> {
+    let (lang_name, language, source, files) = match scaffold.lang {
         Lang::Rust => ("rust", "Rust", "`src/lib.rs` — the tools, on the Rust SDK (`skill-sdk`).", RUST),
         Lang::Python => ("python", "Python", "`app.py` — the tools, on the Python SDK (`skillhost`).", PYTHON),
         Lang::Js => ("js", "JavaScript", "`app.js` — the tools, on the JS SDK (`./skillhost.js`).", JS),
     };
-    let sdk = if lang == Lang::Rust { rust_sdk(&dir)? } else { String::new() };
+    let sdk = if scaffold.lang == Lang::Rust { rust_sdk(scaffold.dir)? } else { String::new() };
     let vars = [
-        ("{{name}}", name.to_owned()),
-        ("{{type}}", type_name(name)),
+        ("{{name}}", scaffold.name.to_owned()),
+        ("{{type}}", type_name(scaffold.name)),
         ("{{lang}}", lang_name.to_owned()),
         ("{{language}}", language.to_owned()),
         ("{{source}}", source.to_owned()),
-        ("{{dir}}", dir.display().to_string()),
+        ("{{dir}}", scaffold.shown.to_owned()),
+        ("{{made_by}}", scaffold.made_by.to_owned()),
         ("{{sdk}}", sdk),
     ];
     for (file, template) in COMMON.iter().chain(files) {
         let text = vars.iter().fold(template.to_string(), |text, (key, value)| text.replace(key, value));
-        write(&dir.join(file), &text)?;
+        write(&scaffold.dir.join(file), &text)?;
     }
-    Ok(dir)
+    Ok(())
 }
 
 /// The path of the Rust SDK for the new skill's `Cargo.toml`: the checkout's, or the
@@ -143,7 +170,8 @@ pub fn write_vendored_sdk(root: &Path) -> Result<(), NewError> {
     Ok(())
 }
 
-fn write(path: &Path, text: &str) -> Result<(), NewError> {
+/// Writes `text` to `path`, making its parent folders.
+pub fn write(path: &Path, text: &str) -> Result<(), NewError> {
     let io = |e| NewError::Io(path.to_path_buf(), e);
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent).map_err(io)?;

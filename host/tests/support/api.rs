@@ -123,6 +123,21 @@ impl ApiProcess {
         asked.elapsed()
     }
 
+    /// Waits (bounded) until `/api/mcp` says the MCP server `name` is ready.
+    pub async fn mcp_ready(&self, name: &str) {
+        let started = Instant::now();
+        loop {
+            let request = self.client.get(format!("{}/api/mcp", self.base)).bearer_auth(TOKEN);
+            let listed: serde_json::Value = request.send().await.unwrap().json().await.unwrap();
+            let servers = listed["servers"].as_array().cloned().unwrap_or_default();
+            if servers.iter().any(|s| s["name"] == name && s["status"] == "ready") {
+                return;
+            }
+            assert!(started.elapsed() < super::PROCESS_LIMIT, "MCP server {name} never ready: {listed}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
     /// Answers the question `id` through its route.
     pub async fn answer(&self, id: &str, answer: &str) {
         let url = format!("{}/api/questions/{id}/answer", self.base);

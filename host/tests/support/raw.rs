@@ -105,6 +105,11 @@ impl Raw {
 
     /// `calls` (tool name, arguments) sent at once; their responses, in the calls' order.
     pub fn mixed_at_once(&mut self, calls: &[(&str, Value)]) -> Vec<Value> {
+        self.mixed_at_once_in_order(calls).0
+    }
+
+    /// [`Raw::mixed_at_once`], and the indices of the calls in the order they were answered.
+    pub fn mixed_at_once_in_order(&mut self, calls: &[(&str, Value)]) -> (Vec<Value>, Vec<usize>) {
         let first = self.next_id + 1;
         for (name, arguments) in calls {
             self.next_id += 1;
@@ -112,15 +117,15 @@ impl Raw {
             self.send(json!({"jsonrpc": "2.0", "id": self.next_id, "method": "tools/call", "params": params}));
         }
         let mut answers = vec![Value::Null; calls.len()];
-        let mut left = calls.len();
-        while left > 0 {
+        let mut order = Vec::new();
+        while order.len() < calls.len() {
             let message = self.next();
             if let Some(id) = message["id"].as_u64().filter(|id| (first..=self.next_id).contains(id)) {
                 answers[(id - first) as usize] = message;
-                left -= 1;
+                order.push((id - first) as usize);
             }
         }
-        answers
+        (answers, order)
     }
 
     /// `tools/call` of `name`; its response and the notifications sent before it.

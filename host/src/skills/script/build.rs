@@ -3,6 +3,7 @@
 //! components already, and any other kind fails the build as it would fail the load.
 
 use super::{ScriptKind, declarations};
+use crate::skills::build::BuildError;
 use crate::skills::prompt;
 use skillhost_toolchain as toolchain;
 use std::path::{Path, PathBuf};
@@ -19,7 +20,7 @@ pub fn declared(dir: &Path) -> Result<Vec<super::ScriptDecl>, String> {
 }
 
 /// Builds the `.py` and `.js` scripts of the skill in `dir`; returns the components written.
-pub fn build_scripts(dir: &Path, offline: bool, progress: &mut dyn FnMut(&str)) -> Result<Vec<PathBuf>, String> {
+pub fn build_scripts(dir: &Path, offline: bool, progress: &mut dyn FnMut(&str)) -> Result<Vec<PathBuf>, BuildError> {
     let mut built = Vec::new();
     let mut componentize_js = None;
     for decl in declared(dir)? {
@@ -38,14 +39,14 @@ pub fn build_scripts(dir: &Path, offline: bool, progress: &mut dyn FnMut(&str)) 
         } else {
             let componentize = match componentize_js.take() {
                 Some(found) => found,
-                None => toolchain::find_componentize_js(dir, offline, progress).map_err(|e| e.to_string())?,
+                None => toolchain::find_componentize_js(dir, offline, progress)?,
             };
             progress(&format!("building script {} with componentize-js", decl.script));
             let result = toolchain::build_js_script(&job, &componentize);
             componentize_js = Some(componentize);
             result
         };
-        result.map_err(|e| e.to_string())?;
+        result?;
         built.push(output);
     }
     Ok(built)
