@@ -2,7 +2,7 @@
 //! guests: parallel tool calls, error results, approvals, the time budget, history, prompt.
 
 use serde_json::{Value, json};
-use skillhost::engine::turn::WRAPUP_INSTRUCTION;
+use skillhost::engine::deadline::TIME_SPENT;
 use skillhost::engine::*;
 use skillhost::tools::Level;
 use skillhost_tests::llm_server::{Answer, LlmServer, Reply};
@@ -225,7 +225,7 @@ async fn a_spent_budget_forces_a_tools_free_wrap_up() {
     let last = wrap["messages"].as_array().unwrap().last().unwrap();
     assert_eq!(last["content"][0]["tool_use_id"], "t1", "the cut-off call is still answered");
     assert_eq!(parse(last["content"][0]["content"].as_str().unwrap())["kind"], "turn_deadline");
-    assert_eq!(last["content"][1]["text"], WRAPUP_INSTRUCTION);
+    assert_eq!(last["content"][1]["text"], TIME_SPENT.instruction);
 }
 
 #[tokio::test]
