@@ -262,7 +262,7 @@ fn list_validate_and_bad_records() {
         "skill `declared__weather`: skills.declared[16]: a second record with this name",
         "skill `declared__typo`: skills.declared[17]: config_json.mehtod: unknown field `mehtod`",
         "skill `declared__Bad-Name`: skills.declared[18]: name `Bad-Name` does not start with a lowercase letter",
-        "skill `declared__insta`: skills.declared[19]: builtin `instagram_post` is not supported",
+        "skill `declared__insta`: skills.declared[19]: config_json.access_token: needed by instagram_post",
         "skill `declared__nourl`: skills.declared[20]: config_json.url: `ftp://x/call` is not an http(s) URL",
     ] {
         assert!(out.stderr.contains(expected), "{expected}:\n{}", out.stderr);

@@ -9,6 +9,7 @@ use std::sync::{Arc, OnceLock};
 
 pub mod api_client;
 pub mod browser;
+pub mod graph_server;
 pub mod llm_server;
 pub mod postgres;
 pub mod slack_server;

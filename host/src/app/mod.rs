@@ -9,6 +9,7 @@
 pub mod names;
 pub mod schedule;
 pub mod serve;
+pub mod slack_guard;
 
 pub use serve::serve;
 
@@ -17,7 +18,7 @@ use crate::engine::{Engine, EngineSettings, NestedRunner, Peers};
 
 use crate::adapters::outbox::Outbox;
 use crate::mcp::McpManager;
-use crate::sandbox::{LimitPolicy, McpBridge, Notifier, Resident, Sandbox, SandboxOptions, WARM_INSTANCES};
+use crate::sandbox::{LimitPolicy, Notifier, Resident, Sandbox, SandboxOptions, WARM_INSTANCES};
 use crate::skills::{LoadMode, LoadProblem, Loader, SkillSet};
 use crate::tools::{DeclaredTools, ScriptTools, SkillTools, ToolSource, Tools};
 use anyhow::{Context, bail};
@@ -80,6 +81,8 @@ pub struct Agent {
     /// Its effective config, and the loader that reloads its skills.
     loader: Loader,
     mcp: Arc<McpManager>,
+    /// Its guard on MCP tools that post to Slack (kept across reloads with what it learned).
+    slack_guard: crate::mcp::SlackPostingGuard,
 }
 
 impl Agent {
@@ -101,7 +104,7 @@ impl Agent {
     async fn load_into_engine(&self, mode: LoadMode) -> anyhow::Result<Vec<LoadProblem>> {
         let set = Arc::new(self.loader.load_all(mode).await?);
         check_loading(&set, &self.loader.config)?;
-        let tools = tools_for(&self.mcp, &set, &self.loader.config, &self.loader.memory).await;
+        let tools = tools_for(&self.mcp, &set, &self.loader.config, &self.loader.memory, &self.slack_guard).await;
         self.engine.swap_skills(set.clone(), tools);
         Ok(set.problems.clone())
     }
@@ -370,12 +373,13 @@ async fn build_agent(
         false => None,
     };
     let mut loader = Loader::new(sandbox.clone(), config.clone())?;
-    loader.mcp = mcp.is_configured().then(|| mcp.clone() as Arc<dyn McpBridge>);
+    let guard = slack_guard::slack_guard(&config, name.as_deref());
+    loader.mcp = mcp.is_configured().then(|| slack_guard::bridge(mcp, &guard));
     let outbox = Outbox::new();
     loader.notifier = Some(outbox.clone() as Arc<dyn Notifier>);
     let set = Arc::new(loader.load_all(options.mode).await.with_context(|| who.clone())?);
     check_loading(&set, &config).with_context(|| who.clone())?;
-    let tools = tools_for(mcp, &set, &config, &loader.memory).await;
+    let tools = tools_for(mcp, &set, &config, &loader.memory, &guard).await;
     let mut settings = EngineSettings::from_config(&config, loader.memory.clone());
     settings.agent = name.clone();
     let engine = Engine::new(set.clone(), tools, provider, settings, loader.state.clone()).with_peers(peers.clone());
@@ -397,6 +401,7 @@ async fn build_agent(
         runs,
         loader,
         mcp: mcp.clone(),
+        slack_guard: guard,
     })
 }
 
@@ -443,12 +448,13 @@ fn check_names(config: &LoadedConfig, agents: &[(Option<&str>, &Engine)], mcp: &
 }
 
 /// The tools an agent offers: its skills', their script tools, then (when servers are configured) those of the
-/// MCP servers its skills declare or its `skills.allowed` names.
+/// MCP servers its skills declare or its `skills.allowed` names, behind its `slack` guard.
 async fn tools_for(
     mcp: &Arc<McpManager>,
     set: &Arc<SkillSet>,
     config: &LoadedConfig,
     memory: &crate::store::MemoryStore,
+    slack: &crate::mcp::SlackPostingGuard,
 ) -> Tools {
     let mut sources: Vec<Arc<dyn ToolSource>> = vec![
         Arc::new(SkillTools::new(set.clone())),
@@ -458,7 +464,7 @@ async fn tools_for(
     if mcp.is_configured() {
         let extra = config.config.skills.allowed.clone().unwrap_or_default();
         let guardrails = crate::tools::temporal::Guardrails::from_config(&config.config.engine.temporal_guardrails);
-        sources.push(crate::tools::mcp::start_for(mcp, set.clone(), &extra, guardrails).await);
+        sources.push(crate::tools::mcp::start_for(mcp, set.clone(), &extra, guardrails, slack.clone()).await);
     }
     Tools::new(sources)
 }

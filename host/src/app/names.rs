@@ -1,6 +1,7 @@
 //! Names the operator writes in config that must name something this process has: a skill
 //! (`skills.config`, `skills.grants`, `skills.allowed`, `skills.loading_overrides`) or a
-//! tool (`human.overrides`, `engine.tool_budget.tools`, `engine.temporal_guardrails`). A name
+//! tool (`human.overrides`, `engine.tool_budget.tools`, `engine.temporal_guardrails`,
+//! `mcp_servers.<name>.slack_posting_tools`). A name
 //! that matches nothing is a typo or a leftover, and the setting is inert: each one is
 //! reported, as a warning, or as an error under `skills.strict` / `--strict`.
 //!
@@ -169,6 +170,18 @@ pub fn unmatched(config: &Config, known: &Known) -> Vec<String> {
             ));
         }
     }
+    for (server, settings) in &config.mcp_servers {
+        for tool in settings.slack_posting_tools() {
+            let name = format!("{server}{SEPARATOR}{tool}");
+            if !known.tools.contains(&name) && !known.maybe_unlisted(&name) {
+                found.insert(format!(
+                    "mcp_servers.{server}.slack_posting_tools names `{tool}`, which server `{server}` does not list{}: \
+                     it is never guarded",
+                    hint(&name, &known.tools)
+                ));
+            }
+        }
+    }
     found.into_iter().collect()
 }
 
@@ -285,6 +298,20 @@ mod tests {
             [
                 "agents.a.skills.allowed names `shel`, which is neither a skill nor an MCP server here (did you mean `shell`?)"
             ]
+        );
+    }
+
+    #[test]
+    fn slack_posting_tools_must_be_the_servers_tools() {
+        let yaml = "mcp_servers:\n  poster: {transport: stdio, command: x, slack_posting_tools: [post_mesage, read_history]}\n\
+                    \x20 later: {transport: stdio, command: y, slack_posting_tools: [anything]}\n";
+        let (config, _) = parse(yaml, |_| None).unwrap();
+        let mut k = known(&[], &["poster__post_message", "poster__read_history"], &["poster", "later"]);
+        k.unknown_servers.insert("later".into());
+        assert_eq!(
+            unmatched(&config, &k),
+            ["mcp_servers.poster.slack_posting_tools names `post_mesage`, which server `poster` does not list \
+                 (did you mean `poster__post_message`?): it is never guarded"]
         );
     }
 

@@ -39,7 +39,8 @@ pub async fn run(args: ConformanceArgs) -> anyhow::Result<ExitCode> {
         client_metadata_url: Some(CLIENT_METADATA_URL.into()),
         ..McpAuth::default()
     });
-    let server = McpServer::Streamablehttp { url: args.url, headers: BTreeMap::new(), tools: ToolFilter::All, auth };
+    let (headers, tools, slack_posting_tools) = (BTreeMap::new(), ToolFilter::All, Vec::new());
+    let server = McpServer::Streamablehttp { url: args.url, headers, tools, auth, slack_posting_tools };
     let manager = McpManager::new(&BTreeMap::from([(NAME.to_owned(), server)]));
     manager.set_people(true);
     manager.set_browser(Browser::Fetch);

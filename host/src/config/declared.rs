@@ -19,10 +19,11 @@ pub struct DeclaredRecord {
     /// `false`: left out of the tool list (still validated).
     #[serde(default = "active")]
     pub is_active: bool,
-    /// The approval level (`approve`, `confirm`; absent or `null`: none); `human.overrides`
-    /// still have the last word.
-    #[serde(default)]
-    pub human: Option<DeclaredLevel>,
+    /// The approval level: `approve`, `confirm`, or `null` (none). Absent (`None`): the
+    /// type's own, which is none except for the built-ins that publish (`whatsapp_send`,
+    /// `instagram_post`: `approve`). `human.overrides` still have the last word.
+    #[serde(default, deserialize_with = "written")]
+    pub human: Option<Option<DeclaredLevel>>,
     /// The type's settings: a mapping, or the spec's JSON text.
     #[serde(default = "empty_object", deserialize_with = "mapping_or_json_text")]
     pub config_json: serde_json::Value,
@@ -73,6 +74,12 @@ pub enum DeclaredLevel {
     Approve,
     /// The typed confirmation.
     Confirm,
+}
+
+/// A key that is present, `null` included (`Some(None)`), told apart from an absent one
+/// (`None`, through `#[serde(default)]`).
+fn written<'de, D: Deserializer<'de>, T: Deserialize<'de>>(deserializer: D) -> Result<Option<Option<T>>, D::Error> {
+    Option::<T>::deserialize(deserializer).map(Some)
 }
 
 /// `config_json` as a YAML mapping, or as the JSON text the spec stores.

@@ -769,6 +769,9 @@ pub enum McpServer {
         /// Which tools to offer.
         #[serde(default)]
         tools: ToolFilter,
+        /// The tools (as the server lists them) that post to Slack, for the external-channel guard.
+        #[serde(default)]
+        slack_posting_tools: Vec<String>,
     },
     /// The legacy HTTP+SSE transport.
     Sse {
@@ -780,6 +783,9 @@ pub enum McpServer {
         /// Which tools to offer.
         #[serde(default)]
         tools: ToolFilter,
+        /// The tools (as the server lists them) that post to Slack, for the external-channel guard.
+        #[serde(default)]
+        slack_posting_tools: Vec<String>,
     },
     /// The streamable HTTP transport.
     Streamablehttp {
@@ -794,6 +800,9 @@ pub enum McpServer {
         /// OAuth 2.1 per the MCP authorization spec, when the server asks for it.
         #[serde(default)]
         auth: Option<McpAuth>,
+        /// The tools (as the server lists them) that post to Slack, for the external-channel guard.
+        #[serde(default)]
+        slack_posting_tools: Vec<String>,
     },
 }
 
@@ -823,6 +832,16 @@ pub struct McpAuth {
 }
 
 impl McpServer {
+    /// `slack_posting_tools`: the tools that post to Slack (the channel in their `channel_id`
+    /// or `channel` argument), refused in external channels when the agent may not post there.
+    pub fn slack_posting_tools(&self) -> &[String] {
+        match self {
+            McpServer::Stdio { slack_posting_tools, .. }
+            | McpServer::Sse { slack_posting_tools, .. }
+            | McpServer::Streamablehttp { slack_posting_tools, .. } => slack_posting_tools,
+        }
+    }
+
     fn check(&self) -> Result<(), String> {
         match self {
             McpServer::Stdio { command, .. } if command.trim().is_empty() => Err("command is empty".into()),

@@ -390,12 +390,18 @@ pub fn result_text(result: &CallToolResult) -> String {
     }
 }
 
+impl McpManager {
+    /// Whether `skill` declared `server`, a configured one, so its `mcp` import may call it.
+    pub fn declares(&self, skill: &str, server: &str) -> bool {
+        let declared = self.declared.read().unwrap_or_else(|p| p.into_inner());
+        declared.get(skill).is_some_and(|s| s.contains(server)) && self.has_server(server)
+    }
+}
+
 impl McpBridge for McpManager {
     fn call_tool<'a>(&'a self, skill: &'a str, server: &'a str, tool: &'a str, arguments: &'a str) -> McpFuture<'a> {
         Box::pin(async move {
-            let declared =
-                self.declared.read().unwrap_or_else(|p| p.into_inner()).get(skill).is_some_and(|s| s.contains(server));
-            if !declared || !self.has_server(server) {
+            if !self.declares(skill, server) {
                 return Err(McpCallError::UnknownServer(server.to_owned()));
             }
             let arguments = match serde_json::from_str::<Value>(arguments) {

@@ -20,6 +20,8 @@ pub const DECLARED: &str = "declared";
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 /// The DuckDuckGo Instant Answer API.
 pub const DUCKDUCKGO: &str = "https://api.duckduckgo.com/";
+/// Meta's Graph API, its version included: the base of `whatsapp_send` and `instagram_post`.
+pub const GRAPH_API: &str = "https://graph.facebook.com/v23.0";
 
 /// One declared tool, ready to run.
 #[derive(Debug)]
@@ -132,6 +134,41 @@ pub enum Builtin {
         /// The agent (`to_agent_id`); the model names it (`to_agent_slug`) when absent.
         to: Option<String>,
     },
+    /// A text message through the WhatsApp Cloud API, from `phone_number_id`.
+    WhatsappSend(GraphAccount),
+    /// An image post through the Instagram Graph API, as `ig_user_id`: a media container,
+    /// then its publication.
+    InstagramPost(GraphAccount),
+}
+
+/// The account a social built-in publishes as, on Meta's Graph API.
+#[derive(Clone)]
+pub struct GraphAccount {
+    /// The API's base, its version included ([`GRAPH_API`] unless `base_url` says otherwise).
+    pub base_url: url::Url,
+    /// `phone_number_id` (WhatsApp) or `ig_user_id` (Instagram): the path's first segment.
+    pub id: String,
+    /// `access_token`: sent only as `Authorization: Bearer`, never in a URL, a log line or
+    /// an error (`Debug` leaves it out).
+    pub token: String,
+}
+
+impl GraphAccount {
+    /// `{base_url}/{id}/{edge}`.
+    pub fn url(&self, edge: &str) -> url::Url {
+        let mut url = self.base_url.clone();
+        // An http(s) URL (checked at load) always has path segments; `extend` escapes each.
+        if let Ok(mut segments) = url.path_segments_mut() {
+            segments.pop_if_empty().extend([&self.id, edge]);
+        }
+        url
+    }
+}
+
+impl std::fmt::Debug for GraphAccount {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GraphAccount").field("base_url", &self.base_url).field("id", &self.id).finish_non_exhaustive()
+    }
 }
 
 impl Builtin {
@@ -151,6 +188,14 @@ impl Builtin {
                 "Run Python code in a sandbox (standard library only; no files, network or environment; \
                  a few seconds at most). The result is what it prints, then the value of its last line \
                  when that is an expression."
+            }
+            Builtin::WhatsappSend(_) => {
+                "Send a WhatsApp text message to a phone number (international format, digits only) from \
+                 this deployment's WhatsApp Business number; returns the message's id."
+            }
+            Builtin::InstagramPost(_) => {
+                "Publish an image, from a public URL, with a caption on this deployment's Instagram \
+                 account; returns the post's media id."
             }
         }
     }
@@ -231,9 +276,11 @@ fn tool(
     description: Option<String>,
 ) -> Result<Declared, String> {
     let human = match record.human {
-        None => Human::None,
-        Some(DeclaredLevel::Approve) => Human::Approve,
-        Some(DeclaredLevel::Confirm) => Human::Confirm,
+        // The built-ins that publish ask first unless the record says otherwise.
+        None if matches!(kind, Kind::Builtin(Builtin::WhatsappSend(_) | Builtin::InstagramPost(_))) => Human::Approve,
+        None | Some(None) => Human::None,
+        Some(Some(DeclaredLevel::Approve)) => Human::Approve,
+        Some(Some(DeclaredLevel::Confirm)) => Human::Confirm,
     };
     let description = match (description, &kind, record.description.trim()) {
         (Some(description), _, _) => description,
@@ -408,17 +455,35 @@ struct BuiltinSettings {
     function_name: Option<String>,
     base_url: Option<String>,
     to_agent_id: Option<String>,
+    access_token: Option<String>,
+    phone_number_id: Option<String>,
+    ig_user_id: Option<String>,
+}
+
+impl BuiltinSettings {
+    /// Refuses a key `function` does not take: it would be accepted and then ignored.
+    fn check_keys(&self, function: &str) -> Result<(), String> {
+        const SOCIAL: &[&str] = &["whatsapp_send", "instagram_post"];
+        let keys: [(&str, bool, &[&str]); 5] = [
+            ("base_url", self.base_url.is_some(), &["web_search", "whatsapp_send", "instagram_post"]),
+            ("to_agent_id", self.to_agent_id.is_some(), &["delegate_to_agent"]),
+            ("access_token", self.access_token.is_some(), SOCIAL),
+            ("phone_number_id", self.phone_number_id.is_some(), &["whatsapp_send"]),
+            ("ig_user_id", self.ig_user_id.is_some(), &["instagram_post"]),
+        ];
+        for (key, written, takers) in keys {
+            if written && !takers.contains(&function) {
+                return Err(format!("config_json.{key}: {function} takes no {key} (only {})", takers.join(", ")));
+            }
+        }
+        Ok(())
+    }
 }
 
 fn builtin(config: &Value, name: &str) -> Result<(Kind, Value), String> {
     let s: BuiltinSettings = settings(config)?;
     let function = s.function_name.as_deref().unwrap_or(name);
-    if s.base_url.is_some() && function != "web_search" {
-        return Err("config_json.base_url: only web_search takes a base_url".into());
-    }
-    if s.to_agent_id.is_some() && function != "delegate_to_agent" {
-        return Err("config_json.to_agent_id: only delegate_to_agent takes a to_agent_id".into());
-    }
+    s.check_keys(function)?;
     let string = |description: &str| json!({"type": "string", "description": description});
     Ok(match function {
         "web_search" => {
@@ -431,32 +496,71 @@ fn builtin(config: &Value, name: &str) -> Result<(Kind, Value), String> {
             (Kind::Builtin(Builtin::JournalWrite), schema)
         }
         "text_to_chart" => (Kind::Builtin(Builtin::TextToChart), chart_schema()),
-        "instagram_post" | "whatsapp_send" => {
-            return Err(format!(
-                "builtin `{function}` is not supported: it needs a third-party account's credentials skillhost does not hold"
-            ));
-        }
+        "whatsapp_send" | "instagram_post" => social(&s, function)?,
         "code_execution" => {
             let schema = json!({"type": "object", "properties": {"code": string("Python source to run.")}, "required": ["code"], "additionalProperties": false});
             (Kind::Builtin(Builtin::CodeExecution), schema)
         }
-        "delegate_to_agent" => {
-            let mut properties = serde_json::Map::new();
-            let mut required = vec!["task"];
-            if s.to_agent_id.is_none() {
-                properties.insert("to_agent_slug".into(), string("The agent to hand the task to (its key)."));
-                required.insert(0, "to_agent_slug");
-            }
-            properties.insert("task".into(), string("What the agent should do."));
-            properties.insert("context".into(), string("What it needs to know to do it."));
-            let schema = json!({"type": "object", "properties": properties, "required": required, "additionalProperties": false});
-            (Kind::Builtin(Builtin::Delegate { to: s.to_agent_id }), schema)
-        }
+        "delegate_to_agent" => delegate(s.to_agent_id),
         other => {
             return Err(format!(
-                "config_json.function_name: unknown builtin `{other}` (web_search, journal_write, text_to_chart, code_execution, delegate_to_agent)"
+                "config_json.function_name: unknown builtin `{other}` (web_search, journal_write, text_to_chart, \
+                 whatsapp_send, instagram_post, code_execution, delegate_to_agent)"
             ));
         }
+    })
+}
+
+/// `delegate_to_agent`: the model names the agent unless `to_agent_id` fixes it.
+fn delegate(to: Option<String>) -> (Kind, Value) {
+    let string = |description: &str| json!({"type": "string", "description": description});
+    let mut properties = serde_json::Map::new();
+    let mut required = vec!["task"];
+    if to.is_none() {
+        properties.insert("to_agent_slug".into(), string("The agent to hand the task to (its key)."));
+        required.insert(0, "to_agent_slug");
+    }
+    properties.insert("task".into(), string("What the agent should do."));
+    properties.insert("context".into(), string("What it needs to know to do it."));
+    let schema =
+        json!({"type": "object", "properties": properties, "required": required, "additionalProperties": false});
+    (Kind::Builtin(Builtin::Delegate { to }), schema)
+}
+
+/// `whatsapp_send` (`access_token`, `phone_number_id`) or `instagram_post` (`access_token`,
+/// `ig_user_id`), with its fixed input (operators' prompts name these arguments).
+fn social(s: &BuiltinSettings, function: &str) -> Result<(Kind, Value), String> {
+    let whatsapp = function == "whatsapp_send";
+    let (id_key, id) = if whatsapp { ("phone_number_id", &s.phone_number_id) } else { ("ig_user_id", &s.ig_user_id) };
+    let needed = |key: &str, value: &Option<String>| match value.as_deref().map(str::trim) {
+        Some(value) if !value.is_empty() => Ok(value.to_owned()),
+        _ => Err(format!("config_json.{key}: needed by {function} (the account's credentials, or their ${{ENV}})")),
+    };
+    let token = needed("access_token", &s.access_token)?;
+    let id = needed(id_key, id)?;
+    if !id.chars().all(|c| c.is_ascii_digit()) {
+        return Err(format!("config_json.{id_key}: `{id}` is not a Graph API id (digits only)"));
+    }
+    let base_url = absolute_url(s.base_url.as_deref().unwrap_or(GRAPH_API), "base_url")?;
+    if base_url.query().is_some() || base_url.fragment().is_some() {
+        return Err("config_json.base_url: a query or fragment has no place in the API's base".into());
+    }
+    let account = GraphAccount { base_url, id, token };
+    let text = |description: &str, max: u32| json!({"type": "string", "minLength": 1, "maxLength": max, "description": description});
+    Ok(if whatsapp {
+        let properties = json!({
+            "to": text("The recipient's phone number, international format with its country code (15551234567).", 32),
+            "text": text("The message.", 4096),
+        });
+        let schema = json!({"type": "object", "properties": properties, "required": ["to", "text"], "additionalProperties": false});
+        (Kind::Builtin(Builtin::WhatsappSend(account)), schema)
+    } else {
+        let properties = json!({
+            "image_url": text("A public http(s) URL of the image (JPEG); images only.", 2048),
+            "caption": {"type": "string", "maxLength": 2200, "description": "The post's caption."},
+        });
+        let schema = json!({"type": "object", "properties": properties, "required": ["image_url"], "additionalProperties": false});
+        (Kind::Builtin(Builtin::InstagramPost(account)), schema)
     })
 }
 

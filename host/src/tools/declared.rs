@@ -14,10 +14,13 @@
 //! - `builtin`: `web_search` (DuckDuckGo's Instant Answer API), `journal_write` and
 //!   `text_to_chart` (files under the memory root, confined as the memory skill's), and
 //!   `code_execution` (the model's Python, in the function runtime), and `delegate_to_agent`
-//!   (a nested turn on another agent of this process, through [`CallScope::nested`]).
+//!   (a nested turn on another agent of this process, through [`CallScope::nested`]), and
+//!   `whatsapp_send` and `instagram_post` (Meta's Graph API, `declared/social.rs`, under the
+//!   `http` records' grant and discipline).
 
 mod chart;
 mod database;
+mod social;
 
 use super::skill::static_level;
 use super::{CallScope, Level, ToolCall, ToolInfo, ToolOutcome, ToolSource};
@@ -116,6 +119,8 @@ impl ToolSource for DeclaredTools {
             Kind::Builtin(Builtin::WebSearch { base_url }) => self.web_search(base_url, call.input).await,
             Kind::Builtin(Builtin::JournalWrite) => self.journal(call).await,
             Kind::Builtin(Builtin::TextToChart) => chart::write(&self.memory, call.input).await,
+            Kind::Builtin(Builtin::WhatsappSend(account)) => self.whatsapp_send(call.name, account, call.input).await,
+            Kind::Builtin(Builtin::InstagramPost(account)) => self.instagram_post(call.name, account, call.input).await,
             Kind::Database(database) => database::run(database, call.input).await,
             Kind::Function(function) => {
                 let input = json!({"code": &*function.code, "args": call.input.to_string()});
@@ -252,14 +257,20 @@ impl DeclaredTools {
         }
     }
 
-    async fn http(&self, name: &str, tool: &HttpTool, input: &Value) -> Result<Value, Failure> {
-        let url = &tool.url;
+    /// Whether tool `name` may reach `url`'s host and port (deny by default).
+    fn granted(&self, name: &str, url: &url::Url) -> Result<(), Failure> {
         let (host, port) = (url.host_str().unwrap_or_default(), url.port_or_known_default().unwrap_or(0));
         let host = host.trim_start_matches('[').trim_end_matches(']').to_ascii_lowercase();
         if !self.grants.get(name).is_some_and(|g| g.matches(&host, port)) {
             let why = format!("{host}:{port} is not granted (skills.grants.{name}.http_hosts)");
             return Err((why, "denied"));
         }
+        Ok(())
+    }
+
+    async fn http(&self, name: &str, tool: &HttpTool, input: &Value) -> Result<Value, Failure> {
+        let url = &tool.url;
+        self.granted(name, url)?;
         let request = match tool.method {
             HttpMethod::Get => {
                 let mut url = url.clone();

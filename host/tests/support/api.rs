@@ -22,7 +22,13 @@ impl ApiProcess {
     /// server answers before, while skills missing from the compile cache compile: tests
     /// that talk to it then use [`ApiProcess::serving`]).
     pub async fn start(ws: &skillhost_tests::Workspace) -> Self {
-        let api = Self::serving(ws).await;
+        Self::start_with(ws, &[]).await
+    }
+
+    /// [`ApiProcess::start`] with `env` set in the process (`RUST_LOG` among them, to read
+    /// its log on [`ApiProcess::stderr`]).
+    pub async fn start_with(ws: &skillhost_tests::Workspace, env: &[(&str, &str)]) -> Self {
+        let api = Self::serving_with(ws, env).await;
         let started = Instant::now();
         loop {
             let ready = api.client.get(format!("{}/readyz", api.base)).send().await.map(|r| r.status().as_u16());
@@ -36,6 +42,10 @@ impl ApiProcess {
 
     /// Starts it in `ws` and waits (bounded) until `/healthz` answers.
     pub async fn serving(ws: &skillhost_tests::Workspace) -> Self {
+        Self::serving_with(ws, &[]).await
+    }
+
+    async fn serving_with(ws: &skillhost_tests::Workspace, env: &[(&str, &str)]) -> Self {
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let mut child = Command::new(env!("CARGO_BIN_EXE_skillhost"))
             .current_dir(ws.path())
@@ -43,6 +53,7 @@ impl ApiProcess {
             .env("SKILLHOST_UI_PORT", port.to_string())
             .env("SKILLHOST_UI_TOKEN", TOKEN)
             .env_remove("RUST_LOG")
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())

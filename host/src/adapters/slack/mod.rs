@@ -2,13 +2,15 @@
 //!
 //! - [`socket`]: `apps.connections.open`, the WebSocket, envelopes acknowledged at once,
 //!   reconnects with capped, jittered backoff.
-//! - [`api`]: the Web API client. [`wire`]: the payloads.
+//! - [`api`]: the Web API client. [`wire`]: the payloads. [`channels`]: which channels are
+//!   external (`conversations.info`), for this guard and the MCP tools that post to Slack.
 //! - Here: which events start a turn (`respond`), the thread a turn answers in, approval and
 //!   question prompts as Block Kit buttons, the `confirm` modal, who may decide
 //!   (`approvers`, people only), and the external-channel guard
 //!   (`allow_posting_in_external_channels: false`).
 
 pub mod api;
+pub mod channels;
 pub mod socket;
 pub mod wire;
 
@@ -20,6 +22,7 @@ use crate::config::{Respond, SlackSettings};
 use crate::engine::Engine;
 use crate::tools::{CONFIRMATION_CHALLENGE, Level};
 use api::{SlackError, WebApi};
+use channels::ChannelKinds;
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -48,12 +51,12 @@ pub struct Place {
 
 /// One Slack app of one agent.
 pub struct Slack {
-    api: WebApi,
+    api: Arc<WebApi>,
     settings: SlackSettings,
     /// The bot's own user id (`auth.test`), once known.
     bot_user: OnceLock<String>,
-    /// Channels known to be external (`true`) or internal; only successful lookups are kept.
-    external: Mutex<HashMap<String, bool>>,
+    /// Which channels are external.
+    channels: ChannelKinds,
     /// Users known to be bots (`users.info`).
     bots: Mutex<HashMap<String, bool>>,
     label: String,
@@ -81,11 +84,12 @@ impl SlackAdapter {
             Some(agent) => format!("slack (agent `{agent}`)"),
             None => "slack".to_owned(),
         };
+        let api = Arc::new(WebApi::new(&settings.base_url, &settings.bot_token, &settings.app_token));
         let slack = Slack {
-            api: WebApi::new(&settings.base_url, &settings.bot_token, &settings.app_token),
+            channels: ChannelKinds::new(api.clone(), &label),
+            api,
             settings: settings.clone(),
             bot_user: OnceLock::new(),
-            external: Mutex::default(),
             bots: Mutex::default(),
             label: label.clone(),
         };
@@ -128,30 +132,8 @@ impl Slack {
     /// Whether text may be posted in `channel`: always, unless the guard is on and the
     /// channel is external (or cannot be looked up: fail closed, not cached).
     async fn may_post(&self, channel: &str) -> bool {
-        if self.settings.allow_posting_in_external_channels {
-            return true;
-        }
-        if let Some(external) = self.external.lock().unwrap_or_else(|p| p.into_inner()).get(channel) {
-            return !external;
-        }
-        match self.api.read("conversations.info", &[("channel", channel)]).await {
-            Ok(answer) => {
-                let info = answer.get("channel").cloned().unwrap_or_default();
-                let flag = |key: &str| info.get(key).and_then(Value::as_bool).unwrap_or(false);
-                let external = flag("is_ext_shared")
-                    || flag("is_pending_ext_shared")
-                    || (flag("is_shared") && !flag("is_org_shared"));
-                self.external.lock().unwrap_or_else(|p| p.into_inner()).insert(channel.to_owned(), external);
-                if external {
-                    tracing::info!(channel, "{}: external channel: text posts are suppressed", self.label);
-                }
-                !external
-            }
-            Err(e) => {
-                tracing::warn!(channel, error = %e, "Could not resolve Slack channel info for external posting guard");
-                false
-            }
-        }
+        self.settings.allow_posting_in_external_channels
+            || self.channels.external(channel).await.is_ok_and(|external| !external)
     }
 
     /// Whether `user` may decide: a person, among `approvers` when that is set.

@@ -2,7 +2,9 @@
 //! as `<skill>__<tool>` instead for tools a skill lists in `mcp-tools` (aliases; a call under
 //! the server's name is still accepted as a direct call), and
 //! every call run through the owning skill's policy (`before-mcp-call`, prerequisites with one
-//! retry) and observer (`observe-mcp-result`).
+//! retry) and observer (`observe-mcp-result`). A tool that posts to Slack
+//! (`mcp_servers.<name>.slack_posting_tools`) passes the agent's external-channel guard
+//! ([`SlackPostingGuard`]) with the arguments it is about to be sent, before it is routed.
 //!
 //! Layout: this file (names, levels, the call), `preflight.rs` (`before-mcp-call`,
 //! prerequisites), `guard.rs` (`engine.temporal_guardrails` on every set of arguments sent),
@@ -16,6 +18,7 @@ use super::coverage::CoverageEntry;
 use super::temporal::{Guardrails, NOTE_FIELD};
 use super::{CallScope, Level, Prepared, ToolCall, ToolInfo, ToolOutcome, ToolSource, ToolTarget, generically_empty};
 use crate::llm::ToolDecl;
+use crate::mcp::SlackPostingGuard;
 use crate::mcp::client::{McpManager, result_text};
 use crate::person::{Answer, Person, Question};
 use crate::sandbox::CallContext;
@@ -59,6 +62,8 @@ pub struct McpTools {
     batches: Mutex<HashMap<String, HashMap<String, PrerequisiteResult>>>,
     /// `engine.temporal_guardrails`.
     guardrails: Guardrails,
+    /// The agent's guard on tools that post to Slack.
+    slack: SlackPostingGuard,
 }
 
 impl McpTools {
@@ -76,12 +81,18 @@ impl McpTools {
                 }
             }
         }
-        McpTools { manager, skills, servers, aliases, batches: Mutex::default(), guardrails: Guardrails::default() }
+        let (batches, guardrails, slack) = (Mutex::default(), Guardrails::default(), SlackPostingGuard::anywhere());
+        McpTools { manager, skills, servers, aliases, batches, guardrails, slack }
     }
 
     /// The same tools with `guardrails` normalising their calls' time arguments.
     pub fn with_guardrails(self, guardrails: Guardrails) -> Self {
         McpTools { guardrails, ..self }
+    }
+
+    /// The same tools with `slack` refusing posts to external Slack channels.
+    pub fn with_slack_guard(self, slack: SlackPostingGuard) -> Self {
+        McpTools { slack, ..self }
     }
 
     /// The manager behind these tools.
@@ -121,6 +132,10 @@ impl McpTools {
         let started = Instant::now();
         let advertised =
             self.manager.tool(&call.server, &call.tool).is_some_and(|t| coverage::advertised(t.meta.as_deref()));
+        if let Err(refused) = self.slack.check(&call.server, &call.tool, &arguments).await {
+            tracing::info!(server = %call.server, tool = %call.tool, "not sent: {refused}");
+            return error(json!({"error": refused.to_string(), "kind": "slack_post_refused"}), started);
+        }
         let args_text = Value::Object(arguments.clone()).to_string();
         let result = match self.manager.call(&call.server, &call.tool, arguments).await {
             Ok(result) => result,
@@ -338,12 +353,14 @@ impl Person for ScopePerson<'_> {
 
 /// Starts the servers `skills` declare plus `extra` (an agent's `skills.allowed` entries that
 /// name servers), waits for their first connection attempt, and returns the engine's view of
-/// their tools. Servers declared but not configured are reported and skipped.
+/// their tools, behind the agent's `guardrails` and `slack` guard. Servers declared but not
+/// configured are reported and skipped.
 pub async fn start_for(
     manager: &Arc<McpManager>,
     skills: Arc<SkillSet>,
     extra: &[String],
     guardrails: Guardrails,
+    slack: SlackPostingGuard,
 ) -> Arc<McpTools> {
     let mut servers = BTreeSet::new();
     for skill in skills.skills.values() {
@@ -364,7 +381,7 @@ pub async fn start_for(
             eprintln!("warning: MCP server `{server}` is not available ({why}); retrying in the background");
         }
     }
-    Arc::new(McpTools::new(manager.clone(), skills, servers).with_guardrails(guardrails))
+    Arc::new(McpTools::new(manager.clone(), skills, servers).with_guardrails(guardrails).with_slack_guard(slack))
 }
 
 fn valid_name(name: &str) -> bool {

@@ -108,6 +108,7 @@ impl McpTools {
         };
         cell.get_or_init(|| async {
             let arguments = self.guard_prerequisite(server, tool, arguments)?;
+            self.slack.check(server, tool, &arguments).await.map_err(|refused| refused.to_string())?;
             let result = self.manager.call(server, tool, arguments).await?;
             let text = result_text(&result);
             if result.is_error == Some(true) { Err(text) } else { Ok(text) }
