@@ -156,7 +156,13 @@ export const memory = {
   search: (query) => host("memory", () => rawMemory.search(query)),
 };
 
-/** The skill's own persistent key-value store. */
+/**
+ * A persistent key-value store. By default the keys are the conversation's: every agent and
+ * channel has its own, and a key expires `skills.state_ttl_seconds` (a day unless the operator
+ * says otherwise) after its last get or set. With `[capabilities] state = "skill"` in
+ * `skill.toml` the keys are the skill's own, shared by every conversation, and never expire.
+ * `startup`, `scheduled` and `isAvailable` always see the skill's own keys.
+ */
 export const state = {
   get: (key) => host("state", () => rawState.get(key)) ?? null,
   set: (key, value) => host("state", () => rawState.set(key, value)),

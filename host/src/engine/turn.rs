@@ -383,6 +383,15 @@ impl Engine {
         let deadline = Deadline::starting_now(Duration::from_secs(self.settings.session.deadline_seconds));
         let tool_budget = budget;
         let loaded = self.loaded();
+        // The call serves this agent, whatever its caller knew (the conversation of a
+        // per-conversation skill's state is the agent's).
+        let stamped;
+        let ctx = if ctx.agent == self.settings.agent {
+            ctx
+        } else {
+            stamped = CallContext { agent: self.settings.agent.clone(), ..ctx.clone() };
+            &stamped
+        };
         let round = Round {
             tools: &loaded.tools,
             gate: &self.gate,
@@ -540,12 +549,11 @@ impl Engine {
             TurnSkills::begin(&loaded.on_demand, &loaded.tools, &self.history, conversation, &messages).await?;
         let system = self.system_prompt(&loaded, &skills.carried).await;
         let ctx = CallContext {
-            config: serde_json::json!({}),
-            channel_id: req.channel_id.clone(),
+            agent: self.settings.agent.clone(),
             user_id: req.user_id.clone(),
             route: RouteAttributes::from_host(&req.route),
             user_message: Some(req.message.clone()),
-            observer: None,
+            ..CallContext::standalone(&req.channel_id)
         };
         let tools = loaded.with_sub_agents(&skills.tools);
         let tool_budget = TurnBudget::new(self.settings.tool_budget.clone());

@@ -2,6 +2,7 @@
 //! operator's config grants. Nothing is reachable by default.
 
 use crate::config::Destination;
+use crate::store::state::{Conversation, Namespace, StateScope};
 use crate::store::{MemoryStore, StateStore};
 use std::future::Future;
 use std::pin::Pin;
@@ -127,11 +128,13 @@ pub struct Capabilities {
     pub skill: String,
     /// The memory root, when both manifest and grant allow it.
     pub memory: Option<MemoryStore>,
-    /// The state store, and the skill's namespace in it; `None` for code with no state (the
-    /// function runtime's).
+    /// The state store; `None` for code with no state (the function runtime's).
     pub state: Option<StateStore>,
-    /// The namespace of the skill's keys (no other skill shares it).
-    pub state_namespace: String,
+    /// Whether its keys are per conversation or the skill's (its manifest's `state`).
+    pub state_scope: StateScope,
+    /// How long a per-conversation entry lives past its last get or set
+    /// (`skills.state_ttl_seconds`).
+    pub state_ttl: std::time::Duration,
     /// Hosts the manifest asks for.
     pub http_requested: HostList,
     /// Hosts the operator grants.
@@ -146,6 +149,12 @@ pub struct Capabilities {
 }
 
 impl Capabilities {
+    /// The namespace of the keys a call serving `conversation` sees (`None`: a lifecycle
+    /// hook, which sees the skill's). No other skill shares it.
+    pub fn state_namespace(&self, conversation: Option<&Conversation>) -> Namespace {
+        Namespace::of(&self.skill, self.state_scope, conversation, self.state_ttl)
+    }
+
     /// Whether an HTTP request to `host:port` is allowed.
     pub fn http_allowed(&self, host: &str, port: u16) -> bool {
         self.http_requested.matches(host, port) && self.http_granted.matches(host, port)

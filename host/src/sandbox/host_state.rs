@@ -6,6 +6,7 @@ use super::component::CallEnv;
 use super::limits::{Limits, MemoryLimiter};
 use super::observer::Observer;
 use super::output::{LogBuffer, LogRecord};
+use crate::store::state::Conversation;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -70,13 +71,29 @@ fn fits(key: &str, value: &str) -> bool {
     !key.is_empty() && key.len() <= MAX_KEY && value.len() <= MAX_VALUE
 }
 
-/// Who is calling: channel, user, config and the turn's route attributes.
+/// What one conversation is, for a skill whose state is per conversation
+/// (`[capabilities] state = "conversation"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ConversationBy {
+    /// The agent and the channel: every front door but one.
+    #[default]
+    Channel,
+    /// The agent alone: MCP from revision 2026-07-28, whose requests belong to no session.
+    Agent,
+}
+
+/// Who is calling: agent, channel, user, config and the turn's route attributes.
 #[derive(Debug, Clone)]
 pub struct CallContext {
     /// The skill's config block, as JSON.
     pub config: serde_json::Value,
+    /// The agent the call serves (`None`: the config's top-level agent). The engine sets it
+    /// ([`crate::engine::Engine::call_tool`], and the turns it builds).
+    pub agent: Option<String>,
     /// The channel the message came from.
     pub channel_id: String,
+    /// What the call's conversation is, for the `state` import.
+    pub conversation_by: ConversationBy,
     /// The user, when known.
     pub user_id: Option<String>,
     /// The turn's routing attributes.
@@ -93,12 +110,24 @@ impl CallContext {
     pub fn standalone(channel_id: &str) -> Self {
         CallContext {
             config: serde_json::json!({}),
+            agent: None,
             channel_id: channel_id.into(),
+            conversation_by: ConversationBy::Channel,
             user_id: None,
             route: RouteAttributes::default(),
             user_message: None,
             observer: None,
         }
+    }
+
+    /// The conversation the call serves: the agent, and the channel unless the conversation
+    /// is the agent as a whole.
+    pub fn conversation(&self) -> Conversation {
+        let channel = match self.conversation_by {
+            ConversationBy::Channel => Some(self.channel_id.clone()),
+            ConversationBy::Agent => None,
+        };
+        Conversation { agent: self.agent.clone(), channel }
     }
 }
 
@@ -110,6 +139,9 @@ pub struct HostState {
     pub(crate) caps: Arc<Capabilities>,
     pub(crate) logs: LogBuffer,
     pub(crate) route: RouteAttributes,
+    /// The conversation the call serves (the `state` import's namespace); `None` for the
+    /// lifecycle hooks, which serve none.
+    pub(crate) conversation: Option<Conversation>,
     /// What is being run, for log attribution.
     pub(crate) operation: String,
     pub(crate) deadline: Instant,
@@ -134,6 +166,7 @@ impl HostState {
             caps,
             logs,
             route: RouteAttributes::default(),
+            conversation: None,
             operation: String::new(),
             deadline: Instant::now() + limits.timeout,
             limits: *limits,
@@ -142,10 +175,11 @@ impl HostState {
         }
     }
 
-    /// The call this store now serves begins: its route attributes, what it runs, and its
-    /// deadline from now (a store made ahead of need waited before its call).
-    pub(crate) fn begin(&mut self, route: RouteAttributes, operation: String) {
+    /// The call this store now serves begins: its route attributes and conversation, what it
+    /// runs, and its deadline from now (a store made ahead of need waited before its call).
+    pub(crate) fn begin(&mut self, route: RouteAttributes, conversation: Option<Conversation>, operation: String) {
         self.route = route;
+        self.conversation = conversation;
         self.operation = operation;
         self.deadline = Instant::now() + self.limits.timeout;
         self.notices = 0;
@@ -162,6 +196,7 @@ impl HostState {
             caps: env.caps.clone(),
             logs,
             route: RouteAttributes::default(),
+            conversation: None,
             operation,
             deadline: Instant::now() + limits.timeout,
             limits,

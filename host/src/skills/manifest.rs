@@ -41,6 +41,10 @@ pub struct Capabilities {
     /// The notify import: messages of its own to the destinations the operator grants
     /// (`skills.grants.<skill>.notify`).
     pub notify: bool,
+    /// Whose keys the state import reads and writes: the conversation's (`"conversation"`,
+    /// the default; entries expire after `skills.state_ttl_seconds` untouched) or the
+    /// skill's, shared by every conversation (`"skill"`). No grant is needed for either.
+    pub state: crate::store::state::StateScope,
 }
 
 /// `[build]`.
@@ -153,6 +157,20 @@ mod tests {
         assert!(err.contains("every"), "{err}");
         let err = parse("[schedule]\nevery = \"1m\"\nat = \"noon\"\n").unwrap_err();
         assert!(err.contains("at"), "{err}");
+    }
+
+    #[test]
+    fn state_is_per_conversation_unless_the_skill_asks_for_its_own() {
+        use crate::store::state::StateScope;
+        assert_eq!(parse("").unwrap().capabilities.state, StateScope::Conversation);
+        assert_eq!(parse("[capabilities]\nstate = \"skill\"\n").unwrap().capabilities.state, StateScope::Skill);
+        let m = parse("[capabilities]\nstate = \"conversation\"\n").unwrap();
+        assert_eq!(m.capabilities.state, StateScope::Conversation);
+        let err = parse("[capabilities]\nstate = \"global\"\n").unwrap_err();
+        assert!(
+            err.starts_with("line 2, column 9: ") && err.contains("conversation") && err.contains("skill"),
+            "{err}"
+        );
     }
 
     #[test]
