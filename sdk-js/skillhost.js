@@ -20,6 +20,9 @@
 // `isAvailable(config)` and `startup(config)` receive the skill's config block; credentials
 // are in `env`: exactly the variables skill.toml names ([capabilities] env) and the operator
 // grants (skills.grants.<skill>.env).
+// Files: `[capabilities] files = "self"` mounts the skill's own distributable files read-only
+// at /skill for Rust and Python components; componentize-js gives JavaScript no file API, so
+// a JS skill carries its data in its modules instead.
 
 import * as rawLog from "skillhost:skill/log@0.1.0";
 import * as rawMemory from "skillhost:skill/memory@0.1.0";

@@ -73,6 +73,33 @@ pub struct NotifyGrant {
     pub notifier: Option<Arc<dyn Notifier>>,
 }
 
+/// Where a component that asks for its own files (`[capabilities] files = "self"`) sees them.
+pub const SKILL_FOLDER: &str = "/skill";
+
+/// A skill's own files, which its component reads at [`SKILL_FOLDER`]: a read-only copy
+/// of its distributable files the loader made (`skills::files`), removed when the last call
+/// environment holding it is dropped (the skill was unloaded or replaced).
+#[derive(Debug, Clone)]
+pub struct SkillFiles {
+    dir: Arc<tempfile::TempDir>,
+    /// How many files it holds.
+    pub files: usize,
+    /// How many bytes they hold.
+    pub bytes: u64,
+}
+
+impl SkillFiles {
+    /// The copy in `dir`, holding `files` files of `bytes` bytes.
+    pub fn new(dir: tempfile::TempDir, files: usize, bytes: u64) -> Self {
+        SkillFiles { dir: Arc::new(dir), files, bytes }
+    }
+
+    /// Where the copy is on the host.
+    pub fn path(&self) -> &std::path::Path {
+        self.dir.path()
+    }
+}
+
 /// A list of host patterns: `*` (anything), `*.example.com` (subdomains), `example.com`
 /// (any port), `example.com:8080` (that port).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -146,6 +173,8 @@ pub struct Capabilities {
     pub env: Vec<(String, String)>,
     /// Messages of its own.
     pub notify: NotifyGrant,
+    /// Its own files, when its manifest asks (`files = "self"`; no grant needed).
+    pub files: Option<SkillFiles>,
 }
 
 impl Capabilities {

@@ -1,7 +1,7 @@
 //! What a `Store` holds for one call: WASI (deny-by-default), the memory limiter, the skill's
 //! granted capabilities, and the call's log buffer and route attributes.
 
-use super::capabilities::Capabilities;
+use super::capabilities::{Capabilities, SKILL_FOLDER, SkillFiles};
 use super::component::CallEnv;
 use super::limits::{Limits, MemoryLimiter};
 use super::observer::Observer;
@@ -158,7 +158,7 @@ impl HostState {
     /// the call and starts its deadline.
     pub(crate) fn new(caps: Arc<Capabilities>, limits: &Limits) -> Self {
         let logs = LogBuffer::new(limits.max_log_bytes as usize);
-        let wasi = deny_by_default_wasi(&logs, &caps.env);
+        let wasi = deny_by_default_wasi(&logs, &caps.env, caps.files.as_ref());
         HostState {
             wasi,
             table: ResourceTable::new(),
@@ -211,10 +211,10 @@ impl HostState {
     }
 }
 
-/// WASI with nothing granted: no preopened directories, no arguments, no sockets, no name
-/// lookups, empty stdin, and only the granted environment variables (`env`); stdout and
-/// stderr feed the capped log buffer.
-fn deny_by_default_wasi(logs: &LogBuffer, env: &[(String, String)]) -> WasiCtx {
+/// WASI with nothing granted: no arguments, no sockets, no name lookups, empty stdin, only
+/// the granted environment variables (`env`), and no preopened directory but the skill's
+/// own files when it asked for them (`files`); stdout and stderr feed the capped log buffer.
+fn deny_by_default_wasi(logs: &LogBuffer, env: &[(String, String)], files: Option<&SkillFiles>) -> WasiCtx {
     let mut builder = WasiCtx::builder();
     builder
         .envs(env)
@@ -223,7 +223,24 @@ fn deny_by_default_wasi(logs: &LogBuffer, env: &[(String, String)]) -> WasiCtx {
         .allow_ip_name_lookup(false)
         .stdout(logs.stream("stdout"))
         .stderr(logs.stream("stderr"));
+    if let Some(files) = files {
+        mount(&mut builder, files);
+    }
     builder.build()
+}
+
+/// The skill's files, read-only at `/skill` and as `.`: wasi-libc resolves a relative path
+/// (and, with `chdir` linked, the absolute path it makes of one against its working
+/// directory, `/` in a fresh instance) against the preopen named `.`, so `open("data.csv")`
+/// reads the folder in every language, as a script tool's does (`command.rs`).
+fn mount(builder: &mut wasmtime_wasi::WasiCtxBuilder, files: &SkillFiles) {
+    for guest in [SKILL_FOLDER, "."] {
+        if let Err(e) = builder.preopened_dir(files.path(), guest, wasmtime_wasi::FsPerms::ReadOnly) {
+            // The copy is gone (a temp cleaner took it): the call sees no files, and says so.
+            tracing::warn!(dir = %files.path().display(), "cannot open the skill's files: {e:#}");
+            return;
+        }
+    }
 }
 
 impl WasiView for HostState {

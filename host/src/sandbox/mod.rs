@@ -24,6 +24,7 @@ mod warm;
 pub use cache::ComponentCache;
 pub use capabilities::{
     Capabilities, HostList, McpBridge, McpCallError, Notice, Notifier, NotifyError, NotifyFuture, NotifyGrant,
+    SKILL_FOLDER, SkillFiles,
 };
 pub use command::{CommandComponent, Exit, Invocation};
 pub use component::{CallEnv, Hooks, Outcome, SkillComponent, wit_context};

@@ -8,12 +8,14 @@
 
 use super::admit::{Candidate, Failure, admit, check_skill_name};
 use super::builtin;
+use super::files;
 use super::manifest::Manifest;
 use super::prompt::{self, Prompt};
 use super::skill::{Skill, ToolSpec, split_exposed};
 use crate::config::{Builtin, Grant, LoadedConfig};
 use crate::sandbox::{
-    CallEnv, Capabilities, HostList, LimitPolicy, McpBridge, Notifier, NotifyGrant, Sandbox, SkillComponent, Wasm,
+    CallEnv, Capabilities, HostList, LimitPolicy, McpBridge, Notifier, NotifyGrant, Sandbox, SkillComponent,
+    SkillFiles, Wasm,
 };
 use crate::store::{MemoryStore, StateStore};
 use std::collections::{BTreeMap, HashSet};
@@ -389,6 +391,7 @@ impl Loader {
             mcp: None,
             env: Vec::new(),
             notify: NotifyGrant { asked: false, granted: Vec::new(), notifier: None },
+            files: None,
         };
         let env = CallEnv { caps: Arc::new(caps), limits: self.policy.for_skill(&manifest.limits) };
         let (defs, info) = component.describe(&env).await.map_err(|e| e.to_string())?.value;
@@ -468,7 +471,8 @@ impl Loader {
             Wasm::File(path) => self.sandbox.load_file(path),
         };
         let component = component.map_err(|e| problem(e.to_string()))?;
-        let env = self.call_env(&name, manifest, default_grant);
+        let files = own_files(&skill, manifest, &wasm, mode)?;
+        let env = self.call_env(&name, manifest, default_grant, files);
         if mode != LoadMode::Validate && !self.check_available(&name, &component, &env, &skill.config).await? {
             return Ok(Some(Candidate::Unavailable(name)));
         }
@@ -546,7 +550,13 @@ impl Loader {
 
     /// The capabilities and limits of a skill: what its manifest asks for and the operator
     /// grants, both.
-    pub(super) fn call_env(&self, name: &str, manifest: &Manifest, default_grant: Option<Grant>) -> CallEnv {
+    pub(super) fn call_env(
+        &self,
+        name: &str,
+        manifest: &Manifest,
+        default_grant: Option<Grant>,
+        files: Option<SkillFiles>,
+    ) -> CallEnv {
         let config = &self.config.config;
         let written = config.skills.grants.get(name).cloned();
         // A built-in left at its default grant is the default, not a mistake worth a warning
@@ -581,9 +591,35 @@ impl Loader {
             mcp: self.mcp.clone(),
             env,
             notify: NotifyGrant { asked: asked.notify, granted: grant.notify.clone(), notifier: self.notifier.clone() },
+            files,
         };
         CallEnv { caps: Arc::new(caps), limits: self.policy.for_skill(&manifest.limits) }
     }
+}
+
+/// The skill's own files when its manifest asks (`files = "self"`): a folder skill's
+/// distributable files, copied for its component ([`files::stage`]); only listed, for what
+/// they refuse, when nothing will run (`LoadMode::Validate`). A built-in has no folder.
+fn own_files(
+    skill: &Skill,
+    manifest: &Manifest,
+    wasm: &Wasm<'_>,
+    mode: LoadMode,
+) -> Result<Option<SkillFiles>, Failure> {
+    if manifest.capabilities.files.is_none() || matches!(wasm, Wasm::Bytes(_)) {
+        return Ok(None);
+    }
+    let staged = match mode {
+        LoadMode::Validate => files::distributable(&skill.dir).map(|set| {
+            files::warn_refused(&skill.name, &set);
+            None
+        }),
+        _ => files::stage(&skill.name, &skill.dir).map(Some),
+    };
+    staged.map_err(|e| {
+        let message = format!("files = \"self\": {e}");
+        Failure::Problem(LoadProblem { skill: skill.name.clone(), file: skill.dir.join("skill.toml"), message })
+    })
 }
 
 /// The variables `asked` (the manifest) and `granted` (the operator) both name, with their

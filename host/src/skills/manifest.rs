@@ -45,6 +45,30 @@ pub struct Capabilities {
     /// the default; entries expire after `skills.state_ttl_seconds` untouched) or the
     /// skill's, shared by every conversation (`"skill"`). No grant is needed for either.
     pub state: crate::store::state::StateScope,
+    /// `"self"`: the component reads its skill's distributable files, read-only at `/skill`
+    /// (also its working directory). No grant is needed: they are the skill's own.
+    pub files: Option<Files>,
+}
+
+/// `[capabilities] files`: which files a component reads. Only its own folder for now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "String")]
+pub enum Files {
+    /// `"self"`: the skill's distributable files ([`super::files`]), at `/skill`.
+    Own,
+}
+
+impl TryFrom<String> for Files {
+    type Error = String;
+
+    fn try_from(value: String) -> Result<Self, String> {
+        match value.as_str() {
+            "self" => Ok(Files::Own),
+            other => Err(format!(
+                "files = \"{other}\": only \"self\" is supported (the skill's own folder, read-only at /skill)"
+            )),
+        }
+    }
 }
 
 /// `[build]`.
@@ -171,6 +195,16 @@ mod tests {
             err.starts_with("line 2, column 9: ") && err.contains("conversation") && err.contains("skill"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn files_takes_only_self() {
+        assert_eq!(parse("").unwrap().capabilities.files, None);
+        assert_eq!(parse("[capabilities]\nfiles = \"self\"\n").unwrap().capabilities.files, Some(Files::Own));
+        let err = parse("[capabilities]\nfiles = \"all\"\n").unwrap_err();
+        assert!(err.starts_with("line 2, column 9: files = \"all\": only \"self\""), "{err}");
+        let err = parse("[capabilities]\nfiles = true\n").unwrap_err();
+        assert!(err.starts_with("line 2, column 9: ") && err.contains("string"), "{err}");
     }
 
     #[test]
