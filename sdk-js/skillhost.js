@@ -20,6 +20,9 @@
 // `isAvailable(config)` and `startup(config)` receive the skill's config block; credentials
 // are in `env`: exactly the variables skill.toml names ([capabilities] env) and the operator
 // grants (skills.grants.<skill>.env).
+// Files: `[capabilities] files = "self"` mounts the skill's own distributable files read-only
+// at /skill for Rust and Python components; componentize-js gives JavaScript no file API, so
+// a JS skill carries its data in its modules instead.
 
 import * as rawLog from "skillhost:skill/log@0.1.0";
 import * as rawMemory from "skillhost:skill/memory@0.1.0";
@@ -156,7 +159,13 @@ export const memory = {
   search: (query) => host("memory", () => rawMemory.search(query)),
 };
 
-/** The skill's own persistent key-value store. */
+/**
+ * A persistent key-value store. By default the keys are the conversation's: every agent and
+ * channel has its own, and a key expires `skills.state_ttl_seconds` (a day unless the operator
+ * says otherwise) after its last get or set. With `[capabilities] state = "skill"` in
+ * `skill.toml` the keys are the skill's own, shared by every conversation, and never expire.
+ * `startup`, `scheduled` and `isAvailable` always see the skill's own keys.
+ */
 export const state = {
   get: (key) => host("state", () => rawState.get(key)) ?? null,
   set: (key, value) => host("state", () => rawState.set(key, value)),

@@ -40,6 +40,12 @@ fn main() {
         toolchain::build_python_app(&app, "app", &root.join("wit"), world.as_deref(), output)
     });
     writeln!(generated, "pub const WORD_STATS: &str = {:?};", python.display().to_string()).unwrap();
+    // A Python component that reads files of its own folder with `open`.
+    let reader = root.join("tests/fixtures/reader_py");
+    let python = cached_python(&root, &reader, "reader_py", &[toolchain::PYTHON_SDK], |output| {
+        toolchain::build_python_app(&reader, "app", &root.join("wit"), None, output)
+    });
+    writeln!(generated, "pub const READER_PY: &str = {:?};", python.display().to_string()).unwrap();
     // The mithai fixtures: unchanged mithai `tools.py` skills, built with the shim.
     let fixtures = root.join("tests/fixtures/mithai");
     for name in MITHAI_FIXTURES {

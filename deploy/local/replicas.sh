@@ -174,6 +174,8 @@ if [ -z "$CONFIG" ]; then
     cp "$PROBE_WASM" "$RUN_DIR/skills/probe/skill.wasm"
     echo "The probe test skill: its state_set and state_get tools use the skill's key-value state." \
       >"$RUN_DIR/skills/probe/prompt.md"
+    # The skill's own namespace, shared by every session (the default is one per conversation).
+    printf '[capabilities]\nstate = "skill"\n' >"$RUN_DIR/skills/probe/skill.toml"
     SKILL_PATHS="[$RUN_DIR/skills]"
   else
     say "warning: no probe.wasm (cargo test builds it; or --probe WASM): no skill with state is served"

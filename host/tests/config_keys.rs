@@ -80,6 +80,7 @@ const KEYS: &[(&str, By)] = &[
     ("databases.*.max_rows", Code("host/src/skills/declared.rs", "database.max_rows")),
     ("databases.*.statement_timeout_ms", Code("host/src/skills/declared.rs", "database.statement_timeout_ms")),
     ("skills.schedule_minimum", Code("host/src/skills/loader.rs", "skills.schedule_minimum")),
+    ("skills.state_ttl_seconds", Code("host/src/skills/loader.rs", "skills.state_ttl_seconds")),
     ("skills.builtins", Code("host/src/skills/loader.rs", "skills.builtins")),
     ("skills.allowed", Code("host/src/skills/loader.rs", "skills.allowed")),
     ("skills.max_prompt_bytes", Code("host/src/skills/loader.rs", "max_prompt_bytes")),

@@ -304,6 +304,10 @@ fn the_read_routes_serve_scripts() {
         let skills: Value = get("/api/skills").send().await.unwrap().json().await.unwrap();
         let probe = skills["skills"].as_array().unwrap().iter().find(|s| s["name"] == "probe").unwrap();
         assert_eq!(probe["grants"]["http_granted"], json!([]), "deny by default");
+        assert_eq!(
+            (probe["grants"]["state"].as_str(), &probe["grants"]["files"]),
+            (Some("conversation"), &Value::Null)
+        );
         assert!(probe["limits"]["fuel"].as_u64().unwrap() > 0);
         let mcp: Value = get("/api/mcp").send().await.unwrap().json().await.unwrap();
         assert_eq!(mcp["servers"][0]["name"], "ask");

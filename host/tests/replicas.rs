@@ -5,6 +5,7 @@
 mod support;
 
 use serde_json::{Value, json};
+use skillhost::store::state::{Conversation, Namespace};
 use skillhost_tests::llm_server::{Answer, LlmServer};
 use skillhost_tests::postgres::Postgres;
 use skillhost_tests::{Workspace, guests};
@@ -73,7 +74,11 @@ fn a_skills_state_is_shared_by_processes_on_one_database_and_nothing_is_written_
     let get = support::skillhost(&ws, &["call", "probe__state_get", r#"{"key": "k"}"#], "");
     assert_eq!(get.code, 0, "{}", get.stderr);
     assert!(get.stdout.contains("from one"), "another process reads it: {}", get.stdout);
-    let stored = pg.psql("calls", "SELECT convert_from(value, 'UTF8') FROM skillhost_state WHERE ns = 'skill-probe'");
+    // `call`'s conversation is its channel (`cli`, the default) of the top-level agent.
+    let conversation = Conversation { agent: None, channel: Some("cli".into()) };
+    let ns = Namespace::conversation("probe", &conversation, Duration::from_secs(1)).name;
+    let stored =
+        pg.psql("calls", &format!("SELECT convert_from(value, 'UTF8') FROM skillhost_state WHERE ns = '{ns}'"));
     assert_eq!(stored.trim(), "from one");
     assert!(!ws.path().join(".skillhost/state").exists() && !ws.path().join("state").exists(), "no SQLite file");
 }

@@ -7,7 +7,7 @@
 mod suite;
 
 use skillhost::store::state::postgres::{self, Postgres, Settings};
-use skillhost::store::state::{MAX_VALUE_BYTES, StateError, StateQuota, StateStore, StateWrite};
+use skillhost::store::state::{Expiry, MAX_VALUE_BYTES, StateError, StateQuota, StateStore, StateWrite};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use suite::{Case, run};
@@ -27,6 +27,7 @@ const CASES: &[Case<Open>] = cases![
     replace_if_sets_only_over_the_expected_value,
     apply_writes_in_order_and_checks_every_write_first,
     a_get_completes_while_another_store_holds_a_write_open,
+    idle_entries_expire_unless_touched_and_free_their_quota,
 ];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -179,25 +180,25 @@ async fn quotas_bound_keys_and_bytes(open: Open) {
     let s = open();
     let quota = StateQuota { max_bytes: 100, max_keys: 3 };
     for key in ["a", "b", "c"] {
-        s.set_within("ns", key, &"v".repeat(9), &quota).await.unwrap();
+        s.set_within("ns", key, &"v".repeat(9), &quota, NEVER).await.unwrap();
     }
     assert_eq!(s.usage("ns").await.unwrap(), (3, 30));
-    let keys = s.set_within("ns", "d", "v", &quota).await.unwrap_err();
+    let keys = s.set_within("ns", "d", "v", &quota, NEVER).await.unwrap_err();
     assert!(matches!(&keys, StateError::Invalid(m) if m.contains("3 keys") && m.contains("state_quota_keys")));
     // Replacing counts only the difference.
-    s.set_within("ns", "a", &"v".repeat(79), &quota).await.unwrap();
+    s.set_within("ns", "a", &"v".repeat(79), &quota, NEVER).await.unwrap();
     assert_eq!(s.usage("ns").await.unwrap(), (3, 100));
-    let bytes = s.set_within("ns", "b", &"v".repeat(10), &quota).await.unwrap_err();
+    let bytes = s.set_within("ns", "b", &"v".repeat(10), &quota, NEVER).await.unwrap_err();
     assert!(matches!(&bytes, StateError::Invalid(m) if m.contains("100 bytes") && m.contains("state_quota_mb")));
     assert_eq!(s.get("ns", "b").await.unwrap().unwrap().len(), 9, "nothing written");
     s.delete("ns", "a").await.unwrap();
-    s.set_within("ns", "d", "v", &quota).await.unwrap();
+    s.set_within("ns", "d", "v", &quota, NEVER).await.unwrap();
     assert_eq!(s.usage("ns").await.unwrap(), (3, 22));
     assert_eq!(s.usage("other").await.unwrap(), (0, 0), "quotas are per namespace");
     // A quota lowered below what the namespace holds still lets it shrink.
     let lowered = StateQuota { max_bytes: 1, max_keys: 1 };
-    s.set_within("ns", "b", "v", &lowered).await.unwrap();
-    assert!(s.set_within("ns", "e", "v", &lowered).await.is_err());
+    s.set_within("ns", "b", "v", &lowered, NEVER).await.unwrap();
+    assert!(s.set_within("ns", "e", "v", &lowered, NEVER).await.is_err());
 }
 
 /// Forty writers of new keys on two stores at once, a quota of ten keys: exactly ten
@@ -208,7 +209,7 @@ async fn concurrent_writers_cannot_pass_a_quota_together(open: Open) {
     let handles: Vec<_> = (0..40)
         .map(|i| {
             let store = stores[i % 2].clone();
-            tokio::spawn(async move { store.set_within("q", &format!("k{i}"), "v", &quota).await })
+            tokio::spawn(async move { store.set_within("q", &format!("k{i}"), "v", &quota, NEVER).await })
         })
         .collect();
     let mut written = 0;
@@ -353,6 +354,67 @@ async fn a_get_completes_while_another_store_holds_a_write_open(open: Open) {
     write.await.unwrap().unwrap();
     assert_eq!(reader.get("skill-a", "big").await.unwrap().as_deref(), Some("new"));
     println!("get while another store's write is open: {took:?}");
+}
+
+const NEVER: Expiry = Expiry::Never;
+/// The expiry of entries a case waits to see expire.
+const SHORT: Expiry = Expiry::Idle(Duration::from_secs(1));
+/// The expiry of entries a case needs alive throughout (far longer than any case runs).
+const LONG: Expiry = Expiry::Idle(Duration::from_secs(3600));
+
+/// Waits until `key` of `ns` is gone for `get` (which does not touch it), for at most a
+/// minute: far past any TTL a case sets.
+async fn until_expired(s: &StateStore, ns: &str, key: &str) {
+    let started = Instant::now();
+    while s.get(ns, key).await.unwrap().is_some() {
+        assert!(started.elapsed() < Duration::from_secs(60), "{ns}/{key} never expired");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Entries of a namespace that expires are gone for `get` and `keys` once their TTL passed
+/// with no get or set, on another store too; `get_touching` keeps an entry alive; entries
+/// without expiry stay; an expired entry does not count against the quota, and a sweep
+/// deletes the rows.
+async fn idle_entries_expire_unless_touched_and_free_their_quota(open: Open) {
+    let s = open();
+    let quota = StateQuota { max_bytes: 1 << 20, max_keys: 3 };
+    s.set_within("conv", "long", "v", &quota, LONG).await.unwrap();
+    s.set("forever", "k", "v").await.unwrap();
+    // Written to expire in a second, then touched for an hour: it outlives the untouched one
+    // written with it. (A machine so slow that the second passed before the touch tries
+    // again: the touch must find the entry alive for the case to say anything.)
+    for attempt in 1.. {
+        s.set_within("conv", "short", "v", &quota, SHORT).await.unwrap();
+        s.set_within("conv", "touched", "v", &quota, SHORT).await.unwrap();
+        let touched = s.get_touching("conv", "touched", Duration::from_secs(3600)).await.unwrap();
+        if touched.is_some() {
+            break;
+        }
+        assert!(attempt < 10, "every touch came after the entry expired");
+    }
+    let full = s.set_within("conv", "fourth", "v", &quota, LONG).await;
+    until_expired(&s, "conv", "short").await;
+    assert_eq!(open().get("conv", "touched").await.unwrap().as_deref(), Some("v"), "the get kept it alive");
+    assert_eq!(s.get_touching("conv", "short", Duration::from_secs(3600)).await.unwrap(), None, "gone for good");
+    assert_eq!(open().keys("conv").await.unwrap(), ["long", "touched"]);
+    assert_eq!(s.get("forever", "k").await.unwrap().as_deref(), Some("v"));
+    // The namespace was full while `short` lived; once it expired, a fourth key fits.
+    if let Err(e) = full {
+        assert!(matches!(&e, StateError::Invalid(m) if m.contains("3 keys")), "{e}");
+    }
+    s.set_within("conv", "fourth", "v", &quota, LONG).await.unwrap();
+    assert_eq!(s.keys("conv").await.unwrap(), ["fourth", "long", "touched"]);
+    assert_eq!(s.usage("conv").await.unwrap(), (3, 20));
+
+    // A sweep deletes expired rows of every namespace, and nothing else.
+    s.set_within("other", "a", "v", &quota, SHORT).await.unwrap();
+    s.set_within("other", "b", "v", &quota, LONG).await.unwrap();
+    until_expired(&s, "other", "a").await;
+    open().sweep_expired().await.unwrap();
+    assert_eq!(s.usage("other").await.unwrap(), (1, 2), "the row is deleted");
+    assert_eq!(s.keys("other").await.unwrap(), ["b"]);
+    assert_eq!(s.usage("forever").await.unwrap(), (1, 2));
 }
 
 /// Writes a CA and a server certificate for `localhost` (not for 127.0.0.1) under `dir`.

@@ -50,7 +50,9 @@ class Memory:
 
 
 class State:
-    """``ctx["state"]``: the skill's persistent key-value store (values stored as JSON)."""
+    """``ctx["state"]``: the persistent key-value store (values stored as JSON): the conversation's,
+    expiring after ``skills.state_ttl_seconds`` untouched, or with ``state = "skill"`` in
+    ``skill.toml`` the skill's own (see :mod:`skillhost.state`)."""
 
     def get(self, key: str, default: Any = None) -> Any:
         """A key's value; ``default`` when it is not set."""

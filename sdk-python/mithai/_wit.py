@@ -20,7 +20,7 @@ from typing import Any, List, Optional, Sequence
 # componentize-py loads while building only the binding modules that define types; `route`
 # defines none, and nothing can be loaded later (the sandbox has no files).
 import wit_world.imports.route  # noqa: F401
-from skillhost import log
+from skillhost import _folder, log
 
 from . import _ctx, _sandbox
 from .core.context import IncomingMessage, ToolRouteContext
@@ -154,6 +154,8 @@ class Tools:
     def handle(self, name: str, input: str, ctx):
         from wit_world.imports import types
 
+        # `open("data.csv")` of a tools.py reads the skill's folder, as beside mithai.
+        _folder.enter()
         context = _context(ctx)
         try:
             value = _call("handle", name, json.loads(input), context)

@@ -27,6 +27,13 @@ module constants: ``MCP_TOOLS``, ``MCP_SERVERS``, ``MCP_PREREQUISITES``, ``VERIF
 (``[capabilities] env``) and the operator grants (``skills.grants.<skill>.env``), in every
 call: that is where ``is_available`` and ``startup`` find credentials.
 
+With ``[capabilities] files = "self"`` in ``skill.toml`` (no operator grant needed) the skill
+reads its own distributable files (the folder without its sources, build output and hidden
+files; files over 16 MiB and symlinks out of the folder left out), read-only, at ``/skill``,
+which is the working directory of each tool call: ``open("data.csv")`` reads the folder's
+``data.csv``. ``ctx["state"]`` and :mod:`skillhost.state` are per conversation unless the
+manifest says ``state = "skill"``.
+
 The host's imports are the modules :mod:`skillhost.log`, :mod:`skillhost.memory`,
 :mod:`skillhost.state`, :mod:`skillhost.http`, :mod:`skillhost.mcp`, :mod:`skillhost.notify`,
 :mod:`skillhost.route` and :mod:`skillhost.progress`; a failed import raises :class:`HostError`.

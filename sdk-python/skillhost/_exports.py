@@ -6,7 +6,7 @@ import json
 import traceback
 from typing import Any, Optional
 
-from . import log
+from . import _folder, log
 from ._tool import TOOLS, Context, Coverage, Image, Json, McpDecision, ResourceLink, Target, ToolError, ToolResult, encode
 
 _module: Any = None
@@ -76,6 +76,7 @@ class Tools:
         ]
 
     def handle(self, name: str, input: str, ctx):
+        _folder.enter()
         tool = next((t for t in TOOLS if t.name == name), None)
         if tool is None:
             return _result(ToolResult.error(f"unknown tool: {name}"))

@@ -1,4 +1,12 @@
-"""The skill's own persistent key-value store; failures raise :class:`skillhost.HostError`."""
+"""A persistent key-value store; failures raise :class:`skillhost.HostError`.
+
+By default the keys are the conversation's: every agent and channel (an MCP session, a
+``skillhost call --channel``) has its own, and a key expires ``skills.state_ttl_seconds`` (a day
+unless the operator says otherwise) after its last get or set. With ``[capabilities] state =
+"skill"`` in ``skill.toml`` the keys are the skill's own, shared by every conversation, and never
+expire. ``startup``, ``scheduled`` and ``is_available`` serve no conversation: they always see the
+skill's own keys. No skill sees another's.
+"""
 
 import json
 from typing import Any, List, Optional

@@ -57,6 +57,19 @@
 //! skill_sdk::export!(Services, hooks: [resolve_human, startup]);
 //! ```
 //!
+//! # The skill's own files
+//!
+//! With `[capabilities] files = "self"` in `skill.toml` (no operator grant needed) the
+//! component reads its skill's distributable files (the folder without its sources, build
+//! output and hidden files; files over 16 MiB and symlinks out of the folder left out),
+//! read-only, at `/skill`, where relative paths resolve too: use [`std::fs`] as usual.
+//!
+//! ```no_run
+//! # fn run() -> std::io::Result<()> {
+//! let rates = std::fs::read_to_string("data/rates.csv")?; // the same as "/skill/data/rates.csv"
+//! # Ok(()) }
+//! ```
+//!
 //! # Layout
 //!
 //! - [`Skill`], [`Tool`], [`ToolResult`], [`SkillInfo`]: what a skill declares and returns.

@@ -1,4 +1,11 @@
-//! A persistent key-value store scoped to the skill: no skill sees another's keys.
+//! A persistent key-value store; no skill sees another's keys.
+//!
+//! By default the keys are the conversation's: every agent and channel (an MCP session, a
+//! `skillhost call --channel`) has its own, and a key expires `skills.state_ttl_seconds` (a
+//! day unless the operator says otherwise) after its last get or set. With
+//! `[capabilities] state = "skill"` in `skill.toml` the keys are the skill's own, shared by
+//! every conversation, and never expire. `startup`, `scheduled` and `is-available` serve no
+//! conversation: they always see the skill's own keys.
 //!
 //! ```no_run
 //! use skill_sdk::state;

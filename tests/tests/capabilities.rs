@@ -120,12 +120,11 @@ async fn context_carries_config_channel_user_and_route() {
     let (_ws, set) = probe(ALL_GRANTED).await;
     let turn = RouteAttributes::default();
     let caller = CallContext {
-        channel_id: "C42".into(),
         user_id: Some("U7".into()),
         route: turn.clone(),
         config: json!({"ignored": true}),
         user_message: Some("find the logs".into()),
-        observer: None,
+        ..CallContext::standalone("C42")
     };
     call_with(&set, "probe__route_set", json!({"key": "route", "value": "search"}), &caller).await;
     let (_, ctx_seen) = call_with(&set, "probe__ctx", json!({}), &caller).await;

@@ -218,10 +218,23 @@ async fn every_hook_answers_when_present() {
     );
     let seen = c.observe_mcp_result(env, "obs", "get_logs", "{}", "rows", &ctx()).await.unwrap().unwrap().value;
     assert_eq!(seen.as_deref(), Some("rows\n\nobserved"));
-    assert_eq!(c.tool_result_empty(env, "get_logs", "[]").await.unwrap().unwrap().value, Some(true));
-    assert_eq!(c.tool_result_empty(env, "get_logs", "[1]").await.unwrap().unwrap().value, None);
-    let target = c.tool_target(env, "get_logs", r#"{"service":"payments"}"#).await.unwrap().unwrap().value;
+    assert_eq!(c.tool_result_empty(env, "get_logs", "[]", &ctx()).await.unwrap().unwrap().value, Some(true));
+    assert_eq!(c.tool_result_empty(env, "get_logs", "[1]", &ctx()).await.unwrap().unwrap().value, None);
+    let target = c.tool_target(env, "get_logs", r#"{"service":"payments"}"#, &ctx()).await.unwrap().unwrap().value;
     assert_eq!(target, Some(Target { target: Some("payments".into()), query_kind: Some("logs".into()) }));
+}
+
+/// `is-available` and `startup` serve no conversation: a skill whose state is per
+/// conversation (the default) writes to its own namespace there, and a call's hook reads its
+/// conversation's.
+#[tokio::test]
+async fn lifecycle_hooks_see_the_skills_own_state_namespace() {
+    let ws = Workspace::new();
+    ws.add_skill("skills", "hooks_all", guests::HOOKS_ALL, "");
+    let set = ws.load("skills:\n  paths: [skills]\n  builtins: []\nstate:\n  filesystem: {path: state}\n").await;
+    assert!(set.problems.is_empty(), "{:?}", set.problems);
+    let store = skillhost::store::StateStore::new(ws.path().join("state"));
+    assert_eq!(store.keys("skill-hooks_all").await.unwrap(), ["is_available", "startup"]);
 }
 
 #[tokio::test]
@@ -233,8 +246,8 @@ async fn absent_hooks_are_none_and_trapping_hooks_are_errors() {
     assert!(c.resolve_human(env, "x", "{}", &ctx()).await.is_none());
     assert!(c.before_mcp_call(env, "s", "t", "{}", &ctx()).await.is_none());
     assert!(c.observe_mcp_result(env, "s", "t", "{}", "r", &ctx()).await.is_none());
-    assert!(c.tool_result_empty(env, "t", "").await.is_none());
-    assert!(c.tool_target(env, "t", "{}").await.is_none());
+    assert!(c.tool_result_empty(env, "t", "", &ctx()).await.is_none());
+    assert!(c.tool_target(env, "t", "{}", &ctx()).await.is_none());
 
     let (_ws, trap) = load_one(guests::HOOKS_TRAP, "hooks_trap").await;
     let (c, env) = trap.component().unwrap();
@@ -243,8 +256,8 @@ async fn absent_hooks_are_none_and_trapping_hooks_are_errors() {
     assert!(c.resolve_human(env, "x", "{}", &ctx()).await.unwrap().is_err());
     assert!(c.before_mcp_call(env, "s", "t", "{}", &ctx()).await.unwrap().is_err());
     assert!(c.observe_mcp_result(env, "s", "t", "{}", "r", &ctx()).await.unwrap().is_err());
-    assert!(c.tool_result_empty(env, "t", "").await.unwrap().is_err());
-    assert!(c.tool_target(env, "t", "{}").await.unwrap().is_err());
+    assert!(c.tool_result_empty(env, "t", "", &ctx()).await.unwrap().is_err());
+    assert!(c.tool_target(env, "t", "{}", &ctx()).await.unwrap().is_err());
     // A dynamic tool whose resolve-human traps fails closed: it needs approval.
     if let Some(tool) = trap.tools.iter().find(|t| t.human == skillhost::skills::contract::Human::Dynamic) {
         assert_eq!(gate::resolve(&trap, tool, &json!({}), &ctx(), &BTreeMap::new()).await, Level::Approve);

@@ -6,6 +6,7 @@
 use serde_json::{Value, json};
 use skillhost::skills::SkillSet;
 use skillhost::store::StateStore;
+use skillhost::store::state::Namespace;
 use skillhost_tests::{Workspace, ctx, guests, json as parse};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -23,6 +24,12 @@ async fn load(ws: &Workspace, sandbox: &str, hostile_limits: &str) -> SkillSet {
     let set = ws.load(&yaml).await;
     assert!(set.problems.is_empty(), "{:?}", set.problems);
     set
+}
+
+/// The namespace `hostile`'s calls in [`ctx`]'s conversation write to: quotas bound each
+/// namespace.
+fn hostile_namespace() -> String {
+    Namespace::conversation("hostile", &ctx().conversation(), std::time::Duration::from_secs(1)).name
 }
 
 async fn call(set: &SkillSet, tool: &str, input: Value) -> Value {
@@ -84,7 +91,7 @@ async fn the_default_state_quota_stops_a_flood() {
     assert_eq!((out["written"].as_u64(), out["error"].as_str()), (Some(10_000), Some("invalid")), "{out}");
     assert!(out["detail"].as_str().unwrap().contains("state_quota_keys"), "{out}");
     let store = StateStore::new(ws.path().join("state"));
-    assert_eq!(store.usage("skill-hostile").await.unwrap().0, 10_000);
+    assert_eq!(store.usage(&hostile_namespace()).await.unwrap().0, 10_000);
 }
 
 #[tokio::test]
@@ -96,8 +103,8 @@ async fn the_state_byte_quota_names_its_limit() {
     assert!((900..1024).contains(&written), "{out}");
     assert_eq!(out["error"], "invalid", "{out}");
     assert!(out["detail"].as_str().unwrap().contains("state_quota_mb"), "{out}");
-    let (_, bytes) = StateStore::new(ws.path().join("state")).usage("skill-hostile").await.unwrap();
-    assert!(bytes <= 1 << 20, "{bytes}");
+    let (keys, bytes) = StateStore::new(ws.path().join("state")).usage(&hostile_namespace()).await.unwrap();
+    assert!(keys > 0 && bytes <= 1 << 20, "{keys} {bytes}");
 }
 
 /// Two loaders on one state directory (two processes, as far as the store can tell): each

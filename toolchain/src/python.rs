@@ -15,6 +15,7 @@ pub const PYTHON_SDK: &[(&str, &str)] = &[
     ("skillhost/__init__.py", include_str!("../../sdk-python/skillhost/__init__.py")),
     ("skillhost/_errors.py", include_str!("../../sdk-python/skillhost/_errors.py")),
     ("skillhost/_exports.py", include_str!("../../sdk-python/skillhost/_exports.py")),
+    ("skillhost/_folder.py", include_str!("../../sdk-python/skillhost/_folder.py")),
     ("skillhost/_schema.py", include_str!("../../sdk-python/skillhost/_schema.py")),
     ("skillhost/_tool.py", include_str!("../../sdk-python/skillhost/_tool.py")),
     ("skillhost/http.py", include_str!("../../sdk-python/skillhost/http.py")),

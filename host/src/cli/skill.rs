@@ -2,7 +2,9 @@
 
 use clap::Subcommand;
 use skillhost::app::names;
+use skillhost::sandbox::SKILL_FOLDER;
 use skillhost::skills::{LoadMode, Loader, SkillSet, ToolSpec, build, loader::describe_prompt, new as build_new};
+use skillhost::store::state::StateScope;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -74,6 +76,7 @@ async fn list(config: Option<&Path>) -> anyhow::Result<ExitCode> {
         if let Some(every) = skill.schedule {
             println!("    schedule: every {} (under `skillhost run`)", skillhost::config::Interval(every));
         }
+        show_capabilities(skill);
         let scripts = skill.scripts.iter().map(|s| (&s.spec, Some(s.decl.script.as_str())));
         for (tool, script) in skill.tools.iter().map(|t| (t, None)).chain(scripts) {
             let level = level_shown(&overrides, tool);
@@ -94,6 +97,22 @@ async fn list(config: Option<&Path>) -> anyhow::Result<ExitCode> {
     println!("sandbox: skills' memory kept resident between calls: {resident}");
     report_problems(&set);
     Ok(ExitCode::SUCCESS)
+}
+
+/// A component's state scope and own files, as its manifest asks.
+fn show_capabilities(skill: &skillhost::skills::Skill) {
+    let Some((_, env)) = skill.component() else { return };
+    let caps = &env.caps;
+    match caps.state_scope {
+        StateScope::Conversation => println!(
+            "    state: per conversation (a key expires {} s after its last get or set)",
+            caps.state_ttl.as_secs()
+        ),
+        StateScope::Skill => println!("    state: the skill's own (every conversation shares it)"),
+    }
+    if let Some(files) = &caps.files {
+        println!("    files: {SKILL_FOLDER}, read-only ({} files, {} bytes)", files.files, files.bytes);
+    }
 }
 
 /// A tool's approval level as `skill list` shows it, with the operator's override.

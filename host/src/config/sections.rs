@@ -104,6 +104,9 @@ impl Config {
             for key in skills.loading_overrides.keys() {
                 super::check_name(key).map_err(|e| format!("{at}.loading_overrides: key `{key}` {e}"))?;
             }
+            if skills.state_ttl_seconds == 0 {
+                return Err(format!("{at}.state_ttl_seconds: 0 would expire every entry at once; at least 1"));
+            }
         }
         self.state.check()?;
         self.learning.memory.check()?;
@@ -418,6 +421,10 @@ pub struct Skills {
     pub schedule_minimum: super::Interval,
     /// Tools declared by a record, no code (`declared__<name>`).
     pub declared: Vec<super::DeclaredRecord>,
+    /// How long an entry of a skill's per-conversation state lives after its last get or set
+    /// (`[capabilities] state = "conversation"`, the default), in seconds. Default 86,400
+    /// (a day). A skill's own namespace (`state = "skill"`) never expires.
+    pub state_ttl_seconds: u64,
 }
 
 /// `skills.loading`: how a `SKILL.md` skill's body (and its tools) reach the model.
@@ -449,9 +456,13 @@ impl Default for Skills {
             strict: false,
             schedule_minimum: super::DEFAULT_SCHEDULE_MINIMUM,
             declared: Vec::new(),
+            state_ttl_seconds: DEFAULT_STATE_TTL_SECONDS,
         }
     }
 }
+
+/// `skills.state_ttl_seconds` when the config names none: a day.
+pub const DEFAULT_STATE_TTL_SECONDS: u64 = 86_400;
 
 /// `skills.max_prompt_bytes` when the config names none: 256 KiB.
 pub const DEFAULT_MAX_PROMPT_BYTES: u64 = 256 * 1024;

@@ -108,13 +108,14 @@ impl Engine {
         let Some(provider) = self.provider() else {
             return Err("this agent has no LLM provider".into());
         };
+        // The outer conversation's channel, on this agent.
         let ctx = CallContext {
-            config: serde_json::json!({}),
-            channel_id: outer.ctx.channel_id.clone(),
+            agent: self.settings().agent.clone(),
             user_id: outer.ctx.user_id.clone(),
             route: RouteAttributes::from_host(&outer.ctx.route.snapshot()),
             user_message: Some(task.clone()),
-            observer: None,
+            conversation_by: outer.ctx.conversation_by,
+            ..CallContext::standalone(&outer.ctx.channel_id)
         };
         let (events, counterpart) = (Quiet(outer.events), Person(outer.counterpart));
         let round = Round {

@@ -445,6 +445,15 @@ impl Engine {
         };
         let deadline = Deadline::starting_now(Duration::from_secs(self.settings.session.deadline_seconds));
         let tool_budget = budget;
+        // The call serves this agent, whatever its caller knew (the conversation of a
+        // per-conversation skill's state is the agent's).
+        let stamped;
+        let ctx = if ctx.agent == self.settings.agent {
+            ctx
+        } else {
+            stamped = CallContext { agent: self.settings.agent.clone(), ..ctx.clone() };
+            &stamped
+        };
         let round = Round {
             tools: &loaded.tools,
             gate: &self.gate,
@@ -613,12 +622,11 @@ impl Engine {
         }
         let system = self.system_prompt(&loaded, &skills.carried).await;
         let ctx = CallContext {
-            config: serde_json::json!({}),
-            channel_id: req.channel_id.clone(),
+            agent: self.settings.agent.clone(),
             user_id: req.user_id.clone(),
             route: RouteAttributes::from_host(&req.route),
             user_message: Some(req.message.clone()),
-            observer: None,
+            ..CallContext::standalone(&req.channel_id)
         };
         let mut tools = loaded.with_sub_agents(&skills.tools);
         if !compiling.is_empty() {

@@ -2,6 +2,7 @@
 //! operator's config grants. Nothing is reachable by default.
 
 use crate::config::Destination;
+use crate::store::state::{Conversation, Namespace, StateScope};
 use crate::store::{MemoryStore, StateStore};
 use std::future::Future;
 use std::pin::Pin;
@@ -72,6 +73,33 @@ pub struct NotifyGrant {
     pub notifier: Option<Arc<dyn Notifier>>,
 }
 
+/// Where a component that asks for its own files (`[capabilities] files = "self"`) sees them.
+pub const SKILL_FOLDER: &str = "/skill";
+
+/// A skill's own files, which its component reads at [`SKILL_FOLDER`]: a read-only copy
+/// of its distributable files the loader made (`skills::files`), removed when the last call
+/// environment holding it is dropped (the skill was unloaded or replaced).
+#[derive(Debug, Clone)]
+pub struct SkillFiles {
+    dir: Arc<tempfile::TempDir>,
+    /// How many files it holds.
+    pub files: usize,
+    /// How many bytes they hold.
+    pub bytes: u64,
+}
+
+impl SkillFiles {
+    /// The copy in `dir`, holding `files` files of `bytes` bytes.
+    pub fn new(dir: tempfile::TempDir, files: usize, bytes: u64) -> Self {
+        SkillFiles { dir: Arc::new(dir), files, bytes }
+    }
+
+    /// Where the copy is on the host.
+    pub fn path(&self) -> &std::path::Path {
+        self.dir.path()
+    }
+}
+
 /// A list of host patterns: `*` (anything), `*.example.com` (subdomains), `example.com`
 /// (any port), `example.com:8080` (that port).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -127,11 +155,13 @@ pub struct Capabilities {
     pub skill: String,
     /// The memory root, when both manifest and grant allow it.
     pub memory: Option<MemoryStore>,
-    /// The state store, and the skill's namespace in it; `None` for code with no state (the
-    /// function runtime's).
+    /// The state store; `None` for code with no state (the function runtime's).
     pub state: Option<StateStore>,
-    /// The namespace of the skill's keys (no other skill shares it).
-    pub state_namespace: String,
+    /// Whether its keys are per conversation or the skill's (its manifest's `state`).
+    pub state_scope: StateScope,
+    /// How long a per-conversation entry lives past its last get or set
+    /// (`skills.state_ttl_seconds`).
+    pub state_ttl: std::time::Duration,
     /// Hosts the manifest asks for.
     pub http_requested: HostList,
     /// Hosts the operator grants.
@@ -143,9 +173,17 @@ pub struct Capabilities {
     pub env: Vec<(String, String)>,
     /// Messages of its own.
     pub notify: NotifyGrant,
+    /// Its own files, when its manifest asks (`files = "self"`; no grant needed).
+    pub files: Option<SkillFiles>,
 }
 
 impl Capabilities {
+    /// The namespace of the keys a call serving `conversation` sees (`None`: a lifecycle
+    /// hook, which sees the skill's). No other skill shares it.
+    pub fn state_namespace(&self, conversation: Option<&Conversation>) -> Namespace {
+        Namespace::of(&self.skill, self.state_scope, conversation, self.state_ttl)
+    }
+
     /// Whether an HTTP request to `host:port` is allowed.
     pub fn http_allowed(&self, host: &str, port: u16) -> bool {
         self.http_requested.matches(host, port) && self.http_granted.matches(host, port)

@@ -14,6 +14,7 @@ use super::limits::Limits;
 use super::observer::Observer;
 use super::output::LogRecord;
 use super::warm::{Ready, Warm};
+use crate::store::state::Conversation;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -92,6 +93,29 @@ impl<T> Outcome<T> {
     }
 }
 
+/// Whom one run serves: what the host imports see of the call's turn.
+#[derive(Default)]
+struct Serving {
+    route: RouteAttributes,
+    /// Who hears the call's logs and progress (`handle` calls from MCP only).
+    observer: Option<Observer>,
+    /// The conversation (the `state` import's namespace); `None` for the lifecycle hooks
+    /// (`describe`, `is-available`, `startup`, `scheduled`), which serve none.
+    conversation: Option<Conversation>,
+}
+
+impl Serving {
+    /// A run for a call made in `ctx`, with its route attributes.
+    fn call(ctx: &CallContext) -> Self {
+        Serving { route: ctx.route.clone(), observer: None, conversation: Some(ctx.conversation()) }
+    }
+
+    /// A run for a hook about a call made in `ctx`, which gets no route attributes.
+    fn about(ctx: &CallContext) -> Self {
+        Serving { conversation: Some(ctx.conversation()), ..Serving::default() }
+    }
+}
+
 /// A compiled, linked skill component.
 #[derive(Clone)]
 pub struct SkillComponent {
@@ -160,7 +184,7 @@ impl SkillComponent {
     pub async fn describe(&self, env: &CallEnv) -> Result<Outcome<(Vec<ToolDef>, SkillInfo)>, LoadError> {
         let this = self.clone();
         let outcome = self
-            .run(env, RouteAttributes::default(), "describe".into(), move |store, instance| {
+            .run(env, Serving::default(), "describe".into(), move |store, instance| {
                 Box::pin(async move {
                     this.typecheck_hooks(&mut *store, &instance)?;
                     let tools = this.tools.load(&mut *store, &instance)?;
@@ -214,12 +238,11 @@ impl SkillComponent {
             size if size > limit => Err(CallError::ResultTooLarge { size: Some(size), limit, copy_limit }),
             _ => Ok(()),
         };
-        let (route, observer) = (ctx.route.clone(), ctx.observer.clone());
+        let serving = Serving { observer: ctx.observer.clone(), ..Serving::call(ctx) };
         let outcome = self
-            .run_observed(
+            .run_accepting(
                 env,
-                route,
-                observer,
+                serving,
                 operation,
                 move |store, instance| {
                     Box::pin(async move {
@@ -266,7 +289,7 @@ impl SkillComponent {
         let indices = self.hooks.resolve_human.clone()?;
         let (name, input, wit_ctx) = (name.to_string(), input.to_string(), wit_context(ctx));
         Some(
-            self.run(env, ctx.route.clone(), "resolve-human".into(), move |store, instance| {
+            self.run(env, Serving::call(ctx), "resolve-human".into(), move |store, instance| {
                 Box::pin(async move {
                     let g = indices.load(&mut *store, &instance)?;
                     g.call_resolve_human(&mut *store, &name, &input, &wit_ctx).await
@@ -286,7 +309,7 @@ impl SkillComponent {
         let indices = self.hooks.availability.clone()?;
         let config = config.to_string();
         Some(
-            self.run(env, RouteAttributes::default(), "is-available".into(), move |store, instance| {
+            self.run(env, Serving::default(), "is-available".into(), move |store, instance| {
                 Box::pin(
                     async move { indices.load(&mut *store, &instance)?.call_is_available(&mut *store, &config).await },
                 )
@@ -304,7 +327,7 @@ impl SkillComponent {
         let indices = self.hooks.startup.clone()?;
         let config = config.to_string();
         Some(
-            self.run(env, RouteAttributes::default(), "startup".into(), move |store, instance| {
+            self.run(env, Serving::default(), "startup".into(), move |store, instance| {
                 Box::pin(async move { indices.load(&mut *store, &instance)?.call_startup(&mut *store, &config).await })
             })
             .await,
@@ -320,7 +343,7 @@ impl SkillComponent {
         let indices = self.hooks.scheduled.clone()?;
         let config = config.to_string();
         Some(
-            self.run(env, RouteAttributes::default(), "scheduled".into(), move |store, instance| {
+            self.run(env, Serving::default(), "scheduled".into(), move |store, instance| {
                 Box::pin(
                     async move { indices.load(&mut *store, &instance)?.call_scheduled(&mut *store, &config).await },
                 )
@@ -342,7 +365,7 @@ impl SkillComponent {
         let (server, tool, arguments, wit_ctx) =
             (server.to_string(), tool.to_string(), arguments.to_string(), wit_context(ctx));
         Some(
-            self.run(env, ctx.route.clone(), "before-mcp-call".into(), move |store, instance| {
+            self.run(env, Serving::call(ctx), "before-mcp-call".into(), move |store, instance| {
                 Box::pin(async move {
                     let g = indices.load(&mut *store, &instance)?;
                     g.call_before_mcp_call(&mut *store, &server, &tool, &arguments, &wit_ctx).await
@@ -366,7 +389,7 @@ impl SkillComponent {
         let (server, tool, arguments, output, wit_ctx) =
             (server.to_string(), tool.to_string(), arguments.to_string(), output.to_string(), wit_context(ctx));
         Some(
-            self.run(env, ctx.route.clone(), "observe-mcp-result".into(), move |store, instance| {
+            self.run(env, Serving::call(ctx), "observe-mcp-result".into(), move |store, instance| {
                 Box::pin(async move {
                     let g = indices.load(&mut *store, &instance)?;
                     g.call_observe_mcp_result(&mut *store, &server, &tool, &arguments, &output, &wit_ctx).await
@@ -376,17 +399,19 @@ impl SkillComponent {
         )
     }
 
-    /// `tool-result-empty`, or `None` when the component does not export it.
+    /// `tool-result-empty` for a result of a call made in `ctx`, or `None` when the
+    /// component does not export it.
     pub async fn tool_result_empty(
         &self,
         env: &CallEnv,
         tool: &str,
         raw_result: &str,
+        ctx: &CallContext,
     ) -> Option<Result<Outcome<Option<bool>>, CallError>> {
         let indices = self.hooks.tool_result_empty.clone()?;
         let (tool, raw) = (tool.to_string(), raw_result.to_string());
         Some(
-            self.run(env, RouteAttributes::default(), "tool-result-empty".into(), move |store, instance| {
+            self.run(env, Serving::about(ctx), "tool-result-empty".into(), move |store, instance| {
                 Box::pin(async move {
                     indices.load(&mut *store, &instance)?.call_tool_result_empty(&mut *store, &tool, &raw).await
                 })
@@ -395,17 +420,19 @@ impl SkillComponent {
         )
     }
 
-    /// `tool-target`, or `None` when the component does not export it.
+    /// `tool-target` for a call made in `ctx`, or `None` when the component does not
+    /// export it.
     pub async fn tool_target(
         &self,
         env: &CallEnv,
         tool: &str,
         input: &str,
+        ctx: &CallContext,
     ) -> Option<Result<Outcome<Option<Target>>, CallError>> {
         let indices = self.hooks.tool_target.clone()?;
         let (tool, input) = (tool.to_string(), input.to_string());
         Some(
-            self.run(env, RouteAttributes::default(), "tool-target".into(), move |store, instance| {
+            self.run(env, Serving::about(ctx), "tool-target".into(), move |store, instance| {
                 Box::pin(async move {
                     indices.load(&mut *store, &instance)?.call_tool_target(&mut *store, &tool, &input).await
                 })
@@ -414,29 +441,27 @@ impl SkillComponent {
         )
     }
 
-    /// Runs `call` in a fresh instance (one made ahead of need, or one instantiated now), and
-    /// turns every way it can fail into a [`CallError`] naming the cause. The store is
-    /// dropped on return.
+    /// Runs `call` in a fresh instance (one made ahead of need, or one instantiated now) for
+    /// whom `serving` says, and turns every way it can fail into a [`CallError`] naming the
+    /// cause. The store is dropped on return.
     async fn run<R: Send + 'static>(
         &self,
         env: &CallEnv,
-        route: RouteAttributes,
+        serving: Serving,
         operation: String,
         call: impl for<'s> FnOnce(&'s mut Store<HostState>, Instance) -> CallFuture<'s, R> + Send,
     ) -> Result<Outcome<R>, CallError> {
-        self.run_observed(env, route, None, operation, call, |_| Ok(())).await
+        self.run_accepting(env, serving, operation, call, |_| Ok(())).await
     }
 
-    /// [`SkillComponent::run`], with `observer` hearing the call's logs and progress, and
-    /// `accept` refusing a result the guest returned (too large, say). A call that fails
-    /// (refused, or stopped by a limit or a trap) has its store dropped releasing its memory:
-    /// what it touched is given back, not kept resident for the next instance as the pages
-    /// of a call that succeeded are (the fast path).
-    async fn run_observed<R: Send + 'static>(
+    /// [`SkillComponent::run`], with `accept` refusing a result the guest returned (too
+    /// large, say). A call that fails (refused, or stopped by a limit or a trap) has its
+    /// store dropped releasing its memory: what it touched is given back, not kept resident
+    /// for the next instance as the pages of a call that succeeded are (the fast path).
+    async fn run_accepting<R: Send + 'static>(
         &self,
         env: &CallEnv,
-        route: RouteAttributes,
-        observer: Option<Observer>,
+        serving: Serving,
         operation: String,
         call: impl for<'s> FnOnce(&'s mut Store<HostState>, Instance) -> CallFuture<'s, R> + Send,
         accept: impl FnOnce(&R) -> Result<(), CallError> + Send,
@@ -446,8 +471,8 @@ impl SkillComponent {
             Some(Ready { store, instance }) => (store, Some(instance)),
             None => (fresh_store(&self.pre, env), None),
         };
-        store.data_mut().begin(route, operation);
-        store.data_mut().observer = observer;
+        store.data_mut().begin(serving.route, serving.conversation, operation);
+        store.data_mut().observer = serving.observer;
         let deadline = store.data().deadline;
         let (pre, warm) = (&self.pre, &self.warm);
         let work = async {

@@ -1,11 +1,12 @@
 //! What a `Store` holds for one call: WASI (deny-by-default), the memory limiter, the skill's
 //! granted capabilities, and the call's log buffer and route attributes.
 
-use super::capabilities::Capabilities;
+use super::capabilities::{Capabilities, SKILL_FOLDER, SkillFiles};
 use super::component::CallEnv;
 use super::limits::{Limits, MemoryLimiter};
 use super::observer::Observer;
 use super::output::{LogBuffer, LogRecord};
+use crate::store::state::Conversation;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -70,13 +71,29 @@ fn fits(key: &str, value: &str) -> bool {
     !key.is_empty() && key.len() <= MAX_KEY && value.len() <= MAX_VALUE
 }
 
-/// Who is calling: channel, user, config and the turn's route attributes.
+/// What one conversation is, for a skill whose state is per conversation
+/// (`[capabilities] state = "conversation"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ConversationBy {
+    /// The agent and the channel: every front door but one.
+    #[default]
+    Channel,
+    /// The agent alone: MCP from revision 2026-07-28, whose requests belong to no session.
+    Agent,
+}
+
+/// Who is calling: agent, channel, user, config and the turn's route attributes.
 #[derive(Debug, Clone)]
 pub struct CallContext {
     /// The skill's config block, as JSON.
     pub config: serde_json::Value,
+    /// The agent the call serves (`None`: the config's top-level agent). The engine sets it
+    /// ([`crate::engine::Engine::call_tool`], and the turns it builds).
+    pub agent: Option<String>,
     /// The channel the message came from.
     pub channel_id: String,
+    /// What the call's conversation is, for the `state` import.
+    pub conversation_by: ConversationBy,
     /// The user, when known.
     pub user_id: Option<String>,
     /// The turn's routing attributes.
@@ -93,12 +110,24 @@ impl CallContext {
     pub fn standalone(channel_id: &str) -> Self {
         CallContext {
             config: serde_json::json!({}),
+            agent: None,
             channel_id: channel_id.into(),
+            conversation_by: ConversationBy::Channel,
             user_id: None,
             route: RouteAttributes::default(),
             user_message: None,
             observer: None,
         }
+    }
+
+    /// The conversation the call serves: the agent, and the channel unless the conversation
+    /// is the agent as a whole.
+    pub fn conversation(&self) -> Conversation {
+        let channel = match self.conversation_by {
+            ConversationBy::Channel => Some(self.channel_id.clone()),
+            ConversationBy::Agent => None,
+        };
+        Conversation { agent: self.agent.clone(), channel }
     }
 }
 
@@ -110,6 +139,9 @@ pub struct HostState {
     pub(crate) caps: Arc<Capabilities>,
     pub(crate) logs: LogBuffer,
     pub(crate) route: RouteAttributes,
+    /// The conversation the call serves (the `state` import's namespace); `None` for the
+    /// lifecycle hooks, which serve none.
+    pub(crate) conversation: Option<Conversation>,
     /// What is being run, for log attribution.
     pub(crate) operation: String,
     pub(crate) deadline: Instant,
@@ -126,7 +158,7 @@ impl HostState {
     /// the call and starts its deadline.
     pub(crate) fn new(caps: Arc<Capabilities>, limits: &Limits) -> Self {
         let logs = LogBuffer::new(limits.max_log_bytes as usize);
-        let wasi = deny_by_default_wasi(&logs, &caps.env);
+        let wasi = deny_by_default_wasi(&logs, &caps.env, caps.files.as_ref());
         HostState {
             wasi,
             table: ResourceTable::new(),
@@ -134,6 +166,7 @@ impl HostState {
             caps,
             logs,
             route: RouteAttributes::default(),
+            conversation: None,
             operation: String::new(),
             deadline: Instant::now() + limits.timeout,
             limits: *limits,
@@ -142,10 +175,11 @@ impl HostState {
         }
     }
 
-    /// The call this store now serves begins: its route attributes, what it runs, and its
-    /// deadline from now (a store made ahead of need waited before its call).
-    pub(crate) fn begin(&mut self, route: RouteAttributes, operation: String) {
+    /// The call this store now serves begins: its route attributes and conversation, what it
+    /// runs, and its deadline from now (a store made ahead of need waited before its call).
+    pub(crate) fn begin(&mut self, route: RouteAttributes, conversation: Option<Conversation>, operation: String) {
         self.route = route;
+        self.conversation = conversation;
         self.operation = operation;
         self.deadline = Instant::now() + self.limits.timeout;
         self.notices = 0;
@@ -162,6 +196,7 @@ impl HostState {
             caps: env.caps.clone(),
             logs,
             route: RouteAttributes::default(),
+            conversation: None,
             operation,
             deadline: Instant::now() + limits.timeout,
             limits,
@@ -176,10 +211,10 @@ impl HostState {
     }
 }
 
-/// WASI with nothing granted: no preopened directories, no arguments, no sockets, no name
-/// lookups, empty stdin, and only the granted environment variables (`env`); stdout and
-/// stderr feed the capped log buffer.
-fn deny_by_default_wasi(logs: &LogBuffer, env: &[(String, String)]) -> WasiCtx {
+/// WASI with nothing granted: no arguments, no sockets, no name lookups, empty stdin, only
+/// the granted environment variables (`env`), and no preopened directory but the skill's
+/// own files when it asked for them (`files`); stdout and stderr feed the capped log buffer.
+fn deny_by_default_wasi(logs: &LogBuffer, env: &[(String, String)], files: Option<&SkillFiles>) -> WasiCtx {
     let mut builder = WasiCtx::builder();
     builder
         .envs(env)
@@ -188,7 +223,24 @@ fn deny_by_default_wasi(logs: &LogBuffer, env: &[(String, String)]) -> WasiCtx {
         .allow_ip_name_lookup(false)
         .stdout(logs.stream("stdout"))
         .stderr(logs.stream("stderr"));
+    if let Some(files) = files {
+        mount(&mut builder, files);
+    }
     builder.build()
+}
+
+/// The skill's files, read-only at `/skill` and as `.`: wasi-libc resolves a relative path
+/// (and, with `chdir` linked, the absolute path it makes of one against its working
+/// directory, `/` in a fresh instance) against the preopen named `.`, so `open("data.csv")`
+/// reads the folder in every language, as a script tool's does (`command.rs`).
+fn mount(builder: &mut wasmtime_wasi::WasiCtxBuilder, files: &SkillFiles) {
+    for guest in [SKILL_FOLDER, "."] {
+        if let Err(e) = builder.preopened_dir(files.path(), guest, wasmtime_wasi::FsPerms::ReadOnly) {
+            // The copy is gone (a temp cleaner took it): the call sees no files, and says so.
+            tracing::warn!(dir = %files.path().display(), "cannot open the skill's files: {e:#}");
+            return;
+        }
+    }
 }
 
 impl WasiView for HostState {

@@ -24,12 +24,13 @@ mod warm;
 pub use cache::ComponentCache;
 pub use capabilities::{
     Capabilities, HostList, McpBridge, McpCallError, Notice, Notifier, NotifyError, NotifyFuture, NotifyGrant,
+    SKILL_FOLDER, SkillFiles,
 };
 pub use command::{CommandComponent, Exit, Invocation};
 pub use component::{CallEnv, Hooks, Outcome, SkillComponent, wit_context};
 pub use error::{CallError, LoadError};
 pub use failure::YIELD_FUEL;
-pub use host_state::{CallContext, HostState, RouteAttributes};
+pub use host_state::{CallContext, ConversationBy, HostState, RouteAttributes};
 pub use limits::{LimitPolicy, Limits};
 pub use observer::{CallObserver, Observer};
 pub use warm::WARM_INSTANCES;

@@ -8,12 +8,14 @@
 
 use super::admit::{Candidate, Failure, admit, check_skill_name};
 use super::builtin;
+use super::files;
 use super::manifest::Manifest;
 use super::prompt::{self, Prompt};
 use super::skill::{Skill, ToolSpec, split_exposed};
 use crate::config::{Builtin, Grant, LoadedConfig};
 use crate::sandbox::{
-    CallEnv, Capabilities, HostList, LimitPolicy, McpBridge, Notifier, NotifyGrant, Sandbox, SkillComponent, Wasm,
+    CallEnv, Capabilities, HostList, LimitPolicy, McpBridge, Notifier, NotifyGrant, Sandbox, SkillComponent,
+    SkillFiles, Wasm,
 };
 use crate::store::{MemoryStore, StateStore};
 use std::collections::{BTreeMap, HashSet};
@@ -439,12 +441,14 @@ impl Loader {
             skill: NAME.into(),
             memory: None,
             state: None,
-            state_namespace: String::new(),
+            state_scope: Default::default(),
+            state_ttl: Duration::ZERO,
             http_requested: HostList::new(Vec::<String>::new()),
             http_granted: HostList::new(Vec::<String>::new()),
             mcp: None,
             env: Vec::new(),
             notify: NotifyGrant { asked: false, granted: Vec::new(), notifier: None },
+            files: None,
         };
         let env = CallEnv { caps: Arc::new(caps), limits: self.policy.for_skill(&manifest.limits) };
         let (defs, info) = component.describe(&env).await.map_err(|e| e.to_string())?.value;
@@ -524,7 +528,8 @@ impl Loader {
             Wasm::File(path) => self.sandbox.load_file(path),
         };
         let component = component.map_err(|e| problem(e.to_string()))?;
-        let env = self.call_env(&name, manifest, default_grant);
+        let files = own_files(&skill, manifest, &wasm, mode)?;
+        let env = self.call_env(&name, manifest, default_grant, files);
         if mode != LoadMode::Validate && !self.check_available(&name, &component, &env, &skill.config).await? {
             return Ok(Some(Candidate::Unavailable(name)));
         }
@@ -606,7 +611,13 @@ impl Loader {
 
     /// The capabilities and limits of a skill: what its manifest asks for and the operator
     /// grants, both.
-    pub(super) fn call_env(&self, name: &str, manifest: &Manifest, default_grant: Option<Grant>) -> CallEnv {
+    pub(super) fn call_env(
+        &self,
+        name: &str,
+        manifest: &Manifest,
+        default_grant: Option<Grant>,
+        files: Option<SkillFiles>,
+    ) -> CallEnv {
         let config = &self.config.config;
         let written = config.skills.grants.get(name).cloned();
         // A built-in left at its default grant is the default, not a mistake worth a warning
@@ -634,15 +645,42 @@ impl Loader {
             skill: name.to_string(),
             memory: (asked.memory && grant.memory).then(|| self.memory.clone()),
             state: Some(self.state.clone()),
-            state_namespace: format!("skill-{name}"),
+            state_scope: asked.state,
+            state_ttl: Duration::from_secs(config.skills.state_ttl_seconds),
             http_requested: HostList::new(asked.http_hosts.clone()),
             http_granted: HostList::new(grant.http_hosts),
             mcp: self.mcp.clone(),
             env,
             notify: NotifyGrant { asked: asked.notify, granted: grant.notify.clone(), notifier: self.notifier.clone() },
+            files,
         };
         CallEnv { caps: Arc::new(caps), limits: self.policy.for_skill(&manifest.limits) }
     }
+}
+
+/// The skill's own files when its manifest asks (`files = "self"`): a folder skill's
+/// distributable files, copied for its component ([`files::stage`]); only listed, for what
+/// they refuse, when nothing will run (`LoadMode::Validate`). A built-in has no folder.
+fn own_files(
+    skill: &Skill,
+    manifest: &Manifest,
+    wasm: &Wasm<'_>,
+    mode: LoadMode,
+) -> Result<Option<SkillFiles>, Failure> {
+    if manifest.capabilities.files.is_none() || matches!(wasm, Wasm::Bytes(_)) {
+        return Ok(None);
+    }
+    let staged = match mode {
+        LoadMode::Validate => files::distributable(&skill.dir).map(|set| {
+            files::warn_refused(&skill.name, &set);
+            None
+        }),
+        _ => files::stage(&skill.name, &skill.dir).map(Some),
+    };
+    staged.map_err(|e| {
+        let message = format!("files = \"self\": {e}");
+        Failure::Problem(LoadProblem { skill: skill.name.clone(), file: skill.dir.join("skill.toml"), message })
+    })
 }
 
 /// The variables `asked` (the manifest) and `granted` (the operator) both name, with their

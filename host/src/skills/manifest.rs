@@ -41,6 +41,34 @@ pub struct Capabilities {
     /// The notify import: messages of its own to the destinations the operator grants
     /// (`skills.grants.<skill>.notify`).
     pub notify: bool,
+    /// Whose keys the state import reads and writes: the conversation's (`"conversation"`,
+    /// the default; entries expire after `skills.state_ttl_seconds` untouched) or the
+    /// skill's, shared by every conversation (`"skill"`). No grant is needed for either.
+    pub state: crate::store::state::StateScope,
+    /// `"self"`: the component reads its skill's distributable files, read-only at `/skill`
+    /// (also its working directory). No grant is needed: they are the skill's own.
+    pub files: Option<Files>,
+}
+
+/// `[capabilities] files`: which files a component reads. Only its own folder for now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "String")]
+pub enum Files {
+    /// `"self"`: the skill's distributable files ([`super::files`]), at `/skill`.
+    Own,
+}
+
+impl TryFrom<String> for Files {
+    type Error = String;
+
+    fn try_from(value: String) -> Result<Self, String> {
+        match value.as_str() {
+            "self" => Ok(Files::Own),
+            other => Err(format!(
+                "files = \"{other}\": only \"self\" is supported (the skill's own folder, read-only at /skill)"
+            )),
+        }
+    }
 }
 
 /// `[build]`.
@@ -153,6 +181,30 @@ mod tests {
         assert!(err.contains("every"), "{err}");
         let err = parse("[schedule]\nevery = \"1m\"\nat = \"noon\"\n").unwrap_err();
         assert!(err.contains("at"), "{err}");
+    }
+
+    #[test]
+    fn state_is_per_conversation_unless_the_skill_asks_for_its_own() {
+        use crate::store::state::StateScope;
+        assert_eq!(parse("").unwrap().capabilities.state, StateScope::Conversation);
+        assert_eq!(parse("[capabilities]\nstate = \"skill\"\n").unwrap().capabilities.state, StateScope::Skill);
+        let m = parse("[capabilities]\nstate = \"conversation\"\n").unwrap();
+        assert_eq!(m.capabilities.state, StateScope::Conversation);
+        let err = parse("[capabilities]\nstate = \"global\"\n").unwrap_err();
+        assert!(
+            err.starts_with("line 2, column 9: ") && err.contains("conversation") && err.contains("skill"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn files_takes_only_self() {
+        assert_eq!(parse("").unwrap().capabilities.files, None);
+        assert_eq!(parse("[capabilities]\nfiles = \"self\"\n").unwrap().capabilities.files, Some(Files::Own));
+        let err = parse("[capabilities]\nfiles = \"all\"\n").unwrap_err();
+        assert!(err.starts_with("line 2, column 9: files = \"all\": only \"self\""), "{err}");
+        let err = parse("[capabilities]\nfiles = true\n").unwrap_err();
+        assert!(err.starts_with("line 2, column 9: ") && err.contains("string"), "{err}");
     }
 
     #[test]

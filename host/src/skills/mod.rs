@@ -7,6 +7,7 @@ pub mod builtin;
 pub mod content;
 pub mod contract;
 pub mod declared;
+pub mod files;
 pub mod init;
 pub mod loader;
 pub mod manifest;

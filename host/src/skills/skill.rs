@@ -398,15 +398,25 @@ impl Skill {
     }
 
     /// `tool-target` for a call of `tool` with `input`.
-    pub async fn tool_target(&self, tool: &str, input: &serde_json::Value) -> HookAnswer<Option<Target>> {
+    pub async fn tool_target(
+        &self,
+        tool: &str,
+        input: &serde_json::Value,
+        caller: &CallContext,
+    ) -> HookAnswer<Option<Target>> {
         let (component, env) = self.component()?;
-        let answer = component.tool_target(env, tool, &input.to_string()).await?;
+        let answer = component.tool_target(env, tool, &input.to_string(), caller).await?;
         Some(answer.map(|o| o.value.map(Target::from)))
     }
 
     /// `tool-result-empty` for a successful raw result of `tool`.
-    pub async fn tool_result_empty(&self, tool: &str, raw_result: &str) -> HookAnswer<Option<bool>> {
+    pub async fn tool_result_empty(
+        &self,
+        tool: &str,
+        raw_result: &str,
+        caller: &CallContext,
+    ) -> HookAnswer<Option<bool>> {
         let (component, env) = self.component()?;
-        Some(component.tool_result_empty(env, tool, raw_result).await?.map(|o| o.value))
+        Some(component.tool_result_empty(env, tool, raw_result, caller).await?.map(|o| o.value))
     }
 }

@@ -30,14 +30,7 @@ fn catalog(overrides: &[(&str, Loading)]) -> Arc<OnDemand> {
 }
 
 fn ctx() -> CallContext {
-    CallContext {
-        config: json!({}),
-        channel_id: "c".into(),
-        user_id: None,
-        user_message: None,
-        route: crate::sandbox::RouteAttributes::default(),
-        observer: None,
-    }
+    CallContext::standalone("c")
 }
 
 #[test]

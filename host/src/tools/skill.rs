@@ -116,7 +116,7 @@ impl ToolSource for SkillTools {
 
     async fn target(&self, call: ToolCall<'_>) -> Option<ToolTarget> {
         let (skill, tool) = self.find(call.name)?;
-        match skill.tool_target(&tool.name, call.input).await? {
+        match skill.tool_target(&tool.name, call.input, call.ctx).await? {
             Ok(answer) => answer.and_then(|t| ToolTarget::checked(t.target, t.query_kind)),
             Err(e) => {
                 tracing::warn!(tool = %call.name, kind = e.kind(), "tool-target failed; no target");
@@ -171,7 +171,7 @@ impl ToolSource for SkillTools {
             return false;
         }
         if let Some((skill, tool)) = self.find(call.name) {
-            match skill.tool_result_empty(&tool.name, &outcome.content).await {
+            match skill.tool_result_empty(&tool.name, &outcome.content, call.ctx).await {
                 Some(Ok(Some(answer))) => return answer,
                 Some(Err(e)) => {
                     tracing::warn!(tool = %call.name, kind = e.kind(), "tool-result-empty failed; falling back")

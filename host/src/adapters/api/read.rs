@@ -184,7 +184,11 @@ fn grants(skill: &Skill) -> Value {
         "http_granted": caps.http_granted.patterns(),
         "env": caps.env.iter().map(|(name, _)| name).collect::<Vec<_>>(),
         "memory": caps.memory.is_some(),
-        "state": caps.state.is_some(),
+        // Whose keys its state import sees: "conversation" or "skill".
+        "state": caps.state.is_some().then(|| caps.state_scope.as_str()),
+        "state_ttl_seconds": caps.state.is_some().then(|| caps.state_ttl.as_secs()),
+        // Its own files, read-only at /skill (`files = "self"`).
+        "files": caps.files.as_ref().map(|f| json!({"path": crate::sandbox::SKILL_FOLDER, "files": f.files, "bytes": f.bytes})),
         "mcp": caps.mcp.is_some(),
         "notify": notify,
     })

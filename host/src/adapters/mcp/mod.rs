@@ -9,7 +9,9 @@
 //! otherwise; never silently executed. From protocol 2026-07-28 the question travels in an
 //! `input_required` result instead of a request to the client ([`elicit`]). Each client
 //! session is a channel of its own (`mcp-<id>`: what skills see as `channel_id`), and counts
-//! as one turn for the tool budget.
+//! as one turn for the tool budget. The session is the conversation of skills whose state
+//! is per conversation up to 2025-11-25; from 2026-07-28, which has no sessions, the agent is
+//! ([`ConversationBy`]).
 //!
 //! Protocol revisions: every one rmcp knows (2024-11-05 to 2026-07-28). `initialize` echoes
 //! the client's revision when it has a handshake; else (an unknown one, or one without a
@@ -35,7 +37,7 @@ pub use http::http_app;
 use crate::engine::gate::new_id;
 use crate::engine::tool_budget::TurnBudget;
 use crate::engine::{ApprovalOutcome, ApprovalRequest, Counterpart, Engine, NoEvents};
-use crate::sandbox::CallContext;
+use crate::sandbox::{CallContext, ConversationBy};
 use elicit::Round;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, GetPromptRequestParams, GetPromptResponse, GetPromptResult,
@@ -259,11 +261,17 @@ impl ServerHandler for SkillServer {
             request.meta.as_ref().and_then(|m| m.get_progress_token()).or_else(|| context.meta.get_progress_token());
         let direct = context.extensions.get::<notify::Direct>();
         let forwarding = notify::Forwarding::start(context.peer.clone(), direct, self.session.threshold.clone(), token);
-        let ctx =
-            CallContext { observer: Some(forwarding.observer()), ..CallContext::standalone(&self.session.channel) };
+        let inline = elicit::inline(&context);
+        // Up to 2025-11-25 a session is a conversation; from 2026-07-28 a request belongs to
+        // no session, and the agent is the one conversation.
+        let conversation_by = if inline { ConversationBy::Agent } else { ConversationBy::Channel };
+        let ctx = CallContext {
+            observer: Some(forwarding.observer()),
+            conversation_by,
+            ..CallContext::standalone(&self.session.channel)
+        };
         let name = request.name.to_string();
         let mut counterpart = Elicit::Request(&context);
-        let inline = elicit::inline(&context);
         // From 2026-07-28 a gated call is answered with the question; its retry carries the
         // answer, which the gate then receives as the decision.
         if inline

@@ -20,7 +20,8 @@ impl Loader {
         if decls.is_empty() {
             return Ok(skill);
         }
-        let env = self.call_env(&skill.name, manifest, None);
+        // A script reads its folder through its own WASI (`command.rs`), not the capability.
+        let env = self.call_env(&skill.name, manifest, None, None);
         let mut scripts = Vec::with_capacity(decls.len());
         for decl in decls {
             let tool = self.load_script(&skill.name, &skill.dir, decl, &env).map_err(|(f, m)| problem(f, m))?;

@@ -20,8 +20,9 @@ const MAX_IDLE: usize = 16;
 
 /// One row per (namespace, key); `bytes` is the key's plus the value's length, and the
 /// triggers keep `usage` (keys and bytes per namespace) in step, so a quota check reads one
-/// row instead of summing the namespace.
-const SCHEMA: &str = "
+/// row instead of summing the namespace. The first of the versioned migrations
+/// (`migrate.rs`): never changed.
+pub const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS entries (
     ns TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, bytes INTEGER NOT NULL,
     PRIMARY KEY (ns, key));
@@ -45,7 +46,7 @@ END;
 pub struct Pool {
     root: PathBuf,
     idle: Mutex<Vec<Connection>>,
-    /// Set once the schema exists and old JSON namespaces are imported.
+    /// Set once the schema is at this binary's version (and old JSON namespaces imported).
     ready: AtomicBool,
     /// This process's writers to the database take turns here (see [`Pool::write`]).
     writer: Arc<Mutex<()>>,
@@ -121,10 +122,10 @@ impl Pool {
         let mut conn = Connection::open_with_flags(self.root.join(FILE_NAME), flags).map_err(|e| self.opening(e))?;
         configure(&conn).map_err(|e| self.opening(e))?;
         if !self.ready.load(Ordering::Acquire) {
-            // Already prepared (by another process, or before a restart): no write lock, so
+            // Already migrated (by another process, or before a restart): no write lock, so
             // opening never waits for another writer.
-            let prepared = conn.query_row("SELECT 1 FROM meta WHERE name = ?1", [super::migrate::DONE], |_| Ok(()));
-            if prepared.is_err() {
+            let version: u32 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(|e| self.opening(e))?;
+            if version != super::migrate::latest() {
                 prepare(&mut conn, &self.root)?;
             }
             self.ready.store(true, Ordering::Release);
@@ -170,16 +171,15 @@ fn configure(conn: &Connection) -> rusqlite::Result<()> {
     Ok(())
 }
 
-/// Creates the schema and imports the old JSON namespaces, in one transaction, so that of
-/// two processes opening a fresh directory at once exactly one imports.
+/// Migrates the schema (importing the old JSON namespaces on the way), in one transaction,
+/// so that of two processes opening a directory at once exactly one migrates.
 fn prepare(conn: &mut Connection, root: &Path) -> Result<(), Opening> {
     let sql = |e: rusqlite::Error| match is_busy(&e) {
         true => Opening::Busy(e),
         false => Opening::Failed(StateError::Other(format!("preparing the state database in {}: {e}", root.display()))),
     };
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).map_err(sql)?;
-    tx.execute_batch(SCHEMA).map_err(sql)?;
-    super::migrate::import_json(&tx, root).map_err(Opening::Failed)?;
+    super::migrate::migrate(&tx, root).map_err(Opening::Failed)?;
     tx.commit().map_err(sql)
 }
 

@@ -6,16 +6,26 @@
 //! processes of one machine), and PostgreSQL (`state.backend: postgres`; shared by replicas on
 //! many machines). The store checks keys, values and namespaces; a backend only stores. Every
 //! read goes to the database, so processes sharing it see each other's writes at once.
+//!
+//! Entries written with an [`Expiry::Idle`] (the `state` import's per-conversation
+//! namespaces, [`scope`]) expire once that long passes with no get or set of the key: `get`
+//! and `keys` no longer see them, and they are deleted by a sweep at most once a minute per
+//! store ([`StateStore::sweep_expired`]) or when their namespace meets its quota.
 
 mod db;
 mod migrate;
 pub mod postgres;
+pub mod scope;
 mod sqlite;
 #[cfg(test)]
 mod tests;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+pub use scope::{Conversation, Namespace, StateScope};
 
 /// The longest key, in bytes.
 pub const MAX_KEY_BYTES: usize = 256;
@@ -41,6 +51,25 @@ pub struct StateQuota {
     /// The most keys.
     pub max_keys: u64,
 }
+
+/// How long an entry lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Expiry {
+    /// Until it is deleted.
+    #[default]
+    Never,
+    /// Until this long passes with no get ([`StateStore::get_touching`]) or set of the key.
+    Idle(Duration),
+}
+
+/// The most an entry's expiry may lag behind its last get (see [`StateStore::get_touching`]).
+const MAX_TOUCH_SLACK: Duration = Duration::from_secs(60);
+/// How often a store deletes expired entries (at most; only while expiring entries are
+/// written).
+const SWEEP_EVERY: Duration = Duration::from_secs(60);
+/// The most expired entries one statement of a sweep deletes (it runs again while it finds
+/// as many), so a sweep never holds the database's write lock for long.
+const SWEEP_BATCH: u32 = 1000;
 
 /// One write of a [`StateStore::apply`] batch.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -71,12 +100,23 @@ pub type Change<'a> = dyn FnMut(Option<String>) -> Result<Option<String>, StateE
 /// Where a store keeps its rows. Every method gets arguments the store has checked already.
 #[async_trait::async_trait]
 pub trait Backend: std::fmt::Debug + Send + Sync {
-    /// Reads a key.
+    /// Reads a key (not an expired one).
     async fn get(&self, ns: &str, key: &str) -> Result<Option<String>, StateError>;
-    /// Sets a key.
+    /// Reads a key (not an expired one) and, when its expiry is more than `slack` before
+    /// `ttl` from now, moves it there (see [`StateStore::get_touching`]).
+    async fn touch(&self, ns: &str, key: &str, ttl: Duration, slack: Duration) -> Result<Option<String>, StateError>;
+    /// Sets a key, for good.
     async fn set(&self, ns: &str, key: &str, value: &str) -> Result<(), StateError>;
-    /// Sets a key unless the namespace would then pass `quota` (see [`StateStore::set_within`]).
-    async fn set_within(&self, ns: &str, key: &str, value: &str, quota: &StateQuota) -> Result<(), StateError>;
+    /// Sets a key unless the namespace would then pass `quota`, counting what expired as
+    /// gone (see [`StateStore::set_within`]).
+    async fn set_within(
+        &self,
+        ns: &str,
+        key: &str,
+        value: &str,
+        quota: &StateQuota,
+        expiry: Expiry,
+    ) -> Result<(), StateError>;
     /// An atomic read-modify-write (see [`StateStore::update`]).
     async fn update(&self, ns: &str, key: &str, change: &mut Change<'_>) -> Result<Option<String>, StateError>;
     /// Sets a key only if absent.
@@ -89,8 +129,10 @@ pub trait Backend: std::fmt::Debug + Send + Sync {
     async fn apply(&self, writes: &[StateWrite]) -> Result<(), StateError>;
     /// Removes a key.
     async fn delete(&self, ns: &str, key: &str) -> Result<(), StateError>;
-    /// The keys of a namespace, sorted bytewise.
+    /// The keys of a namespace, sorted bytewise, but the expired ones.
     async fn keys(&self, ns: &str) -> Result<Vec<String>, StateError>;
+    /// Deletes at most `limit` expired entries, of any namespace; how many it deleted.
+    async fn sweep(&self, limit: u32) -> Result<u64, StateError>;
     /// (keys, bytes of keys plus values) of a namespace.
     async fn usage(&self, ns: &str) -> Result<(u64, u64), StateError>;
     /// Whether the database answers (and its schema is ready): `/readyz`.
@@ -105,22 +147,24 @@ pub struct StateStore {
     backend: Arc<dyn Backend>,
     /// The database, for the PostgreSQL backend (what replicas share beside the keys).
     postgres: Option<Arc<postgres::Postgres>>,
+    /// When (seconds since the epoch) the next sweep of expired entries is due.
+    next_sweep: Arc<AtomicU64>,
 }
 
 impl StateStore {
     /// A SQLite store rooted at `root` (the directory and database are created on first use).
     pub fn new(root: impl Into<PathBuf>) -> Self {
-        StateStore { backend: Arc::new(sqlite::Sqlite::new(root.into())), postgres: None }
+        StateStore::with_backend(Arc::new(sqlite::Sqlite::new(root.into())))
     }
 
     /// A store over any backend.
     pub fn with_backend(backend: Arc<dyn Backend>) -> Self {
-        StateStore { backend, postgres: None }
+        StateStore { backend, postgres: None, next_sweep: Arc::default() }
     }
 
     /// A store on PostgreSQL.
     pub fn on_postgres(pg: Arc<postgres::Postgres>) -> Self {
-        StateStore { backend: pg.clone(), postgres: Some(pg) }
+        StateStore { postgres: Some(pg.clone()), ..StateStore::with_backend(pg) }
     }
 
     /// The PostgreSQL database, when the store is on one.
@@ -153,10 +197,19 @@ impl StateStore {
         self.backend.ping().await
     }
 
-    /// Reads a key.
+    /// Reads a key; an expired entry is not there.
     pub async fn get(&self, ns: &str, key: &str) -> Result<Option<String>, StateError> {
         check_namespace(ns)?;
         self.backend.get(ns, key).await
+    }
+
+    /// Reads a key of a namespace whose entries expire, and gives it `ttl` from now: a read
+    /// keeps an entry alive as a write does. The expiry moves only when it is more than a
+    /// tenth of `ttl` (at most a minute) behind, so that most reads stay reads: they never
+    /// wait for a writer, and one that moves the expiry waits like a write.
+    pub async fn get_touching(&self, ns: &str, key: &str, ttl: Duration) -> Result<Option<String>, StateError> {
+        check_namespace(ns)?;
+        self.backend.touch(ns, key, ttl, (ttl / 10).min(MAX_TOUCH_SLACK)).await
     }
 
     /// Sets a key.
@@ -165,13 +218,26 @@ impl StateStore {
         self.backend.set(ns, key, value).await
     }
 
-    /// Sets a key unless the namespace would then hold more than `quota` allows (an
-    /// [`StateError::Invalid`] naming the quota; nothing is written). Replacing a value
-    /// counts only the difference; a set that does not grow the namespace always succeeds.
-    /// Concurrent writers of one namespace, on any process, cannot pass the quota together.
-    pub async fn set_within(&self, ns: &str, key: &str, value: &str, quota: &StateQuota) -> Result<(), StateError> {
+    /// Sets a key, living as `expiry` says, unless the namespace would then hold more than
+    /// `quota` allows (an [`StateError::Invalid`] naming the quota; nothing is written).
+    /// Replacing a value counts only the difference; a set that does not grow the namespace
+    /// always succeeds; entries that expired are deleted before a write is refused, so they
+    /// never count against it. Concurrent writers of one namespace, on any process, cannot
+    /// pass the quota together.
+    pub async fn set_within(
+        &self,
+        ns: &str,
+        key: &str,
+        value: &str,
+        quota: &StateQuota,
+        expiry: Expiry,
+    ) -> Result<(), StateError> {
         check_entry(ns, key, value)?;
-        self.backend.set_within(ns, key, value, quota).await
+        self.backend.set_within(ns, key, value, quota, expiry).await?;
+        if expiry != Expiry::Never {
+            self.sweep_when_due();
+        }
+        Ok(())
     }
 
     /// Atomically replaces a key's value with `change(current)`: `Some` sets it, `None`
@@ -236,10 +302,42 @@ impl StateStore {
         self.backend.delete(ns, key).await
     }
 
-    /// Lists keys, sorted (bytewise).
+    /// Lists keys, sorted (bytewise); the expired ones are not there.
     pub async fn keys(&self, ns: &str) -> Result<Vec<String>, StateError> {
         check_namespace(ns)?;
         self.backend.keys(ns).await
+    }
+
+    /// Deletes every expired entry, of every namespace, a batch at a time; how many.
+    pub async fn sweep_expired(&self) -> Result<u64, StateError> {
+        let mut deleted = 0;
+        loop {
+            let batch = self.backend.sweep(SWEEP_BATCH).await?;
+            deleted += batch;
+            if batch < u64::from(SWEEP_BATCH) {
+                return Ok(deleted);
+            }
+        }
+    }
+
+    /// Starts a sweep in the background when none ran on this store for [`SWEEP_EVERY`]
+    /// (one caller wins the turn; the others go on at once).
+    fn sweep_when_due(&self) {
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        let due = self.next_sweep.load(Ordering::Relaxed);
+        let next = now + SWEEP_EVERY.as_secs();
+        if now < due || self.next_sweep.compare_exchange(due, next, Ordering::Relaxed, Ordering::Relaxed).is_err() {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
+        let store = self.clone();
+        runtime.spawn(async move {
+            match store.sweep_expired().await {
+                Ok(0) => {}
+                Ok(deleted) => tracing::debug!(deleted, "deleted expired state entries"),
+                Err(e) => tracing::warn!("deleting expired state entries: {e}"),
+            }
+        });
     }
 
     /// What a namespace holds: (keys, bytes of keys plus values).
@@ -275,6 +373,11 @@ fn check_quota(keys: u64, bytes: u64, quota: &StateQuota) -> Result<(), StateErr
         )));
     }
     Ok(())
+}
+
+/// Seconds since the epoch, as the SQLite backend stores expiries.
+fn epoch_seconds() -> f64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
 }
 
 /// Namespaces are `[A-Za-z0-9_.-]+`, not starting with `.` (they were file names once).

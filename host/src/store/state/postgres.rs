@@ -13,7 +13,7 @@ pub mod decisions;
 mod tls;
 pub mod waiting;
 
-use super::{Backend, Change, StateError, StateQuota, StateWrite, check_growth, entry_bytes};
+use super::{Backend, Change, Expiry, StateError, StateQuota, StateWrite, check_growth, entry_bytes};
 use crate::config::PostgresState;
 use deadpool_postgres::{GenericClient, Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
 use std::collections::HashMap;
@@ -107,6 +107,14 @@ pub const MIGRATIONS: &[(i32, &str, &str)] = &[
             leased_by text, place text NOT NULL, checkpoint text NOT NULL, prompt text,
             updated_at double precision NOT NULL);
         CREATE INDEX skillhost_waiting_turns_free ON skillhost_waiting_turns (scope) WHERE leased_by IS NULL;",
+    ),
+    (
+        5,
+        "expiring entries",
+        // Seconds since the epoch (the database's clock); NULL: never. The partial index
+        // serves the sweep.
+        "ALTER TABLE skillhost_state ADD COLUMN expires_at double precision;
+        CREATE INDEX skillhost_state_expiry ON skillhost_state (expires_at) WHERE expires_at IS NOT NULL;",
     ),
 ];
 
@@ -464,9 +472,50 @@ fn text(bytes: Vec<u8>) -> Result<String, StateError> {
     String::from_utf8(bytes).map_err(|_| StateError::Other("state database: a stored value is not UTF-8".into()))
 }
 
+/// The database's clock, in seconds since the epoch: every replica reads the same one.
+macro_rules! now {
+    () => {
+        "extract(epoch FROM clock_timestamp())::float8"
+    };
+}
+
+/// A row that has not expired.
+macro_rules! live {
+    () => {
+        concat!("(expires_at IS NULL OR expires_at > ", now!(), ")")
+    };
+}
+
+/// A read that locks the row (`update`): the row whatever its expiry, as the SQLite backend's.
 const READ: &str = "SELECT value FROM skillhost_state WHERE ns = $1 AND key = $2";
+const READ_LIVE: &str = concat!("SELECT value FROM skillhost_state WHERE ns = $1 AND key = $2 AND ", live!());
+/// A live row's value and how far its expiry is behind `$3` seconds from now.
+const READ_TOUCHED: &str = concat!(
+    "SELECT value, ",
+    now!(),
+    " + $3 - expires_at FROM skillhost_state WHERE ns = $1 AND key = $2 AND ",
+    live!()
+);
+/// Moves a live row's expiry to `$3` seconds from now.
+const TOUCH: &str =
+    concat!("UPDATE skillhost_state SET expires_at = ", now!(), " + $3 WHERE ns = $1 AND key = $2 AND ", live!());
+const KEYS: &str = concat!("SELECT key FROM skillhost_state WHERE ns = $1 AND ", live!(), " ORDER BY key");
+const SWEEP: &str = concat!(
+    "DELETE FROM skillhost_state WHERE (ns, key) IN
+    (SELECT ns, key FROM skillhost_state WHERE expires_at <= ",
+    now!(),
+    " LIMIT $1)"
+);
+const PURGE: &str = concat!("DELETE FROM skillhost_state WHERE ns = $1 AND expires_at <= ", now!());
 const WRITE: &str = "INSERT INTO skillhost_state (ns, key, value, bytes) VALUES ($1, $2, $3, $4)
-    ON CONFLICT (ns, key) DO UPDATE SET value = EXCLUDED.value, bytes = EXCLUDED.bytes";
+    ON CONFLICT (ns, key) DO UPDATE SET value = EXCLUDED.value, bytes = EXCLUDED.bytes, expires_at = NULL";
+/// [`WRITE`] with an expiry `$5` seconds from now (`NULL`: never).
+const WRITE_EXPIRING: &str = concat!(
+    "INSERT INTO skillhost_state (ns, key, value, bytes, expires_at) VALUES ($1, $2, $3, $4, ",
+    now!(),
+    " + $5)
+    ON CONFLICT (ns, key) DO UPDATE SET value = EXCLUDED.value, bytes = EXCLUDED.bytes, expires_at = EXCLUDED.expires_at"
+);
 const CREATE: &str = "INSERT INTO skillhost_state (ns, key, value, bytes) VALUES ($1, $2, $3, $4)
     ON CONFLICT (ns, key) DO NOTHING";
 const DELETE_IF: &str = "DELETE FROM skillhost_state WHERE ns = $1 AND key = $2 AND value = $3";
@@ -488,6 +537,26 @@ async fn delete_if<C: GenericClient + Sync>(
     Ok(c.execute(&stmt, &[&ns, &key.as_bytes(), &value.as_bytes()]).await? == 1)
 }
 
+/// Whether setting `key` to `value` keeps `ns` within `quota`; the caller holds the lock on
+/// the namespace's usage row.
+async fn check_set<C: GenericClient + Sync>(
+    c: &C,
+    ns: &str,
+    key: &str,
+    value: &str,
+    quota: &StateQuota,
+) -> Result<Result<(), StateError>, tokio_postgres::Error> {
+    let row = c.query_one("SELECT keys, bytes FROM skillhost_state_usage WHERE ns = $1 FOR UPDATE", &[&ns]).await?;
+    let now = (row.get::<_, i64>(0).max(0) as u64, row.get::<_, i64>(1).max(0) as u64);
+    let old = c
+        .query_opt("SELECT bytes FROM skillhost_state WHERE ns = $1 AND key = $2", &[&ns, &key.as_bytes()])
+        .await?
+        .map(|r| r.get::<_, i64>(0));
+    let keys = now.0 + u64::from(old.is_none());
+    let bytes = (now.1 + entry_bytes(key, value) as u64).saturating_sub(old.unwrap_or(0) as u64);
+    Ok(check_growth(now, keys, bytes, quota))
+}
+
 async fn usage_in<C: GenericClient + Sync>(c: &C, ns: &str) -> Result<(u64, u64), tokio_postgres::Error> {
     let stmt = c.prepare_cached(USAGE).await?;
     let row = c.query_opt(&stmt, &[&ns]).await?;
@@ -499,9 +568,29 @@ async fn usage_in<C: GenericClient + Sync>(c: &C, ns: &str) -> Result<(u64, u64)
 impl Backend for Postgres {
     async fn get(&self, ns: &str, key: &str) -> Result<Option<String>, StateError> {
         let c = self.client().await?;
-        let stmt = c.prepare_cached(READ).await.map_err(|e| self.error(e))?;
+        let stmt = c.prepare_cached(READ_LIVE).await.map_err(|e| self.error(e))?;
         let row = c.query_opt(&stmt, &[&ns, &key.as_bytes()]).await.map_err(|e| self.error(e))?;
         row.map(|r| text(r.get(0))).transpose()
+    }
+
+    async fn touch(
+        &self,
+        ns: &str,
+        key: &str,
+        ttl: std::time::Duration,
+        slack: std::time::Duration,
+    ) -> Result<Option<String>, StateError> {
+        let c = self.client().await?;
+        let args: [&(dyn tokio_postgres::types::ToSql + Sync); 3] = [&ns, &key.as_bytes(), &ttl.as_secs_f64()];
+        let stmt = c.prepare_cached(READ_TOUCHED).await.map_err(|e| self.error(e))?;
+        let Some(row) = c.query_opt(&stmt, &args).await.map_err(|e| self.error(e))? else { return Ok(None) };
+        // NULL: the row never expires.
+        let behind: Option<f64> = row.get(1);
+        if behind.is_some_and(|behind| behind > slack.as_secs_f64()) {
+            let stmt = c.prepare_cached(TOUCH).await.map_err(|e| self.error(e))?;
+            c.execute(&stmt, &args).await.map_err(|e| self.error(e))?;
+        }
+        text(row.get(0)).map(Some)
     }
 
     async fn set(&self, ns: &str, key: &str, value: &str) -> Result<(), StateError> {
@@ -509,24 +598,34 @@ impl Backend for Postgres {
         write(&c, ns, key, value).await.map_err(|e| self.error(e))
     }
 
-    async fn set_within(&self, ns: &str, key: &str, value: &str, quota: &StateQuota) -> Result<(), StateError> {
+    async fn set_within(
+        &self,
+        ns: &str,
+        key: &str,
+        value: &str,
+        quota: &StateQuota,
+        expiry: Expiry,
+    ) -> Result<(), StateError> {
+        let ttl = match expiry {
+            Expiry::Never => None,
+            Expiry::Idle(ttl) => Some(ttl.as_secs_f64()),
+        };
         in_transaction!(self, tx, (), {
             // The namespace's usage row, locked: writers of one namespace check the quota
             // one at a time, whichever replica they run on.
             let lock = "INSERT INTO skillhost_state_usage (ns, keys, bytes) VALUES ($1, 0, 0)
                 ON CONFLICT (ns) DO NOTHING";
             tx.execute(lock, &[&ns]).await?;
-            let locked = "SELECT keys, bytes FROM skillhost_state_usage WHERE ns = $1 FOR UPDATE";
-            let row = tx.query_one(locked, &[&ns]).await?;
-            let now = (row.get::<_, i64>(0).max(0) as u64, row.get::<_, i64>(1).max(0) as u64);
-            let old = tx
-                .query_opt("SELECT bytes FROM skillhost_state WHERE ns = $1 AND key = $2", &[&ns, &key.as_bytes()])
-                .await?
-                .map(|r| r.get::<_, i64>(0));
-            let keys = now.0 + u64::from(old.is_none());
-            let bytes = (now.1 + entry_bytes(key, value) as u64).saturating_sub(old.unwrap_or(0) as u64);
-            check_growth(now, keys, bytes, quota)?;
-            write(&tx, ns, key, value).await?;
+            if let Err(refused) = check_set(&tx, ns, key, value, quota).await? {
+                // What expired is gone: deleted now, the write may fit.
+                if tx.execute(PURGE, &[&ns]).await? == 0 {
+                    return Err(refused.into());
+                }
+                check_set(&tx, ns, key, value, quota).await??;
+            }
+            let args: [&(dyn tokio_postgres::types::ToSql + Sync); 5] =
+                [&ns, &key.as_bytes(), &value.as_bytes(), &entry_bytes(key, value), &ttl];
+            tx.execute(WRITE_EXPIRING, &args).await?;
             Ok(Some(()))
         })
     }
@@ -601,12 +700,14 @@ impl Backend for Postgres {
 
     async fn keys(&self, ns: &str) -> Result<Vec<String>, StateError> {
         let c = self.client().await?;
-        let stmt = c
-            .prepare_cached("SELECT key FROM skillhost_state WHERE ns = $1 ORDER BY key")
-            .await
-            .map_err(|e| self.error(e))?;
+        let stmt = c.prepare_cached(KEYS).await.map_err(|e| self.error(e))?;
         let rows = c.query(&stmt, &[&ns]).await.map_err(|e| self.error(e))?;
         rows.into_iter().map(|r| text(r.get(0))).collect()
+    }
+
+    async fn sweep(&self, limit: u32) -> Result<u64, StateError> {
+        let c = self.client().await?;
+        c.execute(SWEEP, &[&i64::from(limit)]).await.map_err(|e| self.error(e))
     }
 
     async fn usage(&self, ns: &str) -> Result<(u64, u64), StateError> {

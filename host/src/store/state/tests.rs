@@ -61,6 +61,34 @@ fn old_json_namespaces_are_imported_once_and_left_alone() {
     assert_eq!(std::fs::read_to_string(dir.path().join("skill-a.json")).unwrap(), old_a, "read-only");
 }
 
+/// A database made before schema versions were counted (the first schema, `user_version`
+/// 0) is migrated when opened: its rows kept, expiring writes work. One a newer skillhost
+/// migrated is refused.
+#[test]
+fn an_old_database_is_migrated_and_a_newer_one_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join(db::FILE_NAME);
+    {
+        let conn = rusqlite::Connection::open(&file).unwrap();
+        conn.execute_batch(db::SCHEMA).unwrap();
+        conn.execute("INSERT INTO entries (ns, key, value, bytes) VALUES ('a', 'k', 'old', 4)", []).unwrap();
+        conn.execute("INSERT INTO meta (name, value) VALUES ('json_import', '0')", []).unwrap();
+    }
+    let s = StateStore::new(dir.path());
+    assert_eq!(b(s.get("a", "k")).unwrap().as_deref(), Some("old"));
+    let quota = StateQuota { max_bytes: 100, max_keys: 10 };
+    b(s.set_within("a", "e", "v", &quota, Expiry::Idle(Duration::from_secs(60)))).unwrap();
+    assert_eq!(b(s.keys("a")).unwrap(), ["e", "k"]);
+    assert_eq!(b(s.usage("a")).unwrap(), (2, 6));
+    drop(s);
+    let conn = rusqlite::Connection::open(&file).unwrap();
+    let version: u32 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
+    assert_eq!(version, migrate::latest());
+    conn.execute_batch("PRAGMA user_version = 99").unwrap();
+    let err = b(StateStore::new(dir.path()).get("a", "k")).unwrap_err();
+    assert!(err.to_string().contains("version 99") && err.to_string().contains("newer"), "{err}");
+}
+
 #[test]
 fn a_corrupt_old_file_is_an_error_not_a_reset() {
     let dir = tempfile::tempdir().unwrap();

@@ -160,7 +160,7 @@ impl McpTools {
             };
         }
         // Emptiness is judged on the server's result, before any observer augments it.
-        let is_empty = Some(self.empty_hook(call, &content).await.unwrap_or_else(|| generically_empty(&content)));
+        let is_empty = Some(self.empty_hook(call, &content, ctx).await.unwrap_or_else(|| generically_empty(&content)));
         if call.alias_of.is_none() {
             content = self.observe(call, &args_text, content, ctx).await;
         }
@@ -168,8 +168,8 @@ impl McpTools {
         ToolOutcome { coverage, is_empty, ..ToolOutcome::text(content, started.elapsed()) }
     }
 
-    async fn empty_hook(&self, call: &McpCall, raw: &str) -> Option<bool> {
-        match self.hook_skill(call)?.tool_result_empty(&call.tool, raw).await? {
+    async fn empty_hook(&self, call: &McpCall, raw: &str, ctx: &CallContext) -> Option<bool> {
+        match self.hook_skill(call)?.tool_result_empty(&call.tool, raw, ctx).await? {
             Ok(answer) => answer,
             Err(e) => {
                 tracing::warn!(server = %call.server, tool = %call.tool, kind = e.kind(), "tool-result-empty failed; falling back");
@@ -270,7 +270,7 @@ impl ToolSource for McpTools {
 
     async fn target(&self, call: ToolCall<'_>) -> Option<ToolTarget> {
         let mcp = self.resolve(call.name)?;
-        match self.hook_skill(&mcp)?.tool_target(&mcp.tool, call.input).await? {
+        match self.hook_skill(&mcp)?.tool_target(&mcp.tool, call.input, call.ctx).await? {
             Ok(answer) => answer.and_then(|t| ToolTarget::checked(t.target, t.query_kind)),
             Err(e) => {
                 tracing::warn!(tool = %call.name, kind = e.kind(), "tool-target failed; no target");

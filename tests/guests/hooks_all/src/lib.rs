@@ -2,8 +2,10 @@
 //!
 //! - `resolve_human`: `approve` when the input has `"level": "approve"`, `confirm` for
 //!   `"confirm"`, none (run without asking) otherwise.
-//! - `is_available`: true.
-//! - `startup`: fails when the config has `"fail_startup": true`.
+//! - `is_available`: true, after setting state key `is_available` (a failure ignored).
+//! - `startup`: fails when the config has `"fail_startup": true`; else sets state key
+//!   `startup` (a failure ignored). Both hooks serve no conversation: the keys are in the
+//!   skill's own namespace.
 //! - `before_mcp_call`, by the arguments' `_decision`: `deny`, `prerequisite` (runs
 //!   `list_things` with `{}` first), `prerequisite_widen` (the same, retrying over the last
 //!   day: `lookback_minutes: 1440` instead of any bounds), `widen` (proceeds over that day),
@@ -21,7 +23,7 @@
 
 use skill_sdk::{
     Approval, BeforeMcpCall, Context, Error, HumanLevel, IsAvailable, ObserveMcpResult, Preflight, ResolveHuman, Skill,
-    SkillInfo, Startup, Target, Tool, ToolResult, ToolResultEmpty, ToolTarget, Value, json,
+    SkillInfo, Startup, Target, Tool, ToolResult, ToolResultEmpty, ToolTarget, Value, json, state,
 };
 
 struct HooksAll;
@@ -63,6 +65,8 @@ impl ResolveHuman for HooksAll {
 
 impl IsAvailable for HooksAll {
     fn is_available(_config: Value) -> bool {
+        // Whatever the store says: the tests that read the key check it.
+        let _ = state::set("is_available", "ran");
         true
     }
 }
@@ -72,6 +76,7 @@ impl Startup for HooksAll {
         if config["fail_startup"] == true {
             return Err(Error::msg("hooks_all: fail_startup is set"));
         }
+        let _ = state::set("startup", "ran");
         Ok(())
     }
 }

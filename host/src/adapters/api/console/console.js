@@ -552,7 +552,8 @@ async function skillsView() {
       card.append(el('h4', {}, 'Granted'), kv([
         ['HTTP asked', g.http_requested], ['HTTP granted', g.http_granted.length ? g.http_granted : 'none'],
         ['Environment', g.env.length ? g.env : 'none'], ['Memory', g.memory ? 'yes' : 'no'],
-        ['State', g.state ? 'yes' : 'no'], ['MCP', g.mcp ? 'yes' : 'no'],
+        ['State', g.state ? (g.state === 'skill' ? "the skill's own" : 'per conversation') : 'no'],
+        ['Files', g.files ? g.files.path + ' (read-only, ' + g.files.files + ' files)' : 'none'], ['MCP', g.mcp ? 'yes' : 'no'],
         ['Notify', g.notify === null ? 'not asked' : (g.notify.length ? g.notify : 'asked, not granted')]]));
     }
     if (skill.limits) {
