@@ -20,6 +20,7 @@
 
 pub mod adapters;
 pub mod app;
+pub mod broker;
 pub mod config;
 pub mod engine;
 pub mod llm;

@@ -523,7 +523,7 @@ async fn tls_follows_sslmode() {
 /// decision with its outcome.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shared_decisions_follow_the_spec() {
-    use skillhost::store::state::postgres::decisions::{Decided, Decisions, Entry, Kind};
+    use skillhost::store::state::postgres::decisions::{Decided, Decisions, Entry, Kind, Who};
     use std::time::SystemTime;
     let pg = skillhost_tests::postgres::Postgres::start();
     pg.psql("postgres", "CREATE DATABASE decisions");
@@ -545,11 +545,21 @@ async fn shared_decisions_follow_the_spec() {
         choices: Vec::new(),
         outcome: None,
         answer: None,
+        agent: "a".into(),
+        surface: "api".into(),
+        deciders: Vec::new(),
+        presentation: None,
+        decided_by: None,
     };
     decisions.open(&entry("confirm-me", 60, Some("CONFIRM"))).await.unwrap();
+    let operator = Who { agent: "a", surface: None, user: "api" };
     let decide = async |id: &str, outcome: &str, confirmation: Option<&str>| {
-        decisions.decide(Kind::Approval, id, outcome, None, confirmation).await.unwrap()
+        decisions.decide(Kind::Approval, id, outcome, None, confirmation, operator).await.unwrap()
     };
+    // Another agent's operator finds nothing, as for an unknown id, and changes nothing.
+    let other = Who { agent: "b", ..operator };
+    let refused = decisions.decide(Kind::Approval, "confirm-me", "denied", None, None, other).await.unwrap();
+    assert!(matches!(refused, Decided::Gone));
     assert!(matches!(decide("confirm-me", "approved", None).await, Decided::Unconfirmed));
     assert!(matches!(decide("confirm-me", "approved", Some("nope")).await, Decided::Unconfirmed));
     assert!(matches!(decide("confirm-me", "approved", Some("CONFIRM")).await, Decided::Won(_)));
@@ -565,6 +575,36 @@ async fn shared_decisions_follow_the_spec() {
 
     decisions.open(&entry("deny-me", 60, Some("CONFIRM"))).await.unwrap();
     assert!(matches!(decide("deny-me", "denied", None).await, Decided::Won(_)), "a denial needs no challenge");
+
+    // A chat entry: only its bot's deciders decide it there; the agent's operator (the
+    // console) may too, and is recorded so.
+    let chat = |id: &str| Entry {
+        surface: "slack:b1".into(),
+        deciders: vec!["U1".into()],
+        channel_id: "slack b1 C1/1.0".into(),
+        ..entry(id, 60, None)
+    };
+    decisions.open(&chat("chat")).await.unwrap();
+    for who in [
+        Who { agent: "a", surface: Some("slack:b2"), user: "U1" },
+        Who { agent: "a", surface: Some("slack:b1"), user: "U2" },
+        Who { agent: "b", surface: Some("slack:b1"), user: "U1" },
+    ] {
+        let refused = decisions.decide(Kind::Approval, "chat", "approved", None, None, who).await.unwrap();
+        assert!(matches!(refused, Decided::Gone), "{who:?} may not decide it");
+    }
+    let person = Who { agent: "a", surface: Some("slack:b1"), user: "U1" };
+    let Decided::Won(won) = decisions.decide(Kind::Approval, "chat", "approved", None, None, person).await.unwrap()
+    else {
+        panic!("its approver decides it")
+    };
+    assert_eq!(won.decided_by.as_deref(), Some("U1"));
+    decisions.open(&chat("by-console")).await.unwrap();
+    let Decided::Won(won) = decide("by-console", "denied", None).await else { panic!("the console decides it") };
+    assert_eq!(won.decided_by.as_deref(), Some("console"));
+    let waiting = decisions.waiting("a", Kind::Approval).await.unwrap();
+    assert_eq!(waiting.iter().map(|e| e.id.as_str()).collect::<Vec<_>>(), Vec::<&str>::new(), "all decided");
+    assert!(decisions.waiting("b", Kind::Approval).await.unwrap().is_empty());
 
     decisions.open(&entry("late", 0, None)).await.unwrap();
     tokio::time::sleep(Duration::from_millis(50)).await;

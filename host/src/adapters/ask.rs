@@ -1,7 +1,8 @@
 //! `human__ask`, the question tool the interactive adapters offer for a turn (the API stream,
 //! a chat thread): its declaration, its input checked, and its result from the resolution.
 
-use super::interactions::Resolution;
+use crate::broker::Outcome as Resolution;
+use crate::engine::Counterpart;
 use crate::llm::ToolDecl;
 use crate::tools::{ToolInfo, ToolOutcome};
 use serde_json::{Value, json};
@@ -104,9 +105,24 @@ where
     }
 }
 
-/// No id could be made for the question.
+/// Puts a question to the person at `counterpart`'s desk (the broker), waiting at most
+/// `timeout`; `checkpoint`: the turn written down, when the wait can be resumed elsewhere.
+/// `None` when the counterpart has no desk.
+pub async fn put(
+    counterpart: &dyn Counterpart,
+    prompt: &str,
+    choices: &[String],
+    timeout: Duration,
+    checkpoint: Option<String>,
+) -> Option<Resolution> {
+    let desk = counterpart.desk()?;
+    let question = crate::engine::desk::Question { prompt, choices, schema: None, timeout, checkpoint };
+    Some(crate::engine::desk::question(&desk, counterpart, question).await)
+}
+
+/// Nobody can be asked here (the counterpart has no desk).
 fn no_id(duration: Duration) -> ToolOutcome {
-    ToolOutcome::error(&json!({"error": "no question id: the OS random source failed", "kind": "host"}), duration)
+    ToolOutcome::error(&json!({"error": "nobody can answer a question here", "kind": "cancelled"}), duration)
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@
 //!
 //! What a remote adapter needs, shared by all of them:
 //! - [`auth`]: the bearer token the HTTP adapters share.
-//! - [`interactions`]: pending approvals and questions, decided once (first decision wins).
+//! - approvals and questions wait at the person broker ([`crate::broker`]).
 //! - [`present`]: what a person may be shown of a call: the redacted, capped input, the
 //!   tool's safe description (every tool kind), the `wait=true` summary.
 //! - [`runs`]: the agent's recent runs and their events, for the console and the read routes.
@@ -24,7 +24,6 @@ pub mod ask;
 pub mod auth;
 pub mod chat;
 pub mod http;
-pub mod interactions;
 pub mod mcp;
 pub mod outbox;
 pub mod present;

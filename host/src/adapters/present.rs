@@ -5,85 +5,10 @@ use crate::engine::{ApprovalOutcome, ToolCallRecord};
 use crate::skills::SkillSet;
 use crate::tools::Tools;
 use crate::tools::coverage::{self, CoverageEntry, CoverageSummary};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use std::sync::Arc;
 
-/// Replaces a redacted value.
-pub const REDACTED: &str = "[redacted]";
-/// Key words whose values never leave the host: the spec's query/sql/script inputs, plus
-/// credentials.
-const REDACTED_WORDS: &[&str] = &[
-    "query",
-    "queries",
-    "sql",
-    "script",
-    "scripts",
-    "password",
-    "passwd",
-    "secret",
-    "token",
-    "apikey",
-    "credential",
-    "credentials",
-    "authorization",
-];
-/// Longest string value shown, in characters.
-const MAX_STRING: usize = 256;
-/// Most members or items shown per object or array.
-const MAX_ITEMS: usize = 32;
-/// Deepest nesting shown (root 0).
-const MAX_DEPTH: usize = 4;
-/// Largest presentation, in bytes of compact JSON.
-const MAX_BYTES: usize = 4096;
-
-/// The `tool_input` presentation: values under sensitive keys redacted (at any depth),
-/// strings, containers and nesting capped; a result still too large becomes
-/// `{"_truncated": true}`.
-pub fn tool_input(input: &Value) -> Value {
-    let shown = present(input, 0);
-    if shown.to_string().len() > MAX_BYTES {
-        return json!({ "_truncated": true });
-    }
-    shown
-}
-
-fn present(value: &Value, depth: usize) -> Value {
-    match value {
-        Value::String(s) if s.chars().count() > MAX_STRING => {
-            Value::String(format!("{}…", s.chars().take(MAX_STRING).collect::<String>()))
-        }
-        Value::Array(_) | Value::Object(_) if depth >= MAX_DEPTH => Value::String("[…]".into()),
-        Value::Array(items) => Value::Array(items.iter().take(MAX_ITEMS).map(|v| present(v, depth + 1)).collect()),
-        Value::Object(map) => {
-            let shown = map.iter().take(MAX_ITEMS).map(|(k, v)| {
-                let v = if sensitive(k) { Value::String(REDACTED.into()) } else { present(v, depth + 1) };
-                (k.clone(), v)
-            });
-            Value::Object(shown.collect::<Map<_, _>>())
-        }
-        other => other.clone(),
-    }
-}
-
-/// Whether a key names a query, SQL, script or credential: one of its words (split at
-/// `_`, `-`, `.`, spaces and lower-to-upper case changes) is a redacted word.
-pub fn sensitive(key: &str) -> bool {
-    let mut words = Vec::new();
-    let mut word = String::new();
-    let mut prev_lower = false;
-    for c in key.chars() {
-        if !c.is_alphanumeric() || (c.is_uppercase() && prev_lower) {
-            words.push(std::mem::take(&mut word));
-        }
-        if c.is_alphanumeric() {
-            word.extend(c.to_lowercase());
-        }
-        prev_lower = c.is_lowercase() || c.is_ascii_digit();
-    }
-    words.push(word);
-    let joined: String = words.concat();
-    words.iter().any(|w| REDACTED_WORDS.contains(&w.as_str())) || REDACTED_WORDS.contains(&joined.as_str())
-}
+pub use crate::broker::present::{REDACTED, safe_description, sensitive, tool_input};
 
 /// What a person is told a gated call does: the tool's name and the first line of its
 /// declared description, whatever provides it (a component, a native built-in, a SKILL.md
@@ -132,15 +57,7 @@ impl Descriptions {
             Source::Fixed(tools) => tools.decls(),
             Source::Live(engine) => engine.tools().decls(),
         };
-        let decl = decls.into_iter().find(|d| d.name == tool_name);
-        let action = decl.and_then(|d| {
-            let line = d.description.lines().map(str::trim).find(|l| !l.is_empty())?;
-            Some(line.chars().take(200).collect::<String>())
-        });
-        match action {
-            Some(action) => format!("Tool: {tool_name}\nAction: {action}"),
-            None => format!("Tool: {tool_name}"),
-        }
+        safe_description(&decls, tool_name)
     }
 }
 
@@ -186,7 +103,10 @@ mod tests {
     use super::*;
     use crate::llm::ToolDecl;
     use crate::tools::{CallScope, Level, ToolCall, ToolInfo, ToolOutcome, ToolSource};
+    use serde_json::Map;
     use std::sync::Arc;
+
+    const MAX_STRING: usize = 256;
 
     /// A source that only declares tools (as an MCP server or a script's would).
     struct Declared(Vec<(&'static str, &'static str)>);

@@ -5,6 +5,8 @@
 //! [`AutoApprove`] cover runs with nobody to ask. The policy that decides *when* to ask is
 //! the [`super::gate`].
 
+use super::desk::Desk;
+use crate::broker::{Entry, Outcome};
 use crate::person::{Answer, Question};
 use crate::tools::{Level, ToolSource};
 use serde_json::Value;
@@ -60,27 +62,55 @@ impl ApprovalOutcome {
 }
 
 /// The person at the other end of a turn, as its adapter reaches them: decisions, answers,
-/// and the adapter's own tools. The engine bounds every decision by `human.timeout_seconds`,
-/// so an implementation may simply wait for the person.
+/// and the adapter's own tools.
+///
+/// An interactive adapter (the API's stream, a chat conversation) has a [`Desk`]: the
+/// turn's approvals and questions are opened at the person broker ([`super::desk`]), and the
+/// adapter only presents what opened ([`Counterpart::present`]) and learns how it ended
+/// ([`Counterpart::ended`]). One without a desk (the terminal, `call`, an MCP client
+/// asked through `elicitation/create`) decides itself ([`Counterpart::decide`]), bounded by
+/// `human.timeout_seconds`.
 #[async_trait::async_trait]
 pub trait Counterpart: Send + Sync {
-    /// The decision on `request`.
-    async fn decide(&self, request: ApprovalRequest) -> ApprovalOutcome;
-
-    /// Whether the turn is written down while it waits for a person, so that another
-    /// process can resume it ([`ApprovalRequest::checkpoint`]); no by default.
-    fn durable(&self) -> bool {
-        false
+    /// Where this turn's approvals and questions are opened, if at the broker.
+    fn desk(&self) -> Option<Desk> {
+        None
     }
 
-    /// Tools this adapter answers itself for the turn (the API stream's `human__ask`),
-    /// routed before every other source; none by default. Asked once per LLM request.
+    /// Shows an entry just opened at the desk (`resumable`: the turn was written down with
+    /// it); `Err(why)` when it cannot be shown there (then the call does not run).
+    async fn present(&self, entry: &Entry, resumable: bool) -> Result<(), String> {
+        let _ = (entry, resumable);
+        Ok(())
+    }
+
+    /// The wait on `entry` ended with `outcome`; `false` when the turn must stop here
+    /// (another replica took it over).
+    async fn ended(&self, entry: &Entry, outcome: &Outcome) -> bool {
+        let _ = (entry, outcome);
+        true
+    }
+
+    /// The decision on `request`, for a counterpart without a desk; nobody decides by default.
+    async fn decide(&self, request: ApprovalRequest) -> ApprovalOutcome {
+        let _ = request;
+        ApprovalOutcome::Cancelled
+    }
+
+    /// Whether the turn is written down while it waits for a person, so that another
+    /// process can resume it ([`ApprovalRequest::checkpoint`]).
+    fn durable(&self) -> bool {
+        self.desk().is_some_and(|desk| desk.durable())
+    }
+
+    /// Tools this adapter answers itself for the turn (the `human__ask` of an interactive
+    /// adapter), routed before every other source; none by default. Asked once per LLM request.
     fn tools(&self) -> Option<&dyn ToolSource> {
         None
     }
 
     /// Asks the person a question during a call (an MCP server's elicitation), waiting at
-    /// most `timeout`; nobody can be asked by default.
+    /// most `timeout`, for a counterpart without a desk; nobody can be asked by default.
     async fn ask(&self, question: Question, timeout: Duration) -> Answer {
         let _ = (question, timeout);
         Answer::Unavailable("this adapter cannot ask questions".into())

@@ -7,6 +7,7 @@
 use super::checkpoint::Durable;
 use super::counterpart::{ApprovalOutcome, ApprovalRequest, Counterpart};
 use super::deadline::Deadline;
+use super::desk::Asked;
 use super::events::{EngineEvent, EventSink};
 use super::promote::Promotion;
 use crate::config::OverrideLevel;
@@ -134,14 +135,10 @@ impl Gate {
                     }
                     Resume::No => None,
                 };
-                let outcome = match (given, new_id()) {
+                let outcome = match given {
                     // A resumed round: the person decided while the turn was written down.
-                    (Some(outcome), _) => outcome,
-                    (None, Ok(id)) => self.ask(id, call, level, events, counterpart, deadline, checkpoint).await,
-                    (None, Err(e)) => {
-                        tracing::error!(tool = %call.name, "no approval id: the OS random source failed ({e}); the call is refused");
-                        ApprovalOutcome::Cancelled
-                    }
+                    Some(outcome) => outcome,
+                    None => self.ask(source, call, level, events, counterpart, deadline, checkpoint).await,
                 };
                 if let Some(key) = &key {
                     // Approvals count only at `approve` level, the one level that can be
@@ -158,10 +155,12 @@ impl Gate {
         }
     }
 
+    /// Puts the call to a person (at the counterpart's desk, or to the counterpart itself),
+    /// inside an `approval` span, the wait not charged to the turn's time.
     #[allow(clippy::too_many_arguments)]
     async fn ask(
         &self,
-        approval_id: String,
+        source: &dyn ToolSource,
         call: ToolCall<'_>,
         level: Level,
         events: &dyn EventSink,
@@ -169,23 +168,6 @@ impl Gate {
         deadline: &Deadline,
         checkpoint: Option<String>,
     ) -> ApprovalOutcome {
-        let request = ApprovalRequest {
-            approval_id,
-            tool_call_id: call.id.to_owned(),
-            tool_name: call.name.to_owned(),
-            input: call.input.clone(),
-            level,
-            expires_at: SystemTime::now() + self.timeout,
-            checkpoint,
-        };
-        events.emit(EngineEvent::ApprovalRequested {
-            approval_id: request.approval_id.clone(),
-            tool_call_id: request.tool_call_id.clone(),
-            tool_name: request.tool_name.clone(),
-            input: request.input.clone(),
-            level,
-            expires_at: request.expires_at,
-        });
         let span = tracing::info_span!(
             "approval",
             otel.name = %format!("approval {}", call.name),
@@ -196,9 +178,35 @@ impl Gate {
             skillhost.approval.wait_ms = tracing::field::Empty,
             skillhost.adapter = events.adapter().unwrap_or("none"),
         );
-        let decision = tokio::time::timeout(self.timeout, counterpart.decide(request));
+        let expires_at = SystemTime::now() + self.timeout;
+        let asking = async {
+            match counterpart.desk() {
+                Some(desk) => {
+                    let presentation = crate::broker::present::Approval {
+                        tool_name: call.name,
+                        tool_call_id: call.id,
+                        input: call.input,
+                        level,
+                        safe_description: crate::broker::present::safe_description(&source.decls(), call.name),
+                        expires_at,
+                    }
+                    .json("");
+                    let asked = Asked {
+                        tool_call_id: call.id,
+                        tool_name: call.name,
+                        input: call.input,
+                        level,
+                        expires_at,
+                        presentation,
+                        checkpoint,
+                    };
+                    super::desk::approval(&desk, counterpart, events, asked).await
+                }
+                None => self.ask_directly(call, level, events, counterpart, expires_at, checkpoint).await,
+            }
+        };
         let (pending, asked) = (crate::metrics::approval_pending(), std::time::Instant::now());
-        let outcome = deadline.paused(decision).instrument(span.clone()).await.unwrap_or(ApprovalOutcome::TimedOut);
+        let outcome = deadline.paused(asking).instrument(span.clone()).await;
         let waited = asked.elapsed();
         drop(pending);
         span.record("skillhost.approval.outcome", outcome.as_str());
@@ -206,6 +214,44 @@ impl Gate {
         crate::metrics::approval(outcome.as_str(), waited);
         events.emit(EngineEvent::ApprovalResolved { tool_call_id: call.id.to_owned(), outcome: outcome.clone() });
         outcome
+    }
+
+    /// Asks a counterpart without a desk (the terminal, `call`, an MCP client's
+    /// `elicitation/create`), bounded by `human.timeout_seconds`.
+    async fn ask_directly(
+        &self,
+        call: ToolCall<'_>,
+        level: Level,
+        events: &dyn EventSink,
+        counterpart: &dyn Counterpart,
+        expires_at: SystemTime,
+        checkpoint: Option<String>,
+    ) -> ApprovalOutcome {
+        let approval_id = match new_id() {
+            Ok(id) => id,
+            Err(e) => {
+                tracing::error!(tool = %call.name, "no approval id: the OS random source failed ({e}); the call is refused");
+                return ApprovalOutcome::Cancelled;
+            }
+        };
+        let request = ApprovalRequest {
+            approval_id,
+            tool_call_id: call.id.to_owned(),
+            tool_name: call.name.to_owned(),
+            input: call.input.clone(),
+            level,
+            expires_at,
+            checkpoint,
+        };
+        events.emit(EngineEvent::ApprovalRequested {
+            approval_id: request.approval_id.clone(),
+            tool_call_id: request.tool_call_id.clone(),
+            tool_name: request.tool_name.clone(),
+            input: request.input.clone(),
+            level,
+            expires_at,
+        });
+        tokio::time::timeout(self.timeout, counterpart.decide(request)).await.unwrap_or(ApprovalOutcome::TimedOut)
     }
 
     /// What the model is told about a call that did not run. Spelled out so it neither

@@ -17,6 +17,7 @@
 pub mod checkpoint;
 pub mod counterpart;
 pub mod deadline;
+pub mod desk;
 pub mod events;
 pub mod gate;
 pub mod history;

@@ -159,6 +159,20 @@ struct Person<'a>(&'a dyn Counterpart);
 
 #[async_trait::async_trait]
 impl Counterpart for Person<'_> {
+    /// The outer turn's desk: an entry of a nested turn belongs to the outermost turn's
+    /// agent and surface.
+    fn desk(&self) -> Option<super::desk::Desk> {
+        self.0.desk()
+    }
+
+    async fn present(&self, entry: &crate::broker::Entry, resumable: bool) -> Result<(), String> {
+        self.0.present(entry, resumable).await
+    }
+
+    async fn ended(&self, entry: &crate::broker::Entry, outcome: &crate::broker::Outcome) -> bool {
+        self.0.ended(entry, outcome).await
+    }
+
     async fn decide(&self, request: ApprovalRequest) -> ApprovalOutcome {
         self.0.decide(request).await
     }

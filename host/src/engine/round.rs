@@ -439,8 +439,26 @@ impl CallScope for Round<'_> {
     /// the turn's time budget.
     async fn ask(&self, question: Question) -> Answer {
         let timeout = self.gate.timeout();
-        let asked = tokio::time::timeout(timeout, self.counterpart.ask(question, timeout));
-        let answer = self.deadline.paused(asked).await.unwrap_or(Answer::TimedOut);
+        let answer = match self.counterpart.desk() {
+            Some(desk) => {
+                let put = super::desk::Question {
+                    prompt: &question.prompt,
+                    choices: &question.choices,
+                    schema: None,
+                    timeout,
+                    checkpoint: None,
+                };
+                match self.deadline.paused(super::desk::question(&desk, self.counterpart, put)).await {
+                    crate::broker::Outcome::Answered(answer) => Answer::Answered(answer),
+                    crate::broker::Outcome::TimedOut => Answer::TimedOut,
+                    _ => Answer::Cancelled,
+                }
+            }
+            None => {
+                let asked = tokio::time::timeout(timeout, self.counterpart.ask(question, timeout));
+                self.deadline.paused(asked).await.unwrap_or(Answer::TimedOut)
+            }
+        };
         crate::metrics::question(match &answer {
             Answer::Answered(_) => "answered",
             Answer::Cancelled => "cancelled",

@@ -192,9 +192,23 @@ pub struct Engine {
     draining: tokio_util::sync::CancellationToken,
     /// Cancelled when the process stops its turns ([`Engine::stop_turns`]).
     stopping: tokio_util::sync::CancellationToken,
+    /// Where its turns' approvals and questions wait on a person; made on first use (in the
+    /// runtime) from the state store.
+    broker: std::sync::OnceLock<Arc<crate::broker::Broker>>,
 }
 
 impl Engine {
+    /// The person broker of this agent's turns: shared by the replicas with
+    /// `state.backend: postgres`, in this process otherwise. Call it within the runtime.
+    pub fn broker(&self) -> Arc<crate::broker::Broker> {
+        self.broker.get_or_init(|| crate::broker::Broker::for_store(self.history.state())).clone()
+    }
+
+    /// The agent's name as entries record it (`""` for the single top-level agent).
+    pub fn agent(&self) -> &str {
+        self.settings.agent.as_deref().unwrap_or_default()
+    }
+
     /// An engine over `skills` and the `tools` they (and the MCP servers) offer, keeping
     /// histories and approval counts in `state`.
     pub fn new(
@@ -227,6 +241,7 @@ impl Engine {
             peers,
             draining: tokio_util::sync::CancellationToken::new(),
             stopping: tokio_util::sync::CancellationToken::new(),
+            broker: std::sync::OnceLock::new(),
         }
     }
 
@@ -254,6 +269,8 @@ impl Engine {
             inflight: self.inflight.clone(),
             draining: self.draining.clone(),
             stopping: self.stopping.clone(),
+            // What waits on a person carries over to the reloaded skills.
+            broker: self.broker.clone(),
         }
     }
 

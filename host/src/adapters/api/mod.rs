@@ -10,7 +10,7 @@
 //! - [`run`]: one interactive run (event sink, counterpart, `human__ask`); [`driver`]: the
 //!   response body that drives the run, so a client leaving cancels it.
 //! - [`error`]: JSON errors. Beside it, shared with the other adapters:
-//!   [`crate::adapters::interactions`] (pending approvals and questions),
+//!   [`crate::broker`] (approvals and questions waiting on a person),
 //!   [`crate::adapters::present`] (redacted inputs, safe descriptions, `tool_results`,
 //!   coverage), [`crate::adapters::auth`] (bearer tokens).
 
@@ -24,7 +24,7 @@ pub mod stream;
 pub mod trigger;
 
 use crate::adapters::auth::{self, Token};
-use crate::adapters::interactions::Interactions;
+use crate::broker::Broker;
 use crate::adapters::present::Descriptions;
 use crate::adapters::runs::Runs;
 use crate::config::Ui;
@@ -118,7 +118,7 @@ pub struct Api {
     engine: Arc<Engine>,
     token: Option<Token>,
     config: ApiConfig,
-    interactions: Arc<Interactions>,
+    broker: Arc<Broker>,
     descriptions: Arc<Descriptions>,
     /// Where turns run; `None`: on the runtime serving the request.
     turns: Option<tokio::runtime::Handle>,
@@ -165,8 +165,8 @@ impl Api {
     ) -> Arc<Self> {
         let token = config.auth_token.as_deref().and_then(Token::new);
         let descriptions = Arc::new(Descriptions::live(engine.clone()));
-        let interactions = Interactions::for_store(engine.history().state());
-        Arc::new(Api { engine, token, config, interactions, descriptions, turns, runs, mcp })
+        let broker = engine.broker();
+        Arc::new(Api { engine, token, config, broker, descriptions, turns, runs, mcp })
     }
 
     /// Starts `turn` as a task on the turns' runtime.
@@ -183,9 +183,14 @@ impl Api {
         }
     }
 
-    /// The pending and recent approvals and questions.
-    pub fn interactions(&self) -> &Interactions {
-        &self.interactions
+    /// Where the agent's approvals and questions wait.
+    pub fn broker(&self) -> &Arc<Broker> {
+        &self.broker
+    }
+
+    /// Who the routes act for: the agent's operator (its token).
+    fn operator(&self) -> crate::broker::Who<'_> {
+        crate::broker::Who { agent: self.engine.agent(), surface: None, user: "api" }
     }
 
     /// 503 without a token, 409 when the adapter is not `api`.

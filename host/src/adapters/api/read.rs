@@ -3,6 +3,7 @@
 //! the skills with their tools, levels, grants and limits, and the MCP servers' status.
 //! Nothing here shows more of a call than approval-v1 does (the redacted, capped input).
 
+use crate::broker::{Entry, Kind};
 use super::Api;
 use super::error::{ApiError, ApiResult};
 use crate::adapters::runs::Run;
@@ -99,28 +100,38 @@ fn sse(frames: impl futures::Stream<Item = String> + Send + 'static) -> Response
     response
 }
 
-/// Each pending entry of every run, with the run's adapter, and whether this API can decide
-/// it (an approval-v1 run's; a chat run's is decided in its conversation).
-fn pending(api: &Api, of: impl Fn(&Run) -> Vec<Value>) -> Vec<Value> {
-    let mut all = Vec::new();
-    for run in api.runs.list() {
-        for mut entry in of(&run) {
-            entry["adapter"] = run.origin().adapter.into();
-            entry["decidable"] = (run.origin().mode == "approval-v1").into();
-            all.push(entry);
-        }
+/// Every entry of `kind` of the agent waiting for a person, on every replica with a shared
+/// store, as it was presented when asked, with the run, its conversation and the adapter
+/// that asked; the console (the agent's token) may decide each, chat ones included.
+async fn waiting(api: &Api, kind: Kind) -> Result<Vec<Value>, ApiError> {
+    let entries = api.broker().waiting(kind, api.operator()).await.map_err(|e| {
+        tracing::warn!("cannot list what waits on a person: {e}");
+        ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "the state database is unavailable; try again")
+    })?;
+    Ok(entries.iter().map(listed).collect())
+}
+
+fn listed(entry: &Entry) -> Value {
+    let mut shown: Value = entry.presentation.as_deref().and_then(|p| serde_json::from_str(p).ok()).unwrap_or_default();
+    if !shown.is_object() {
+        shown = json!({});
     }
-    all
+    let adapter = entry.surface.split_once(':').map_or(entry.surface.as_str(), |(adapter, _)| adapter);
+    shown["run_id"] = entry.run_id.clone().into();
+    shown["channel_id"] = entry.channel_id.clone().into();
+    shown["adapter"] = adapter.into();
+    shown["decidable"] = true.into();
+    shown
 }
 
-/// `GET /api/approvals`: every pending approval, as `approval_requested` presented it.
-pub async fn approvals(State(api): State<Arc<Api>>) -> Json<Value> {
-    Json(json!({ "approvals": pending(&api, Run::pending_approvals) }))
+/// `GET /api/approvals`: every approval of the agent waiting for a person.
+pub async fn approvals(State(api): State<Arc<Api>>) -> Result<Json<Value>, ApiError> {
+    Ok(Json(json!({ "approvals": waiting(&api, Kind::Approval).await? })))
 }
 
-/// `GET /api/questions`: every pending question, as `question_requested` presented it.
-pub async fn questions(State(api): State<Arc<Api>>) -> Json<Value> {
-    Json(json!({ "questions": pending(&api, Run::pending_questions) }))
+/// `GET /api/questions`: every question of the agent waiting for an answer.
+pub async fn questions(State(api): State<Arc<Api>>) -> Result<Json<Value>, ApiError> {
+    Ok(Json(json!({ "questions": waiting(&api, Kind::Question).await? })))
 }
 
 /// `GET /api/skills`: each skill's tools with their approval levels (and the operator's

@@ -5,11 +5,9 @@
 
 use crate::adapters::present::{self, Descriptions};
 use crate::engine::{ApprovalOutcome, EngineEvent};
-use crate::tools::{CONFIRMATION_CHALLENGE, Level};
 use serde_json::{Map, Value, json};
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::SystemTime;
 
 /// The protocol version every event carries.
 pub const PROTOCOL_VERSION: &str = "v2";
@@ -159,16 +157,15 @@ impl Translator {
             EngineEvent::ApprovalRequested { approval_id, tool_call_id, tool_name, input, level, expires_at } => {
                 self.close(&mut out);
                 self.approvals.insert(tool_call_id.clone(), approval_id.clone());
-                let fields = json!({
-                    "approval_id": approval_id,
-                    "tool_name": tool_name,
-                    "tool_call_id": tool_call_id,
-                    "level": level.as_str(),
-                    "safe_description": self.descriptions.safe_description(tool_name),
-                    "confirmation_challenge": (*level == Level::Confirm).then_some(CONFIRMATION_CHALLENGE),
-                    "tool_input": present::tool_input(input),
-                    "expires_at": unix_seconds(*expires_at),
-                });
+                let fields = crate::broker::present::Approval {
+                    tool_name,
+                    tool_call_id,
+                    input,
+                    level: *level,
+                    safe_description: self.descriptions.safe_description(tool_name),
+                    expires_at: *expires_at,
+                }
+                .json(approval_id);
                 out.push(self.event("approval_requested", fields));
             }
             EngineEvent::ApprovalResolved { tool_call_id, outcome } => {
@@ -208,17 +205,10 @@ impl Translator {
     }
 
     /// `question_requested`.
-    pub fn question_requested(
-        &mut self,
-        id: &str,
-        prompt: &str,
-        choices: &[String],
-        expires_at: SystemTime,
-    ) -> Vec<WireEvent> {
+    /// `fields`: the question's presentation ([`crate::broker::present::question`]).
+    pub fn question_requested(&mut self, fields: Value) -> Vec<WireEvent> {
         let mut out = Vec::new();
         self.close(&mut out);
-        let fields =
-            json!({ "question_id": id, "prompt": prompt, "choices": choices, "expires_at": unix_seconds(expires_at) });
         out.push(self.event("question_requested", fields));
         out
     }
@@ -277,15 +267,14 @@ pub fn outcome_name(outcome: &ApprovalOutcome) -> &'static str {
 }
 
 /// Seconds since the Unix epoch, as a float.
-pub fn unix_seconds(t: SystemTime) -> f64 {
-    t.duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
-}
+pub use crate::broker::present::unix_seconds;
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::engine::ToolTarget;
-    use std::time::Duration;
+    use crate::tools::Level;
+    use std::time::{Duration, SystemTime};
 
     fn translator() -> Translator {
         Translator::new("run-1", "chan", Arc::new(Descriptions::default()))
@@ -478,7 +467,9 @@ mod tests {
     #[test]
     fn questions() {
         let mut t = translator();
-        let mut out = t.question_requested("q1", "Which?", &["a".into(), "b".into()], SystemTime::UNIX_EPOCH);
+        let fields =
+            crate::broker::present::question("q1", "Which?", &["a".into(), "b".into()], None, SystemTime::UNIX_EPOCH);
+        let mut out = t.question_requested(fields);
         out.extend(t.question_resolved("q1", "answered", Some("a")));
         assert!(t.question_resolved("q1", "answered", Some("a")).is_empty(), "announced once");
         out.extend(t.question_resolved("q2", "timed_out", None));

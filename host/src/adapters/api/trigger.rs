@@ -1,5 +1,6 @@
 //! `POST /api/trigger`: the body, the query (`wait`, `stream`) and the four modes.
 
+use crate::broker::Scope;
 use super::Api;
 use super::driver::{self, Feed, OnDrop, Spawned, TurnFuture};
 use super::error::{ApiError, ApiResult};
@@ -300,15 +301,21 @@ fn approval_v1(api: Arc<Api>, request: TurnRequest) -> Response {
     let (out, queued) = mpsc::unbounded_channel();
     let translator = Translator::new(&run_id, &request.channel_id, api.descriptions.clone());
     let recording = api.runs.start(origin(&run_id, &request.channel_id, "approval-v1"));
-    let run =
-        ApiRun::new(run_id.clone(), request.channel_id.clone(), translator, out, api.interactions.clone(), recording);
+    let scope = Scope {
+        agent: api.engine.agent().to_owned(),
+        surface: "api".into(),
+        conversation: request.channel_id.clone(),
+        run_id: run_id.clone(),
+        deciders: Vec::new(),
+    };
+    let run = ApiRun::new(scope, translator, out, api.broker.clone(), recording);
     run.send(|t| vec![t.started()]);
     let turn: TurnFuture = {
         let (engine, run) = (api.engine.clone(), run.clone());
         Box::pin(Spawned(api.spawn(async move { engine.run_turn(request, &*run, &*run).await })))
     };
-    let interactions = api.interactions.clone();
-    let guard = OnDrop(move || interactions.cancel_run(&run_id));
+    let broker = api.broker.clone();
+    let guard = OnDrop(move || broker.cancel_run(&run_id));
     let body = driver::body(turn, run, queued, Some(api.config.heartbeat), Box::new(guard));
     streamed("text/event-stream", body, true)
 }

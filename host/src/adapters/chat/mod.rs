@@ -5,7 +5,7 @@
 //! that it is working); [`Chat`] does the rest: it starts a turn per message (turns of one
 //! conversation run in order: the engine's channel lock), routes a reply to the question
 //! pending in that conversation, takes a click's decision (first decision wins, through
-//! [`super::interactions`]), and runs each turn's [`ChatTurn`], the turn's event sink and
+//! [`crate::broker`]), and runs each turn's [`ChatTurn`], the turn's event sink and
 //! counterpart in one. The answer streams into one message edited at a bounded rate
 //! ([`Platform::EDIT_EVERY`]), split at the platform's size limit; tool activity shows as
 //! `→ tool` / `✓ tool 12 ms` lines in a status message, as the terminal shows them.
@@ -13,26 +13,23 @@
 pub mod text;
 
 use super::ask;
-use super::interactions::{Announce, ApprovalInfo, DecideError, Interactions, Owner, QuestionInfo, Resolution};
 use super::outbox::Deliver;
-use super::present::{Descriptions, tool_input};
+use super::present::Descriptions;
 use super::runs::{Origin, Recorder, Runs};
+use crate::broker::{Broker, DecideError, Entry, Kind, Orphan, Outcome as Resolution, Scope, Watch, Who};
 use crate::config::Destination;
 use crate::engine::checkpoint::Checkpoint;
+use crate::engine::desk::Desk;
 use crate::engine::gate::new_id;
-use crate::engine::{
-    ApprovalOutcome, ApprovalRequest, Counterpart, Engine, EngineError, EngineEvent, EventSink, TurnRequest,
-};
+use crate::engine::{ApprovalOutcome, Counterpart, Engine, EngineError, EngineEvent, EventSink, TurnRequest};
 use crate::llm::ToolDecl;
-use crate::person::{Answer, Question};
-use crate::store::state::postgres::decisions::{Decided as Stored, Decisions, Entry, Kind};
-use crate::store::state::postgres::waiting::{Orphan, Waiting};
 use crate::tools::{CONFIRMATION_CHALLENGE, CallScope, Level, ToolCall, ToolInfo, ToolOutcome, ToolSource};
+use parking_lot::Mutex;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Weak};
 use std::time::{Duration, SystemTime};
 use tokio::sync::{Notify, mpsc, oneshot};
 
@@ -64,6 +61,12 @@ pub trait Platform: Send + Sync + 'static {
     /// Which bot this is, the same on every replica serving it (a hash of its token): the
     /// turns one replica left waiting are resumed by a replica serving the same bot.
     fn scope(&self) -> String;
+
+    /// Who may decide this bot's approvals and answer its questions (its `approvers`, as
+    /// the platform's user ids); empty: anyone the platform lets decide.
+    fn approvers(&self) -> Vec<String> {
+        Vec::new()
+    }
 
     /// Posts `markdown` (converted to the platform's markup); the message's id, or `None` when
     /// it was not posted (failed, or suppressed by a guard).
@@ -177,9 +180,12 @@ pub struct Chat<P: Platform> {
     /// The platform.
     pub platform: Arc<P>,
     engine: Arc<Engine>,
-    interactions: Arc<Interactions>,
+    /// Where the turns' approvals and questions wait.
+    broker: Arc<Broker>,
     /// The bot, among replicas ([`Platform::scope`]).
     scope: String,
+    /// The surface its entries record: `<adapter>:<scope>`.
+    surface: String,
     /// Asks the resumer to look for turns to resume now (a decision was just taken).
     look: Arc<Notify>,
     /// The question each conversation waits on, for answers typed as replies.
@@ -208,16 +214,18 @@ impl<P: Platform> Chat<P> {
         adapter: &'static str,
     ) -> Arc<Self> {
         let descriptions = Arc::new(Descriptions::live(engine.clone()));
-        // With the state in PostgreSQL, approvals and questions are decided on any replica,
-        // and turns left waiting by a replica that is gone are resumed here.
-        let interactions = Interactions::for_store(engine.history().state());
+        // With a durable broker (the state in PostgreSQL), turns left waiting by a replica
+        // that is gone are resumed here.
+        let broker = engine.broker();
         let scope = platform.scope();
-        let shared = interactions.shared().is_some();
+        let surface = scope.replacen(' ', ":", 1);
+        let durable = broker.durable();
         let chat = Arc::new_cyclic(|this| Chat {
             platform,
             engine,
-            interactions,
+            broker,
             scope,
+            surface,
             look: Arc::default(),
             asking: Mutex::default(),
             descriptions,
@@ -228,7 +236,7 @@ impl<P: Platform> Chat<P> {
             waking: Mutex::default(),
             this: this.clone(),
         });
-        if shared {
+        if durable {
             tokio::spawn(resumer(Arc::downgrade(&chat), chat.look.clone()));
         }
         chat
@@ -250,8 +258,9 @@ impl<P: Platform> Chat<P> {
         let chat = self.clone();
         self.turns.spawn(async move {
             let key = P::key(&message.place);
-            if let Some(id) = chat.question_in(&key).await
-                && chat.answer(&id, message.text.trim()).await.is_ok()
+            let user = message.user_id.clone().unwrap_or_default();
+            if let Some(id) = chat.question_in(&key, &user).await
+                && chat.answer(&id, message.text.trim(), &user).await.is_ok()
             {
                 return;
             }
@@ -262,79 +271,58 @@ impl<P: Platform> Chat<P> {
     /// The approval pending in conversation `key` whose prompt is message `prompt`, when
     /// another replica asked it (a turn written down): a reply to that prompt decides it.
     pub async fn approval_prompted_elsewhere(&self, key: &str, prompt: &str) -> Option<String> {
-        let shared = self.interactions.shared()?;
-        shared.approval_prompted(&self.scope, &self.conversation(key), prompt).await.unwrap_or_else(|e| {
-            tracing::debug!("{}: cannot look for the approval a reply answers: {e}", self.label);
-            None
-        })
+        self.broker.approval_prompted(&self.scope, &self.conversation(key), prompt).await
     }
 
-    /// Conversation `key` of this bot, as the shared database names it (apart from every
-    /// other bot's and the API's channels).
+    /// Conversation `key` of this bot, as entries name it (apart from every other bot's and
+    /// the API's channels).
     fn conversation(&self, key: &str) -> String {
         format!("{} {key}", self.scope)
     }
 
-    /// The question conversation `key` waits on: asked here, or, on a shared store, by
-    /// any replica.
-    async fn question_in(&self, key: &str) -> Option<String> {
-        let here = self.asking.lock().unwrap_or_else(|p| p.into_inner()).get(key).cloned();
+    /// `user` of this bot's platform, as the broker knows deciders.
+    fn who<'a>(&'a self, user: &'a str) -> Who<'a> {
+        Who { agent: self.engine.agent(), surface: Some(&self.surface), user }
+    }
+
+    /// The question conversation `key` waits on that `user` may answer: asked here, or, on
+    /// a shared store, by any replica.
+    async fn question_in(&self, key: &str, user: &str) -> Option<String> {
+        let here = self.asking.lock().get(key).cloned();
         if here.is_some() {
             return here;
         }
-        let shared = self.interactions.shared()?;
-        shared.pending_question(&self.conversation(key)).await.unwrap_or_else(|e| {
-            tracing::debug!("{}: cannot look for a pending question: {e}", self.label);
-            None
-        })
+        self.broker.question_in(&self.conversation(key), self.who(user)).await
     }
 
     /// Whether a question waits for an answer in conversation `key`.
     pub fn asking(&self, key: &str) -> bool {
-        self.asking.lock().unwrap_or_else(|p| p.into_inner()).contains_key(key)
+        self.asking.lock().contains_key(key)
     }
 
-    /// Decides approval `id` from a click by a person the platform already allowed: here,
-    /// or in the shared database, where the first decision on any replica wins.
-    pub async fn decide(&self, id: &str, decision: &Decision) -> Decided {
-        if let Some(shared) = self.interactions.shared() {
-            return self.decide_shared(shared, id, decision).await;
-        }
-        let resolution = if *decision == Decision::Deny { Resolution::Denied } else { Resolution::Approved };
-        let check = |info: &ApprovalInfo| match (info.challenge, decision) {
-            (Some(challenge), Decision::Approve) => Err(format!("type {challenge} to run it")),
-            (Some(challenge), Decision::Confirm(typed)) if typed.trim() != challenge => {
-                Err(format!("that is not {challenge}: the call stays waiting"))
-            }
-            _ => Ok(()),
+    /// Decides approval `id` from a click by `user`, whom the platform already allowed: the
+    /// first decision on any replica wins; an approval of another bot or agent, or one
+    /// `user` may not decide, is refused as no longer waiting.
+    pub async fn decide(&self, id: &str, decision: &Decision, user: &str) -> Decided {
+        let (taken, challenge) = match decision {
+            Decision::Approve => (crate::broker::Decision::Approve(None), None),
+            Decision::Deny => (crate::broker::Decision::Deny, None),
+            Decision::Confirm(typed) => (crate::broker::Decision::Approve(Some(typed.trim().to_owned())), Some(typed)),
         };
-        match self.interactions.approvals.decide(id, resolution.clone(), check) {
-            Ok(_) => Decided::Taken(resolution == Resolution::Approved),
-            Err(DecideError::Invalid(why)) => Decided::Refused(why),
-            Err(DecideError::Conflict(_)) => Decided::Refused("someone already decided it otherwise".into()),
-            Err(DecideError::Gone) => Decided::Refused("this request is no longer waiting".into()),
-        }
-    }
-
-    async fn decide_shared(&self, shared: &Decisions, id: &str, decision: &Decision) -> Decided {
-        let (outcome, typed) = match decision {
-            Decision::Approve => ("approved", None),
-            Decision::Deny => ("denied", None),
-            Decision::Confirm(typed) => ("approved", Some(typed.trim())),
-        };
-        match shared.decide(Kind::Approval, id, outcome, None, typed).await {
-            Ok(Stored::Won(_) | Stored::Same(_)) => {
+        let approved = !matches!(taken, crate::broker::Decision::Deny);
+        match self.broker.decide(id, self.who(user), taken).await {
+            Ok(_) => {
                 // Its turn may wait on a replica that is gone: look for it at once.
                 self.look.notify_one();
-                Decided::Taken(outcome == "approved")
+                Decided::Taken(approved)
             }
-            Ok(Stored::Conflict(_)) => Decided::Refused("someone already decided it otherwise".into()),
-            Ok(Stored::Gone) => Decided::Refused("this request is no longer waiting".into()),
-            Ok(Stored::Unconfirmed) => Decided::Refused(match typed {
+            Err(DecideError::Conflict(_)) => Decided::Refused("someone already decided it otherwise".into()),
+            Err(DecideError::Gone) => Decided::Refused("this request is no longer waiting".into()),
+            Err(DecideError::Unconfirmed) => Decided::Refused(match challenge {
                 Some(_) => format!("that is not {CONFIRMATION_CHALLENGE}: the call stays waiting"),
                 None => format!("type {CONFIRMATION_CHALLENGE} to run it"),
             }),
-            Err(e) => {
+            Err(DecideError::Unavailable(e)) => {
                 tracing::warn!(id, "{}: cannot record a decision: {e}", self.label);
                 Decided::Refused("the decision could not be recorded; try again".into())
             }
@@ -342,50 +330,36 @@ impl<P: Platform> Chat<P> {
     }
 
     /// Whether approval `id` needs its challenge typed (a `confirm` call); `None` when it is
-    /// not pending.
-    pub async fn needs_challenge(&self, id: &str) -> Option<bool> {
-        if let Some(shared) = self.interactions.shared() {
-            let entry = shared.get(Kind::Approval, id).await.ok()??;
-            return entry.outcome.is_none().then_some(entry.challenge.is_some());
-        }
-        let entry = self.interactions.approvals.get(id)?;
-        entry.outcome.is_none().then_some(entry.info.challenge.is_some())
+    /// not waiting for `user`.
+    pub async fn needs_challenge(&self, id: &str, user: &str) -> Option<bool> {
+        let entry = self.broker.get(id, Kind::Approval, self.who(user)).await.ok()??;
+        entry.outcome.is_none().then_some(entry.challenge.is_some())
     }
 
-    /// Answers question `id`.
-    pub async fn answer(&self, id: &str, answer: &str) -> Result<(), String> {
+    /// `user` answers question `id`.
+    pub async fn answer(&self, id: &str, answer: &str, user: &str) -> Result<(), String> {
         if answer.is_empty() {
             return Err("an empty answer".into());
         }
-        if let Some(shared) = self.interactions.shared() {
-            return match shared.decide(Kind::Question, id, "answered", Some(answer), None).await {
-                Ok(Stored::Won(_) | Stored::Same(_)) => {
-                    // Its turn may wait on a replica that is gone: look for it at once.
-                    self.look.notify_one();
-                    Ok(())
-                }
-                Ok(Stored::Conflict(_)) => Err("someone already answered it".into()),
-                Ok(_) => Err("this question is no longer waiting".into()),
-                Err(e) => {
-                    tracing::warn!(id, "{}: cannot record an answer: {e}", self.label);
-                    Err("the answer could not be recorded; try again".into())
-                }
-            };
-        }
-        match self.interactions.questions.decide(id, Resolution::Answered(answer.to_owned()), |_| Ok(())) {
-            Ok(_) => Ok(()),
+        match self.broker.decide(id, self.who(user), crate::broker::Decision::Answer(answer.to_owned())).await {
+            Ok(_) => {
+                // Its turn may wait on a replica that is gone: look for it at once.
+                self.look.notify_one();
+                Ok(())
+            }
             Err(DecideError::Conflict(_)) => Err("someone already answered it".into()),
+            Err(DecideError::Unavailable(e)) => {
+                tracing::warn!(id, "{}: cannot record an answer: {e}", self.label);
+                Err("the answer could not be recorded; try again".into())
+            }
             Err(_) => Err("this question is no longer waiting".into()),
         }
     }
 
-    /// The choices of pending question `id`.
-    pub async fn choices(&self, id: &str) -> Option<Vec<String>> {
-        if let Some(shared) = self.interactions.shared() {
-            let entry = shared.get(Kind::Question, id).await.ok()??;
-            return entry.outcome.is_none().then_some(entry.choices);
-        }
-        self.interactions.questions.get(id).filter(|q| q.outcome.is_none()).map(|q| q.info.choices)
+    /// The choices of question `id`, while it waits for `user`.
+    pub async fn choices(&self, id: &str, user: &str) -> Option<Vec<String>> {
+        let entry = self.broker.get(id, Kind::Question, self.who(user)).await.ok()??;
+        entry.outcome.is_none().then_some(entry.choices)
     }
 
     /// Waits for the turns still running (after the adapter stopped taking messages).
@@ -424,7 +398,7 @@ impl<P: Platform> Chat<P> {
                     "{}: cannot resume a turn left waiting: unreadable checkpoint: {e}",
                     self.label
                 );
-                self.finish_shared(&run_id).await;
+                self.broker.finish(&run_id).await;
                 return;
             }
         };
@@ -465,7 +439,7 @@ impl<P: Platform> Chat<P> {
         };
         // A turn resumed on an answer gets it when its question is asked again.
         if let Begin::Resumed(checkpoint, Given::Answer(resolution)) = &begin {
-            turn.given.lock().unwrap_or_else(|p| p.into_inner()).insert(checkpoint.waiting.clone(), resolution.clone());
+            turn.given.lock().insert(checkpoint.waiting.clone(), resolution.clone());
         }
         let origin = Origin { run_id: run_id.clone(), channel_id, adapter: self.adapter, mode: "chat" };
         let recorder = Recorder::new(&self.runs, origin, self.descriptions.clone());
@@ -491,9 +465,8 @@ impl<P: Platform> Chat<P> {
         // stays written down, and whichever replica sees the decision finishes it.
         let left = matches!(result, Some(Err(EngineError::Stopped)))
             && turn.written_down.load(std::sync::atomic::Ordering::SeqCst);
-        match left {
-            true => self.interactions.cancel_run_here(&run_id),
-            false => self.interactions.cancel_run(&run_id),
+        if !left {
+            self.broker.cancel_run(&run_id);
         }
         let Some(result) = result else {
             tracing::warn!(run_id, "{}: another replica took this turn over; it goes on there", self.label);
@@ -512,7 +485,7 @@ impl<P: Platform> Chat<P> {
             let _ = presenter.await;
             return;
         }
-        self.finish_shared(&run_id).await;
+        self.broker.finish(&run_id).await;
         let finish = match result {
             Ok(result) => Ok(result.text),
             Err(e) => {
@@ -523,15 +496,6 @@ impl<P: Platform> Chat<P> {
         let _ = ops.send(Op::Finish(finish));
         drop((ops, turn));
         let _ = presenter.await;
-    }
-
-    /// Forgets the turn's checkpoint in the shared database, if it has one.
-    async fn finish_shared(&self, run_id: &str) {
-        if let Some(shared) = self.interactions.shared()
-            && let Err(e) = shared.finish(run_id).await
-        {
-            tracing::warn!(run_id, "{}: cannot forget the turn's checkpoint: {e}", self.label);
-        }
     }
 }
 
@@ -563,19 +527,10 @@ async fn resumer<P: Platform>(chat: Weak<Chat<P>>, look: Arc<Notify>) {
             () = look.notified() => {}
         }
         let Some(chat) = chat.upgrade() else { return };
-        let Some(shared) = chat.interactions.shared().cloned() else { return };
         while !chat.turns.is_closed() {
-            match shared.take_orphan(&chat.scope).await {
-                Ok(Some(orphan)) => {
-                    let resumed = chat.clone();
-                    chat.turns.spawn(async move { resumed.resume(orphan).await });
-                }
-                Ok(None) => break,
-                Err(e) => {
-                    tracing::debug!("{}: cannot look for turns left waiting: {e}", chat.label);
-                    break;
-                }
-            }
+            let Some(orphan) = chat.broker.take_orphan(&chat.scope).await else { break };
+            let resumed = chat.clone();
+            chat.turns.spawn(async move { resumed.resume(orphan).await });
         }
     }
 }
@@ -590,7 +545,7 @@ impl<P: Platform> Deliver for Chat<P> {
             return Ok(());
         }
         let Some(chat) = self.this.upgrade() else { return Ok(()) };
-        if !self.waking.lock().unwrap_or_else(|p| p.into_inner()).insert(skill.to_owned()) {
+        if !self.waking.lock().insert(skill.to_owned()) {
             tracing::warn!(
                 skill,
                 %destination,
@@ -603,7 +558,7 @@ impl<P: Platform> Deliver for Chat<P> {
         let skill = skill.to_owned();
         self.turns.spawn(async move {
             chat.clone().turn(incoming).await;
-            chat.waking.lock().unwrap_or_else(|p| p.into_inner()).remove(&skill);
+            chat.waking.lock().remove(&skill);
         });
         Ok(())
     }
@@ -615,10 +570,7 @@ pub struct ChatTurn<P: Platform> {
     place: P::Place,
     run_id: String,
     ops: mpsc::UnboundedSender<Op>,
-    /// Decisions the engine will wait for, registered when the request is announced.
-    waiters: Mutex<HashMap<String, oneshot::Receiver<Resolution>>>,
-    /// The approval id of each gated call, and the message that asks it.
-    approvals: Mutex<HashMap<String, String>>,
+    /// The message that asks each approval or question, by its id.
     prompts: Mutex<HashMap<String, String>>,
     /// Another replica took the turn over (it judged this one gone): the turn stops here.
     taken: Notify,
@@ -636,8 +588,6 @@ impl<P: Platform> ChatTurn<P> {
             place,
             run_id,
             ops,
-            waiters: Mutex::default(),
-            approvals: Mutex::default(),
             prompts: Mutex::default(),
             taken: Notify::new(),
             written_down: Default::default(),
@@ -646,68 +596,18 @@ impl<P: Platform> ChatTurn<P> {
         })
     }
 
-    fn owner(&self, expires_at: SystemTime) -> Owner {
-        Owner { run_id: self.run_id.clone(), channel_id: P::key(&self.place), expires_at }
-    }
-
     fn op(&self, op: Op) {
         let _ = self.ops.send(op);
     }
 
-    /// The shared database's entry for this turn's approval or question `id`.
-    fn entry(&self, id: &str, kind: Kind, expires_at: SystemTime, challenge: Option<&str>) -> Entry {
-        Entry {
-            id: id.to_owned(),
-            kind,
-            run_id: self.run_id.clone(),
-            channel_id: self.chat.conversation(&P::key(&self.place)),
-            expires_at,
-            challenge: challenge.map(str::to_owned),
-            prompt: None,
-            choices: Vec::new(),
-            outcome: None,
-            answer: None,
-        }
-    }
-
-    /// Records approval `request` in the shared database before anyone can see its id: with
-    /// the turn's checkpoint when the engine gave one, so that any replica can finish it.
-    async fn record(&self, shared: &Decisions, request: &ApprovalRequest) -> Result<(), String> {
-        let challenge = (request.level == Level::Confirm).then_some(CONFIRMATION_CHALLENGE);
-        let entry = self.entry(&request.approval_id, Kind::Approval, request.expires_at, challenge);
-        let written = match &request.checkpoint {
-            Some(checkpoint) => {
-                let waiting = Waiting {
-                    run_id: self.run_id.clone(),
-                    scope: self.chat.scope.clone(),
-                    place: json(&self.place)?,
-                    checkpoint: checkpoint.clone(),
-                };
-                let written = shared.wait_durably(&entry, &waiting).await;
-                self.written_down.store(written.is_ok(), std::sync::atomic::Ordering::SeqCst);
-                written
-            }
-            None => shared.open(&entry).await,
-        };
-        written.map_err(|e| format!("the approval cannot be recorded in the state database ({e})"))
-    }
-
-    /// Holds the turn's lease once its approval `id` is decided: `false` when another
-    /// replica took the turn over meanwhile (then it stops here).
+    /// Holds the turn's lease once its entry `id` is decided: `false` when another replica
+    /// took the turn over meanwhile (then it stops here).
     async fn hold(&self, id: &str) -> bool {
-        let Some(shared) = self.chat.interactions.shared() else { return true };
-        match shared.lease(&self.run_id, id).await {
-            Ok(true) => true,
-            Ok(false) => {
-                self.taken.notify_one();
-                false
-            }
-            Err(e) => {
-                // Nobody else can take it while this replica beats: go on.
-                tracing::warn!(run_id = self.run_id, "{}: cannot confirm the turn's lease: {e}", self.chat.label);
-                true
-            }
+        if self.chat.broker.lease(&self.run_id, id).await {
+            return true;
         }
+        self.taken.notify_one();
+        false
     }
 
     /// Waits until what the turn produced so far is shown, so that a prompt comes below it.
@@ -717,108 +617,36 @@ impl<P: Platform> ChatTurn<P> {
         let _ = shown.await;
     }
 
-    /// Asks a question in the conversation, waiting at most `timeout`.
-    /// `checkpoint`: the turn written down, when this wait can be resumed elsewhere.
-    async fn question(
-        &self,
-        prompt: String,
-        choices: Vec<String>,
-        timeout: Duration,
-        checkpoint: Option<String>,
-    ) -> Option<Resolution> {
-        let id = new_id().ok()?;
-        let expires_at = SystemTime::now() + timeout;
-        let info = QuestionInfo { prompt: prompt.clone(), choices: choices.clone(), run: self.this.clone() };
-        let rx = self.chat.interactions.questions.open(&id, self.owner(expires_at), info);
-        if let Some(shared) = self.chat.interactions.shared() {
-            let entry = Entry {
-                prompt: Some(prompt.clone()),
-                choices: choices.clone(),
-                ..self.entry(&id, Kind::Question, expires_at, None)
-            };
-            let durable = checkpoint.is_some();
-            let written = match checkpoint {
-                Some(checkpoint) => match json(&self.place) {
-                    Ok(place) => {
-                        let (run_id, scope) = (self.run_id.clone(), self.chat.scope.clone());
-                        let written = shared.wait_durably(&entry, &Waiting { run_id, scope, place, checkpoint }).await;
-                        written.map_err(|e| e.to_string())
-                    }
-                    Err(e) => Err(e),
-                },
-                None => shared.open(&entry).await.map_err(|e| e.to_string()),
-            };
-            self.written_down.store(durable && written.is_ok(), std::sync::atomic::Ordering::SeqCst);
-            if let Err(e) = written {
-                tracing::warn!("{}: cannot record a question in the state database: {e}", self.chat.label);
-                self.chat.interactions.questions.settle(&id, Resolution::Cancelled);
-                return Some(Resolution::Cancelled);
-            }
+    /// The prompt that shows `entry`.
+    fn prompt<'a>(entry: &'a Entry, shown: &'a Value, action: &'a str) -> Prompt<'a> {
+        match entry.kind {
+            Kind::Approval => Prompt::Approval {
+                id: &entry.id,
+                tool: shown["tool_name"].as_str().unwrap_or_default(),
+                action,
+                input: &shown["tool_input"],
+                level: if entry.challenge.is_some() { Level::Confirm } else { Level::Approve },
+                timeout: entry.expires_at.duration_since(SystemTime::now()).unwrap_or_default(),
+            },
+            Kind::Question => Prompt::Question {
+                id: &entry.id,
+                prompt: entry.prompt.as_deref().unwrap_or_default(),
+                choices: &entry.choices,
+            },
         }
-        self.shown().await;
-        let message = match self
-            .chat
-            .platform
-            .ask(&self.place, &Prompt::Question { id: &id, prompt: &prompt, choices: &choices })
-            .await
-        {
-            Ok(message) => {
-                if let Some(shared) = self.chat.interactions.shared()
-                    && self.written_down.load(std::sync::atomic::Ordering::SeqCst)
-                    && let Err(e) = shared.prompted(&self.run_id, &message).await
-                {
-                    tracing::debug!("{}: cannot note the question's message: {e}", self.chat.label);
-                }
-                message
-            }
-            Err(why) => {
-                tracing::warn!("{}: cannot ask a question here: {why}", self.chat.label);
-                self.chat.interactions.questions.settle(&id, Resolution::Cancelled);
-                return Some(Resolution::Cancelled);
-            }
-        };
-        let key = P::key(&self.place);
-        self.chat.asking.lock().unwrap_or_else(|p| p.into_inner()).insert(key.clone(), id.clone());
-        let guard = Asking { chat: &self.chat, key, id: id.clone() };
-        let resolution = match tokio::time::timeout(timeout, rx).await {
-            Ok(Ok(resolution)) => resolution,
-            Ok(Err(_)) => Resolution::Cancelled,
-            Err(_) => Resolution::TimedOut,
-        };
-        drop(guard);
-        let written_down = self.written_down.swap(false, std::sync::atomic::Ordering::SeqCst);
-        // Answered while written down: go on only holding the turn's lease.
-        if written_down && matches!(resolution, Resolution::Answered(_)) && !self.hold(&id).await {
-            return Some(Resolution::Cancelled);
-        }
-        self.chat.interactions.questions.settle(&id, resolution.clone());
-        self.chat.interactions.settle_shared(&id, &resolution);
-        let line = match &resolution {
-            Resolution::Answered(answer) => format!("❓ {prompt}\n→ {answer}"),
-            Resolution::TimedOut => format!("❓ {prompt}\n_(no answer within {} s)_", timeout.as_secs()),
-            _ => format!("❓ {prompt}\n_(cancelled)_"),
-        };
-        self.op(Op::Settle { message, text: line });
-        Some(resolution)
     }
-}
 
-/// Forgets the conversation's pending question when the wait ends, however it ends.
-struct Asking<'a, P: Platform> {
-    chat: &'a Chat<P>,
-    key: String,
-    id: String,
-}
-
-impl<P: Platform> Drop for Asking<'_, P> {
-    fn drop(&mut self) {
-        let mut asking = self.chat.asking.lock().unwrap_or_else(|p| p.into_inner());
-        if asking.get(&self.key) == Some(&self.id) {
-            asking.remove(&self.key);
-        }
-        drop(asking);
-        if self.chat.interactions.questions.get(&self.id).is_some_and(|q| q.outcome.is_none()) {
-            self.chat.interactions.questions.settle(&self.id, Resolution::Cancelled);
+    /// The line a prompt is replaced with when its wait ended otherwise than by a person's
+    /// decision here (a click shows its own); `None` to leave it.
+    fn ended_line(entry: &Entry, outcome: &Resolution) -> Option<String> {
+        let prompt = entry.prompt.as_deref().unwrap_or_default();
+        match (entry.kind, outcome) {
+            (Kind::Approval, Resolution::TimedOut) => Some("⌛ No decision in time: not run.".into()),
+            (Kind::Approval, Resolution::Cancelled) => Some("🚫 Cancelled: not run.".into()),
+            (Kind::Approval, _) => None,
+            (Kind::Question, Resolution::Answered(answer)) => Some(format!("❓ {prompt}\n→ {answer}")),
+            (Kind::Question, Resolution::TimedOut) => Some(format!("❓ {prompt}\n_(no answer in time)_")),
+            (Kind::Question, _) => Some(format!("❓ {prompt}\n_(cancelled)_")),
         }
     }
 }
@@ -840,116 +668,81 @@ impl<P: Platform> EventSink for ChatTurn<P> {
                 };
                 self.op(Op::Status { id: tool_call_id, line })
             }
-            // Registered before the engine asks: a click never finds an id it cannot decide.
-            EngineEvent::ApprovalRequested { approval_id, tool_call_id, level, expires_at, .. } => {
-                let challenge = (level == Level::Confirm).then_some(CONFIRMATION_CHALLENGE);
-                let info = ApprovalInfo { challenge, run: self.this.clone() };
-                let rx = self.chat.interactions.approvals.open(&approval_id, self.owner(expires_at), info);
-                self.waiters.lock().unwrap_or_else(|p| p.into_inner()).insert(approval_id.clone(), rx);
-                self.approvals.lock().unwrap_or_else(|p| p.into_inner()).insert(tool_call_id, approval_id);
-            }
-            EngineEvent::ApprovalResolved { tool_call_id, outcome } => {
-                let Some(id) = self.approvals.lock().unwrap_or_else(|p| p.into_inner()).remove(&tool_call_id) else {
-                    return;
-                };
-                self.chat.interactions.approvals.settle(&id, resolution(&outcome));
-                self.chat.interactions.settle_shared(&id, &resolution(&outcome));
-                self.written_down.store(false, std::sync::atomic::Ordering::SeqCst);
-                // Nobody decided in time: the turn goes on here, holding its lease.
-                if matches!(outcome, ApprovalOutcome::TimedOut)
-                    && let Some(turn) = self.this.upgrade()
-                {
-                    let id = id.clone();
-                    tokio::spawn(async move { turn.hold(&id).await });
-                }
-                // A person's decision was shown by the click that took it.
-                let line = match &outcome {
-                    ApprovalOutcome::TimedOut => "⌛ No decision in time: not run.".to_owned(),
-                    ApprovalOutcome::Cancelled => "🚫 Cancelled: not run.".to_owned(),
-                    ApprovalOutcome::Unavailable(why) => format!("🚫 Not run: {why}"),
-                    ApprovalOutcome::Approved | ApprovalOutcome::Denied(_) => return,
-                };
-                if let Some(message) = self.prompts.lock().unwrap_or_else(|p| p.into_inner()).remove(&id) {
-                    self.op(Op::Settle { message, text: line });
-                }
-            }
+            // Approvals are presented when opened ([`Counterpart::present`]) and settled when
+            // their wait ends ([`Counterpart::ended`]).
+            EngineEvent::ApprovalRequested { .. } | EngineEvent::ApprovalResolved { .. } => {}
         }
-    }
-}
-
-fn resolution(outcome: &ApprovalOutcome) -> Resolution {
-    match outcome {
-        ApprovalOutcome::Approved => Resolution::Approved,
-        ApprovalOutcome::Denied(_) => Resolution::Denied,
-        ApprovalOutcome::TimedOut => Resolution::TimedOut,
-        ApprovalOutcome::Cancelled | ApprovalOutcome::Unavailable(_) => Resolution::Cancelled,
     }
 }
 
 #[async_trait::async_trait]
 impl<P: Platform> Counterpart for ChatTurn<P> {
-    async fn decide(&self, request: ApprovalRequest) -> ApprovalOutcome {
-        let waiter = self.waiters.lock().unwrap_or_else(|p| p.into_inner()).remove(&request.approval_id);
-        let Some(rx) = waiter else { return ApprovalOutcome::Cancelled };
-        let timeout = request.expires_at.duration_since(SystemTime::now()).unwrap_or_default();
-        let action = self.chat.descriptions.safe_description(&request.tool_name);
-        let input = tool_input(&request.input);
-        let prompt = Prompt::Approval {
-            id: &request.approval_id,
-            tool: &request.tool_name,
-            action: &action,
-            input: &input,
-            level: request.level,
-            timeout,
+    fn desk(&self) -> Option<Desk> {
+        let chat = &self.chat;
+        let key = P::key(&self.place);
+        let scope = Scope {
+            agent: chat.engine.agent().to_owned(),
+            surface: chat.surface.clone(),
+            conversation: chat.conversation(&key),
+            run_id: self.run_id.clone(),
+            deciders: chat.platform.approvers(),
         };
-        let shared = self.chat.interactions.shared();
-        if let Some(shared) = shared
-            && let Err(why) = self.record(shared, &request).await
-        {
-            return ApprovalOutcome::Unavailable(why);
-        }
-        self.shown().await;
-        match self.chat.platform.ask(&self.place, &prompt).await {
-            Ok(message) => {
-                if let (Some(shared), Some(_)) = (shared, &request.checkpoint)
-                    && let Err(e) = shared.prompted(&self.run_id, &message).await
-                {
-                    tracing::debug!("{}: cannot note the prompt's message: {e}", self.chat.label);
-                }
-                self.prompts.lock().unwrap_or_else(|p| p.into_inner()).insert(request.approval_id.clone(), message);
-            }
-            Err(why) => return ApprovalOutcome::Unavailable(why),
-        }
-        let resolution = rx.await;
-        self.written_down.store(false, std::sync::atomic::Ordering::SeqCst);
-        let outcome = match resolution {
-            Ok(Resolution::Approved) => ApprovalOutcome::Approved,
-            Ok(Resolution::Denied) => ApprovalOutcome::Denied(None),
-            _ => ApprovalOutcome::Cancelled,
-        };
-        if request.checkpoint.is_some() && !self.hold(&request.approval_id).await {
-            return ApprovalOutcome::Cancelled;
-        }
-        outcome
+        let watch: Weak<dyn Watch> = self.this.clone();
+        let resumable = json(&self.place).ok().map(|place| (chat.scope.clone(), place));
+        Some(Desk { broker: chat.broker.clone(), scope, watch: Some(watch), resumable })
     }
 
-    /// On a shared store, a turn waiting on an approval is written down.
-    fn durable(&self) -> bool {
-        self.chat.interactions.shared().is_some()
+    /// Posts the prompt below what the turn showed so far; a question is also what a reply
+    /// in the conversation answers.
+    async fn present(&self, entry: &Entry, resumable: bool) -> Result<(), String> {
+        self.written_down.store(resumable, std::sync::atomic::Ordering::SeqCst);
+        let shown: Value = entry.presentation.as_deref().and_then(|p| serde_json::from_str(p).ok()).unwrap_or_default();
+        let action = shown["safe_description"].as_str().unwrap_or_default().to_owned();
+        self.shown().await;
+        let message = self.chat.platform.ask(&self.place, &Self::prompt(entry, &shown, &action)).await.inspect_err(|why| {
+            tracing::warn!("{}: cannot ask here: {why}", self.chat.label);
+        })?;
+        if resumable {
+            self.chat.broker.prompted(&self.run_id, &message).await;
+        }
+        self.prompts.lock().insert(entry.id.clone(), message);
+        if entry.kind == Kind::Question {
+            self.chat.asking.lock().insert(P::key(&self.place), entry.id.clone());
+        }
+        Ok(())
+    }
+
+    /// Settles the prompt; a turn written down goes on only holding its lease.
+    async fn ended(&self, entry: &Entry, outcome: &Resolution) -> bool {
+        if entry.kind == Kind::Question {
+            let key = P::key(&self.place);
+            let mut asking = self.chat.asking.lock();
+            if asking.get(&key) == Some(&entry.id) {
+                asking.remove(&key);
+            }
+        }
+        let written_down = self.written_down.swap(false, std::sync::atomic::Ordering::SeqCst);
+        let line = Self::ended_line(entry, outcome);
+        if let (Some(line), Some(message)) = (line, self.prompts.lock().remove(&entry.id)) {
+            self.op(Op::Settle { message, text: line });
+        }
+        match outcome {
+            // Decided while written down: go on only holding the turn's lease.
+            _ if written_down && outcome.by_person() => self.hold(&entry.id).await,
+            // Nobody decided in time: the turn goes on here, holding its lease.
+            Resolution::TimedOut if written_down => {
+                if let Some(turn) = self.this.upgrade() {
+                    let id = entry.id.clone();
+                    tokio::spawn(async move { turn.hold(&id).await });
+                }
+                true
+            }
+            _ => true,
+        }
     }
 
     fn tools(&self) -> Option<&dyn ToolSource> {
         Some(self)
-    }
-
-    /// A question in the conversation (an MCP server's elicitation).
-    async fn ask(&self, question: Question, timeout: Duration) -> Answer {
-        match self.question(question.prompt, question.choices, timeout, None).await {
-            Some(Resolution::Answered(answer)) => Answer::Answered(answer),
-            Some(Resolution::TimedOut) => Answer::TimedOut,
-            Some(_) => Answer::Cancelled,
-            None => Answer::Unavailable("no question id: the OS random source failed".into()),
-        }
     }
 }
 
@@ -972,20 +765,37 @@ impl<P: Platform> ToolSource for ChatTurn<P> {
         let timeout = scope.person_timeout();
         let adapter = self.chat.adapter;
         // A resumed turn: the answer given while it was written down.
-        let given = self.given.lock().unwrap_or_else(|p| p.into_inner()).remove(call.id);
+        let given = self.given.lock().remove(call.id);
         if let Some(resolution) = given {
             return ask::run(adapter, call.input, timeout, |_, _| async move { Some(resolution) }).await;
         }
         let checkpoint = scope.checkpoint(call.id);
-        ask::run(adapter, call.input, timeout, |prompt, choices| self.question(prompt, choices, timeout, checkpoint))
-            .await
+        ask::run(adapter, call.input, timeout, |prompt, choices| async move {
+            ask::put(self, &prompt, &choices, timeout, checkpoint).await
+        })
+        .await
     }
 }
 
-/// A click updates its own message (with who decided), so there is nothing to announce.
-impl<P: Platform> Announce for ChatTurn<P> {
-    fn decided(&self, _approval_id: &str, _approved: bool) {}
-    fn answered(&self, _question_id: &str, _answer: &str) {}
+/// A person's decision taken elsewhere than in this conversation (the console) is shown on
+/// the prompt; a click updates its own message (with who decided).
+impl<P: Platform> Watch for ChatTurn<P> {
+    fn decided(&self, entry: &Entry, by: &str) {
+        if by != "console" {
+            return;
+        }
+        let line = match Resolution::of(entry) {
+            Some(Resolution::Approved) => "✅ Approved in the console".to_owned(),
+            Some(Resolution::Denied) => "❌ Denied in the console".to_owned(),
+            Some(Resolution::Answered(answer)) => {
+                format!("❓ {}\n→ {answer} (answered in the console)", entry.prompt.as_deref().unwrap_or_default())
+            }
+            _ => return,
+        };
+        if let Some(message) = self.prompts.lock().remove(&entry.id) {
+            self.op(Op::Settle { message, text: line });
+        }
+    }
 }
 
 /// JSON for what a checkpoint holds.

@@ -222,6 +222,10 @@ impl Platform for Slack {
         format!("{}/{}", place.channel, place.thread_ts)
     }
 
+    fn approvers(&self) -> Vec<String> {
+        self.settings.approvers.clone()
+    }
+
     async fn post(&self, place: &Place, markdown: &str) -> Option<String> {
         if !self.may_post(&place.channel).await {
             return None;
@@ -442,7 +446,7 @@ async fn click(chat: &Arc<Chat<Slack>>, interaction: Interaction) {
         match action.action_id.as_str() {
             "approve" | "deny" => {
                 let decision = if action.action_id == "approve" { Decision::Approve } else { Decision::Deny };
-                match chat.decide(&action.value, &decision).await {
+                match chat.decide(&action.value, &decision, user).await {
                     Decided::Taken(approved) => {
                         let line = if approved {
                             format!("✅ Approved by <@{user}>")
@@ -454,7 +458,7 @@ async fn click(chat: &Arc<Chat<Slack>>, interaction: Interaction) {
                     Decided::Refused(why) => slack.refuse(channel, user, None, &why).await,
                 }
             }
-            "confirm" => match chat.needs_challenge(&action.value).await {
+            "confirm" => match chat.needs_challenge(&action.value, user).await {
                 Some(true) => {
                     let Some(trigger) = interaction.trigger_id.as_deref() else { return };
                     let view = confirm_view(&action.value, channel, ts);
@@ -467,12 +471,12 @@ async fn click(chat: &Arc<Chat<Slack>>, interaction: Interaction) {
             "answer" => {
                 let Some((id, n)) = action.value.rsplit_once(':') else { return };
                 let choice =
-                    chat.choices(id).await.and_then(|c| n.parse::<usize>().ok().and_then(|n| c.get(n).cloned()));
+                    chat.choices(id, user).await.and_then(|c| n.parse::<usize>().ok().and_then(|n| c.get(n).cloned()));
                 let Some(choice) = choice else {
                     slack.refuse(channel, user, None, "this question is no longer waiting").await;
                     return;
                 };
-                match chat.answer(id, &choice).await {
+                match chat.answer(id, &choice, user).await {
                     Ok(()) => {
                         let line = format!("❓ answered by <@{user}>: {}", text::slack_escape(&choice));
                         slack.update(channel, ts, &line).await
@@ -515,7 +519,7 @@ async fn submit(chat: &Arc<Chat<Slack>>, interaction: &Interaction) -> Option<Va
         return error(why);
     }
     let typed = view.input(CHALLENGE_BLOCK, CHALLENGE_ACTION).unwrap_or_default().to_owned();
-    match chat.decide(&id, &Decision::Confirm(typed)).await {
+    match chat.decide(&id, &Decision::Confirm(typed), user).await {
         Decided::Taken(_) => {
             let chat = chat.clone();
             let line = format!("✅ Confirmed by <@{user}>");

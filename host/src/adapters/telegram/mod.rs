@@ -240,6 +240,10 @@ impl Platform for Telegram {
         place.chat.to_string()
     }
 
+    fn approvers(&self) -> Vec<String> {
+        self.settings.approvers.iter().map(|id| id.0.to_string()).collect()
+    }
+
     async fn post(&self, place: &Place, markdown: &str) -> Option<String> {
         let extra = json!({"reply_parameters": {"message_id": place.source, "allow_sending_without_reply": true}});
         self.send(place.chat, markdown, extra).await.ok().map(|id| id.to_string())
@@ -519,7 +523,7 @@ async fn message_from(chat: &Arc<Chat<Telegram>>, message: TgMessage) {
         if let Some(id) = approval {
             let result = match telegram.may_decide(from) {
                 Err(why) => Decided::Refused(why.into()),
-                Ok(()) => chat.decide(&id, &Decision::Confirm(text.to_owned())).await,
+                Ok(()) => chat.decide(&id, &Decision::Confirm(text.to_owned()), &from.id.to_string()).await,
             };
             let (chat_id, prompt) = (message.chat.id, replied.message_id);
             match result {
@@ -568,7 +572,7 @@ async fn callback(chat: &Arc<Chat<Telegram>>, query: CallbackQuery) {
     let (reply, line) = match data.split_once(':') {
         Some(("a" | "d", id)) => {
             let decision = if data.starts_with('a') { Decision::Approve } else { Decision::Deny };
-            match chat.decide(id, &decision).await {
+            match chat.decide(id, &decision, &query.from.id.to_string()).await {
                 Decided::Taken(true) => ("Approved".to_owned(), Some(format!("✅ Approved by {}", query.from.name()))),
                 Decided::Taken(false) => ("Denied".to_owned(), Some(format!("❌ Denied by {}", query.from.name()))),
                 Decided::Refused(why) => (why, None),
@@ -577,13 +581,13 @@ async fn callback(chat: &Arc<Chat<Telegram>>, query: CallbackQuery) {
         Some(("q", rest)) => {
             let chosen = match rest.rsplit_once(':') {
                 Some((id, n)) => {
-                    let choices = chat.choices(id).await.unwrap_or_default();
+                    let choices = chat.choices(id, &query.from.id.to_string()).await.unwrap_or_default();
                     n.parse::<usize>().ok().and_then(|n| choices.get(n).cloned()).map(|c| (id.to_owned(), c))
                 }
                 None => None,
             };
             match chosen {
-                Some((id, choice)) => match chat.answer(&id, &choice).await {
+                Some((id, choice)) => match chat.answer(&id, &choice, &query.from.id.to_string()).await {
                     Ok(()) => {
                         (format!("Answered: {choice}"), Some(format!("❓ answered by {}: {choice}", query.from.name())))
                     }

@@ -116,6 +116,18 @@ pub const MIGRATIONS: &[(i32, &str, &str)] = &[
         "ALTER TABLE skillhost_state ADD COLUMN expires_at double precision;
         CREATE INDEX skillhost_state_expiry ON skillhost_state (expires_at) WHERE expires_at IS NOT NULL;",
     ),
+    (
+        6,
+        "who asked and who may decide",
+        // The agent, the surface that asked (`api`, `slack:<bot>`, ...), who may decide
+        // there (a JSON array; NULL: anyone the surface lets in), what every view shows (the
+        // redacted presentation, JSON), and who decided. The partial index serves the
+        // fleet-wide lists.
+        "ALTER TABLE skillhost_interactions ADD COLUMN agent text NOT NULL DEFAULT '',
+            ADD COLUMN surface text NOT NULL DEFAULT '', ADD COLUMN deciders text,
+            ADD COLUMN presentation text, ADD COLUMN decided_by text;
+        CREATE INDEX skillhost_interactions_waiting ON skillhost_interactions (agent, kind) WHERE outcome IS NULL;",
+    ),
 ];
 
 /// `libpq`'s `sslmode`, which `tokio-postgres` reads only in part.

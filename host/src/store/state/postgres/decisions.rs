@@ -68,6 +68,46 @@ pub struct Entry {
     pub outcome: Option<String>,
     /// A question's answer.
     pub answer: Option<String>,
+    /// The agent whose turn asked.
+    pub agent: String,
+    /// The surface that asked: `api`, `slack:<bot>`, `telegram:<bot>`, `mcp`, `console`.
+    pub surface: String,
+    /// Who may decide on that surface (its `approvers`); empty: anyone it lets in.
+    pub deciders: Vec<String>,
+    /// What every view shows of it (JSON: the redacted, capped presentation).
+    pub presentation: Option<String>,
+    /// Who decided: a user of the surface, `api`, or `console`.
+    pub decided_by: Option<String>,
+}
+
+/// Who reads or decides: an agent's operator (its API token: the console and API
+/// clients), or a person on one surface.
+#[derive(Debug, Clone, Copy)]
+pub struct Who<'a> {
+    /// Their agent.
+    pub agent: &'a str,
+    /// Their surface; `None` for the agent's operator, who may decide any entry of the agent.
+    pub surface: Option<&'a str>,
+    /// Who they are there (recorded with the decision); for the operator, `api`.
+    pub user: &'a str,
+}
+
+impl Who<'_> {
+    /// Whether they may see and decide `entry`.
+    pub fn may(&self, entry: &Entry) -> bool {
+        entry.agent == self.agent
+            && self.surface.is_none_or(|surface| {
+                entry.surface == surface && (entry.deciders.is_empty() || entry.deciders.iter().any(|d| d == self.user))
+            })
+    }
+
+    /// How a decision of theirs on an entry asked on `surface` is recorded.
+    pub fn label(&self, surface: &str) -> String {
+        match self.surface {
+            None if surface != "api" => "console".to_owned(),
+            _ => self.user.replace(' ', "_"),
+        }
+    }
 }
 
 /// What a decision did.
@@ -93,6 +133,8 @@ pub enum Decided {
 pub struct Announced {
     /// The entry.
     pub id: String,
+    /// Who decided, when the notification said.
+    pub by: Option<String>,
     /// Its outcome and answer, when the notification carried them.
     pub outcome: Option<(String, Option<String>)>,
 }
@@ -125,16 +167,20 @@ fn from_unix(seconds: f64) -> SystemTime {
 /// The columns [`row`] reads, with the owner's liveness and the expiry judged by the
 /// database's clock.
 const SELECT: &str = "SELECT i.id, i.kind, i.run_id, i.channel_id, i.expires_at, i.challenge, i.prompt, i.choices,
-        i.outcome, i.answer,
+        i.outcome, i.answer, i.agent, i.surface, i.deciders, i.presentation, i.decided_by,
         i.expires_at <= extract(epoch FROM clock_timestamp())::float8 AS expired,
         (NOT i.durable AND coalesce(r.seen_at < extract(epoch FROM clock_timestamp())::float8 - $2, true)) AS orphaned
     FROM skillhost_interactions i LEFT JOIN skillhost_replicas r ON r.id = i.replica";
 
 fn row(r: &tokio_postgres::Row) -> (Entry, bool, bool) {
-    (entry(r), r.get(10), r.get(11))
+    (entry(r), r.get(15), r.get(16))
 }
 
-/// The entry in columns 0 to 9 of `r`.
+/// The columns [`entry`] reads, in its order.
+pub(super) const COLUMNS: &str = "id, kind, run_id, channel_id, expires_at, challenge, prompt, choices, outcome, answer,
+    agent, surface, deciders, presentation, decided_by";
+
+/// The entry in columns 0 to 14 of `r` ([`COLUMNS`]).
 pub(super) fn entry(r: &tokio_postgres::Row) -> Entry {
     let kind = if r.get::<_, &str>(1) == "question" { Kind::Question } else { Kind::Approval };
     let choices: Option<String> = r.get(7);
@@ -149,7 +195,17 @@ pub(super) fn entry(r: &tokio_postgres::Row) -> Entry {
         choices: choices.and_then(|c| serde_json::from_str(&c).ok()).unwrap_or_default(),
         outcome: r.get(8),
         answer: r.get(9),
+        agent: r.get(10),
+        surface: r.get(11),
+        deciders: r.get::<_, Option<String>>(12).and_then(|d| serde_json::from_str(&d).ok()).unwrap_or_default(),
+        presentation: r.get(13),
+        decided_by: r.get(14),
     }
+}
+
+/// An entry's `deciders` as stored: NULL for anyone.
+pub(super) fn deciders(entry: &Entry) -> Option<String> {
+    (!entry.deciders.is_empty()).then(|| serde_json::to_string(&entry.deciders).unwrap_or_default())
 }
 
 impl Decisions {
@@ -213,8 +269,10 @@ impl Decisions {
         let choices = (entry.kind == Kind::Question).then(|| serde_json::to_string(&entry.choices).unwrap_or_default());
         c.execute(
             "INSERT INTO skillhost_interactions
-                (id, kind, run_id, channel_id, replica, expires_at, challenge, prompt, choices, created_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, extract(epoch FROM clock_timestamp())::float8)",
+                (id, kind, run_id, channel_id, replica, expires_at, challenge, prompt, choices, created_at,
+                 agent, surface, deciders, presentation)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, extract(epoch FROM clock_timestamp())::float8,
+                 $10, $11, $12, $13)",
             &[
                 &entry.id,
                 &entry.kind.as_str(),
@@ -225,6 +283,10 @@ impl Decisions {
                 &entry.challenge,
                 &entry.prompt,
                 &choices,
+                &entry.agent,
+                &entry.surface,
+                &deciders(entry),
+                &entry.presentation,
             ],
         )
         .await
@@ -250,10 +312,12 @@ impl Decisions {
         }
     }
 
-    /// A person's decision (`approved`, `denied`, or `answered` with `answer`), with the
-    /// `confirmation` a `confirm`-level approval must repeat. One statement when it wins
-    /// (pending, not expired, its replica alive, confirmed): the update and the notification
-    /// to the owner. Repeating the recorded decision is [`Decided::Same`].
+    /// A person's decision (`approved`, `denied`, or `answered` with `answer`) taken by
+    /// `who`, with the `confirmation` a `confirm`-level approval must repeat. One statement
+    /// when it wins (pending, not expired, its replica alive, confirmed, `who` may decide
+    /// it): the update and the notification to the owner. Repeating the recorded decision
+    /// is [`Decided::Same`]; an entry `who` may not decide is [`Decided::Gone`], as an
+    /// unknown one.
     pub async fn decide(
         &self,
         kind: Kind,
@@ -261,36 +325,46 @@ impl Decisions {
         outcome: &str,
         answer: Option<&str>,
         confirmation: Option<&str>,
+        who: Who<'_>,
     ) -> Result<Decided, StateError> {
         let c = self.pg.client().await?;
         let orphaned = ORPHANED_AFTER.as_secs_f64();
+        let user = who.user.replace(' ', "_");
         let won = c
             .query_opt(
                 "WITH won AS (
                     UPDATE skillhost_interactions i SET outcome = $2, answer = $3,
-                        decided_at = extract(epoch FROM clock_timestamp())::float8
+                        decided_at = extract(epoch FROM clock_timestamp())::float8,
+                        decided_by = CASE WHEN $9::text IS NULL AND i.surface <> 'api' THEN 'console' ELSE $10 END
                     WHERE i.id = $1 AND i.kind = $5 AND i.outcome IS NULL
                       AND i.expires_at > extract(epoch FROM clock_timestamp())::float8
                       AND (i.challenge IS NULL OR $2 <> 'approved' OR i.challenge = $6)
+                      AND i.agent = $8
+                      AND ($9::text IS NULL OR (i.surface = $9
+                          AND (i.deciders IS NULL OR i.deciders::jsonb ? $10)))
                       AND (i.durable OR EXISTS (SELECT 1 FROM skillhost_replicas r WHERE r.id = i.replica
                           AND r.seen_at >= extract(epoch FROM clock_timestamp())::float8 - $7))
                     RETURNING i.id, i.kind, i.run_id, i.channel_id, i.expires_at, i.challenge, i.prompt,
-                        i.choices, i.outcome, i.answer, i.replica)
-                 SELECT won.*, pg_notify($4, won.replica || ' ' || CASE
+                        i.choices, i.outcome, i.answer, i.agent, i.surface, i.deciders, i.presentation,
+                        i.decided_by, i.replica)
+                 SELECT won.*, pg_notify($4, won.replica || ' ' || won.decided_by || ' ' || CASE
                         WHEN won.answer IS NULL THEN won.outcome || ' ' || won.id
                         WHEN octet_length(won.answer) < 7000 THEN won.outcome || ' ' || won.id || ' ' || won.answer
                         ELSE 'unsaid ' || won.id END)
                  FROM won",
-                &[&id, &outcome, &answer, &CHANNEL, &kind.as_str(), &confirmation, &orphaned],
+                &[&id, &outcome, &answer, &CHANNEL, &kind.as_str(), &confirmation, &orphaned, &who.agent, &who.surface, &user],
             )
             .await
             .map_err(|e| self.pg.error(e))?;
         if let Some(won) = won {
             return Ok(Decided::Won(entry(&won)));
         }
-        // Not won: settled before (the same, another person's, the run's end), expired, its
-        // replica gone, or not confirmed.
+        // Not won: not theirs, settled before (the same, another person's, the run's end),
+        // expired, its replica gone, or not confirmed.
         let Some(entry) = self.get(kind, id).await? else { return Ok(Decided::Gone) };
+        if !who.may(&entry) {
+            return Ok(Decided::Gone);
+        }
         Ok(match entry.outcome.as_deref() {
             None if entry.challenge.is_some() && outcome == "approved" => Decided::Unconfirmed,
             // Pending still: it was settled and read again between the two statements.
@@ -299,6 +373,18 @@ impl Decisions {
             Some("approved" | "denied" | "answered") => Decided::Conflict(entry),
             _ => Decided::Gone,
         })
+    }
+
+    /// The entries of `agent` of `kind` still waiting for a person, on every replica, oldest
+    /// first.
+    pub async fn waiting(&self, agent: &str, kind: Kind) -> Result<Vec<Entry>, StateError> {
+        let query = format!("{SELECT} WHERE i.agent = $1 AND i.kind = $3 AND i.outcome IS NULL ORDER BY i.created_at");
+        let c = self.pg.client().await?;
+        let rows = c
+            .query(&query, &[&agent, &ORPHANED_AFTER.as_secs_f64(), &kind.as_str()])
+            .await
+            .map_err(|e| self.pg.error(e))?;
+        Ok(rows.iter().map(row).filter(|(_, expired, orphaned)| !expired && !orphaned).map(|(e, ..)| e).collect())
     }
 
     /// Records how the run ended the wait (the engine's word is final).
@@ -434,7 +520,7 @@ async fn listen(decisions: Weak<Decisions>) {
                 if !first {
                     tracing::info!("listening for decisions again");
                 }
-                let _ = decided.send(Announced { id: String::new(), outcome: None });
+                let _ = decided.send(Announced { id: String::new(), by: None, outcome: None });
                 while let Some(payload) = notes.next().await {
                     if let Some(announced) = announced(&payload, &replica) {
                         let _ = decided.send(announced);
@@ -447,25 +533,26 @@ async fn listen(decisions: Weak<Decisions>) {
             Err(_) => {}
         }
         first = false;
-        let _ = decided.send(Announced { id: String::new(), outcome: None });
+        let _ = decided.send(Announced { id: String::new(), by: None, outcome: None });
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
 }
 
-/// A notification's payload (`<replica> <outcome> <id>[ <answer>]`, or `<replica> unsaid
-/// <id>` when the answer was too long to carry), if it is for `replica`.
+/// A notification's payload (`<replica> <by> <outcome> <id>[ <answer>]`, or `<replica> <by>
+/// unsaid <id>` when the answer was too long to carry), if it is for `replica`.
 fn announced(payload: &str, replica: &str) -> Option<Announced> {
     let (to, rest) = payload.split_once(' ')?;
     if to != replica {
         return None;
     }
+    let (by, rest) = rest.split_once(' ')?;
     let (outcome, rest) = rest.split_once(' ')?;
     let (id, answer) = match rest.split_once(' ') {
         Some((id, answer)) => (id, Some(answer.to_owned())),
         None => (rest, None),
     };
     let outcome = (outcome != "unsaid").then(|| (outcome.to_owned(), answer));
-    Some(Announced { id: id.to_owned(), outcome })
+    Some(Announced { id: id.to_owned(), by: Some(by.to_owned()), outcome })
 }
 
 impl Postgres {

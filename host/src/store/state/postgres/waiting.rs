@@ -17,7 +17,7 @@
 //! died too is forgotten after [`super::decisions::RETENTION`]: its calls may have run, and
 //! running them again is what the lease exists to prevent.
 
-use super::decisions::{Decisions, Entry, Kind, ORPHANED_AFTER, RETENTION, entry, unix};
+use super::decisions::{COLUMNS, Decisions, Entry, Kind, ORPHANED_AFTER, RETENTION, deciders, entry, unix};
 use crate::store::StateError;
 
 /// A chat turn waiting on an approval, as written down.
@@ -61,8 +61,10 @@ impl Decisions {
             (approval.kind == Kind::Question).then(|| serde_json::to_string(&approval.choices).unwrap_or_default());
         tx.execute(
             "INSERT INTO skillhost_interactions
-                (id, kind, run_id, channel_id, replica, expires_at, challenge, prompt, choices, durable, created_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, true, extract(epoch FROM clock_timestamp())::float8)",
+                (id, kind, run_id, channel_id, replica, expires_at, challenge, prompt, choices, durable, created_at,
+                 agent, surface, deciders, presentation)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, true, extract(epoch FROM clock_timestamp())::float8,
+                 $10, $11, $12, $13)",
             &[
                 &approval.id,
                 &kind,
@@ -73,6 +75,10 @@ impl Decisions {
                 &approval.challenge,
                 &approval.prompt,
                 &choices,
+                &approval.agent,
+                &approval.surface,
+                &deciders(approval),
+                &approval.presentation,
             ],
         )
         .await
@@ -172,11 +178,7 @@ impl Decisions {
         // Nobody decided in time: the turn goes on without the call.
         self.settle_pending(&approval_id, "timed_out").await?;
         let row = c
-            .query_opt(
-                "SELECT id, kind, run_id, channel_id, expires_at, challenge, prompt, choices, outcome, answer
-                 FROM skillhost_interactions WHERE id = $1",
-                &[&approval_id],
-            )
+            .query_opt(&format!("SELECT {COLUMNS} FROM skillhost_interactions WHERE id = $1"), &[&approval_id])
             .await
             .map_err(|e| self.pg.error(e))?;
         let Some(row) = row else {

@@ -1,0 +1,593 @@
+//! The person broker: every approval and question that waits on a person, in one place.
+//!
+//! The engine's gate (and `human__ask`, and a question an MCP server asks mid-call) opens an
+//! entry here ([`Broker::open`]) and waits on its [`Ticket`]; the adapters only present what
+//! opened (the approval-v1 stream's `approval_requested`, a chat message with buttons) and
+//! forward what a person does ([`Broker::decide`]). The rules live here, once:
+//!
+//! - **The entry exists before anyone can see it.** [`Broker::open`] returns once the entry
+//!   is recorded (in the shared database, with PostgreSQL) and its waiter registered; only
+//!   then does the caller show its id.
+//! - **Scope.** Every entry records its agent, the surface that asked (`api`, `slack:<bot>`,
+//!   `telegram:<bot>`, `mcp`), its conversation and who may decide there. A decision or a
+//!   read by someone who may not ([`Who::may`]) is answered exactly as an unknown id is, so
+//!   ids cannot be probed. The agent's operator (its API token: the console) may decide any
+//!   entry of its agent; such a decision on a chat entry is recorded as the console's.
+//! - **First decision wins**, on any replica: of concurrent decisions exactly one settles the
+//!   entry; repeating it succeeds again, a different one conflicts.
+//!
+//! Two backends, chosen once from `state.backend` ([`Broker::for_store`]): in this process
+//! alone ([`local`]; processes sharing one SQLite file do not share entries), or the shared
+//! PostgreSQL rows ([`crate::store::state::postgres::decisions`]), where a decision taken on
+//! another replica reaches the waiting one by `NOTIFY` (or, while its listening connection
+//! is lost, by polling). No adapter branches on the backend.
+
+mod local;
+pub mod present;
+
+use crate::store::StateStore;
+pub use crate::store::state::postgres::decisions::{Entry, Kind, Who};
+use crate::store::state::postgres::decisions::{Announced, Decided, Decisions};
+pub use crate::store::state::postgres::waiting::{Orphan, Waiting};
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::sync::{Arc, Weak};
+use std::time::{Duration, SystemTime};
+use tokio::sync::{broadcast, oneshot};
+
+/// How long a resolved entry stays readable through the status routes.
+pub const RETENTION: Duration = Duration::from_secs(3600);
+
+/// How an approval or question ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// The person approved.
+    Approved,
+    /// The person denied.
+    Denied,
+    /// The person answered.
+    Answered(String),
+    /// Nobody decided in time.
+    TimedOut,
+    /// The run ended (client disconnected, turn cut off) before a decision.
+    Cancelled,
+}
+
+impl Outcome {
+    /// The spec's outcome name, as stored.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Outcome::Approved => "approved",
+            Outcome::Denied => "denied",
+            Outcome::Answered(_) => "answered",
+            Outcome::TimedOut => "timed_out",
+            Outcome::Cancelled => "cancelled",
+        }
+    }
+
+    /// A person's decision (rather than the run or the clock ending the wait).
+    pub fn by_person(&self) -> bool {
+        matches!(self, Outcome::Approved | Outcome::Denied | Outcome::Answered(_))
+    }
+
+    /// The outcome a stored name (and answer) says.
+    pub fn from_stored(outcome: &str, answer: Option<&str>) -> Outcome {
+        match outcome {
+            "approved" => Outcome::Approved,
+            "denied" => Outcome::Denied,
+            "answered" => Outcome::Answered(answer.unwrap_or_default().to_owned()),
+            "timed_out" => Outcome::TimedOut,
+            _ => Outcome::Cancelled,
+        }
+    }
+
+    /// The outcome `entry` records; `None` while it waits.
+    pub fn of(entry: &Entry) -> Option<Outcome> {
+        entry.outcome.as_deref().map(|o| Outcome::from_stored(o, entry.answer.as_deref()))
+    }
+
+    /// The answer, for a question answered.
+    pub fn answer(&self) -> Option<&str> {
+        match self {
+            Outcome::Answered(a) => Some(a),
+            _ => None,
+        }
+    }
+}
+
+/// What a person does with an entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// Approve, repeating the challenge of a `confirm`-level call when it has one.
+    Approve(Option<String>),
+    /// Deny.
+    Deny,
+    /// Answer a question.
+    Answer(String),
+}
+
+impl Decision {
+    fn outcome(&self) -> Outcome {
+        match self {
+            Decision::Approve(_) => Outcome::Approved,
+            Decision::Deny => Outcome::Denied,
+            Decision::Answer(a) => Outcome::Answered(a.clone()),
+        }
+    }
+
+    fn kind(&self) -> Kind {
+        match self {
+            Decision::Answer(_) => Kind::Question,
+            _ => Kind::Approval,
+        }
+    }
+
+    fn confirmation(&self) -> Option<&str> {
+        match self {
+            Decision::Approve(typed) => typed.as_deref().map(str::trim),
+            _ => None,
+        }
+    }
+}
+
+/// Why a decision was not taken.
+#[derive(Debug, thiserror::Error)]
+pub enum DecideError {
+    /// Unknown, expired, cancelled, or not the decider's to take (410).
+    #[error("this request is no longer waiting")]
+    Gone,
+    /// Already decided differently by a person (409).
+    #[error("this request was already resolved as {}", .0.outcome.as_deref().unwrap_or("pending"))]
+    Conflict(Box<Entry>),
+    /// A `confirm`-level approval without its challenge repeated; the entry stays pending.
+    #[error("the confirmation does not repeat the challenge")]
+    Unconfirmed,
+    /// The shared database cannot be reached (worth a retry).
+    #[error("the state database is unavailable: {0}")]
+    Unavailable(String),
+}
+
+/// Why an entry could not be opened or read.
+#[derive(Debug, thiserror::Error)]
+pub enum BrokerError {
+    /// The shared database refused or could not be reached.
+    #[error("the state database cannot record it ({0})")]
+    Store(#[from] crate::store::StateError),
+    /// No id could be made.
+    #[error("no id: the OS random source failed ({0})")]
+    Random(String),
+}
+
+/// Who asks, for an entry: its agent, surface, conversation and run, and who may decide.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Scope {
+    /// The agent (the outermost turn's, for a nested one).
+    pub agent: String,
+    /// The surface: `api`, `slack:<bot>`, `telegram:<bot>`, `mcp`.
+    pub surface: String,
+    /// The conversation (an API channel; a chat conversation of one bot).
+    pub conversation: String,
+    /// The run waiting on it.
+    pub run_id: String,
+    /// Who may decide on the surface (its `approvers`); empty: anyone it lets in.
+    pub deciders: Vec<String>,
+}
+
+/// Where a decision or answer is announced at once, in the process where its turn waits,
+/// from whichever route or replica took it (the API's stream, a chat message to update),
+/// ahead of the turn, which may wait for a busy runtime to resume.
+pub trait Watch: Send + Sync {
+    /// `entry` was decided by `by` (a user of its surface, `api`, or `console`).
+    fn decided(&self, entry: &Entry, by: &str);
+}
+
+/// An entry to open.
+pub struct Opening {
+    /// Approval or question.
+    pub kind: Kind,
+    /// Who asks.
+    pub scope: Scope,
+    /// When the wait ends.
+    pub expires_at: SystemTime,
+    /// The text a `confirm`-level approval must repeat.
+    pub challenge: Option<String>,
+    /// A question's text.
+    pub prompt: Option<String>,
+    /// A question's suggested answers.
+    pub choices: Vec<String>,
+    /// What every view shows (JSON object).
+    pub presentation: serde_json::Value,
+    /// The turn written down with it, so that another replica can resume it; kept only
+    /// where entries outlive the process ([`Broker::durable`]).
+    pub resumable: Option<Waiting>,
+    /// Told at once of a person's decision.
+    pub watch: Option<Weak<dyn Watch>>,
+}
+
+/// A waiter of this process.
+struct Waiter {
+    tx: oneshot::Sender<Outcome>,
+    watch: Option<Weak<dyn Watch>>,
+}
+
+/// Where the entries are kept.
+enum Backend {
+    /// In this process.
+    Local(local::Ledger),
+    /// In the shared database.
+    Shared(Arc<Decisions>),
+}
+
+/// The person broker of one process and state store.
+pub struct Broker {
+    backend: Backend,
+    /// The entries this process waits on, by id.
+    waiters: Mutex<HashMap<String, Waiter>>,
+    /// Every change to an entry seen here (opened, decided, ended), for live views.
+    changes: broadcast::Sender<String>,
+}
+
+impl std::fmt::Debug for Broker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let backend = match &self.backend {
+            Backend::Local(_) => "in-process",
+            Backend::Shared(_) => "postgres",
+        };
+        f.debug_struct("Broker").field("backend", &backend).finish_non_exhaustive()
+    }
+}
+
+impl Broker {
+    /// A broker whose entries live in this process alone.
+    pub fn in_process() -> Arc<Broker> {
+        Arc::new(Broker::with(Backend::Local(local::Ledger::default())))
+    }
+
+    fn with(backend: Backend) -> Broker {
+        Broker { backend, waiters: Mutex::default(), changes: broadcast::channel(256).0 }
+    }
+
+    /// The broker `state` calls for: shared by the replicas when it is PostgreSQL (with a
+    /// task that hands this process the decisions taken elsewhere), else in-process.
+    pub fn for_store(state: &StateStore) -> Arc<Broker> {
+        let Some(pg) = state.postgres() else { return Broker::in_process() };
+        let decisions = Decisions::of(&pg);
+        let decided = decisions.subscribe();
+        let broker = Arc::new(Broker::with(Backend::Shared(decisions)));
+        tokio::spawn(deliver(Arc::downgrade(&broker), decided));
+        broker
+    }
+
+    /// Whether entries (and turns written down with them) outlive this process.
+    pub fn durable(&self) -> bool {
+        matches!(self.backend, Backend::Shared(_))
+    }
+
+    /// Changes to entries seen by this process (the id of each), for live views.
+    pub fn changes(&self) -> broadcast::Receiver<String> {
+        self.changes.subscribe()
+    }
+
+    /// Opens an entry: once this returns, it is recorded and its waiter registered, and its
+    /// id may be shown.
+    pub async fn open(self: &Arc<Self>, opening: Opening) -> Result<Ticket, BrokerError> {
+        let id = crate::store::random_id().map_err(|e| BrokerError::Random(e.to_string()))?;
+        let Opening { kind, scope, expires_at, challenge, prompt, choices, mut presentation, resumable, watch } = opening;
+        if let Some(fields) = presentation.as_object_mut() {
+            let key = if kind == Kind::Question { "question_id" } else { "approval_id" };
+            fields.insert(key.into(), id.clone().into());
+        }
+        let entry = Entry {
+            id: id.clone(),
+            kind,
+            run_id: scope.run_id,
+            channel_id: scope.conversation,
+            expires_at,
+            challenge,
+            prompt,
+            choices,
+            outcome: None,
+            answer: None,
+            agent: scope.agent,
+            surface: scope.surface,
+            deciders: scope.deciders,
+            presentation: Some(presentation.to_string()),
+            decided_by: None,
+        };
+        let (tx, rx) = oneshot::channel();
+        self.waiters.lock().insert(id.clone(), Waiter { tx, watch });
+        let recorded = match &self.backend {
+            Backend::Local(ledger) => {
+                ledger.open(entry.clone());
+                Ok(())
+            }
+            Backend::Shared(shared) => match &resumable {
+                Some(waiting) => shared.wait_durably(&entry, waiting).await,
+                None => shared.open(&entry).await,
+            },
+        };
+        if let Err(e) = recorded {
+            self.waiters.lock().remove(&id);
+            return Err(e.into());
+        }
+        let _ = self.changes.send(id.clone());
+        Ok(Ticket { broker: self.clone(), entry, rx: Some(rx), resumable: resumable.is_some() && self.durable() })
+    }
+
+    /// Entry `id` as `who` may see it: `None` when unknown or not theirs.
+    pub async fn get(&self, id: &str, kind: Kind, who: Who<'_>) -> Result<Option<Entry>, BrokerError> {
+        let entry = match &self.backend {
+            Backend::Local(ledger) => ledger.get(id),
+            Backend::Shared(shared) => shared.get(kind, id).await?,
+        };
+        Ok(entry.filter(|e| e.kind == kind && who.may(e)))
+    }
+
+    /// The entries of `kind` waiting for a person that `who` may decide (with PostgreSQL, on
+    /// every replica), oldest first.
+    pub async fn waiting(&self, kind: Kind, who: Who<'_>) -> Result<Vec<Entry>, BrokerError> {
+        let entries = match &self.backend {
+            Backend::Local(ledger) => ledger.waiting(who.agent, kind),
+            Backend::Shared(shared) => shared.waiting(who.agent, kind).await?,
+        };
+        Ok(entries.into_iter().filter(|e| who.may(e)).collect())
+    }
+
+    /// `who`'s decision on entry `id`: the entry as decided. The turn waiting on it (here,
+    /// or on the replica that holds it) is woken and its watch told.
+    pub async fn decide(&self, id: &str, who: Who<'_>, decision: Decision) -> Result<Entry, DecideError> {
+        let outcome = decision.outcome();
+        let decided = match &self.backend {
+            Backend::Local(ledger) => ledger.decide(id, who, &decision),
+            Backend::Shared(shared) => {
+                let (kind, typed) = (decision.kind(), decision.confirmation());
+                let decided = shared.decide(kind, id, outcome.name(), outcome.answer(), typed, who).await;
+                decided.map_err(|e| DecideError::Unavailable(e.to_string()))?
+            }
+        };
+        match decided {
+            Decided::Won(entry) => {
+                self.deliver_here(&entry, &outcome, entry.decided_by.as_deref().unwrap_or_default());
+                let _ = self.changes.send(id.to_owned());
+                Ok(entry)
+            }
+            Decided::Same(entry) => Ok(entry),
+            Decided::Conflict(entry) => Err(DecideError::Conflict(Box::new(entry))),
+            Decided::Gone => Err(DecideError::Gone),
+            Decided::Unconfirmed => Err(DecideError::Unconfirmed),
+        }
+    }
+
+    /// Hands `outcome` to the waiter of `entry` in this process, if there is one, and tells
+    /// its watch who decided; `false` when nothing here waited on it.
+    fn deliver_here(&self, entry: &Entry, outcome: &Outcome, by: &str) -> bool {
+        let Some(waiter) = self.waiters.lock().remove(&entry.id) else { return false };
+        let _ = waiter.tx.send(outcome.clone());
+        if outcome.by_person()
+            && let Some(watch) = waiter.watch.and_then(|w| w.upgrade())
+        {
+            watch.decided(entry, by);
+        }
+        true
+    }
+
+    /// Records how the turn ended the wait on `id` (the engine's word is final): locally at
+    /// once, in the database in the background (an entry left pending is settled by its
+    /// expiry).
+    pub fn settle(&self, id: &str, outcome: &Outcome) {
+        self.waiters.lock().remove(id);
+        let _ = self.changes.send(id.to_owned());
+        match &self.backend {
+            Backend::Local(ledger) => ledger.settle(id, outcome.clone()),
+            Backend::Shared(shared) => {
+                let (shared, id, outcome) = (shared.clone(), id.to_owned(), outcome.clone());
+                tokio::spawn(async move {
+                    if let Err(e) = shared.settle(&id, outcome.name(), outcome.answer()).await {
+                        tracing::warn!(id, "cannot record the outcome in the database: {e}");
+                    }
+                });
+            }
+        }
+    }
+
+    /// Cancels whatever `run_id` still waits on.
+    pub fn cancel_run(&self, run_id: &str) {
+        match &self.backend {
+            Backend::Local(ledger) => ledger.cancel_run(run_id),
+            Backend::Shared(shared) => {
+                let (shared, run_id) = (shared.clone(), run_id.to_owned());
+                tokio::spawn(async move {
+                    if let Err(e) = shared.cancel_run(&run_id).await {
+                        tracing::warn!(run_id, "cannot cancel the run's approvals and questions: {e}");
+                    }
+                });
+            }
+        }
+    }
+
+    /// Takes the decisions the database announced for this replica's waiters.
+    async fn take(&self, announced: Vec<Announced>) {
+        let Backend::Shared(shared) = &self.backend else { return };
+        for Announced { id, by, outcome } in announced {
+            if !self.waiters.lock().contains_key(&id) {
+                continue;
+            }
+            // Read the entry: the notification does not carry its scope and presentation.
+            let entry = match shared.get(Kind::Approval, &id).await {
+                Ok(Some(entry)) => Some(entry),
+                Ok(None) => shared.get(Kind::Question, &id).await.ok().flatten(),
+                Err(e) => {
+                    tracing::warn!(id, "cannot read a decision: {e}");
+                    continue;
+                }
+            };
+            let Some(entry) = entry else { continue };
+            let Some(stored) = outcome.map(|(o, a)| Outcome::from_stored(&o, a.as_deref())).or(Outcome::of(&entry))
+            else {
+                continue;
+            };
+            let by = by.or_else(|| entry.decided_by.clone()).unwrap_or_default();
+            self.deliver_here(&entry, &stored, &by);
+            let _ = self.changes.send(id);
+        }
+    }
+
+    /// The ids this process waits on that the database says are decided.
+    async fn decided_here(&self) -> Vec<String> {
+        let Backend::Shared(shared) = &self.backend else { return Vec::new() };
+        let pending: Vec<String> = self.waiters.lock().keys().cloned().collect();
+        shared.decided_among(&pending).await.unwrap_or_else(|e| {
+            tracing::debug!("cannot look for decisions: {e}");
+            Vec::new()
+        })
+    }
+}
+
+/// The durable side: chat turns written down with the entry they wait on, resumed by any
+/// replica serving the same bot. In-process, nothing is written down: these find nothing and
+/// every lease is this process's.
+impl Broker {
+    /// Notes message `prompt` as the one asking `run_id`'s entry, so that whoever resumes the
+    /// turn can settle it.
+    pub async fn prompted(&self, run_id: &str, prompt: &str) {
+        if let Backend::Shared(shared) = &self.backend
+            && let Err(e) = shared.prompted(run_id, prompt).await
+        {
+            tracing::debug!(run_id, "cannot note the prompt's message: {e}");
+        }
+    }
+
+    /// Takes `run_id`'s lease once its entry `id` is decided: `false` when another replica
+    /// took the turn over meanwhile (then it stops here).
+    pub async fn lease(&self, run_id: &str, id: &str) -> bool {
+        let Backend::Shared(shared) = &self.backend else { return true };
+        shared.lease(run_id, id).await.unwrap_or_else(|e| {
+            // Nobody else can take it while this replica beats: go on.
+            tracing::warn!(run_id, "cannot confirm the turn's lease: {e}");
+            true
+        })
+    }
+
+    /// Forgets `run_id`'s written-down turn once it ended here.
+    pub async fn finish(&self, run_id: &str) {
+        if let Backend::Shared(shared) = &self.backend
+            && let Err(e) = shared.finish(run_id).await
+        {
+            tracing::warn!(run_id, "cannot forget the turn's checkpoint: {e}");
+        }
+    }
+
+    /// One turn of bot `scope` left waiting by a replica that is gone, decided (or
+    /// expired), now held here to resume.
+    pub async fn take_orphan(&self, scope: &str) -> Option<Orphan> {
+        let Backend::Shared(shared) = &self.backend else { return None };
+        shared.take_orphan(scope).await.unwrap_or_else(|e| {
+            tracing::debug!("cannot look for turns left waiting: {e}");
+            None
+        })
+    }
+
+    /// The approval pending in `conversation` of bot `scope` whose prompt is message
+    /// `prompt` (asked by another replica: a reply to it decides it).
+    pub async fn approval_prompted(&self, scope: &str, conversation: &str, prompt: &str) -> Option<String> {
+        let Backend::Shared(shared) = &self.backend else { return None };
+        shared.approval_prompted(scope, conversation, prompt).await.unwrap_or_else(|e| {
+            tracing::debug!("cannot look for the approval a reply answers: {e}");
+            None
+        })
+    }
+
+    /// The newest question waiting in `conversation` (of `who`'s surface), asked anywhere.
+    pub async fn question_in(&self, conversation: &str, who: Who<'_>) -> Option<String> {
+        let found = match &self.backend {
+            Backend::Local(ledger) => ledger.question_in(conversation),
+            Backend::Shared(shared) => shared.pending_question(conversation).await.unwrap_or_else(|e| {
+                tracing::debug!("cannot look for a pending question: {e}");
+                None
+            }),
+        }?;
+        let entry = self.get(&found, Kind::Question, who).await.ok()??;
+        entry.outcome.is_none().then_some(found)
+    }
+}
+
+/// The wait on one entry. Dropped before it ends (the turn was cut off), the entry is
+/// cancelled.
+pub struct Ticket {
+    broker: Arc<Broker>,
+    entry: Entry,
+    rx: Option<oneshot::Receiver<Outcome>>,
+    resumable: bool,
+}
+
+impl Ticket {
+    /// The entry as opened.
+    pub fn entry(&self) -> &Entry {
+        &self.entry
+    }
+
+    /// Its id.
+    pub fn id(&self) -> &str {
+        &self.entry.id
+    }
+
+    /// Whether the turn was written down with it (another replica may resume it).
+    pub fn resumable(&self) -> bool {
+        self.resumable
+    }
+
+    /// Waits for the outcome until the entry expires; the outcome is recorded as final.
+    pub async fn wait(mut self) -> Outcome {
+        let left = self.entry.expires_at.duration_since(SystemTime::now()).unwrap_or_default();
+        let outcome = match self.rx.take() {
+            Some(rx) => match tokio::time::timeout(left, rx).await {
+                Ok(Ok(outcome)) => outcome,
+                Ok(Err(_)) => Outcome::Cancelled,
+                Err(_) => Outcome::TimedOut,
+            },
+            None => Outcome::Cancelled,
+        };
+        if !outcome.by_person() {
+            self.broker.settle(&self.entry.id, &outcome);
+        }
+        outcome
+    }
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        if self.rx.is_some() {
+            self.broker.settle(&self.entry.id, &Outcome::Cancelled);
+        }
+    }
+}
+
+/// How often pending entries are looked up while notifications flow (a safety net; a lost
+/// listening connection makes the listener ask for a look every second).
+const POLL: Duration = Duration::from_secs(5);
+
+/// Takes the decisions the database announces for this replica, and looks at every entry
+/// waited on here now and then, while `broker` lives.
+async fn deliver(broker: Weak<Broker>, mut decided: broadcast::Receiver<Announced>) {
+    let mut poll = tokio::time::interval(POLL);
+    poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        let one = tokio::select! {
+            announced = decided.recv() => match announced {
+                Ok(announced) if !announced.id.is_empty() => Some(announced),
+                Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => None,
+                Err(broadcast::error::RecvError::Closed) => return,
+            },
+            _ = poll.tick() => None,
+        };
+        let Some(broker) = broker.upgrade() else { return };
+        let announced = match one {
+            Some(announced) => vec![announced],
+            None => {
+                let ids = broker.decided_here().await;
+                ids.into_iter().map(|id| Announced { id, by: None, outcome: None }).collect()
+            }
+        };
+        broker.take(announced).await;
+    }
+}

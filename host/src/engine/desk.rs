@@ -1,0 +1,154 @@
+//! Asking a person through the [`crate::broker`]: the one path every interactive adapter's
+//! approvals and questions take. The entry is opened (recorded, its waiter registered)
+//! before anything shows its id; then the turn's events announce it, the counterpart
+//! presents it, and the wait ends with the person's decision, the expiry or the turn's end.
+
+use super::counterpart::{ApprovalOutcome, Counterpart};
+use super::events::{EngineEvent, EventSink};
+use crate::broker::{Broker, Entry, Kind, Opening, Outcome, Scope, Ticket, Waiting, Watch};
+use crate::tools::{CONFIRMATION_CHALLENGE, Level};
+use serde_json::Value;
+use std::sync::{Arc, Weak};
+use std::time::{Duration, SystemTime};
+
+/// Where one turn's approvals and questions are opened: the broker, who asks, and how the
+/// turn can be resumed elsewhere.
+#[derive(Clone)]
+pub struct Desk {
+    /// The process's broker.
+    pub broker: Arc<Broker>,
+    /// The agent, surface, conversation and run, and who may decide.
+    pub scope: Scope,
+    /// Told at once of a person's decision (the API's stream, a chat message).
+    pub watch: Option<Weak<dyn Watch>>,
+    /// For a turn that can be written down: the replicas that may resume it (its bot) and
+    /// where its messages go (JSON).
+    pub resumable: Option<(String, String)>,
+}
+
+impl Desk {
+    /// Whether a turn waiting here is written down, so that another replica can resume it.
+    pub fn durable(&self) -> bool {
+        self.resumable.is_some() && self.broker.durable()
+    }
+
+    fn opening(&self, kind: Kind, expires_at: SystemTime, presentation: Value, checkpoint: Option<String>) -> Opening {
+        let resumable = match (&self.resumable, checkpoint) {
+            (Some((scope, place)), Some(checkpoint)) => Some(Waiting {
+                run_id: self.scope.run_id.clone(),
+                scope: scope.clone(),
+                place: place.clone(),
+                checkpoint,
+            }),
+            _ => None,
+        };
+        Opening {
+            kind,
+            scope: self.scope.clone(),
+            expires_at,
+            challenge: None,
+            prompt: None,
+            choices: Vec::new(),
+            presentation,
+            resumable,
+            watch: self.watch.clone(),
+        }
+    }
+}
+
+/// A gated call to put to a person.
+pub struct Asked<'a> {
+    /// The model's call id.
+    pub tool_call_id: &'a str,
+    /// The prefixed tool name.
+    pub tool_name: &'a str,
+    /// The call's arguments.
+    pub input: &'a Value,
+    /// `approve` or `confirm`.
+    pub level: Level,
+    /// When the wait ends.
+    pub expires_at: SystemTime,
+    /// What every surface shows (from [`crate::broker::present::Approval`]).
+    pub presentation: Value,
+    /// The turn as it can be resumed elsewhere, when it can.
+    pub checkpoint: Option<String>,
+}
+
+/// Opens the approval of `asked` at `desk`, announces and presents it, and waits for the
+/// outcome.
+pub async fn approval(desk: &Desk, counterpart: &dyn Counterpart, events: &dyn EventSink, asked: Asked<'_>) -> ApprovalOutcome {
+    let mut opening = desk.opening(Kind::Approval, asked.expires_at, asked.presentation, asked.checkpoint);
+    opening.challenge = (asked.level == Level::Confirm).then(|| CONFIRMATION_CHALLENGE.to_owned());
+    let ticket = match desk.broker.open(opening).await {
+        Ok(ticket) => ticket,
+        Err(e) => {
+            tracing::error!(tool = asked.tool_name, "the approval cannot be opened: {e}");
+            return ApprovalOutcome::Unavailable(e.to_string());
+        }
+    };
+    events.emit(EngineEvent::ApprovalRequested {
+        approval_id: ticket.id().to_owned(),
+        tool_call_id: asked.tool_call_id.to_owned(),
+        tool_name: asked.tool_name.to_owned(),
+        input: asked.input.clone(),
+        level: asked.level,
+        expires_at: asked.expires_at,
+    });
+    match wait(counterpart, ticket).await {
+        Ok(Outcome::Approved) => ApprovalOutcome::Approved,
+        Ok(Outcome::Denied) => ApprovalOutcome::Denied(None),
+        Ok(Outcome::TimedOut) => ApprovalOutcome::TimedOut,
+        Ok(_) => ApprovalOutcome::Cancelled,
+        Err(why) => ApprovalOutcome::Unavailable(why),
+    }
+}
+
+/// A question to put to a person.
+pub struct Question<'a> {
+    /// The question.
+    pub prompt: &'a str,
+    /// Suggested answers.
+    pub choices: &'a [String],
+    /// The JSON schema of the answer, if it has one.
+    pub schema: Option<&'a Value>,
+    /// How long the person has.
+    pub timeout: Duration,
+    /// The turn as it can be resumed elsewhere, when it can.
+    pub checkpoint: Option<String>,
+}
+
+/// Opens `question` at `desk`, presents it, and waits for the answer (or how the wait ended).
+pub async fn question(desk: &Desk, counterpart: &dyn Counterpart, question: Question<'_>) -> Outcome {
+    let expires_at = SystemTime::now() + question.timeout;
+    // The id is the broker's: the presentation gets it when opened.
+    let presentation =
+        crate::broker::present::question("", question.prompt, question.choices, question.schema, expires_at);
+    let mut opening = desk.opening(Kind::Question, expires_at, presentation, question.checkpoint);
+    opening.prompt = Some(question.prompt.to_owned());
+    opening.choices = question.choices.to_vec();
+    let ticket = match desk.broker.open(opening).await {
+        Ok(ticket) => ticket,
+        Err(e) => {
+            tracing::warn!("a question cannot be opened: {e}");
+            return Outcome::Cancelled;
+        }
+    };
+    wait(counterpart, ticket).await.unwrap_or(Outcome::Cancelled)
+}
+
+/// Presents `ticket`'s entry and waits for its outcome; the counterpart is told how it
+/// ended (`Err`: it could not be shown).
+async fn wait(counterpart: &dyn Counterpart, ticket: Ticket) -> Result<Outcome, String> {
+    let entry: Entry = ticket.entry().clone();
+    let resumable = ticket.resumable();
+    if let Err(why) = counterpart.present(&entry, resumable).await {
+        drop(ticket);
+        counterpart.ended(&entry, &Outcome::Cancelled).await;
+        return Err(why);
+    }
+    let outcome = ticket.wait().await;
+    if !counterpart.ended(&entry, &outcome).await {
+        return Ok(Outcome::Cancelled);
+    }
+    Ok(outcome)
+}
