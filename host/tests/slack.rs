@@ -369,7 +369,8 @@ async fn slack_telegram_and_the_api_serve_two_agents_each_approval_on_its_own_pl
     // Slack (agent ops): asked and decided in Slack.
     slack.mention("C1", "U1", "please work");
     let (slack_prompt, slack_id) = prompt(&slack, "C1", "approve").await;
-    // The agent's console sees the Slack run waiting, to be decided in Slack.
+    // The agent's console sees the Slack run waiting, and may decide it (by design: the
+    // agent's token is the operator's credential).
     let read = |path: &str| {
         let url = format!("http://127.0.0.1:{port}{path}");
         async move {
@@ -379,7 +380,7 @@ async fn slack_telegram_and_the_api_serve_two_agents_each_approval_on_its_own_pl
     let waiting = read("/api/approvals").await;
     let approval = &waiting["approvals"][0];
     assert_eq!(approval["tool_name"], "hooks_loop__work", "{waiting:#}");
-    assert_eq!((approval["adapter"].as_str(), approval["decidable"].as_bool()), (Some("slack"), Some(false)));
+    assert_eq!((approval["adapter"].as_str(), approval["decidable"].as_bool()), (Some("slack"), Some(true)));
     // The same id pressed in Telegram is not Telegram's to decide.
     let (_, query) = {
         let started = std::time::Instant::now();

@@ -87,6 +87,12 @@ impl Runs {
         self.changed.send_modify(|v| *v += 1);
     }
 
+    /// Tells the watchers something they list changed elsewhere (an approval opened or
+    /// decided on another replica).
+    pub fn touch(&self) {
+        self.bump();
+    }
+
     /// Starts recording a run; the returned handle marks it cancelled when dropped before a
     /// terminal event.
     pub fn start(self: &Arc<Self>, origin: Origin) -> Recording {

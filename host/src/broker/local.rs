@@ -125,7 +125,10 @@ impl Ledger {
     pub(super) fn question_in(&self, conversation: &str) -> Option<String> {
         let inner = self.inner.lock();
         let waiting = inner.entries.values().filter(|(e, done)| {
-            done.is_none() && e.kind == Kind::Question && e.channel_id == conversation && e.expires_at > SystemTime::now()
+            done.is_none()
+                && e.kind == Kind::Question
+                && e.channel_id == conversation
+                && e.expires_at > SystemTime::now()
         });
         waiting.max_by_key(|(e, _)| e.expires_at).map(|(e, _)| e.id.clone())
     }

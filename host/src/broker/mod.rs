@@ -26,8 +26,8 @@ mod local;
 pub mod present;
 
 use crate::store::StateStore;
-pub use crate::store::state::postgres::decisions::{Entry, Kind, Who};
 use crate::store::state::postgres::decisions::{Announced, Decided, Decisions};
+pub use crate::store::state::postgres::decisions::{Entry, Kind, Who};
 pub use crate::store::state::postgres::waiting::{Orphan, Waiting};
 use parking_lot::Mutex;
 use std::collections::HashMap;
@@ -253,8 +253,16 @@ impl Broker {
         let Some(pg) = state.postgres() else { return Broker::in_process() };
         let decisions = Decisions::of(&pg);
         let decided = decisions.subscribe();
+        let mut changes = decisions.changes();
         let broker = Arc::new(Broker::with(Backend::Shared(decisions)));
         tokio::spawn(deliver(Arc::downgrade(&broker), decided));
+        // What changes on other replicas reaches this one's live views.
+        let watchers = broker.changes.clone();
+        tokio::spawn(async move {
+            while let Ok(()) | Err(broadcast::error::RecvError::Lagged(_)) = changes.recv().await {
+                let _ = watchers.send(String::new());
+            }
+        });
         broker
     }
 
@@ -271,8 +279,24 @@ impl Broker {
     /// Opens an entry: once this returns, it is recorded and its waiter registered, and its
     /// id may be shown.
     pub async fn open(self: &Arc<Self>, opening: Opening) -> Result<Ticket, BrokerError> {
+        let (tx, rx) = oneshot::channel();
+        let watch = opening.watch.clone();
+        let resumable = opening.resumable.is_some() && self.durable();
+        let entry = self.record(opening, Some(Waiter { tx, watch })).await?;
+        Ok(Ticket { broker: self.clone(), entry, rx: Some(rx), resumable })
+    }
+
+    /// Records an entry that nobody in this process waits on: its answer comes back with a
+    /// request to any replica (an MCP approval at 2026-07-28), which decides it.
+    pub async fn post(&self, opening: Opening) -> Result<Entry, BrokerError> {
+        self.record(opening, None).await
+    }
+
+    async fn record(&self, opening: Opening, waiter: Option<Waiter>) -> Result<Entry, BrokerError> {
         let id = crate::store::random_id().map_err(|e| BrokerError::Random(e.to_string()))?;
-        let Opening { kind, scope, expires_at, challenge, prompt, choices, mut presentation, resumable, watch } = opening;
+        let unowned = waiter.is_none();
+        let Opening { kind, scope, expires_at, challenge, prompt, choices, mut presentation, resumable, watch } =
+            opening;
         if let Some(fields) = presentation.as_object_mut() {
             let key = if kind == Kind::Question { "question_id" } else { "approval_id" };
             fields.insert(key.into(), id.clone().into());
@@ -294,8 +318,10 @@ impl Broker {
             presentation: Some(presentation.to_string()),
             decided_by: None,
         };
-        let (tx, rx) = oneshot::channel();
-        self.waiters.lock().insert(id.clone(), Waiter { tx, watch });
+        let _ = watch;
+        if let Some(waiter) = waiter {
+            self.waiters.lock().insert(id.clone(), waiter);
+        }
         let recorded = match &self.backend {
             Backend::Local(ledger) => {
                 ledger.open(entry.clone());
@@ -303,6 +329,7 @@ impl Broker {
             }
             Backend::Shared(shared) => match &resumable {
                 Some(waiting) => shared.wait_durably(&entry, waiting).await,
+                None if unowned => shared.open_unowned(&entry).await,
                 None => shared.open(&entry).await,
             },
         };
@@ -311,7 +338,7 @@ impl Broker {
             return Err(e.into());
         }
         let _ = self.changes.send(id.clone());
-        Ok(Ticket { broker: self.clone(), entry, rx: Some(rx), resumable: resumable.is_some() && self.durable() })
+        Ok(entry)
     }
 
     /// Entry `id` as `who` may see it: `None` when unknown or not theirs.
@@ -320,7 +347,7 @@ impl Broker {
             Backend::Local(ledger) => ledger.get(id),
             Backend::Shared(shared) => shared.get(kind, id).await?,
         };
-        Ok(entry.filter(|e| e.kind == kind && who.may(e)))
+        Ok(entry.filter(|e| e.kind == kind && who.sees(e)))
     }
 
     /// The entries of `kind` waiting for a person that `who` may decide (with PostgreSQL, on
@@ -330,7 +357,7 @@ impl Broker {
             Backend::Local(ledger) => ledger.waiting(who.agent, kind),
             Backend::Shared(shared) => shared.waiting(who.agent, kind).await?,
         };
-        Ok(entries.into_iter().filter(|e| who.may(e)).collect())
+        Ok(entries.into_iter().filter(|e| who.sees(e)).collect())
     }
 
     /// `who`'s decision on entry `id`: the entry as decided. The turn waiting on it (here,

@@ -135,7 +135,13 @@ impl Approval<'_> {
 }
 
 /// A question as every surface presents it (the fields of `question_requested`).
-pub fn question(question_id: &str, prompt: &str, choices: &[String], schema: Option<&Value>, expires_at: SystemTime) -> Value {
+pub fn question(
+    question_id: &str,
+    prompt: &str,
+    choices: &[String],
+    schema: Option<&Value>,
+    expires_at: SystemTime,
+) -> Value {
     let mut fields = json!({ "question_id": question_id, "prompt": prompt, "choices": choices, "expires_at": unix_seconds(expires_at) });
     if let Some(schema) = schema {
         fields["schema"] = schema.clone();

@@ -76,7 +76,12 @@ pub struct Asked<'a> {
 
 /// Opens the approval of `asked` at `desk`, announces and presents it, and waits for the
 /// outcome.
-pub async fn approval(desk: &Desk, counterpart: &dyn Counterpart, events: &dyn EventSink, asked: Asked<'_>) -> ApprovalOutcome {
+pub async fn approval(
+    desk: &Desk,
+    counterpart: &dyn Counterpart,
+    events: &dyn EventSink,
+    asked: Asked<'_>,
+) -> ApprovalOutcome {
     let mut opening = desk.opening(Kind::Approval, asked.expires_at, asked.presentation, asked.checkpoint);
     opening.challenge = (asked.level == Level::Confirm).then(|| CONFIRMATION_CHALLENGE.to_owned());
     let ticket = match desk.broker.open(opening).await {

@@ -52,10 +52,9 @@ fn question_json(e: &Entry) -> Value {
 fn refused(e: DecideError, what: &str) -> ApiError {
     match e {
         DecideError::Gone => ApiError::gone(what),
-        DecideError::Conflict(entry) => ApiError::new(
-            StatusCode::CONFLICT,
-            format!("this {what} was already resolved as {}", outcome(&entry)),
-        ),
+        DecideError::Conflict(entry) => {
+            ApiError::new(StatusCode::CONFLICT, format!("this {what} was already resolved as {}", outcome(&entry)))
+        }
         DecideError::Unconfirmed => ApiError::bad_request(UNCONFIRMED),
         DecideError::Unavailable(why) => unavailable(why),
     }

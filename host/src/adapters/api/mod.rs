@@ -24,9 +24,9 @@ pub mod stream;
 pub mod trigger;
 
 use crate::adapters::auth::{self, Token};
-use crate::broker::Broker;
 use crate::adapters::present::Descriptions;
 use crate::adapters::runs::Runs;
+use crate::broker::Broker;
 use crate::config::Ui;
 use crate::engine::Engine;
 use axum::Router;
@@ -166,6 +166,14 @@ impl Api {
         let token = config.auth_token.as_deref().and_then(Token::new);
         let descriptions = Arc::new(Descriptions::live(engine.clone()));
         let broker = engine.broker();
+        // `/api/activity` announces what changes at the broker, on any replica.
+        let (mut changes, watchers) = (broker.changes(), Arc::downgrade(&runs));
+        tokio::spawn(async move {
+            while let Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) = changes.recv().await {
+                let Some(runs) = watchers.upgrade() else { return };
+                runs.touch();
+            }
+        });
         Arc::new(Api { engine, token, config, broker, descriptions, turns, runs, mcp })
     }
 

@@ -3,10 +3,10 @@
 //! the skills with their tools, levels, grants and limits, and the MCP servers' status.
 //! Nothing here shows more of a call than approval-v1 does (the redacted, capped input).
 
-use crate::broker::{Entry, Kind};
 use super::Api;
 use super::error::{ApiError, ApiResult};
 use crate::adapters::runs::Run;
+use crate::broker::{Entry, Kind};
 use crate::skills::{Skill, ToolSpec};
 use axum::Json;
 use axum::body::{Body, Bytes};
@@ -120,7 +120,8 @@ fn listed(entry: &Entry) -> Value {
     shown["run_id"] = entry.run_id.clone().into();
     shown["channel_id"] = entry.channel_id.clone().into();
     shown["adapter"] = adapter.into();
-    shown["decidable"] = true.into();
+    // An MCP approval is answered only by its client's retry.
+    shown["decidable"] = (entry.surface != "mcp").into();
     shown
 }
 

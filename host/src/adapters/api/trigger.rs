@@ -1,6 +1,5 @@
 //! `POST /api/trigger`: the body, the query (`wait`, `stream`) and the four modes.
 
-use crate::broker::Scope;
 use super::Api;
 use super::driver::{self, Feed, OnDrop, Spawned, TurnFuture};
 use super::error::{ApiError, ApiResult};
@@ -8,6 +7,7 @@ use super::run::ApiRun;
 use super::stream::Translator;
 use crate::adapters::present;
 use crate::adapters::runs::{Origin, Recorder};
+use crate::broker::Scope;
 use crate::engine::gate::new_id;
 use crate::engine::{EngineError, EngineEvent, EventSink, NoEvents, NonInteractive, TurnRequest, TurnResult};
 use crate::store::StateError;

@@ -5,25 +5,27 @@
 //! - From 2026-07-28 a server may not send requests to the client: the call is answered with
 //!   an `input_required` result carrying the question and an opaque `requestState`; the
 //!   client asks its user and retries the call with the answer (multi round-trip requests,
-//!   SEP-2322). [`Pending`] keeps what each `requestState` asked about, so an answer approves
-//!   only the call it was asked for, once, within the approval timeout.
+//!   SEP-2322). The approval is an entry of the person broker and the `requestState` a
+//!   signed reference to it ([`super::request_state`]), so the retry may reach any replica;
+//!   an answer approves only the call it was asked for, once, within the approval timeout.
+//!   Up to 2025-11-25 the question is bound to the session that asked (its connection).
 
-use crate::engine::ApprovalOutcome;
+use super::request_state::{Claims, Keys, Refused, arguments_hash};
+use crate::broker::{DecideError, Decision, Kind, Opening, Scope, Who};
+use crate::engine::{ApprovalOutcome, Engine};
 use crate::tools::{CONFIRMATION_CHALLENGE, Level};
 use rmcp::model::{
     CallToolRequestParams, ElicitRequest, ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationSchema,
-    InputRequest, InputRequests, InputRequiredResult, ProtocolVersion,
+    InputRequest, InputRequests, InputRequiredResult, InputResponses, ProtocolVersion,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use serde_json::{Value, json};
-use std::collections::HashMap;
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// The key of the approval question in `inputRequests` / `inputResponses`.
 const KEY: &str = "approval";
-/// At most this many unanswered questions are kept; beyond it new gated calls are refused.
-const MAX_PENDING: usize = 1024;
+/// The surface MCP approvals record.
+const SURFACE: &str = "mcp";
 
 /// Whether the client can be asked: it declared form elicitation (at `initialize`, or in this
 /// request's `_meta` from 2026-07-28).
@@ -69,138 +71,105 @@ pub fn approves(answer: &ElicitResult, level: Level) -> bool {
 pub enum Round {
     /// Answer the call with this; the client retries with the user's answer.
     Ask(InputRequiredResult),
-    /// The answer arrived (or cannot count): the decision the engine's gate receives.
+    /// The answer arrived: the decision the engine's gate receives.
     Decided(ApprovalOutcome),
+    /// The retry's `requestState` is not accepted (JSON-RPC -32602, nothing runs).
+    Refused(Refused),
 }
 
-struct Asked {
-    name: String,
-    input: Value,
-    level: Level,
-    at: Instant,
+/// A gated call at 2026-07-28, as the person broker keeps it between rounds.
+pub struct Gated<'a> {
+    /// The agent's engine (its broker, its state store for the keys).
+    pub engine: &'a Engine,
+    /// The signing keys.
+    pub keys: &'a Keys,
+    /// The call.
+    pub request: &'a CallToolRequestParams,
+    /// Its arguments.
+    pub input: &'a Value,
+    /// Its level.
+    pub level: Level,
 }
 
-/// Questions asked through `input_required` and not answered yet, by `requestState`.
-#[derive(Default)]
-pub struct Pending(Mutex<HashMap<String, Asked>>);
+impl Gated<'_> {
+    /// The next round: ask (the approval opened at the broker, its reference signed into
+    /// the `requestState`), or count the answer the retry carries, once, on any replica.
+    pub async fn round(&self) -> Round {
+        match (&self.request.request_state, &self.request.input_responses) {
+            (Some(state), Some(responses)) => self.answered(state, responses).await,
+            _ => self.ask().await,
+        }
+    }
 
-impl Pending {
-    /// The next round of the gated call `request` (whose arguments are `input`): ask, or read
-    /// the answer its retry carries. Questions older than `timeout` are forgotten.
-    pub fn round(&self, request: &CallToolRequestParams, input: &Value, level: Level, timeout: Duration) -> Round {
-        let name = request.name.as_ref();
-        let mut pending = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        pending.retain(|_, asked| asked.at.elapsed() <= timeout);
-        let (Some(state), Some(responses)) = (&request.request_state, &request.input_responses) else {
-            if pending.len() >= MAX_PENDING {
-                return Round::Decided(ApprovalOutcome::Unavailable("too many approvals are waiting".into()));
-            }
-            let params = match question(name, input, level) {
-                Ok(params) => params,
-                Err(e) => return Round::Decided(ApprovalOutcome::Unavailable(e)),
-            };
-            // An unguessable `requestState`: whoever holds it answers the question.
-            let Ok(state) = crate::store::random_id() else {
-                return Round::Decided(ApprovalOutcome::Unavailable("the OS random source failed".into()));
-            };
-            let asked = Asked { name: name.to_owned(), input: input.clone(), level, at: Instant::now() };
-            pending.insert(state.clone(), asked);
-            let requests =
-                InputRequests::from([(KEY.to_owned(), InputRequest::Elicitation(ElicitRequest::new(params)))]);
-            return Round::Ask(InputRequiredResult::new(Some(requests), Some(state)));
+    async fn ask(&self) -> Round {
+        let name = self.request.name.as_ref();
+        let params = match question(name, self.input, self.level) {
+            Ok(params) => params,
+            Err(e) => return Round::Decided(ApprovalOutcome::Unavailable(e)),
         };
-        let Some(asked) = pending.remove(state) else {
-            let secs = timeout.as_secs();
-            return Round::Decided(ApprovalOutcome::Unavailable(format!(
-                "no approval of `{name}` is waiting (unknown, or older than {secs} s)"
-            )));
+        let timeout = Duration::from_secs(self.engine.settings().human.timeout_seconds);
+        let expires_at = SystemTime::now() + timeout;
+        let presentation = crate::broker::present::Approval {
+            tool_name: name,
+            tool_call_id: "",
+            input: self.input,
+            level: self.level,
+            safe_description: crate::broker::present::safe_description(&self.engine.tools().decls(), name),
+            expires_at,
         };
-        if asked.name != name || asked.input != *input || asked.level != level {
-            return Round::Decided(ApprovalOutcome::Unavailable(
-                "the approval answered was asked for another call".into(),
-            ));
+        let opening = Opening {
+            kind: Kind::Approval,
+            scope: Scope {
+                agent: self.engine.agent().to_owned(),
+                surface: SURFACE.into(),
+                conversation: SURFACE.into(),
+                run_id: SURFACE.into(),
+                deciders: Vec::new(),
+            },
+            expires_at,
+            challenge: (self.level == Level::Confirm).then(|| CONFIRMATION_CHALLENGE.to_owned()),
+            prompt: None,
+            choices: Vec::new(),
+            presentation: presentation.json(""),
+            resumable: None,
+            watch: None,
+        };
+        let entry = match self.engine.broker().post(opening).await {
+            Ok(entry) => entry,
+            Err(e) => return Round::Decided(ApprovalOutcome::Unavailable(e.to_string())),
+        };
+        let expires = expires_at.duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+        let arguments = arguments_hash(self.input);
+        let claims = Claims { entry: entry.id, tool: name.to_owned(), arguments, expires };
+        let state = match self.keys.sign(&claims).await {
+            Ok(state) => state,
+            Err(e) => return Round::Decided(ApprovalOutcome::Unavailable(e.to_string())),
+        };
+        let requests = InputRequests::from([(KEY.to_owned(), InputRequest::Elicitation(ElicitRequest::new(params)))]);
+        Round::Ask(InputRequiredResult::new(Some(requests), Some(state)))
+    }
+
+    async fn answered(&self, state: &str, responses: &InputResponses) -> Round {
+        let claims = match self.keys.verify(state).await {
+            Ok(claims) => claims,
+            Err(refused) => return Round::Refused(refused),
+        };
+        if claims.tool != self.request.name.as_ref() || claims.arguments != arguments_hash(self.input) {
+            return Round::Refused(Refused::OtherCall);
         }
         let answer = responses.get(KEY).and_then(|a| serde_json::from_value::<ElicitResult>(a.clone()).ok());
-        let approved = answer.is_some_and(|a| approves(&a, level));
-        Round::Decided(if approved { ApprovalOutcome::Approved } else { ApprovalOutcome::Denied(None) })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    const LONG: Duration = Duration::from_secs(60);
-
-    fn call(input: &Value) -> CallToolRequestParams {
-        CallToolRequestParams::new("probe__echo").with_arguments(input.as_object().cloned().unwrap_or_default())
-    }
-
-    /// Asks about `input` (a first call) and returns the `requestState` of the question.
-    fn asked(pending: &Pending, input: &Value, level: Level) -> String {
-        match pending.round(&call(input), input, level, LONG) {
-            Round::Ask(result) => result.request_state.expect("a requestState"),
-            Round::Decided(d) => panic!("asked nothing: {d:?}"),
-        }
-    }
-
-    fn retry(state: &str, input: &Value, answer: Value) -> CallToolRequestParams {
-        call(input).with_request_state(state).with_input_responses([(KEY.to_owned(), answer)].into())
-    }
-
-    fn decided(round: Round) -> ApprovalOutcome {
-        match round {
-            Round::Decided(d) => d,
-            Round::Ask(_) => panic!("asked again"),
-        }
-    }
-
-    /// The reason a decision did not count, or a panic if it did.
-    fn unavailable(outcome: ApprovalOutcome) -> String {
-        match outcome {
-            ApprovalOutcome::Unavailable(why) => why,
-            other => panic!("decided: {other:?}"),
-        }
-    }
-
-    #[test]
-    fn an_answer_approves_only_the_call_it_was_asked_for_once() {
-        let pending = Pending::default();
-        let (input, other) = (json!({"x": 1}), json!({"x": 2}));
-        let yes = json!({"action": "accept", "content": {"approve": true}});
-        let state = asked(&pending, &input, Level::Approve);
-        let first = decided(pending.round(&retry(&state, &input, yes.clone()), &input, Level::Approve, LONG));
-        assert_eq!(first, ApprovalOutcome::Approved);
-        let again = decided(pending.round(&retry(&state, &input, yes.clone()), &input, Level::Approve, LONG));
-        assert!(unavailable(again).contains("no approval"), "an answer is used once");
-
-        let state = asked(&pending, &input, Level::Approve);
-        let swapped = decided(pending.round(&retry(&state, &other, yes.clone()), &other, Level::Approve, LONG));
-        assert!(unavailable(swapped).contains("another call"), "other arguments are not approved");
-        let forged = decided(pending.round(&retry("0000", &input, yes.clone()), &input, Level::Approve, LONG));
-        assert!(unavailable(forged).contains("no approval"));
-
-        let state = asked(&pending, &input, Level::Approve);
-        std::thread::sleep(Duration::from_millis(5));
-        let timeout = Duration::from_millis(1);
-        let late = decided(pending.round(&retry(&state, &input, yes), &input, Level::Approve, timeout));
-        assert!(unavailable(late).contains("older than"), "an answer after the timeout is refused");
-    }
-
-    #[test]
-    fn a_confirmation_needs_the_challenge_and_a_decline_denies() {
-        let pending = Pending::default();
-        let input = json!({});
-        for (answer, approved) in [
-            (json!({"action": "accept", "content": {"confirmation": " CONFIRM "}}), true),
-            (json!({"action": "accept", "content": {"confirmation": "yes"}}), false),
-            (json!({"action": "accept", "content": {"approve": true}}), false),
-            (json!({"action": "decline"}), false),
-        ] {
-            let state = asked(&pending, &input, Level::Confirm);
-            let verdict = decided(pending.round(&retry(&state, &input, answer.clone()), &input, Level::Confirm, LONG));
-            let expected = if approved { ApprovalOutcome::Approved } else { ApprovalOutcome::Denied(None) };
-            assert_eq!(verdict, expected, "{answer}");
+        let approved = answer.is_some_and(|a| approves(&a, self.level));
+        let decision = match (approved, self.level) {
+            (true, Level::Confirm) => Decision::Approve(Some(CONFIRMATION_CHALLENGE.to_owned())),
+            (true, _) => Decision::Approve(None),
+            (false, _) => Decision::Deny,
+        };
+        let client = Who { agent: self.engine.agent(), surface: Some(SURFACE), user: "mcp-client" };
+        match self.engine.broker().decide(&claims.entry, client, decision).await {
+            Ok(_) if approved => Round::Decided(ApprovalOutcome::Approved),
+            Ok(_) => Round::Decided(ApprovalOutcome::Denied(None)),
+            Err(DecideError::Unavailable(why)) => Round::Refused(Refused::Unavailable(why)),
+            Err(_) => Round::Refused(Refused::Replayed),
         }
     }
 }

@@ -29,6 +29,7 @@ mod elicit;
 mod http;
 mod logging;
 mod notify;
+pub mod request_state;
 pub mod resources;
 mod stdio;
 
@@ -65,8 +66,9 @@ struct Shared {
     /// counter (request ids repeat across clients).
     listeners: Mutex<Vec<(u64, SubscriptionSink)>>,
     next_listener: AtomicU64,
-    /// Approvals asked through `input_required` (2026-07-28) and not answered yet.
-    pending: elicit::Pending,
+    /// The keys that sign the `requestState` of approvals asked through `input_required`
+    /// (2026-07-28), kept in the shared state store.
+    keys: request_state::Keys,
 }
 
 /// One client session: its own channel, tool budget and logging level.
@@ -90,13 +92,15 @@ impl SkillServer {
     pub fn new(engine: Arc<Engine>, name: &str) -> Self {
         let budget = engine.tool_budget();
         let mut changes = engine.skills_changed();
+        let grace = Duration::from_secs(engine.settings().human.timeout_seconds);
+        let keys = request_state::Keys::new(engine.history().state().clone(), grace);
         let shared = Shared {
             engine,
             name: name.to_owned(),
             peers: Mutex::default(),
             listeners: Mutex::default(),
             next_listener: AtomicU64::default(),
-            pending: elicit::Pending::default(),
+            keys,
         };
         let session = Session { channel: session_channel(), budget, threshold: Arc::default() };
         let shared = Arc::new(shared);
@@ -278,10 +282,13 @@ impl ServerHandler for SkillServer {
             && elicit::can_elicit(&context)
             && let Some(level) = engine.gated_level(&name, &input, &ctx).await
         {
-            let timeout = Duration::from_secs(engine.settings().human.timeout_seconds);
-            match self.shared.pending.round(&request, &input, level, timeout) {
+            let gated =
+                elicit::Gated { engine: &engine, keys: &self.shared.keys, request: &request, input: &input, level };
+            match gated.round().await {
                 Round::Ask(question) => return Ok(question.into()),
                 Round::Decided(outcome) => counterpart = Elicit::Answered(outcome),
+                // The suite requires an error, not a result: nothing runs.
+                Round::Refused(refused) => return Err(ErrorData::invalid_params(refused.to_string(), None)),
             }
         } else if inline {
             // Asked through `input_required` or not at all; never by a request to the client.

@@ -93,12 +93,19 @@ pub struct Who<'a> {
 }
 
 impl Who<'_> {
-    /// Whether they may see and decide `entry`.
-    pub fn may(&self, entry: &Entry) -> bool {
+    /// Whether they may see `entry`: the operator every entry of the agent, a person those
+    /// of their surface they may decide.
+    pub fn sees(&self, entry: &Entry) -> bool {
         entry.agent == self.agent
             && self.surface.is_none_or(|surface| {
                 entry.surface == surface && (entry.deciders.is_empty() || entry.deciders.iter().any(|d| d == self.user))
             })
+    }
+
+    /// Whether they may decide `entry`: what they see, but for the operator an MCP approval,
+    /// whose answer only the client's retry carries.
+    pub fn may(&self, entry: &Entry) -> bool {
+        self.sees(entry) && (self.surface.is_some() || entry.surface != "mcp")
     }
 
     /// How a decision of theirs on an entry asked on `surface` is recorded.
@@ -146,6 +153,8 @@ pub struct Decisions {
     replica: String,
     /// This replica's entries as they are decided.
     decided: broadcast::Sender<Announced>,
+    /// Any entry opened, decided or ended on any replica (every notification), for live views.
+    changed: broadcast::Sender<()>,
     /// The replica stopped ([`Decisions::retire`]): no more heartbeats.
     retired: std::sync::atomic::AtomicBool,
 }
@@ -177,7 +186,8 @@ fn row(r: &tokio_postgres::Row) -> (Entry, bool, bool) {
 }
 
 /// The columns [`entry`] reads, in its order.
-pub(super) const COLUMNS: &str = "id, kind, run_id, channel_id, expires_at, challenge, prompt, choices, outcome, answer,
+pub(super) const COLUMNS: &str =
+    "id, kind, run_id, channel_id, expires_at, challenge, prompt, choices, outcome, answer,
     agent, surface, deciders, presentation, decided_by";
 
 /// The entry in columns 0 to 14 of `r` ([`COLUMNS`]).
@@ -218,7 +228,8 @@ impl Decisions {
         }
         let replica = crate::store::random_id().unwrap_or_else(|_| format!("pid-{}", std::process::id()));
         let (decided, _) = broadcast::channel(1024);
-        let decisions = Arc::new(Decisions { pg: pg.clone(), replica, decided, retired: Default::default() });
+        let changed = broadcast::channel(64).0;
+        let decisions = Arc::new(Decisions { pg: pg.clone(), replica, decided, changed, retired: Default::default() });
         tokio::spawn(beat(Arc::downgrade(&decisions)));
         tokio::spawn(listen(Arc::downgrade(&decisions)));
         *held = Arc::downgrade(&decisions);
@@ -262,17 +273,35 @@ impl Decisions {
         self.decided.subscribe()
     }
 
+    /// Told of every entry opened, decided or ended on any replica (and after a lost
+    /// listening connection, when some may have been missed).
+    pub fn changes(&self) -> broadcast::Receiver<()> {
+        self.changed.subscribe()
+    }
+
     /// Records a pending entry of this replica, before anyone can see its id.
     pub async fn open(&self, entry: &Entry) -> Result<(), StateError> {
+        self.insert(entry, false).await
+    }
+
+    /// Records a pending entry that no replica waits on (an MCP approval whose answer comes
+    /// with the client's retry, to any replica): it is never cancelled because the replica
+    /// that asked went silent, only by its expiry.
+    pub async fn open_unowned(&self, entry: &Entry) -> Result<(), StateError> {
+        self.insert(entry, true).await
+    }
+
+    async fn insert(&self, entry: &Entry, durable: bool) -> Result<(), StateError> {
         self.beat().await?;
         let c = self.pg.client().await?;
         let choices = (entry.kind == Kind::Question).then(|| serde_json::to_string(&entry.choices).unwrap_or_default());
         c.execute(
-            "INSERT INTO skillhost_interactions
+            "WITH opened AS (INSERT INTO skillhost_interactions
                 (id, kind, run_id, channel_id, replica, expires_at, challenge, prompt, choices, created_at,
-                 agent, surface, deciders, presentation)
+                 agent, surface, deciders, presentation, durable)
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, extract(epoch FROM clock_timestamp())::float8,
-                 $10, $11, $12, $13)",
+                 $10, $11, $12, $13, $14) RETURNING id)
+             SELECT pg_notify('skillhost_decisions', '* opened ' || id) FROM opened",
             &[
                 &entry.id,
                 &entry.kind.as_str(),
@@ -287,6 +316,7 @@ impl Decisions {
                 &entry.surface,
                 &deciders(entry),
                 &entry.presentation,
+                &durable,
             ],
         )
         .await
@@ -340,7 +370,7 @@ impl Decisions {
                       AND i.expires_at > extract(epoch FROM clock_timestamp())::float8
                       AND (i.challenge IS NULL OR $2 <> 'approved' OR i.challenge = $6)
                       AND i.agent = $8
-                      AND ($9::text IS NULL OR (i.surface = $9
+                      AND ($9::text IS NULL AND i.surface <> 'mcp' OR (i.surface = $9
                           AND (i.deciders IS NULL OR i.deciders::jsonb ? $10)))
                       AND (i.durable OR EXISTS (SELECT 1 FROM skillhost_replicas r WHERE r.id = i.replica
                           AND r.seen_at >= extract(epoch FROM clock_timestamp())::float8 - $7))
@@ -352,7 +382,18 @@ impl Decisions {
                         WHEN octet_length(won.answer) < 7000 THEN won.outcome || ' ' || won.id || ' ' || won.answer
                         ELSE 'unsaid ' || won.id END)
                  FROM won",
-                &[&id, &outcome, &answer, &CHANNEL, &kind.as_str(), &confirmation, &orphaned, &who.agent, &who.surface, &user],
+                &[
+                    &id,
+                    &outcome,
+                    &answer,
+                    &CHANNEL,
+                    &kind.as_str(),
+                    &confirmation,
+                    &orphaned,
+                    &who.agent,
+                    &who.surface,
+                    &user,
+                ],
             )
             .await
             .map_err(|e| self.pg.error(e))?;
@@ -391,9 +432,10 @@ impl Decisions {
     pub async fn settle(&self, id: &str, outcome: &str, answer: Option<&str>) -> Result<(), StateError> {
         let c = self.pg.client().await?;
         c.execute(
-            "UPDATE skillhost_interactions SET outcome = $2, answer = $3,
+            "WITH ended AS (UPDATE skillhost_interactions SET outcome = $2, answer = $3,
                 decided_at = coalesce(decided_at, extract(epoch FROM clock_timestamp())::float8)
-             WHERE id = $1 AND outcome IS DISTINCT FROM $2",
+             WHERE id = $1 AND outcome IS DISTINCT FROM $2 RETURNING id)
+             SELECT pg_notify('skillhost_decisions', '* ended ' || id) FROM ended",
             &[&id, &outcome, &answer],
         )
         .await
@@ -413,8 +455,10 @@ impl Decisions {
     pub async fn cancel_run(&self, run_id: &str) -> Result<(), StateError> {
         let c = self.pg.client().await?;
         c.execute(
-            "UPDATE skillhost_interactions SET outcome = 'cancelled', decided_at = extract(epoch FROM clock_timestamp())::float8
-             WHERE run_id = $1 AND outcome IS NULL",
+            "WITH ended AS (UPDATE skillhost_interactions SET outcome = 'cancelled',
+                decided_at = extract(epoch FROM clock_timestamp())::float8
+             WHERE run_id = $1 AND outcome IS NULL RETURNING id)
+             SELECT pg_notify('skillhost_decisions', '* ended ' || id) FROM ended",
             &[&run_id],
         )
         .await
@@ -513,7 +557,7 @@ async fn listen(decisions: Weak<Decisions>) {
     let mut first = true;
     loop {
         let Some(d) = decisions.upgrade() else { return };
-        let (pg, replica, decided) = (d.pg.clone(), d.replica.clone(), d.decided.clone());
+        let (pg, replica, decided, changed) = (d.pg.clone(), d.replica.clone(), d.decided.clone(), d.changed.clone());
         drop(d);
         match pg.listen(CHANNEL).await {
             Ok((client, mut notes)) => {
@@ -522,6 +566,7 @@ async fn listen(decisions: Weak<Decisions>) {
                 }
                 let _ = decided.send(Announced { id: String::new(), by: None, outcome: None });
                 while let Some(payload) = notes.next().await {
+                    let _ = changed.send(());
                     if let Some(announced) = announced(&payload, &replica) {
                         let _ = decided.send(announced);
                     }

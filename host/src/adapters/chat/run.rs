@@ -1,0 +1,183 @@
+//! A chat turn's life: begun by a person's message (or a skill's, waking the agent) or
+//! resumed from a turn another replica left written down, run with its presenter, and ended:
+//! what it waited on cancelled, its checkpoint forgotten, or left to another replica when
+//! this one stops.
+
+use super::show::{Op, present};
+use super::turn::ChatTurn;
+use super::{Chat, Incoming, LEFT_WAITING, Platform, RESUME_EVERY};
+use crate::adapters::runs::{Origin, Recorder};
+use crate::broker::{Kind, Orphan, Outcome as Resolution};
+use crate::engine::checkpoint::Checkpoint;
+use crate::engine::gate::new_id;
+use crate::engine::{ApprovalOutcome, EngineError, TurnRequest};
+use std::sync::{Arc, Weak};
+use tokio::sync::{Notify, mpsc};
+
+impl<P: Platform> Chat<P> {
+    pub(super) async fn turn(self: Arc<Self>, message: Incoming<P::Place>) {
+        let Ok(run_id) = new_id() else {
+            tracing::error!("{}: no turn id: the OS random source failed", self.label);
+            return;
+        };
+        let request = TurnRequest {
+            channel_id: message.channel_id,
+            thread: message.thread,
+            user_id: message.user_id,
+            message: message.text,
+            route: message.route,
+        };
+        self.run(run_id, message.place, Begin::Message(request)).await;
+    }
+
+    /// Takes up a turn a replica that is gone left waiting (this replica holds its lease):
+    /// its prompt is settled when nobody decided in time, and the turn goes on here.
+    async fn resume(self: Arc<Self>, orphan: Orphan) {
+        let Orphan { waiting, approval, prompt } = orphan;
+        let run_id = waiting.run_id.clone();
+        let place = serde_json::from_str::<P::Place>(&waiting.place).map_err(|e| e.to_string());
+        let checkpoint = serde_json::from_str::<Checkpoint>(&waiting.checkpoint).map_err(|e| e.to_string());
+        let (place, checkpoint) = match (place, checkpoint) {
+            (Ok(place), Ok(checkpoint)) => (place, checkpoint),
+            (Err(e), _) | (_, Err(e)) => {
+                tracing::error!(
+                    run_id,
+                    "{}: cannot resume a turn left waiting: unreadable checkpoint: {e}",
+                    self.label
+                );
+                self.broker.finish(&run_id).await;
+                return;
+            }
+        };
+        let stored = approval.outcome.as_deref().unwrap_or("cancelled");
+        tracing::info!(
+            run_id,
+            waited_on = approval.id,
+            outcome = stored,
+            "{}: resuming a turn its replica left waiting",
+            self.label
+        );
+        let given = match approval.kind {
+            Kind::Approval => Given::Decision(match stored {
+                "approved" => ApprovalOutcome::Approved,
+                "denied" => ApprovalOutcome::Denied(None),
+                "timed_out" => ApprovalOutcome::TimedOut,
+                _ => ApprovalOutcome::Cancelled,
+            }),
+            Kind::Question => Given::Answer(Resolution::from_stored(stored, approval.answer.as_deref())),
+        };
+        if let (Some(prompt), "timed_out") = (&prompt, stored) {
+            let line = match approval.kind {
+                Kind::Approval => "⌛ No decision in time: not run.",
+                Kind::Question => "⌛ No answer in time.",
+            };
+            self.platform.settle(&place, prompt, line).await;
+        }
+        self.run(run_id, place, Begin::Resumed(Box::new(checkpoint), given)).await;
+    }
+
+    async fn run(self: Arc<Self>, run_id: String, place: P::Place, begin: Begin) {
+        let (ops, queue) = mpsc::unbounded_channel();
+        let presenter = tokio::spawn(present(self.platform.clone(), place.clone(), queue));
+        let turn = ChatTurn::new(self.clone(), place, run_id.clone(), ops.clone());
+        let channel_id = match &begin {
+            Begin::Message(request) => request.channel_id.clone(),
+            Begin::Resumed(checkpoint, _) => checkpoint.request.channel_id.clone(),
+        };
+        // A turn resumed on an answer gets it when its question is asked again.
+        if let Begin::Resumed(checkpoint, Given::Answer(resolution)) = &begin {
+            turn.given.lock().insert(checkpoint.waiting.clone(), resolution.clone());
+        }
+        let origin = Origin { run_id: run_id.clone(), channel_id, adapter: self.adapter, mode: "chat" };
+        let recorder = Recorder::new(&self.runs, origin, self.descriptions.clone());
+        let running = async {
+            match begin {
+                Begin::Message(request) => recorder.turn(&self.engine, request, &*turn, &*turn).await,
+                Begin::Resumed(checkpoint, given) => {
+                    let outcome = match given {
+                        Given::Decision(outcome) => Some(outcome),
+                        Given::Answer(_) => None,
+                    };
+                    recorder.resume(&self.engine, *checkpoint, outcome, &*turn, &*turn).await
+                }
+            }
+        };
+        // A turn another replica took over (it judged this one gone) stops here, unshown:
+        // that replica finishes it.
+        let result = tokio::select! {
+            result = running => Some(result),
+            () = turn.taken.notified() => None,
+        };
+        // Stopped (the server stops) while waiting on an approval it wrote down: the turn
+        // stays written down, and whichever replica sees the decision finishes it.
+        let left = matches!(result, Some(Err(EngineError::Stopped)))
+            && turn.written_down.load(std::sync::atomic::Ordering::SeqCst);
+        if !left {
+            self.broker.cancel_run(&run_id);
+        }
+        let Some(result) = result else {
+            tracing::warn!(run_id, "{}: another replica took this turn over; it goes on there", self.label);
+            drop((ops, turn));
+            presenter.abort();
+            return;
+        };
+        if left {
+            tracing::info!(
+                run_id,
+                "{}: stopping: the turn waiting on an approval is left to another replica",
+                self.label
+            );
+            let _ = ops.send(Op::Finish(Ok(LEFT_WAITING.into())));
+            drop((ops, turn));
+            let _ = presenter.await;
+            return;
+        }
+        self.broker.finish(&run_id).await;
+        let finish = match result {
+            Ok(result) => Ok(result.text),
+            Err(e) => {
+                tracing::warn!("{}: turn failed: {e}", self.label);
+                Err(e.to_string())
+            }
+        };
+        let _ = ops.send(Op::Finish(finish));
+        drop((ops, turn));
+        let _ = presenter.await;
+    }
+}
+
+/// How a chat turn begins.
+enum Begin {
+    /// A person's message.
+    Message(TurnRequest),
+    /// A turn written down elsewhere, with what it waited for.
+    Resumed(Box<Checkpoint>, Given),
+}
+
+/// What a written-down turn waited for, as a person gave it.
+enum Given {
+    /// The decision on its approval.
+    Decision(ApprovalOutcome),
+    /// The answer to its question (or how the question ended).
+    Answer(Resolution),
+}
+
+/// Resumes, while `chat` lives and takes turns, the turns that replicas gone silent left
+/// waiting on approvals since decided (or expired): every [`RESUME_EVERY`], and at once after
+/// a decision here.
+pub(super) async fn resumer<P: Platform>(chat: Weak<Chat<P>>, look: Arc<Notify>) {
+    let mut tick = tokio::time::interval(RESUME_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            () = look.notified() => {}
+        }
+        let Some(chat) = chat.upgrade() else { return };
+        while !chat.turns.is_closed() {
+            let Some(orphan) = chat.broker.take_orphan(&chat.scope).await else { break };
+            let resumed = chat.clone();
+            chat.turns.spawn(async move { resumed.resume(orphan).await });
+        }
+    }
+}

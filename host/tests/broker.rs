@@ -1,0 +1,252 @@
+//! The person broker through the real binary, on a throwaway PostgreSQL 15 cluster: who may
+//! read and decide an entry (two agents on one database, two replicas), and approvals over
+//! `/mcp` at 2026-07-28 answered on another replica than the one that asked.
+
+mod support;
+
+use serde_json::{Value, json};
+use skillhost_tests::api_client::Sse;
+use skillhost_tests::llm_server::{Answer, LlmServer};
+use skillhost_tests::postgres::Postgres;
+use skillhost_tests::{Workspace, guests};
+use std::time::{Duration, Instant};
+use support::run::Running;
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// A workspace with `probe` (its memory granted, kept in `memory/`) and its state in
+/// database `db` of `pg`; `extra`: more config.
+fn workspace(pg: &Postgres, db: &str, extra: &str) -> Workspace {
+    pg.psql("postgres", &format!("CREATE DATABASE {db}"));
+    let ws = Workspace::new();
+    ws.add_skill("skills", "probe", guests::PROBE, "[capabilities]\nmemory = true\n");
+    let yaml = format!(
+        "skills:\n  paths: [skills]\n  builtins: []\n  grants:\n    probe: {{memory: true}}\n\
+         learning:\n  approval_auto_promote: 0\n  memory:\n    filesystem: {{path: memory}}\n\
+         state:\n  backend: postgres\n  postgres: {{url: '{}?sslmode=disable', connect_timeout_seconds: 2}}\n{extra}",
+        pg.url("postgres", db)
+    );
+    std::fs::write(ws.path().join("config.yaml"), yaml).unwrap();
+    ws
+}
+
+/// What `memory/runs.txt` holds: one `x` per run of the gated call.
+fn runs(ws: &Workspace) -> String {
+    std::fs::read_to_string(ws.path().join("memory/runs.txt")).unwrap_or_default()
+}
+
+fn append() -> Value {
+    json!({"path": "runs.txt", "content": "x", "mode": "append"})
+}
+
+/// One agent's API on one replica.
+struct Api {
+    base: String,
+    token: &'static str,
+}
+
+impl Api {
+    fn new(port: u16, token: &'static str) -> Self {
+        Api { base: format!("http://127.0.0.1:{port}"), token }
+    }
+
+    async fn ready(&self, replica: &Running) {
+        let started = Instant::now();
+        loop {
+            let ready = reqwest::get(format!("{}/readyz", self.base)).await.map(|r| r.status().as_u16());
+            if ready.is_ok_and(|s| s == 200) {
+                return;
+            }
+            assert!(started.elapsed() < support::PROCESS_LIMIT, "never ready: {}", replica.stderr());
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    async fn get(&self, path: &str) -> (u16, Value) {
+        let response =
+            reqwest::Client::new().get(format!("{}{path}", self.base)).bearer_auth(self.token).send().await.unwrap();
+        let status = response.status().as_u16();
+        (status, response.json().await.unwrap_or(Value::Null))
+    }
+
+    async fn post(&self, path: &str, body: Value) -> (u16, Value) {
+        let url = format!("{}{path}", self.base);
+        let response = reqwest::Client::new().post(url).bearer_auth(self.token).json(&body).send().await.unwrap();
+        let status = response.status().as_u16();
+        (status, response.json().await.unwrap_or(Value::Null))
+    }
+
+    async fn stream(&self, message: &str, channel: &str) -> Sse {
+        let url = format!("{}/api/trigger?stream=approval-v1", self.base);
+        let body = json!({"message": message, "channel_id": channel});
+        let response = reqwest::Client::new().post(url).bearer_auth(self.token).json(&body).send().await.unwrap();
+        assert_eq!(response.status(), 200);
+        Sse::new(response)
+    }
+}
+
+/// Two agents (`a`, `b`), each with its API and its own token, on one database, served by two
+/// replicas: b's API and token, on either replica, can neither read nor decide a's approval
+/// (410 with the body of an unknown id), nor list it; a's own API on the other replica lists
+/// it and decides it, and the call runs once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn another_agent_can_neither_see_nor_decide_and_the_owner_decides_on_any_replica() {
+    let pg = Postgres::start();
+    let llm = LlmServer::start(vec![
+        Answer::default().call("w1", "probe__memory_write", append()).into(),
+        Answer::text(&["Written."]).into(),
+    ])
+    .await;
+    let agents = format!(
+        "human:\n  overrides: {{probe__memory_write: approve}}\n\
+         llm:\n  provider: anthropic\n  model: m\n  max_tokens: 100\n  anthropic: {{api_key: k, base_url: '{}'}}\n\
+         agents:\n\
+         \x20 a:\n    adapter: {{type: api}}\n    ui: {{port: ${{A_PORT}}, auth_token: token-a}}\n\
+         \x20 b:\n    adapter: {{type: api}}\n    ui: {{port: ${{B_PORT}}, auth_token: token-b}}\n",
+        llm.url()
+    );
+    let ws = workspace(&pg, "agents", &agents);
+    let ports = [(free_port(), free_port()), (free_port(), free_port())];
+    let replica = |(a, b): (u16, u16)| {
+        Running::start(ws.path(), &["run"], &[("A_PORT", &a.to_string()), ("B_PORT", &b.to_string())])
+    };
+    let (one, two) = (replica(ports[0]), replica(ports[1]));
+    let (a1, b1) = (Api::new(ports[0].0, "token-a"), Api::new(ports[0].1, "token-b"));
+    let (a2, b2) = (Api::new(ports[1].0, "token-a"), Api::new(ports[1].1, "token-b"));
+    for (api, replica) in [(&a1, &one), (&b1, &one), (&a2, &two), (&b2, &two)] {
+        api.ready(replica).await;
+    }
+
+    let mut sse = a1.stream("append please", "c1").await;
+    let asked = sse.until("approval_requested").await.last().unwrap().data.clone();
+    let id = asked["approval_id"].as_str().unwrap().to_owned();
+
+    let unknown = b2.get("/api/approvals/0123456789abcdef0123456789abcdef").await;
+    assert_eq!(unknown.0, 410, "{unknown:?}");
+    for b in [&b1, &b2] {
+        assert_eq!(b.get(&format!("/api/approvals/{id}")).await, unknown, "b reads a's approval as unknown");
+        let decided = b.post(&format!("/api/approvals/{id}/decision"), json!({"approved": true})).await;
+        assert_eq!(
+            decided,
+            b.post("/api/approvals/0123456789abcdef0123456789abcdef/decision", json!({"approved": true})).await
+        );
+        assert_eq!(decided.0, 410, "{decided:?}");
+        let (_, listed) = b.get("/api/approvals").await;
+        assert_eq!(listed, json!({"approvals": []}), "b lists none of a's");
+    }
+    // Fleet-wide: a's API on the other replica lists what replica one asked.
+    let (_, listed) = a2.get("/api/approvals").await;
+    let entry = &listed["approvals"][0];
+    assert_eq!(
+        (entry["approval_id"].as_str(), entry["tool_name"].as_str()),
+        (Some(id.as_str()), Some("probe__memory_write")),
+        "{listed}"
+    );
+    assert_eq!((entry["adapter"].as_str(), entry["decidable"].as_bool()), (Some("api"), Some(true)), "{listed}");
+    assert_eq!(runs(&ws), "", "nothing ran while b tried");
+
+    let (status, decided) = a2.post(&format!("/api/approvals/{id}/decision"), json!({"approved": true})).await;
+    assert_eq!((status, decided["outcome"].clone()), (200, json!("approved")), "{decided}");
+    let rest = sse.rest().await;
+    let kinds: Vec<&str> = rest.iter().map(|e| e.kind.as_str()).collect();
+    assert_eq!(kinds.iter().filter(|k| **k == "tool_completed").count(), 1, "{kinds:?} {}", one.stderr());
+    assert!(kinds.contains(&"approval_resolved") && kinds.last() == Some(&"run_completed"), "{kinds:?}");
+    assert_eq!(runs(&ws), "x", "the call ran exactly once");
+    let (_, seen) = a1.get(&format!("/api/approvals/{id}")).await;
+    assert_eq!((seen["outcome"].as_str(), seen["decided_by"].as_str()), (Some("approved"), Some("api")), "{seen}");
+    assert_eq!(b1.get(&format!("/api/approvals/{id}")).await.0, 410, "still not b's once decided");
+}
+
+/// A JSON-RPC request to `/mcp` at 2026-07-28 (no session; the revision in the header and in
+/// `_meta`, the client able to answer forms): its response.
+async fn mcp(base: &str, id: u64, params: Value) -> Value {
+    let mut params = params;
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}}
+    });
+    let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params});
+    let response = reqwest::Client::new()
+        .post(format!("{base}/mcp"))
+        .bearer_auth(support::api::TOKEN)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let text = response.text().await.unwrap();
+    let json = text.lines().find_map(|l| l.strip_prefix("data:")).unwrap_or(&text);
+    serde_json::from_str(json.trim()).unwrap_or_else(|e| panic!("{e}: {text}"))
+}
+
+fn approve(yes: bool) -> Value {
+    json!({"approval": {"action": "accept", "content": {"approve": yes}}})
+}
+
+/// Asks `probe__memory_write` on `base`: its `requestState`.
+async fn asked(base: &str, arguments: &Value) -> String {
+    let first = mcp(base, 1, json!({"name": "probe__memory_write", "arguments": arguments})).await;
+    assert_eq!(first["result"]["resultType"], "input_required", "{first}");
+    assert!(first["result"]["inputRequests"]["approval"].is_object(), "{first}");
+    first["result"]["requestState"].as_str().unwrap().to_owned()
+}
+
+async fn retry(base: &str, arguments: &Value, state: &str, answer: Value) -> Value {
+    let params =
+        json!({"name": "probe__memory_write", "arguments": arguments, "requestState": state, "inputResponses": answer});
+    mcp(base, 2, params).await
+}
+
+fn refused_because(answer: &Value, why: &str) {
+    assert_eq!(answer["error"]["code"], -32602, "{answer}");
+    assert!(answer["error"]["message"].as_str().unwrap().contains(why), "{answer}");
+}
+
+/// `/mcp` at 2026-07-28 behind two replicas: asked on one, answered on the other, the call
+/// runs once; a tampered state, a replay, an expired one and a retry with other arguments
+/// are each refused with -32602 saying which, and run nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_mcp_approval_asked_on_one_replica_is_answered_on_the_other_once() {
+    let pg = Postgres::start();
+    let ws = workspace(&pg, "mcp", "human:\n  overrides: {probe__memory_write: approve}\n");
+    let one = support::api::ApiProcess::start(&ws).await;
+    let two = support::api::ApiProcess::start(&ws).await;
+    let arguments = append();
+
+    let state = asked(one.base(), &arguments).await;
+    let answered = retry(two.base(), &arguments, &state, approve(true)).await;
+    assert_eq!(answered["result"]["isError"], false, "{answered} {}", two.stderr());
+    assert_eq!(runs(&ws), "x", "ran once, on the replica the answer reached");
+    refused_because(&retry(one.base(), &arguments, &state, approve(true)).await, "already counted");
+    refused_because(&retry(two.base(), &arguments, &state, approve(true)).await, "already counted");
+
+    let state = asked(two.base(), &arguments).await;
+    let mut tampered = state.clone().into_bytes();
+    let at = tampered.len() - 3;
+    tampered[at] = if tampered[at] == b'A' { b'B' } else { b'A' };
+    let tampered = String::from_utf8(tampered).unwrap();
+    refused_because(&retry(one.base(), &arguments, &tampered, approve(true)).await, "altered");
+    let other = json!({"path": "runs.txt", "content": "y", "mode": "append"});
+    refused_because(&retry(one.base(), &other, &state, approve(true)).await, "another call");
+    // A denial counts once too, and runs nothing.
+    let denied = retry(one.base(), &arguments, &state, approve(false)).await;
+    assert_eq!(denied["result"]["isError"], true, "{denied}");
+    assert!(denied["result"]["content"][0]["text"].as_str().unwrap().contains("denied"), "{denied}");
+    assert_eq!(runs(&ws), "x", "nothing more ran");
+
+    // An approval past `human.timeout_seconds` (a replica whose timeout is one second asked
+    // it; the keys are the shared ones): refused as expired, on any replica.
+    let short = Workspace::new();
+    short.add_skill("skills", "probe", guests::PROBE, "[capabilities]\nmemory = true\n");
+    let config = std::fs::read_to_string(ws.path().join("config.yaml")).unwrap();
+    std::fs::write(short.path().join("config.yaml"), config.replace("human:\n", "human:\n  timeout_seconds: 1\n"))
+        .unwrap();
+    let hasty = support::api::ApiProcess::start(&short).await;
+    let state = asked(hasty.base(), &arguments).await;
+    tokio::time::sleep(Duration::from_millis(2100)).await;
+    refused_because(&retry(one.base(), &arguments, &state, approve(true)).await, "expired");
+    assert_eq!(runs(&ws), "x", "nothing more ran");
+}
