@@ -290,7 +290,9 @@ mod tests {
         let long = "word ".repeat(30); // past the smallest limit split honours (64, less its fences)
         let calls = shown(vec![Op::Finish(Ok(long.trim().into()))]).await;
         let posts: Vec<&String> = calls.iter().filter(|c| c.starts_with("post")).collect();
-        assert_eq!(posts.len(), 2, "{calls:?}");
+        assert!(posts.len() > 1 && posts.iter().all(|p| p.chars().count() <= 64 + 5), "{calls:?}");
+        let joined: Vec<String> = posts.iter().map(|p| p.trim_start_matches("post ").to_owned()).collect();
+        assert_eq!(joined.join(" "), long.trim(), "nothing lost at the cuts");
         let failed = shown(vec![text("Half"), Op::Finish(Err("the model failed".into()))]).await;
         assert_eq!(failed, ["working None", "post ⚠️ the model failed", "working Some(false)"]);
     }
