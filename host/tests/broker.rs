@@ -79,7 +79,7 @@ impl Api {
     }
 
     async fn stream(&self, message: &str, channel: &str) -> Sse {
-        let url = format!("{}/api/trigger?stream=approval-v1", self.base);
+        let url = format!("{}/api/trigger?wait=1&stream=approval-v1", self.base);
         let body = json!({"message": message, "channel_id": channel});
         let response = reqwest::Client::new().post(url).bearer_auth(self.token).json(&body).send().await.unwrap();
         assert_eq!(response.status(), 200);
@@ -109,9 +109,8 @@ async fn another_agent_can_neither_see_nor_decide_and_the_owner_decides_on_any_r
     );
     let ws = workspace(&pg, "agents", &agents);
     let ports = [(free_port(), free_port()), (free_port(), free_port())];
-    let replica = |(a, b): (u16, u16)| {
-        Running::start(ws.path(), &["run"], &[("A_PORT", &a.to_string()), ("B_PORT", &b.to_string())])
-    };
+    let replica =
+        |(a, b): (u16, u16)| Running::start(ws.path(), &[], &[("A_PORT", &a.to_string()), ("B_PORT", &b.to_string())]);
     let (one, two) = (replica(ports[0]), replica(ports[1]));
     let (a1, b1) = (Api::new(ports[0].0, "token-a"), Api::new(ports[0].1, "token-b"));
     let (a2, b2) = (Api::new(ports[1].0, "token-a"), Api::new(ports[1].1, "token-b"));
@@ -173,6 +172,8 @@ async fn mcp(base: &str, id: u64, params: Value) -> Value {
         .bearer_auth(support::api::TOKEN)
         .header("accept", "application/json, text/event-stream")
         .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", params["name"].as_str().unwrap_or_default())
         .json(&body)
         .send()
         .await
@@ -211,7 +212,13 @@ fn refused_because(answer: &Value, why: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_mcp_approval_asked_on_one_replica_is_answered_on_the_other_once() {
     let pg = Postgres::start();
-    let ws = workspace(&pg, "mcp", "human:\n  overrides: {probe__memory_write: approve}\n");
+    let llm = LlmServer::start(Vec::new()).await;
+    let extra = format!(
+        "human:\n  overrides: {{probe__memory_write: approve}}\n\
+         llm:\n  provider: anthropic\n  model: m\n  max_tokens: 100\n  anthropic: {{api_key: k, base_url: '{}'}}\n",
+        llm.url()
+    );
+    let ws = workspace(&pg, "mcp", &extra);
     let one = support::api::ApiProcess::start(&ws).await;
     let two = support::api::ApiProcess::start(&ws).await;
     let arguments = append();

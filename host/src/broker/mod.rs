@@ -360,9 +360,10 @@ impl Broker {
         Ok(entries.into_iter().filter(|e| who.sees(e)).collect())
     }
 
-    /// `who`'s decision on entry `id`: the entry as decided. The turn waiting on it (here,
-    /// or on the replica that holds it) is woken and its watch told.
-    pub async fn decide(&self, id: &str, who: Who<'_>, decision: Decision) -> Result<Entry, DecideError> {
+    /// `who`'s decision on entry `id`: the entry as decided, and whether this decision
+    /// settled it (`false`: the same decision was taken before). The turn waiting on it
+    /// (here, or on the replica that holds it) is woken and its watch told.
+    pub async fn decide(&self, id: &str, who: Who<'_>, decision: Decision) -> Result<(Entry, bool), DecideError> {
         let outcome = decision.outcome();
         let decided = match &self.backend {
             Backend::Local(ledger) => ledger.decide(id, who, &decision),
@@ -376,9 +377,9 @@ impl Broker {
             Decided::Won(entry) => {
                 self.deliver_here(&entry, &outcome, entry.decided_by.as_deref().unwrap_or_default());
                 let _ = self.changes.send(id.to_owned());
-                Ok(entry)
+                Ok((entry, true))
             }
-            Decided::Same(entry) => Ok(entry),
+            Decided::Same(entry) => Ok((entry, false)),
             Decided::Conflict(entry) => Err(DecideError::Conflict(Box::new(entry))),
             Decided::Gone => Err(DecideError::Gone),
             Decided::Unconfirmed => Err(DecideError::Unconfirmed),

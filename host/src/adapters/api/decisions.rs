@@ -100,7 +100,7 @@ pub async fn decide_approval(
         Some(_) => return Err(ApiError::bad_request("`confirmation` must be a string")),
     };
     let decision = if approved { Decision::Approve(confirmation) } else { Decision::Deny };
-    let decided = api.broker().decide(&id, api.operator(), decision).await.map_err(|e| refused(e, "approval"))?;
+    let (decided, _) = api.broker().decide(&id, api.operator(), decision).await.map_err(|e| refused(e, "approval"))?;
     Ok(Json(approval_json(&decided)))
 }
 
@@ -126,8 +126,8 @@ pub async fn answer_question(
             )));
         }
     };
-    let decided =
-        api.broker().decide(&id, api.operator(), Decision::Answer(answer)).await.map_err(|e| refused(e, "question"))?;
+    let decision = Decision::Answer(answer);
+    let (decided, _) = api.broker().decide(&id, api.operator(), decision).await.map_err(|e| refused(e, "question"))?;
     Ok(Json(question_json(&decided)))
 }
 

@@ -166,6 +166,8 @@ impl Gated<'_> {
         };
         let client = Who { agent: self.engine.agent(), surface: Some(SURFACE), user: "mcp-client" };
         match self.engine.broker().decide(&claims.entry, client, decision).await {
+            // The same answer counted before: a replay, which runs nothing.
+            Ok((_, false)) => Round::Refused(Refused::Replayed),
             Ok(_) if approved => Round::Decided(ApprovalOutcome::Approved),
             Ok(_) => Round::Decided(ApprovalOutcome::Denied(None)),
             Err(DecideError::Unavailable(why)) => Round::Refused(Refused::Unavailable(why)),
