@@ -251,25 +251,40 @@ pub async fn chat(engine: &Engine, channel: &str) {
             route: Vec::new(),
             thread: None,
         };
-        tokio::select! {
-            result = engine.run_turn(request, &*terminal, &counterpart) => match result {
-                Ok(result) => {
-                    session += result.usage;
-                    (last, turns) = (Some(result.usage), turns + 1);
-                    terminal.finish(&result.text);
-                    if result.time_boxed {
-                        terminal.note("(time budget spent: this is a wrap-up answer)");
-                    }
+        if let Some(usage) = answer(engine, request, &terminal, &counterpart).await {
+            session += usage;
+            (last, turns) = (Some(usage), turns + 1);
+        }
+    }
+}
+
+/// Runs one turn, its answer shown; Ctrl-C during it cancels it. The turn's usage, when
+/// it answered.
+async fn answer(
+    engine: &Engine,
+    request: TurnRequest,
+    terminal: &Arc<Terminal>,
+    counterpart: &TerminalCounterpart,
+) -> Option<crate::llm::Usage> {
+    tokio::select! {
+        result = engine.run_turn(request, &**terminal, counterpart) => match result {
+            Ok(result) => {
+                terminal.finish(&result.text);
+                if result.time_boxed {
+                    terminal.note("(time budget spent: this is a wrap-up answer)");
                 }
-                Err(e) => {
-                    terminal.discard();
-                    eprintln!("error: {e}");
-                }
-            },
-            () = ctrl_c() => {
-                terminal.discard();
-                terminal.note("(cancelled)");
+                Some(result.usage)
             }
+            Err(e) => {
+                terminal.discard();
+                eprintln!("error: {e}");
+                None
+            }
+        },
+        () = ctrl_c() => {
+            terminal.discard();
+            terminal.note("(cancelled)");
+            None
         }
     }
 }

@@ -596,6 +596,33 @@ impl Engine {
         }
     }
 
+    /// The messages a turn starts from: the conversation and the person's message, or a turn
+    /// written down (with the calls it waited on and what was decided meanwhile).
+    async fn begin(
+        &self,
+        req: &TurnRequest,
+        conversation: &str,
+        start: Start,
+    ) -> Result<(Vec<Message>, Option<Vec<Call>>, HashMap<String, ApprovalOutcome>), EngineError> {
+        match start {
+            Start::Message => {
+                let mut messages = self.history.load(conversation).await?;
+                messages.push(Message::user(req.message.clone()));
+                Ok((messages, None, HashMap::new()))
+            }
+            Start::Resumed { messages, given } => {
+                let calls = match messages.last() {
+                    Some(last) if last.role == Role::Assistant => calls_of(&last.content),
+                    _ => Vec::new(),
+                };
+                if calls.is_empty() {
+                    return Err(EngineError::Resume("the turn written down has no calls waiting".into()));
+                }
+                Ok((messages, Some(calls), given))
+            }
+        }
+    }
+
     /// The turn itself, under the channel lock. The budget starts once the lock is held, so
     /// a turn queued behind another is not born late.
     #[allow(clippy::too_many_arguments)]
@@ -610,23 +637,7 @@ impl Engine {
         start: Start,
     ) -> Result<TurnResult, EngineError> {
         let deadline = Deadline::starting_now(Duration::from_secs(self.settings.session.deadline_seconds));
-        let (mut messages, pending, given) = match start {
-            Start::Message => {
-                let mut messages = self.history.load(conversation).await?;
-                messages.push(Message::user(req.message.clone()));
-                (messages, None, HashMap::new())
-            }
-            Start::Resumed { messages, given } => {
-                let calls = match messages.last() {
-                    Some(last) if last.role == Role::Assistant => calls_of(&last.content),
-                    _ => Vec::new(),
-                };
-                if calls.is_empty() {
-                    return Err(EngineError::Resume("the turn written down has no calls waiting".into()));
-                }
-                (messages, Some(calls), given)
-            }
-        };
+        let (mut messages, pending, given) = self.begin(req, conversation, start).await?;
         let durable = counterpart.durable().then(|| Durable::new(req.clone(), given));
         let loaded = self.loaded();
         let skills =

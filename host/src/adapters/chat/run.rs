@@ -76,6 +76,26 @@ impl<P: Platform> Chat<P> {
         self.run(run_id, place, Begin::Resumed(Box::new(checkpoint), given)).await;
     }
 
+    /// The turn `begin` says, recorded for the console as `origin`.
+    async fn drive(
+        &self,
+        origin: Origin,
+        begin: Begin,
+        turn: &ChatTurn<P>,
+    ) -> Result<crate::engine::TurnResult, EngineError> {
+        let recorder = Recorder::new(&self.runs, origin, self.descriptions.clone());
+        match begin {
+            Begin::Message(request) => recorder.turn(&self.engine, request, turn, turn).await,
+            Begin::Resumed(checkpoint, given) => {
+                let outcome = match given {
+                    Given::Decision(outcome) => Some(outcome),
+                    Given::Answer(_) => None,
+                };
+                recorder.resume(&self.engine, *checkpoint, outcome, turn, turn).await
+            }
+        }
+    }
+
     async fn run(self: Arc<Self>, run_id: String, place: P::Place, begin: Begin) {
         let (ops, queue) = mpsc::unbounded_channel();
         let presenter = tokio::spawn(present(self.platform.clone(), place.clone(), queue));
@@ -89,19 +109,7 @@ impl<P: Platform> Chat<P> {
             turn.given.lock().insert(checkpoint.waiting.clone(), resolution.clone());
         }
         let origin = Origin { run_id: run_id.clone(), channel_id, adapter: self.adapter, mode: "chat" };
-        let recorder = Recorder::new(&self.runs, origin, self.descriptions.clone());
-        let running = async {
-            match begin {
-                Begin::Message(request) => recorder.turn(&self.engine, request, &*turn, &*turn).await,
-                Begin::Resumed(checkpoint, given) => {
-                    let outcome = match given {
-                        Given::Decision(outcome) => Some(outcome),
-                        Given::Answer(_) => None,
-                    };
-                    recorder.resume(&self.engine, *checkpoint, outcome, &*turn, &*turn).await
-                }
-            }
-        };
+        let running = self.drive(origin, begin, &turn);
         // A turn another replica took over (it judged this one gone) stops here, unshown:
         // that replica finishes it.
         let result = tokio::select! {

@@ -511,17 +511,8 @@ async fn call_directly(
 
 /// Serves `server` on stdin/stdout until stdin ends.
 pub async fn serve(server: SkillServer) -> anyhow::Result<()> {
-    let (out, mut lines) = mpsc::unbounded_channel::<String>();
-    let writer = tokio::spawn(async move {
-        let mut stdout = stdout();
-        while let Some(first) = lines.recv().await {
-            // Answers that finished together go out in one write.
-            let text = gather(first, &mut lines);
-            if stdout.write_all(text.as_bytes()).await.is_err() || stdout.flush().await.is_err() {
-                return;
-            }
-        }
-    });
+    let (out, lines) = mpsc::unbounded_channel::<String>();
+    let writer = tokio::spawn(write_out(lines));
     let shared = SharedState::default();
     let mut session = Session::start(&server, out.clone(), shared.clone());
     let mut stdin = BufReader::with_capacity(1 << 16, stdin());
@@ -535,63 +526,10 @@ pub async fn serve(server: SkillServer) -> anyhow::Result<()> {
         } else {
             Line::Answer(error(Value::Null, -32700, format!("Parse error: a message over {MAX_MESSAGE_BYTES} bytes")))
         };
-        let messages = match line {
-            Line::Ignore => continue,
-            Line::Answer(answer) => {
-                let _ = out.send(answer.to_string());
-                continue;
-            }
-            Line::Forward(mut message) => {
-                if let Some(id) = &message.id
-                    && lock(&shared).open.contains(id)
-                {
-                    let _ = out.send(in_use(id).to_string());
-                    continue;
-                }
-                if let Some(call) = message.call.take()
-                    && let Some(id) = message.id.clone()
-                {
-                    let negotiated = lock(&shared).revision.is_some();
-                    if let Some(peer) = session.direct(&call, negotiated).await {
-                        let ct = CancellationToken::new();
-                        {
-                            let mut shared = lock(&shared);
-                            shared.open.insert(id.clone());
-                            shared.direct.insert(id, ct.clone());
-                        }
-                        let (server, out, shared) = (session.server.clone(), out.clone(), shared.clone());
-                        direct.spawn(call_directly(server, peer, *call, ct, out, shared));
-                        continue;
-                    }
-                }
-                vec![message]
-            }
-            Line::Batch(items) => match batch(items, &shared, &out) {
-                Some(messages) => messages,
-                None => continue,
-            },
-        };
+        let Some(messages) = forwarded(line, &mut session, &shared, &out, &mut direct).await else { continue };
         for message in messages {
-            {
-                let mut shared = lock(&shared);
-                if let Some(id) = &message.id {
-                    shared.open.insert(id.clone());
-                }
-                if let Some(id) = &message.cancels
-                    && shared.open.contains(id)
-                {
-                    if let Some(call) = shared.direct.get(id).cloned() {
-                        // A call the front serves: cancelled here, not in the session. It
-                        // still ends in `call_directly`, which then sends nothing.
-                        shared.cancelled.insert(id.clone());
-                        call.cancel();
-                        continue;
-                    }
-                    // rmcp drops the answer of a request cancelled before it answered, so
-                    // nothing more is awaited for it (an answer already on its way still
-                    // goes out: the client ignores it, as the protocol says).
-                    shared.forget(id, &out);
-                }
+            if !noted(&message, &shared, &out) {
+                continue;
             }
             if !session.started && !message.is_request {
                 // Before initialization a notification or response would end the session.
@@ -609,6 +547,84 @@ pub async fn serve(server: SkillServer) -> anyhow::Result<()> {
     drop(out);
     let _ = writer.await;
     Ok(())
+}
+
+/// Writes the answers to stdout, those that finished together in one write.
+async fn write_out(mut lines: mpsc::UnboundedReceiver<String>) {
+    let mut stdout = stdout();
+    while let Some(first) = lines.recv().await {
+        let text = gather(first, &mut lines);
+        if stdout.write_all(text.as_bytes()).await.is_err() || stdout.flush().await.is_err() {
+            return;
+        }
+    }
+}
+
+/// What of `line` goes on to the session (`None`: nothing, it was answered or served here):
+/// an id in use is refused, a direct call is served by the front.
+async fn forwarded(
+    line: Line,
+    session: &mut Session,
+    shared: &SharedState,
+    out: &mpsc::UnboundedSender<String>,
+    direct: &mut JoinSet<()>,
+) -> Option<Vec<ClientMessage>> {
+    let mut message = match line {
+        Line::Ignore => return None,
+        Line::Answer(answer) => {
+            let _ = out.send(answer.to_string());
+            return None;
+        }
+        Line::Batch(items) => return batch(items, shared, out),
+        Line::Forward(message) => message,
+    };
+    if let Some(id) = &message.id
+        && lock(shared).open.contains(id)
+    {
+        let _ = out.send(in_use(id).to_string());
+        return None;
+    }
+    if let Some(call) = message.call.take()
+        && let Some(id) = message.id.clone()
+    {
+        let negotiated = lock(shared).revision.is_some();
+        if let Some(peer) = session.direct(&call, negotiated).await {
+            let ct = CancellationToken::new();
+            {
+                let mut shared = lock(shared);
+                shared.open.insert(id.clone());
+                shared.direct.insert(id, ct.clone());
+            }
+            let (server, out, shared) = (session.server.clone(), out.clone(), shared.clone());
+            direct.spawn(call_directly(server, peer, *call, ct, out, shared));
+            return None;
+        }
+    }
+    Some(vec![message])
+}
+
+/// Notes `message`'s id as open, and a cancellation of an open request: `false` when the
+/// front handled it (a call it serves itself is cancelled here, not in the session).
+fn noted(message: &ClientMessage, shared: &SharedState, out: &mpsc::UnboundedSender<String>) -> bool {
+    let mut shared = lock(shared);
+    if let Some(id) = &message.id {
+        shared.open.insert(id.clone());
+    }
+    if let Some(id) = &message.cancels
+        && shared.open.contains(id)
+    {
+        if let Some(call) = shared.direct.get(id).cloned() {
+            // It still ends in `call_directly`, which then sends nothing.
+            shared.cancelled.insert(id.clone());
+            call.cancel();
+            return false;
+        }
+        // rmcp drops the answer of a request cancelled before it answered, so nothing more
+        // is awaited for it (an answer already on its way still goes out: the client
+        // ignores it, as the protocol says).
+        shared.forget(id, out);
+    }
+    true
 }
 
 /// The answer to a request whose id (as JSON text) names a request still in flight: ids are

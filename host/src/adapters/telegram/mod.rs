@@ -393,7 +393,7 @@ async fn poll_as_leader(
             return Ok(Polled::Stopped);
         }
         // The bot's id (`getMe`) names where the offset is kept; learnt once.
-        let (ns, from) = match &offset {
+        let (_, from) = match &offset {
             Some(known) => known.clone(),
             None => match telegram.call("getMe", &json!({})).await {
                 Ok(me) => {
@@ -439,25 +439,39 @@ async fn poll_as_leader(
                 continue;
             }
         };
-        for raw in updates {
-            // One unreadable update is skipped (and its offset passed), never the batch.
-            let Some(id) = raw.get("update_id").and_then(Value::as_i64) else {
-                tracing::warn!("{}: an update without an update_id: skipped", telegram.label);
-                continue;
-            };
-            let next = id + 1;
-            // Kept before the update is handled: a crash loses at most this one update,
-            // never handles it twice.
-            if let Err(e) = state.set(&ns, "offset", &next.to_string()).await {
-                tracing::warn!("{}: cannot keep the update offset: {e}", telegram.label);
-            }
-            if let Some((_, from)) = offset.as_mut() {
-                *from = next;
-            }
-            match serde_json::from_value::<Update>(raw) {
-                Ok(update) => handle(chat, update).await,
-                Err(e) => tracing::warn!("{}: update {id} is not one the adapter reads ({e}): skipped", telegram.label),
-            }
+        if let Some((ns, from)) = offset.as_mut() {
+            take(chat, state, ns, from, updates).await;
+        }
+    }
+}
+
+/// Handles `updates` in order, keeping the offset (in `ns`, and in `from`) past each one
+/// before it is handled: a crash loses at most this one update, never handles it twice.
+/// One unreadable update is skipped (and its offset passed), never the batch.
+async fn take(
+    chat: &Arc<Chat<Telegram>>,
+    state: &crate::store::StateStore,
+    ns: &str,
+    from: &mut i64,
+    updates: Vec<Value>,
+) {
+    let telegram = &chat.platform;
+    for raw in updates {
+        // One unreadable update is skipped (and its offset passed), never the batch.
+        let Some(id) = raw.get("update_id").and_then(Value::as_i64) else {
+            tracing::warn!("{}: an update without an update_id: skipped", telegram.label);
+            continue;
+        };
+        let next = id + 1;
+        // Kept before the update is handled: a crash loses at most this one update,
+        // never handles it twice.
+        if let Err(e) = state.set(ns, "offset", &next.to_string()).await {
+            tracing::warn!("{}: cannot keep the update offset: {e}", telegram.label);
+        }
+        *from = next;
+        match serde_json::from_value::<Update>(raw) {
+            Ok(update) => handle(chat, update).await,
+            Err(e) => tracing::warn!("{}: update {id} is not one the adapter reads ({e}): skipped", telegram.label),
         }
     }
 }
