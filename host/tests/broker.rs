@@ -257,3 +257,79 @@ async fn an_mcp_approval_asked_on_one_replica_is_answered_on_the_other_once() {
     refused_because(&retry(one.base(), &arguments, &state, approve(true)).await, "expired");
     assert_eq!(runs(&ws), "x", "nothing more ran");
 }
+
+/// Slack and the API on one agent: the console (the agent's token), on another replica with
+/// PostgreSQL or in the one process with SQLite, lists the Slack turn's approval and decides
+/// it; the Slack prompt says it was approved in the console, and the turn goes on where it
+/// runs.
+async fn the_console_decides_a_slack_approval(shared: bool) {
+    use skillhost_tests::slack_server::SlackServer;
+    let pg = shared.then(Postgres::start);
+    let echo = Answer::default().call("e1", "probe__echo", json!({"n": 1}));
+    let llm = LlmServer::start(vec![echo.into(), Answer::text(&["Echoed in Slack."]).into()]).await;
+    let slack = SlackServer::start().await;
+    let extra = format!(
+        "adapter:\n  types: [slack, api]\n  slack:\n    bot_token: '{}'\n    app_token: '{}'\n    base_url: '{}'\n\
+         ui: {{port: ${{UI_PORT}}, auth_token: console-token}}\n\
+         llm:\n  provider: anthropic\n  model: m\n  max_tokens: 100\n  anthropic: {{api_key: k, base_url: '{}'}}\n\
+         human:\n  overrides: {{probe__echo: approve}}\n",
+        SlackServer::BOT_TOKEN,
+        SlackServer::APP_TOKEN,
+        slack.api_url(),
+        llm.url()
+    );
+    let ws = match &pg {
+        Some(pg) => workspace(pg, "console", &extra),
+        None => {
+            let ws = Workspace::new();
+            ws.add_skill("skills", "probe", guests::PROBE, "");
+            let yaml =
+                format!("skills:\n  paths: [skills]\n  builtins: []\nlearning: {{approval_auto_promote: 0}}\n{extra}");
+            std::fs::write(ws.path().join("config.yaml"), yaml).unwrap();
+            ws
+        }
+    };
+    let wait = Duration::from_secs(30);
+    let (port_a, port_b) = (free_port(), free_port());
+    let a = Running::start(ws.path(), &[], &[("UI_PORT", &port_a.to_string())]);
+    slack.wait_connected(1, wait).await;
+    slack.mention("C1", "U1", "echo please");
+    let asks = |m: &skillhost_tests::slack_server::SlackMessage| support::slack_button(m, "approve").is_some();
+    let prompt = slack.wait_for_message("C1", asks, wait).await;
+    let id = support::slack_button(&prompt, "approve").unwrap();
+    // With PostgreSQL the console of another replica decides; with SQLite, the process's own.
+    let b = shared.then(|| Running::start(ws.path(), &[], &[("UI_PORT", &port_b.to_string())]));
+    let console = Api::new(if shared { port_b } else { port_a }, "console-token");
+    console.ready(b.as_ref().unwrap_or(&a)).await;
+    let (_, listed) = console.get("/api/approvals").await;
+    let entry = &listed["approvals"][0];
+    assert_eq!(entry["approval_id"].as_str(), Some(id.as_str()), "{listed}");
+    assert_eq!((entry["adapter"].as_str(), entry["decidable"].as_bool()), (Some("slack"), Some(true)), "{listed}");
+    let (status, decided) = console.post(&format!("/api/approvals/{id}/decision"), json!({"approved": true})).await;
+    assert_eq!((status, decided["decided_by"].as_str()), (200, Some("console")), "{decided}");
+    slack.wait_for_message("C1", |m| m.text.contains("Echoed in Slack."), wait).await;
+    let approved_there = |m: &skillhost_tests::slack_server::SlackMessage| {
+        m.ts == prompt.ts && m.text.contains("Approved in the console")
+    };
+    slack.wait_for_message("C1", approved_there, wait).await;
+    assert_eq!(support::tool_results(&llm, 1)[0]["is_error"], json!(false));
+    assert_eq!(llm.requests().len(), 2, "the turn went on once");
+    // A press in Slack now changes nothing.
+    slack.click("C1", "U1", &prompt.ts, "approve", &id);
+    let started = Instant::now();
+    while !slack.ephemerals().iter().any(|(_, user, text)| user == "U1" && text.contains("already decided")) {
+        assert!(started.elapsed() < wait, "{:?}", slack.ephemerals());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(!a.stderr().contains("panicked"), "{}", a.stderr());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_console_of_another_replica_decides_a_slack_approval() {
+    the_console_decides_a_slack_approval(true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_console_decides_a_slack_approval_on_sqlite() {
+    the_console_decides_a_slack_approval(false).await;
+}

@@ -1,6 +1,6 @@
 //! The module direction check: `use crate::` edges between the top-level modules of
-//! `host/src` point one way only, adapters -> engine -> tools -> {mcp client, skills, llm} ->
-//! sandbox -> store (the app builder above them all; `config`, `person` and `metrics` read by all), and the modules
+//! `host/src` point one way only, adapters -> engine -> broker (the person broker) -> tools ->
+//! {mcp client, skills, llm} -> sandbox -> store (the app builder above them all; `config`, `person` and `metrics` read by all), and the modules
 //! inside `engine/` form no cycle. A planted upward import fails it (tested below).
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -8,8 +8,17 @@ use std::path::{Path, PathBuf};
 
 /// Top-level modules from the top down; a module may use only those in later rows.
 /// Modules in one row are peers and may not use each other.
-const LAYERS: &[&[&str]] =
-    &[&["app"], &["adapters"], &["engine"], &["tools"], &["mcp"], &["skills", "llm"], &["sandbox"], &["store"]];
+const LAYERS: &[&[&str]] = &[
+    &["app"],
+    &["adapters"],
+    &["engine"],
+    &["broker"],
+    &["tools"],
+    &["mcp"],
+    &["skills", "llm"],
+    &["sandbox"],
+    &["store"],
+];
 
 /// Read by every layer; use none (the typed config, and the person at the other end).
 const SHARED: &[&str] = &["config", "person", "metrics"];

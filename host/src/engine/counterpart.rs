@@ -5,11 +5,11 @@
 //! [`AutoApprove`] cover runs with nobody to ask. The policy that decides *when* to ask is
 //! the [`super::gate`].
 
-use super::desk::Desk;
-use crate::broker::{Entry, Outcome};
+use crate::broker::{Broker, Entry, Kind, Opening, Outcome, Scope, Waiting, Watch};
 use crate::person::{Answer, Question};
 use crate::tools::{Level, ToolSource};
 use serde_json::Value;
+use std::sync::{Arc, Weak};
 use std::time::{Duration, SystemTime};
 
 /// A gated call waiting for a decision.
@@ -61,11 +61,62 @@ impl ApprovalOutcome {
     }
 }
 
+/// Where one turn's approvals and questions are opened: the broker, who asks, and how the
+/// turn can be resumed elsewhere.
+#[derive(Clone)]
+pub struct Desk {
+    /// The process's broker.
+    pub broker: Arc<Broker>,
+    /// The agent, surface, conversation and run, and who may decide.
+    pub scope: Scope,
+    /// Told at once of a person's decision (the API's stream, a chat message).
+    pub watch: Option<Weak<dyn Watch>>,
+    /// For a turn that can be written down: the replicas that may resume it (its bot) and
+    /// where its messages go (JSON).
+    pub resumable: Option<(String, String)>,
+}
+
+impl Desk {
+    /// Whether a turn waiting here is written down, so that another replica can resume it.
+    pub fn durable(&self) -> bool {
+        self.resumable.is_some() && self.broker.durable()
+    }
+
+    pub(super) fn opening(
+        &self,
+        kind: Kind,
+        expires_at: SystemTime,
+        presentation: Value,
+        checkpoint: Option<String>,
+    ) -> Opening {
+        let resumable = match (&self.resumable, checkpoint) {
+            (Some((scope, place)), Some(checkpoint)) => Some(Waiting {
+                run_id: self.scope.run_id.clone(),
+                scope: scope.clone(),
+                place: place.clone(),
+                checkpoint,
+            }),
+            _ => None,
+        };
+        Opening {
+            kind,
+            scope: self.scope.clone(),
+            expires_at,
+            challenge: None,
+            prompt: None,
+            choices: Vec::new(),
+            presentation,
+            resumable,
+            watch: self.watch.clone(),
+        }
+    }
+}
+
 /// The person at the other end of a turn, as its adapter reaches them: decisions, answers,
 /// and the adapter's own tools.
 ///
 /// An interactive adapter (the API's stream, a chat conversation) has a [`Desk`]: the
-/// turn's approvals and questions are opened at the person broker ([`super::desk`]), and the
+/// turn's approvals and questions are opened at the person broker ([`super::desk`], which opens them), and the
 /// adapter only presents what opened ([`Counterpart::present`]) and learns how it ended
 /// ([`Counterpart::ended`]). One without a desk (the terminal, `call`, an MCP client
 /// asked through `elicitation/create`) decides itself ([`Counterpart::decide`]), bounded by

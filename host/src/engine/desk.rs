@@ -3,58 +3,13 @@
 //! before anything shows its id; then the turn's events announce it, the counterpart
 //! presents it, and the wait ends with the person's decision, the expiry or the turn's end.
 
+pub use super::counterpart::Desk;
 use super::counterpart::{ApprovalOutcome, Counterpart};
 use super::events::{EngineEvent, EventSink};
-use crate::broker::{Broker, Entry, Kind, Opening, Outcome, Scope, Ticket, Waiting, Watch};
+use crate::broker::{Entry, Kind, Outcome, Ticket};
 use crate::tools::{CONFIRMATION_CHALLENGE, Level};
 use serde_json::Value;
-use std::sync::{Arc, Weak};
 use std::time::{Duration, SystemTime};
-
-/// Where one turn's approvals and questions are opened: the broker, who asks, and how the
-/// turn can be resumed elsewhere.
-#[derive(Clone)]
-pub struct Desk {
-    /// The process's broker.
-    pub broker: Arc<Broker>,
-    /// The agent, surface, conversation and run, and who may decide.
-    pub scope: Scope,
-    /// Told at once of a person's decision (the API's stream, a chat message).
-    pub watch: Option<Weak<dyn Watch>>,
-    /// For a turn that can be written down: the replicas that may resume it (its bot) and
-    /// where its messages go (JSON).
-    pub resumable: Option<(String, String)>,
-}
-
-impl Desk {
-    /// Whether a turn waiting here is written down, so that another replica can resume it.
-    pub fn durable(&self) -> bool {
-        self.resumable.is_some() && self.broker.durable()
-    }
-
-    fn opening(&self, kind: Kind, expires_at: SystemTime, presentation: Value, checkpoint: Option<String>) -> Opening {
-        let resumable = match (&self.resumable, checkpoint) {
-            (Some((scope, place)), Some(checkpoint)) => Some(Waiting {
-                run_id: self.scope.run_id.clone(),
-                scope: scope.clone(),
-                place: place.clone(),
-                checkpoint,
-            }),
-            _ => None,
-        };
-        Opening {
-            kind,
-            scope: self.scope.clone(),
-            expires_at,
-            challenge: None,
-            prompt: None,
-            choices: Vec::new(),
-            presentation,
-            resumable,
-            watch: self.watch.clone(),
-        }
-    }
-}
 
 /// A gated call to put to a person.
 pub struct Asked<'a> {

@@ -311,6 +311,8 @@ impl<P: Platform> Chat<P> {
         };
         let approved = !matches!(taken, crate::broker::Decision::Deny);
         match self.broker.decide(id, self.who(user), taken).await {
+            // Taken before (in the console, or by another click): nothing changes.
+            Ok((_, false)) => Decided::Refused("this request was already decided".into()),
             Ok(_) => {
                 // Its turn may wait on a replica that is gone: look for it at once.
                 self.look.notify_one();
