@@ -4,8 +4,9 @@
 
 use crate::config::{Destination, Platform};
 use crate::sandbox::{Notice, Notifier, NotifyError, NotifyFuture};
+use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Weak};
 
 /// A chat adapter's side of the outbox.
 #[async_trait::async_trait]
@@ -29,12 +30,12 @@ impl Outbox {
 
     /// Makes `adapter` the agent's way to `platform` for as long as the guard lives.
     pub fn register(self: &Arc<Self>, platform: Platform, adapter: Weak<dyn Deliver>) -> Registered {
-        self.adapters.lock().unwrap_or_else(|p| p.into_inner()).insert(platform, adapter.clone());
+        self.adapters.lock().insert(platform, adapter.clone());
         Registered { outbox: Arc::downgrade(self), platform, adapter }
     }
 
     fn adapter(&self, platform: Platform) -> Option<Arc<dyn Deliver>> {
-        self.adapters.lock().unwrap_or_else(|p| p.into_inner()).get(&platform).and_then(Weak::upgrade)
+        self.adapters.lock().get(&platform).and_then(Weak::upgrade)
     }
 }
 
@@ -66,7 +67,7 @@ pub struct Registered {
 impl Drop for Registered {
     fn drop(&mut self) {
         let Some(outbox) = self.outbox.upgrade() else { return };
-        let mut adapters = outbox.adapters.lock().unwrap_or_else(|p| p.into_inner());
+        let mut adapters = outbox.adapters.lock();
         if adapters.get(&self.platform).is_some_and(|a| a.ptr_eq(&self.adapter)) {
             adapters.remove(&self.platform);
         }

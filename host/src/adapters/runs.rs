@@ -11,9 +11,10 @@
 use crate::adapters::api::stream::{Translator, WireEvent, unix_seconds};
 use crate::adapters::present::Descriptions;
 use crate::engine::{Counterpart, Engine, EngineError, EngineEvent, EventSink, TurnRequest, TurnResult};
+use parking_lot::Mutex;
 use serde_json::{Value, json};
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Weak};
 use std::time::{Instant, SystemTime};
 use tokio::sync::{broadcast, watch};
 
@@ -79,8 +80,8 @@ impl Runs {
         Arc::new(Runs { agent: agent.to_owned(), inner: Mutex::default(), changed: watch::channel(0).0 })
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<Arc<Run>>> {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    fn lock(&self) -> parking_lot::MutexGuard<'_, VecDeque<Arc<Run>>> {
+        self.inner.lock()
     }
 
     fn bump(&self) {
@@ -205,8 +206,8 @@ impl Inner {
 }
 
 impl Run {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    fn lock(&self) -> parking_lot::MutexGuard<'_, Inner> {
+        self.inner.lock()
     }
 
     /// Its origin.
@@ -372,7 +373,7 @@ impl Recorder {
     }
 
     fn with(&self, f: impl FnOnce(&mut Translator) -> Vec<WireEvent>) {
-        let mut translator = self.translator.lock().unwrap_or_else(|p| p.into_inner());
+        let mut translator = self.translator.lock();
         for event in f(&mut translator) {
             self.recording.record(&event);
         }

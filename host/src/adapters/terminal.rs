@@ -52,7 +52,7 @@ pub struct Terminal {
     /// The last text printed did not end with a newline.
     mid_line: AtomicBool,
     /// The text streamed during the current turn.
-    streamed: std::sync::Mutex<String>,
+    streamed: parking_lot::Mutex<String>,
 }
 
 impl Terminal {
@@ -74,7 +74,7 @@ impl Terminal {
     /// been seen yet, so it is shown now.
     pub fn finish(&self, answer: &str) {
         self.end_line();
-        let streamed = std::mem::take(&mut *self.streamed.lock().unwrap_or_else(|p| p.into_inner()));
+        let streamed = std::mem::take(&mut *self.streamed.lock());
         if streamed.ends_with(answer) {
             return;
         }
@@ -87,7 +87,7 @@ impl Terminal {
     /// Forgets the streamed text of a cancelled or failed turn.
     pub fn discard(&self) {
         self.end_line();
-        self.streamed.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        self.streamed.lock().clear();
     }
 
     /// A line of tool activity or status on stderr.
@@ -120,7 +120,7 @@ impl EventSink for Terminal {
                 let mut out = std::io::stdout().lock();
                 let _ = out.write_all(text.as_bytes());
                 let _ = out.flush();
-                self.streamed.lock().unwrap_or_else(|p| p.into_inner()).push_str(&text);
+                self.streamed.lock().push_str(&text);
                 if !text.is_empty() {
                     self.mid_line.store(!text.ends_with('\n'), Ordering::Relaxed);
                 }

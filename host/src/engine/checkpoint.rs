@@ -11,9 +11,10 @@
 use super::counterpart::ApprovalOutcome;
 use super::request::TurnRequest;
 use crate::llm::Message;
+use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// The version [`Checkpoint`]s are written as; another is refused, not misread.
 pub const VERSION: u32 = 1;
@@ -88,8 +89,8 @@ impl Durable {
 
     /// The round about to run starts from `messages`.
     pub fn round_starts(&self, messages: &[Message]) {
-        *self.messages.lock().unwrap_or_else(|p| p.into_inner()) = Arc::new(messages.to_vec());
-        *self.settled.lock().unwrap_or_else(|p| p.into_inner()) = Default::default();
+        *self.messages.lock() = Arc::new(messages.to_vec());
+        *self.settled.lock() = Default::default();
     }
 
     /// The round's calls are settled, with `decided`; `question`: its only call, when that
@@ -97,24 +98,24 @@ impl Durable {
     /// round runs, so nothing would run twice).
     pub fn round_settled(&self, decided: &[(String, ApprovalOutcome)], question: Option<&str>) {
         let settled = Settled { decided: decided.to_vec(), question: question.map(str::to_owned) };
-        *self.settled.lock().unwrap_or_else(|p| p.into_inner()) = settled;
+        *self.settled.lock() = settled;
     }
 
     /// The checkpoint of the round waiting on the answer to its question `id`, if the round
     /// is that one question.
     pub fn question_checkpoint(&self, id: &str) -> Option<Checkpoint> {
-        let Settled { decided, question } = self.settled.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let Settled { decided, question } = self.settled.lock().clone();
         (question.as_deref() == Some(id)).then(|| Checkpoint { waits: Waits::Answer, ..self.checkpoint(&decided, id) })
     }
 
     /// The decision given for call `id`, taken (a later round asks again).
     pub fn given(&self, id: &str) -> Option<ApprovalOutcome> {
-        self.given.lock().unwrap_or_else(|p| p.into_inner()).remove(id)
+        self.given.lock().remove(id)
     }
 
     /// The checkpoint of the round waiting on call `waiting`, after `decided`.
     pub fn checkpoint(&self, decided: &[(String, ApprovalOutcome)], waiting: &str) -> Checkpoint {
-        let messages = self.messages.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let messages = self.messages.lock().clone();
         Checkpoint {
             version: VERSION,
             request: self.request.clone(),

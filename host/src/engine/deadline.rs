@@ -6,7 +6,8 @@
 //! not find that the approved call is cut off at once. Each wait pushes the deadline back by
 //! its length; the wait itself is bounded by `human.timeout_seconds`.
 
-use std::sync::{Arc, Mutex};
+use parking_lot::Mutex;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Why the tool loop ends before the model answers: what the forced wrap-up request asks
@@ -40,7 +41,7 @@ impl Deadline {
 
     /// When the budget runs out, as of now.
     pub fn deadline(&self) -> Instant {
-        *self.deadline.lock().unwrap_or_else(|p| p.into_inner())
+        *self.deadline.lock()
     }
 
     /// Whether it has run out.
@@ -50,7 +51,7 @@ impl Deadline {
 
     /// Gives back `waited`, time spent waiting for a person.
     pub fn pause_for(&self, waited: Duration) {
-        *self.deadline.lock().unwrap_or_else(|p| p.into_inner()) += waited;
+        *self.deadline.lock() += waited;
     }
 
     /// Runs `wait` (a wait for a person) without charging its length to the budget.

@@ -3,8 +3,8 @@
 use super::counterpart::ApprovalOutcome;
 use crate::tools::Level;
 pub use crate::tools::ToolTarget;
+use parking_lot::Mutex;
 use serde_json::Value;
-use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 
 /// One thing that happened during a turn.
@@ -91,6 +91,16 @@ impl EventSink for NoEvents {
 /// Collects events in order (tests, buffered adapters).
 impl EventSink for Mutex<Vec<EngineEvent>> {
     fn emit(&self, event: EngineEvent) {
-        self.lock().unwrap_or_else(|p| p.into_inner()).push(event);
+        self.lock().push(event);
+    }
+}
+
+/// Collects events in order (tests with the standard library's lock; a test that panicked
+/// while holding it has failed already).
+impl EventSink for std::sync::Mutex<Vec<EngineEvent>> {
+    fn emit(&self, event: EngineEvent) {
+        if let Ok(mut events) = self.lock() {
+            events.push(event);
+        }
     }
 }

@@ -74,25 +74,25 @@ mod tests {
     #[tokio::test]
     async fn a_wait_ends_with_the_swap_that_brings_the_skills_or_at_its_bound() {
         let (tx, _) = tokio::sync::watch::channel(0u64);
-        let compiling = std::sync::Mutex::new(vec!["slow".to_owned()]);
+        let compiling = parking_lot::Mutex::new(vec!["slow".to_owned()]);
         let gave_up = AtomicBool::new(false);
-        let look = || ((), compiling.lock().unwrap().clone());
+        let look = || ((), compiling.lock().clone());
         let waiting = wait(Duration::from_secs(3600), tx.subscribe(), &gave_up, look);
         let joined = async {
             tokio::task::yield_now().await;
-            compiling.lock().unwrap().clear();
+            compiling.lock().clear();
             tx.send_modify(|n| *n += 1);
         };
         let (waited, ()) = tokio::join!(waiting, joined);
         assert_eq!(waited, Ok(()));
         // Still compiling at the bound: the error names it.
-        *compiling.lock().unwrap() = vec!["slow".into()];
-        let look = || ((), compiling.lock().unwrap().clone());
+        *compiling.lock() = vec!["slow".into()];
+        let look = || ((), compiling.lock().clone());
         let err = wait(Duration::ZERO, tx.subscribe(), &gave_up, look).await.unwrap_err();
         assert_eq!(err.compiling, ["slow"]);
         // Given up: nothing waits any more.
         gave_up.store(true, Ordering::SeqCst);
-        let look = || ((), compiling.lock().unwrap().clone());
+        let look = || ((), compiling.lock().clone());
         assert_eq!(wait(Duration::ZERO, tx.subscribe(), &gave_up, look).await, Ok(()));
         assert_eq!(compiling_owner(&["word_stats".into()], "word_stats__count"), ["word_stats"]);
         assert!(compiling_owner(&["word_stats".into()], "probe__echo").is_empty());

@@ -172,23 +172,23 @@ pub trait NestedRunner: Send + Sync {
 /// is built; an agent that is gone (reloaded, stopped) is not found.
 #[derive(Default)]
 pub struct Peers {
-    agents: std::sync::RwLock<std::collections::BTreeMap<String, std::sync::Weak<dyn NestedRunner>>>,
+    agents: parking_lot::RwLock<std::collections::BTreeMap<String, std::sync::Weak<dyn NestedRunner>>>,
 }
 
 impl Peers {
     /// Adds (or replaces) the agent called `name`.
     pub fn register(&self, name: &str, agent: std::sync::Weak<dyn NestedRunner>) {
-        self.agents.write().unwrap_or_else(|p| p.into_inner()).insert(name.to_owned(), agent);
+        self.agents.write().insert(name.to_owned(), agent);
     }
 
     /// The agent called `name`, while it runs.
     pub fn get(&self, name: &str) -> Option<std::sync::Arc<dyn NestedRunner>> {
-        self.agents.read().unwrap_or_else(|p| p.into_inner()).get(name).and_then(std::sync::Weak::upgrade)
+        self.agents.read().get(name).and_then(std::sync::Weak::upgrade)
     }
 
     /// The names of the agents registered.
     pub fn names(&self) -> Vec<String> {
-        self.agents.read().unwrap_or_else(|p| p.into_inner()).keys().cloned().collect()
+        self.agents.read().keys().cloned().collect()
     }
 }
 

@@ -11,8 +11,8 @@ use super::window::{service_name_minutes, window_minutes};
 use crate::config;
 use crate::llm::ToolDecl;
 use crate::tools::ToolOutcome;
+use parking_lot::Mutex;
 use serde_json::{Value, json};
-use std::sync::Mutex;
 use std::time::Duration;
 
 /// The wrap-up when the budget ends the tool loop: an honest partial answer from the results
@@ -114,7 +114,7 @@ impl TurnBudget {
     /// Admits one call, in call order: `Some(result)` is the refusal the model gets instead.
     pub fn admit(&self, name: &str, input: &Value) -> Option<ToolOutcome> {
         let policy = self.policy.as_ref().filter(|p| p.covers(name))?;
-        let mut c = self.counters.lock().unwrap_or_else(|p| p.into_inner());
+        let mut c = self.counters.lock();
         let long_range = policy.is_long_range(input);
         let over = policy.max_per_turn.is_some_and(|max| c.used >= max)
             || (long_range && policy.max_long_range_per_turn.is_some_and(|max| c.long_range >= max));
@@ -134,7 +134,7 @@ impl TurnBudget {
     /// Closes a round: how the turn goes on.
     pub fn after_round(&self) -> AfterRound {
         let Some(policy) = &self.policy else { return AfterRound::Continue };
-        let mut c = self.counters.lock().unwrap_or_else(|p| p.into_inner());
+        let mut c = self.counters.lock();
         if std::mem::take(&mut c.refused_this_round) == 0 {
             return AfterRound::Continue;
         }
@@ -166,8 +166,7 @@ impl TurnBudget {
     /// The tools to offer: budgeted ones leave once the per-turn cap is spent.
     pub fn offered(&self, decls: Vec<ToolDecl>) -> Vec<ToolDecl> {
         let Some(policy) = &self.policy else { return decls };
-        let spent =
-            policy.max_per_turn.is_some_and(|max| self.counters.lock().unwrap_or_else(|p| p.into_inner()).used >= max);
+        let spent = policy.max_per_turn.is_some_and(|max| self.counters.lock().used >= max);
         decls.into_iter().filter(|d| !(spent && policy.covers(&d.name))).collect()
     }
 }

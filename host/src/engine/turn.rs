@@ -21,9 +21,10 @@ use crate::sandbox::{CallContext, RouteAttributes};
 use crate::skills::SkillSet;
 use crate::store::{MemoryStore, StateError, StateStore};
 use crate::tools::{Level, OnDemand, SubAgents, ToolCall, Tools};
+use parking_lot::Mutex;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 use tracing::Instrument as _;
 
@@ -169,7 +170,7 @@ impl Loaded {
 pub struct Engine {
     /// What its skills give it; replaced whole by [`Engine::swap_skills`]. Shared with the
     /// turns' [`crate::tools::Joining`], which look at the skills as they are now.
-    loaded: Arc<std::sync::RwLock<Arc<Loaded>>>,
+    loaded: Arc<parking_lot::RwLock<Arc<Loaded>>>,
     /// Bumped at each swap, for those who tell clients (MCP's `list_changed`).
     changed: tokio::sync::watch::Sender<u64>,
     /// The skills left compiling will not join: nothing waits for them any more.
@@ -225,7 +226,7 @@ impl Engine {
         let inflight = InFlight::new(state.clone(), ttl);
         let (history, provider) = (History::new(state), provider.map(Arc::from));
         let (background, channels) = (Mutex::default(), Mutex::default());
-        let loaded = Arc::new(std::sync::RwLock::new(Arc::new(Loaded::new(skills, tools, &settings))));
+        let loaded = Arc::new(parking_lot::RwLock::new(Arc::new(Loaded::new(skills, tools, &settings))));
         let peers = Arc::new(Peers::default());
         Engine {
             loaded,
@@ -257,7 +258,7 @@ impl Engine {
         let loaded = Loaded::new(skills, tools, &self.settings);
         Engine {
             peers: self.peers.clone(),
-            loaded: Arc::new(std::sync::RwLock::new(Arc::new(loaded))),
+            loaded: Arc::new(parking_lot::RwLock::new(Arc::new(loaded))),
             changed: tokio::sync::watch::Sender::new(0),
             gave_up: Default::default(),
             provider: self.provider.clone(),
@@ -319,7 +320,7 @@ impl Engine {
 
     /// Waits for the background work started by finished turns (the daily reflections).
     pub async fn wait_for_background(&self) {
-        let handles = std::mem::take(&mut *self.background.lock().unwrap_or_else(|p| p.into_inner()));
+        let handles = std::mem::take(&mut *self.background.lock());
         for handle in handles {
             if let Err(e) = handle.await {
                 tracing::warn!("background task failed: {e}");
@@ -334,7 +335,7 @@ impl Engine {
 
     /// What its skills give it now (a turn keeps the one it started with).
     pub fn loaded(&self) -> Arc<Loaded> {
-        self.loaded.read().unwrap_or_else(|p| p.into_inner()).clone()
+        self.loaded.read().clone()
     }
 
     /// The skills it serves now.
@@ -352,7 +353,7 @@ impl Engine {
     /// per-channel locks are untouched. [`Engine::skills_changed`] is told.
     pub fn swap_skills(&self, skills: Arc<SkillSet>, tools: Tools) {
         let loaded = Arc::new(Loaded::new(skills, tools, &self.settings));
-        *self.loaded.write().unwrap_or_else(|p| p.into_inner()) = loaded;
+        *self.loaded.write() = loaded;
         self.notify_skills_changed();
     }
 
@@ -583,14 +584,14 @@ impl Engine {
     }
 
     fn channel_lock(&self, channel: &str) -> Arc<tokio::sync::Mutex<()>> {
-        let mut channels = self.channels.lock().unwrap_or_else(|p| p.into_inner());
+        let mut channels = self.channels.lock();
         channels.entry(channel.to_owned()).or_default().clone()
     }
 
     /// Forgets the channel's lock when no other turn holds or awaits it. Clones are only
     /// made under the map lock, so the count is exact here.
     fn release(&self, channel: &str, lock: Arc<tokio::sync::Mutex<()>>) {
-        let mut channels = self.channels.lock().unwrap_or_else(|p| p.into_inner());
+        let mut channels = self.channels.lock();
         if Arc::strong_count(&lock) == 2 {
             channels.remove(channel);
         }
@@ -659,7 +660,7 @@ impl Engine {
         let mut tools = loaded.with_sub_agents(&skills.tools);
         if !compiling.is_empty() {
             let shared = self.loaded.clone();
-            let now = Arc::new(move || shared.read().unwrap_or_else(|p| p.into_inner()).tools.clone());
+            let now = Arc::new(move || shared.read().tools.clone());
             tools = tools.with_last(Arc::new(crate::tools::Joining::new(now, compiling)));
         }
         let tool_budget = TurnBudget::new(self.settings.tool_budget.clone());
@@ -782,7 +783,7 @@ impl Engine {
         let exchange = reflection::Exchange::new(&req.channel_id, &req.message, &result.text, &result.tool_calls);
         let memory = self.settings.memory.clone();
         let handle = reflection::spawn(provider.clone(), self.settings.model.clone(), memory, exchange);
-        let mut background = self.background.lock().unwrap_or_else(|p| p.into_inner());
+        let mut background = self.background.lock();
         background.retain(|h| !h.is_finished());
         background.push(handle);
     }

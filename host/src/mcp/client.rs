@@ -10,6 +10,7 @@ use crate::person::Person;
 use crate::sandbox::capabilities::{McpBridge, McpCallError, McpFuture};
 use crate::skills::SkillSet;
 use crate::store::StateStore;
+use parking_lot::{Mutex, RwLock};
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam, ClientRequest, JsonObject,
     RequestId, ServerResult, Tool,
@@ -17,7 +18,7 @@ use rmcp::model::{
 use rmcp::service::{Peer, PeerRequestOptions, RoleClient, ServiceError};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
 
@@ -63,7 +64,7 @@ pub(super) struct Server {
 
 impl Server {
     pub(super) fn update(&self, f: impl FnOnce(&mut State)) {
-        let mut state = self.state.write().unwrap_or_else(|p| p.into_inner());
+        let mut state = self.state.write();
         f(&mut state);
         let attempts = state.attempts;
         drop(state);
@@ -71,7 +72,7 @@ impl Server {
     }
 
     pub(super) fn read<T>(&self, f: impl FnOnce(&State) -> T) -> T {
-        f(&self.state.read().unwrap_or_else(|p| p.into_inner()))
+        f(&self.state.read())
     }
 
     fn filter(&self) -> &ToolFilter {
@@ -111,7 +112,7 @@ pub struct McpManager {
 
 impl Drop for McpManager {
     fn drop(&mut self) {
-        for task in self.tasks.get_mut().unwrap_or_else(|p| p.into_inner()).drain(..) {
+        for task in self.tasks.get_mut().drain(..) {
             task.abort();
         }
     }
@@ -136,8 +137,8 @@ impl McpManager {
         Arc::new(McpManager { servers: servers.collect(), declared, tasks, settings })
     }
 
-    fn settings(&self) -> std::sync::MutexGuard<'_, Settings> {
-        self.settings.lock().unwrap_or_else(|p| p.into_inner())
+    fn settings(&self) -> parking_lot::MutexGuard<'_, Settings> {
+        self.settings.lock()
     }
 
     /// Whether a person can be asked in this process (a terminal, the API's interactive
@@ -171,7 +172,7 @@ impl McpManager {
     /// load the same skill record the same servers).
     pub fn declare(&self, skills: &SkillSet) {
         let declared = skills.skills.values().map(|skill| (skill.name.clone(), declared_servers(skill).collect()));
-        self.declared.write().unwrap_or_else(|p| p.into_inner()).extend(declared);
+        self.declared.write().extend(declared);
     }
 
     /// Starts supervising `names` (configured ones not started yet); unknown names are ignored.
@@ -183,7 +184,7 @@ impl McpManager {
             }
             server.update(|s| s.status = Status::Starting);
             let task = tokio::spawn(supervise(server.clone(), self.settings().clone()));
-            self.tasks.lock().unwrap_or_else(|p| p.into_inner()).push(task);
+            self.tasks.lock().push(task);
         }
     }
 
@@ -266,7 +267,7 @@ impl McpManager {
             _ => Err(format!("MCP server `{server}` is not available; it is starting")),
         })?;
         let mut request = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
-        let oauth = s.oauth.read().unwrap_or_else(|p| p.into_inner()).clone();
+        let oauth = s.oauth.read().clone();
         let span = tracing::info_span!(
             "mcp_call",
             otel.name = %format!("tools/call {tool}"),
@@ -393,7 +394,7 @@ pub fn result_text(result: &CallToolResult) -> String {
 impl McpManager {
     /// Whether `skill` declared `server`, a configured one, so its `mcp` import may call it.
     pub fn declares(&self, skill: &str, server: &str) -> bool {
-        let declared = self.declared.read().unwrap_or_else(|p| p.into_inner());
+        let declared = self.declared.read();
         declared.get(skill).is_some_and(|s| s.contains(server)) && self.has_server(server)
     }
 }

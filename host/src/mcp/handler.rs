@@ -5,6 +5,7 @@
 
 use super::elicit;
 use crate::person::Person;
+use parking_lot::Mutex;
 use rmcp::ClientHandler;
 use rmcp::model::RequestId;
 use rmcp::model::{
@@ -12,8 +13,8 @@ use rmcp::model::{
     ErrorData, FormElicitationCapability, Implementation, ProtocolVersion,
 };
 use rmcp::service::{InboundStreamOrigin, NotificationContext, Peer, RequestContext, RoleClient};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use tokio::sync::{mpsc, oneshot};
 
 /// A server's elicitation on its way to a person, and where the result goes.
@@ -52,14 +53,14 @@ pub struct Registered<'a> {
 
 impl Drop for Registered<'_> {
     fn drop(&mut self) {
-        self.askers.open.lock().unwrap_or_else(|p| p.into_inner()).retain(|open| open.id != self.id);
+        self.askers.open.lock().retain(|open| open.id != self.id);
     }
 }
 
 impl Askers {
     fn register(&self, tx: mpsc::UnboundedSender<Pending>) -> Registered<'_> {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
-        self.open.lock().unwrap_or_else(|p| p.into_inner()).push(Open { id, tx, requests: Vec::new() });
+        self.open.lock().push(Open { id, tx, requests: Vec::new() });
         Registered { askers: self, id }
     }
 
@@ -67,7 +68,7 @@ impl Askers {
     /// the server's elicitations on that request's stream reach its person.
     pub fn bind(&self, request: &RequestId) {
         let Ok(asking) = ASKING.try_with(|id| *id) else { return };
-        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        let mut open = self.open.lock();
         if let Some(open) = open.iter_mut().find(|open| open.id == asking) {
             open.requests.push(request.clone());
         }
@@ -76,7 +77,7 @@ impl Askers {
     /// Where an elicitation goes: the call whose request it belongs to, when the transport
     /// says (`origin`), else the only or the newest call in flight.
     fn asker(&self, origin: Option<&InboundStreamOrigin>) -> Option<mpsc::UnboundedSender<Pending>> {
-        let open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        let open = self.open.lock();
         if let Some(InboundStreamOrigin::OutboundRequest(request)) = origin
             && let Some(open) = open.iter().find(|open| open.requests.contains(request))
         {

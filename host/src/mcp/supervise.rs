@@ -112,11 +112,11 @@ async fn open(server: &Server, settings: &Settings, handler: Handler) -> anyhow:
 /// The server's OAuth, made once (it keeps the tokens and the redirect's port).
 async fn oauth(server: &Server, settings: &Settings) -> anyhow::Result<Option<Arc<OAuth>>> {
     let McpServer::Streamablehttp { url, auth: Some(auth), .. } = &server.config else { return Ok(None) };
-    if let Some(made) = server.oauth.read().unwrap_or_else(|p| p.into_inner()).clone() {
+    if let Some(made) = server.oauth.read().clone() {
         return Ok(Some(made));
     }
     let made = Arc::new(OAuth::new(&server.name, url, auth, settings.state.clone(), settings.browser).await?);
-    *server.oauth.write().unwrap_or_else(|p| p.into_inner()) = Some(made.clone());
+    *server.oauth.write() = Some(made.clone());
     Ok(Some(made))
 }
 

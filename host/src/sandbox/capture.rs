@@ -2,8 +2,9 @@
 //! are counted and dropped (never an error for the guest: it runs to its end), and the call
 //! is reported as `result_too_large`.
 
+use parking_lot::Mutex;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use tokio::io::AsyncWrite;
 use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
@@ -28,8 +29,8 @@ impl CapturedStdout {
         CapturedStdout { inner: Arc::default(), max }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    fn lock(&self) -> parking_lot::MutexGuard<'_, Inner> {
+        self.inner.lock()
     }
 
     fn write(&self, bytes: &[u8]) {

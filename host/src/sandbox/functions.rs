@@ -13,10 +13,10 @@
 //! [`MAX_BYTES`]. Cranelift's keys cover the compiler's version, target and settings, so an
 //! entry never serves another compiler.
 
+use parking_lot::Mutex;
 use rusqlite::{Connection, OptionalExtension};
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -80,7 +80,7 @@ impl FunctionCache {
 
 impl wasmtime::CacheStore for FunctionCache {
     fn get(&self, key: &[u8]) -> Option<Cow<'_, [u8]>> {
-        let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        let conn = self.conn.lock();
         let found = conn
             .prepare_cached("SELECT value FROM functions WHERE key = ?1")
             .and_then(|mut stmt| stmt.query_row([key], |row| row.get::<_, Vec<u8>>(0)).optional());
@@ -94,7 +94,7 @@ impl wasmtime::CacheStore for FunctionCache {
     }
 
     fn insert(&self, key: &[u8], value: Vec<u8>) -> bool {
-        let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        let conn = self.conn.lock();
         let inserted = conn
             .prepare_cached("INSERT OR IGNORE INTO functions (key, value) VALUES (?1, ?2)")
             .and_then(|mut stmt| stmt.execute(rusqlite::params![key, value]));

@@ -7,8 +7,9 @@ use super::limits::{Limits, MemoryLimiter};
 use super::observer::Observer;
 use super::output::{LogBuffer, LogRecord};
 use crate::store::state::Conversation;
+use parking_lot::Mutex;
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Instant;
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
@@ -23,7 +24,7 @@ pub const MAX_ROUTE_ATTRIBUTES: usize = 64;
 impl RouteAttributes {
     /// A snapshot, for `call-context.route`.
     pub fn snapshot(&self) -> Vec<(String, String)> {
-        let map = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let map = self.0.lock();
         map.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
     }
 
@@ -53,7 +54,7 @@ impl RouteAttributes {
     /// Sets one attribute. Oversized keys or values, and attributes past the cap, are
     /// dropped (the caller logs it).
     pub fn set(&self, key: String, value: String) -> bool {
-        let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let mut map = self.0.lock();
         if !fits(&key, &value) || (map.len() >= MAX_ROUTE_ATTRIBUTES && !map.contains_key(&key)) {
             return false;
         }

@@ -35,10 +35,10 @@ pub use limits::{LimitPolicy, Limits};
 pub use observer::{CallObserver, Observer};
 pub use warm::WARM_INSTANCES;
 
+use parking_lot::Mutex;
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 use wasmtime::component::{Component, HasSelf, Linker};
@@ -281,11 +281,11 @@ impl Sandbox {
     }
 
     fn memoised(&self, digest: &[u8; 32]) -> Option<Component> {
-        self.compiled.lock().unwrap_or_else(|p| p.into_inner()).get(digest).cloned()
+        self.compiled.lock().get(digest).cloned()
     }
 
     fn memoise(&self, digest: [u8; 32], component: &Component) {
-        self.compiled.lock().unwrap_or_else(|p| p.into_inner()).insert(digest, component.clone());
+        self.compiled.lock().insert(digest, component.clone());
     }
 
     /// The cache's entry for `digest`, memoised.

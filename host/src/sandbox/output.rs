@@ -2,8 +2,9 @@
 //! and stderr, kept up to a byte cap. Past the cap, output is counted and dropped, never
 //! an error for the guest.
 
+use parking_lot::Mutex;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use tokio::io::AsyncWrite;
 use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
@@ -47,8 +48,8 @@ impl LogBuffer {
         LogBuffer { inner: Arc::default(), max }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    fn lock(&self) -> parking_lot::MutexGuard<'_, Inner> {
+        self.inner.lock()
     }
 
     /// Keeps `record` if it fits; returns whether it was kept.

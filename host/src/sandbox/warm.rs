@@ -14,7 +14,8 @@
 use super::component::CallEnv;
 use super::failure::bounded;
 use super::host_state::HostState;
-use std::sync::{Arc, Mutex};
+use parking_lot::Mutex;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use wasmtime::Store;
 use wasmtime::component::{Instance, InstancePre};
@@ -59,8 +60,8 @@ impl Warm {
         Warm { size, state: Arc::default(), served: Arc::default() }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    fn lock(&self) -> parking_lot::MutexGuard<'_, State> {
+        self.state.lock()
     }
 
     /// A warm instance made for `env`, if one is ready. Those made for other capabilities or

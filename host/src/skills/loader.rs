@@ -135,7 +135,7 @@ pub struct Loader {
     pub notifier: Option<Arc<dyn Notifier>>,
     policy: LimitPolicy,
     /// The skills whose `startup` ran in this loader (and its clones), for [`LoadMode::Join`].
-    started: Arc<std::sync::Mutex<HashSet<String>>>,
+    started: Arc<parking_lot::Mutex<HashSet<String>>>,
 }
 
 /// One component a load compiles: its name (for progress lines and
@@ -270,13 +270,11 @@ impl Loader {
         }
         if mode.serves() {
             for skill in set.skills.values() {
-                if mode == LoadMode::Join
-                    && self.started.lock().unwrap_or_else(|p| p.into_inner()).contains(&skill.name)
-                {
+                if mode == LoadMode::Join && self.started.lock().contains(&skill.name) {
                     continue;
                 }
                 self.run_startup(skill).await?;
-                self.started.lock().unwrap_or_else(|p| p.into_inner()).insert(skill.name.clone());
+                self.started.lock().insert(skill.name.clone());
             }
         }
         tracing::debug!(skills = set.skills.len(), took = ?started.elapsed(), "skills ready");

@@ -14,10 +14,11 @@ use crate::config::Loading;
 use crate::llm::{Block, Message, ToolDecl};
 use crate::skills::SkillSet;
 use crate::skills::skill::split_exposed;
+use parking_lot::Mutex;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The built-in tool's name.
@@ -183,11 +184,11 @@ impl LoadSkill {
 
     /// The skills loaded now.
     pub fn loaded(&self) -> BTreeSet<String> {
-        self.loaded.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.loaded.lock().clone()
     }
 
     fn is_loaded(&self, skill: &str) -> bool {
-        self.loaded.lock().unwrap_or_else(|p| p.into_inner()).contains(skill)
+        self.loaded.lock().contains(skill)
     }
 
     /// The on-demand skill of `name` that is not loaded yet, if `name` is one of its tools.
@@ -297,7 +298,7 @@ impl ToolSource for LoadSkill {
                 Err(why) => return error(why, "skill_not_ready"),
             },
         };
-        self.loaded.lock().unwrap_or_else(|p| p.into_inner()).insert(skill.name.clone());
+        self.loaded.lock().insert(skill.name.clone());
         ToolOutcome::text(text, started.elapsed())
     }
 

@@ -40,6 +40,7 @@ use crate::engine::tool_budget::TurnBudget;
 use crate::engine::{ApprovalOutcome, ApprovalRequest, Counterpart, Engine, NoEvents};
 use crate::sandbox::{CallContext, ConversationBy};
 use elicit::Round;
+use parking_lot::Mutex;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, GetPromptRequestParams, GetPromptResponse, GetPromptResult,
     Implementation, ListPromptsResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams, Prompt,
@@ -49,8 +50,8 @@ use rmcp::model::{
 use rmcp::service::{NotificationContext, Peer, RequestContext, RoleServer, SubscriptionContext, SubscriptionSink};
 use rmcp::{ErrorData, ServerHandler};
 use serde_json::Value;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// The prefix of the channel ids of MCP client sessions.
@@ -136,7 +137,7 @@ impl SkillServer {
 /// Tells every connected client that the tool and prompt lists changed.
 async fn tell_lists_changed(shared: &Shared) {
     let peers = {
-        let mut peers = shared.peers.lock().unwrap_or_else(|p| p.into_inner());
+        let mut peers = shared.peers.lock();
         peers.retain(|p| !p.is_transport_closed());
         peers.clone()
     };
@@ -144,7 +145,7 @@ async fn tell_lists_changed(shared: &Shared) {
         let _ = peer.notify_tool_list_changed().await;
         let _ = peer.notify_prompt_list_changed().await;
     }
-    let listeners = shared.listeners.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    let listeners = shared.listeners.lock().clone();
     for (_, sink) in listeners {
         let _ = sink.notify_tool_list_changed().await;
         let _ = sink.notify_prompt_list_changed().await;
@@ -218,15 +219,15 @@ impl ServerHandler for SkillServer {
 
     async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
         let key = self.shared.next_listener.fetch_add(1, Ordering::Relaxed);
-        self.shared.listeners.lock().unwrap_or_else(|p| p.into_inner()).push((key, context.sink().clone()));
+        self.shared.listeners.lock().push((key, context.sink().clone()));
         // Cancelled when the client ends the subscription or goes away.
         context.cancelled().await;
-        self.shared.listeners.lock().unwrap_or_else(|p| p.into_inner()).retain(|(k, _)| *k != key);
+        self.shared.listeners.lock().retain(|(k, _)| *k != key);
         Ok(())
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
-        self.shared.peers.lock().unwrap_or_else(|p| p.into_inner()).push(context.peer);
+        self.shared.peers.lock().push(context.peer);
     }
 
     async fn list_tools(

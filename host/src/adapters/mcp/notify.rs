@@ -16,12 +16,13 @@
 use super::logging::{self, Threshold};
 use crate::sandbox::output::LogRecord;
 use crate::sandbox::{CallObserver, Observer};
+use parking_lot::Mutex;
 use rmcp::model::{
     LoggingMessageNotificationParam, Notification, ProgressNotificationParam, ProgressToken, ServerJsonRpcMessage,
     ServerNotification,
 };
 use rmcp::service::{Peer, RoleServer};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
@@ -98,8 +99,8 @@ impl Forwarding {
 }
 
 impl Forwarder {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Queue> {
-        self.queue.lock().unwrap_or_else(|p| p.into_inner())
+    fn lock(&self) -> parking_lot::MutexGuard<'_, Queue> {
+        self.queue.lock()
     }
 
     fn send(&self, note: Note) {
@@ -149,7 +150,7 @@ impl CallObserver for Forwarder {
 
     fn progress(&self, progress: f64, total: Option<f64>, message: Option<String>) {
         let Some(state) = &self.progress else { return };
-        let mut state = state.lock().unwrap_or_else(|p| p.into_inner());
+        let mut state = state.lock();
         let now = Instant::now();
         if !admit(state.last, now, progress, total) {
             return;

@@ -18,6 +18,7 @@
 
 use super::SkillServer;
 use super::notify::Direct;
+use parking_lot::Mutex;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, ClientJsonRpcMessage, ClientRequest, GetExtensions, GetMeta,
     JsonRpcRequest, JsonRpcVersion2_0, RequestId, ServerJsonRpcMessage,
@@ -28,7 +29,7 @@ use serde_json::{Value, json};
 use std::collections::{HashMap, HashSet};
 use std::os::fd::{AsFd, OwnedFd};
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream, WriteHalf};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
@@ -283,8 +284,8 @@ impl Shared {
 
 type SharedState = Arc<Mutex<Shared>>;
 
-fn lock(shared: &SharedState) -> std::sync::MutexGuard<'_, Shared> {
-    shared.lock().unwrap_or_else(|p| p.into_inner())
+fn lock(shared: &SharedState) -> parking_lot::MutexGuard<'_, Shared> {
+    shared.lock()
 }
 
 /// One rmcp session behind an in-memory pipe.

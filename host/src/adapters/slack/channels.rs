@@ -6,9 +6,10 @@
 
 use super::api::{SlackError, WebApi};
 use crate::mcp::slack_guard::{ChannelLookupError, SlackChannels};
+use parking_lot::Mutex;
 use serde_json::Value;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// One bot's view of its channels' kinds.
 pub struct ChannelKinds {
@@ -28,7 +29,7 @@ impl ChannelKinds {
     /// Whether `channel` is external; an error (logged, as the spec words it) when Slack could
     /// not say.
     pub async fn external(&self, channel: &str) -> Result<bool, SlackError> {
-        if let Some(external) = self.known.lock().unwrap_or_else(|p| p.into_inner()).get(channel) {
+        if let Some(external) = self.known.lock().get(channel) {
             return Ok(*external);
         }
         let answer = match self.api.read("conversations.info", &[("channel", channel)]).await {
@@ -42,7 +43,7 @@ impl ChannelKinds {
         let flag = |key: &str| info.get(key).and_then(Value::as_bool).unwrap_or(false);
         let external =
             flag("is_ext_shared") || flag("is_pending_ext_shared") || (flag("is_shared") && !flag("is_org_shared"));
-        self.known.lock().unwrap_or_else(|p| p.into_inner()).insert(channel.to_owned(), external);
+        self.known.lock().insert(channel.to_owned(), external);
         if external {
             tracing::info!(channel, "{}: external channel: text posts are suppressed", self.label);
         }

@@ -23,9 +23,10 @@ use crate::engine::Engine;
 use crate::tools::{CONFIRMATION_CHALLENGE, Level};
 use api::{SlackError, WebApi};
 use channels::ChannelKinds;
+use parking_lot::Mutex;
 use serde_json::{Value, json};
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime};
 use wire::{EventCallback, Interaction};
 
@@ -138,13 +139,13 @@ impl Slack {
 
     /// Whether `user` may decide: a person, among `approvers` when that is set.
     async fn may_decide(&self, user: &str) -> Result<(), String> {
-        let known = self.bots.lock().unwrap_or_else(|p| p.into_inner()).get(user).copied();
+        let known = self.bots.lock().get(user).copied();
         let is_bot = match known {
             Some(is_bot) => is_bot,
             None => match self.api.read("users.info", &[("user", user)]).await {
                 Ok(answer) => {
                     let is_bot = answer.pointer("/user/is_bot").and_then(Value::as_bool).unwrap_or(false);
-                    self.bots.lock().unwrap_or_else(|p| p.into_inner()).insert(user.to_owned(), is_bot);
+                    self.bots.lock().insert(user.to_owned(), is_bot);
                     is_bot
                 }
                 Err(e) => return Err(format!("could not check who you are ({e}); try again")),

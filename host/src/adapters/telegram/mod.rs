@@ -19,9 +19,10 @@ use crate::config::{ChatId, TelegramSettings};
 use crate::engine::Engine;
 use crate::tools::{CONFIRMATION_CHALLENGE, Level};
 use backon::BackoffBuilder;
+use parking_lot::Mutex;
 use serde_json::{Value, json};
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 use wire::{CallbackQuery, Reply, TgMessage, Update};
 
@@ -308,14 +309,14 @@ impl Platform for Telegram {
         let extra = json!({"reply_markup": {"inline_keyboard": keyboard}});
         let id = self.send(place.chat, &markdown, extra).await.map_err(|_| "Telegram refused the prompt")?;
         if let Some(approval) = confirm {
-            self.confirms.lock().unwrap_or_else(|p| p.into_inner()).insert((place.chat, id), approval);
+            self.confirms.lock().insert((place.chat, id), approval);
         }
         Ok(id.to_string())
     }
 
     async fn settle(&self, place: &Place, id: &str, markdown: &str) {
         if let Ok(id) = id.parse::<i64>() {
-            self.confirms.lock().unwrap_or_else(|p| p.into_inner()).remove(&(place.chat, id));
+            self.confirms.lock().remove(&(place.chat, id));
             self.replace(place.chat, id, markdown, json!({})).await;
         }
     }
@@ -520,12 +521,7 @@ async fn message_from(chat: &Arc<Chat<Telegram>>, message: TgMessage) {
     let Some(text) = message.text.as_deref().map(str::trim).filter(|t| !t.is_empty()) else { return };
     // A reply to a `confirm` prompt is its decision.
     if let Some(replied) = message.reply_to_message.as_ref() {
-        let here = telegram
-            .confirms
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&(message.chat.id, replied.message_id))
-            .cloned();
+        let here = telegram.confirms.lock().get(&(message.chat.id, replied.message_id)).cloned();
         // Asked by another replica (which may be gone): the shared database knows its prompt.
         let approval = match here {
             Some(id) => Some(id),
@@ -544,7 +540,7 @@ async fn message_from(chat: &Arc<Chat<Telegram>>, message: TgMessage) {
                 Decided::Taken(_) => {
                     let line = format!("✅ Confirmed by {}", from.name());
                     telegram.replace(chat_id, prompt, &line, json!({})).await;
-                    telegram.confirms.lock().unwrap_or_else(|p| p.into_inner()).remove(&(chat_id, prompt));
+                    telegram.confirms.lock().remove(&(chat_id, prompt));
                 }
                 Decided::Refused(why) => {
                     let extra = json!({"reply_parameters": {"message_id": message.message_id}});

@@ -4,11 +4,12 @@
 //! beside the one writer).
 
 use super::StateError;
+use parking_lot::Mutex;
 use rusqlite::{Connection, OpenFlags};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, LazyLock, Mutex};
+use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant};
 
 /// The database file inside the state directory.
@@ -58,7 +59,7 @@ pub struct Pool {
 fn writer_for(root: &Path) -> Arc<Mutex<()>> {
     static WRITERS: LazyLock<Mutex<HashMap<PathBuf, Arc<Mutex<()>>>>> = LazyLock::new(Mutex::default);
     let key = std::path::absolute(root).unwrap_or_else(|_| root.to_path_buf());
-    WRITERS.lock().unwrap_or_else(|p| p.into_inner()).entry(key).or_default().clone()
+    WRITERS.lock().entry(key).or_default().clone()
 }
 
 impl Pool {
@@ -79,14 +80,14 @@ impl Pool {
     /// writes take. They queue here instead, each woken as the one before finishes; the busy
     /// timeout is left for writers in other processes.
     pub fn write<T>(&self, f: impl FnOnce(&mut Connection) -> Result<T, StateError>) -> Result<T, StateError> {
-        let _turn = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        let _turn = self.writer.lock();
         self.with(f)
     }
 
     /// Runs `f` on a connection of the pool. The pool's lock is held only to take and
     /// return a connection, never while `f` runs.
     pub fn with<T>(&self, f: impl FnOnce(&mut Connection) -> Result<T, StateError>) -> Result<T, StateError> {
-        let taken = self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
+        let taken = self.idle.lock().pop();
         let mut conn = match taken {
             Some(conn) => conn,
             None => self.open()?,
@@ -94,7 +95,7 @@ impl Pool {
         let result = f(&mut conn);
         // A connection left inside a transaction (a failed commit) is not reused.
         if conn.is_autocommit() {
-            let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+            let mut idle = self.idle.lock();
             if idle.len() < MAX_IDLE {
                 idle.push(conn);
             }

@@ -16,9 +16,10 @@ pub mod waiting;
 use super::{Backend, Change, Expiry, StateError, StateQuota, StateWrite, check_growth, entry_bytes};
 use crate::config::PostgresState;
 use deadpool_postgres::{GenericClient, Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
+use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Arc, LazyLock, Mutex, Weak};
+use std::sync::{Arc, LazyLock, Weak};
 use std::time::Duration;
 use tokio_postgres::error::SqlState;
 
@@ -329,7 +330,7 @@ impl Postgres {
     /// the same settings shares one pool.
     pub fn shared(settings: Settings) -> Result<Arc<Self>, StateError> {
         static SHARED: LazyLock<Mutex<HashMap<String, Weak<Postgres>>>> = LazyLock::new(Mutex::default);
-        let mut shared = SHARED.lock().unwrap_or_else(|p| p.into_inner());
+        let mut shared = SHARED.lock();
         shared.retain(|_, pool| pool.strong_count() > 0);
         let identity = settings.identity();
         if let Some(backend) = shared.get(&identity).and_then(Weak::upgrade) {

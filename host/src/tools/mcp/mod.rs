@@ -24,10 +24,11 @@ use crate::person::{Answer, Person, Question};
 use crate::sandbox::CallContext;
 use crate::skills::skill::{MAX_TOOL_NAME, SEPARATOR};
 use crate::skills::{Skill, SkillSet};
+use parking_lot::Mutex;
 use preflight::Decision;
 use serde_json::{Map, Value, json};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::OnceCell;
 
@@ -291,7 +292,7 @@ impl ToolSource for McpTools {
     }
 
     fn begin_round(&self, channel: &str) {
-        self.batches.lock().unwrap_or_else(|p| p.into_inner()).remove(channel);
+        self.batches.lock().remove(channel);
     }
 }
 

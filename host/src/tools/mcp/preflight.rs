@@ -103,7 +103,7 @@ impl McpTools {
     ) -> Result<String, String> {
         let key = format!("{server}\u{0}{tool}\u{0}{}", Value::Object(arguments.clone()));
         let cell = {
-            let mut batches = self.batches.lock().unwrap_or_else(|p| p.into_inner());
+            let mut batches = self.batches.lock();
             batches.entry(channel.to_owned()).or_default().entry(key).or_default().clone()
         };
         cell.get_or_init(|| async {

@@ -222,7 +222,7 @@ impl Decisions {
     /// This process's entries in `pg`'s database: one per database per process (every
     /// API adapter of the process shares it). Starts the heartbeat and the listener.
     pub fn of(pg: &Arc<Postgres>) -> Arc<Decisions> {
-        let mut held = pg.decisions.lock().unwrap_or_else(|p| p.into_inner());
+        let mut held = pg.decisions.lock();
         if let Some(decisions) = held.upgrade() {
             return decisions;
         }
@@ -238,7 +238,7 @@ impl Decisions {
 
     /// This process's entries in `pg`'s database, if something made them.
     pub fn existing(pg: &Arc<Postgres>) -> Option<Arc<Decisions>> {
-        pg.decisions.lock().unwrap_or_else(|p| p.into_inner()).upgrade()
+        pg.decisions.lock().upgrade()
     }
 
     /// This replica stops: its entries that nobody can decide any more (those not written
