@@ -175,7 +175,8 @@ fn push_pull_sign_load_by_reference_and_start_without_the_registry() {
     let ws = Workspace::new();
     write_config(&ws, &[], "");
     let folder = skill_folder(&ws, "alpha");
-    let repository = format!("{}/team/alpha", registry.addr);
+    // The skill's name travels in the artifact, whatever the repository is called.
+    let repository = format!("{}/team/published-elsewhere", registry.addr);
     let epoch = [("SOURCE_DATE_EPOCH", "1700000000")];
     let first = skillhost(&ws, &["skill", "push", &folder, &format!("{repository}:1.0")], &epoch);
     assert_eq!(first.code, 0, "{}", first.stderr);
@@ -197,6 +198,23 @@ fn push_pull_sign_load_by_reference_and_start_without_the_registry() {
     assert_ne!(missing.code, 0, "a digest the registry does not have: {}", missing.stdout);
     assert!(missing.stderr.contains("not found"), "{}", missing.stderr);
 
+    // What a new version asks for, against the published one.
+    let newer = ws.add_skill(
+        "src",
+        "alpha_next",
+        guests::PROBE,
+        "[capabilities]\nhttp_hosts = [\"127.0.0.1\", \"api.example.com\"]\nenv = [\"TOKEN\"]\n",
+    );
+    let diff = ok(&ws, &["skill", "diff", &format!("{repository}@{digest}"), &newer.display().to_string()]);
+    let lines: Vec<&str> = diff.lines().collect();
+    assert_eq!(
+        lines,
+        ["+ asks: environment variable TOKEN", "+ asks: http host api.example.com", "- asks: memory"],
+        "{diff}"
+    );
+    let same = ok(&ws, &["skill", "diff", &folder, &format!("{repository}:1.0")]);
+    assert_eq!(same.trim(), "no change in tools, approval levels or capabilities asked");
+
     // Signed by `skill sign`, loaded from the config by digest.
     ok(&ws, &["skill", "keygen", "--out", "keys/team"]);
     let mode = std::os::unix::fs::PermissionsExt::mode(
@@ -207,7 +225,7 @@ fn push_pull_sign_load_by_reference_and_start_without_the_registry() {
     let verified = cosign_py(&[
         "verify",
         &registry.addr,
-        "team/alpha",
+        "team/published-elsewhere",
         &digest,
         &ws.path().join("keys/team.pub").display().to_string(),
     ]);
@@ -443,6 +461,7 @@ async fn a_reload_under_load_lets_calls_in_flight_and_approvals_finish_on_the_ol
     assert_eq!(status, 200, "{body}\n{}", api.stderr());
     assert!(body.to_string().contains(&digests[1]), "{body}");
     let unauthorised = client.post(format!("{}/api/skills/reload", api.base())).send().await.unwrap();
+    assert!(api.stderr().contains("skill pulled and verified"), "{}", api.stderr());
     assert_eq!(unauthorised.status().as_u16(), 401, "behind the token");
 
     // Everything in flight finishes, on the version it began with.
@@ -478,4 +497,16 @@ async fn a_reload_under_load_lets_calls_in_flight_and_approvals_finish_on_the_ol
     let skills: serde_json::Value =
         client.get(format!("{}/api/skills", api.base())).bearer_auth(TOKEN).send().await.unwrap().json().await.unwrap();
     assert!(skills.to_string().contains(&digests[1]), "the old set serves: {skills}");
+
+    // SIGHUP does the same.
+    config(&digests[0]);
+    std::process::Command::new("kill").args(["-HUP", &api.pid().to_string()]).status().unwrap();
+    let started = Instant::now();
+    while !api.stderr().contains("skills reloaded (SIGHUP)") {
+        assert!(started.elapsed() < support::PROCESS_LIMIT, "{}", api.stderr());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let skills: serde_json::Value =
+        client.get(format!("{}/api/skills", api.base())).bearer_auth(TOKEN).send().await.unwrap().json().await.unwrap();
+    assert!(skills.to_string().contains(&digests[0]), "{skills}");
 }
