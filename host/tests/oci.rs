@@ -252,12 +252,23 @@ fn each_refusal_names_its_reference_while_the_other_skills_serve() {
     write_config(&ws, &[], "");
     ok(&ws, &["skill", "keygen", "--out", "keys/team"]);
     ok(&ws, &["skill", "keygen", "--out", "keys/other"]);
-    let names =
-        ["good", "tagged", "unsigned", "otherkey", "flipped", "repointed", "tagonly", "pinned", "moved", "pysigned"];
+    let names = [
+        "good",
+        "tagged",
+        "unsigned",
+        "otherkey",
+        "flipped",
+        "repointed",
+        "tagonly",
+        "pinned",
+        "moved",
+        "pysigned",
+        "sealed",
+    ];
     let digests: std::collections::BTreeMap<&str, String> =
         names.iter().map(|n| (*n, push(&ws, &registry, n))).collect();
     let at = |name: &str| format!("{}/team/{name}@{}", registry.addr, digests[name]);
-    for name in names.iter().filter(|n| !["unsigned", "otherkey", "pysigned", "tagged"].contains(n)) {
+    for name in names.iter().filter(|n| !["unsigned", "otherkey", "pysigned", "tagged", "sealed"].contains(n)) {
         sign(&ws, &at(name), "keys/team.key");
     }
     sign(&ws, &at("otherkey"), "keys/other.key");
@@ -282,6 +293,23 @@ fn each_refusal_names_its_reference_while_the_other_skills_serve() {
     assert_ne!(theirs_only.code, 0, "their key verifies nothing of ours: {}", theirs_only.stdout);
     // A SEC1 key (theirs) used by `skill sign`.
     sign(&ws, &at("tagged"), "keys/py.key");
+    // A key encrypted as `cosign generate-key-pair` writes it, opened with COSIGN_PASSWORD.
+    let (sealed_key, sealed_pub) = (ws.path().join("keys/sealed.key"), ws.path().join("keys/sealed.pub"));
+    let made = cosign_py(&[
+        "encrypted-key",
+        &sealed_key.display().to_string(),
+        &sealed_pub.display().to_string(),
+        "correct horse",
+    ]);
+    assert_eq!(made.code, 0, "{}{}", made.stdout, made.stderr);
+    let sealed = at("sealed");
+    let sign_sealed = ["skill", "sign", sealed.as_str(), "--key", "keys/sealed.key"];
+    let wrong = skillhost(&ws, &sign_sealed, &[("COSIGN_PASSWORD", "wrong")]);
+    assert!(wrong.code != 0 && wrong.stderr.contains("a wrong COSIGN_PASSWORD"), "{}", wrong.stderr);
+    let unset = skillhost(&ws, &sign_sealed, &[]);
+    assert!(unset.code != 0 && unset.stderr.contains("set COSIGN_PASSWORD"), "{}", unset.stderr);
+    let right = skillhost(&ws, &sign_sealed, &[("COSIGN_PASSWORD", "correct horse")]);
+    assert_eq!(right.code, 0, "{}", right.stderr);
 
     // The registry's storage tampered with: a byte of a layer, a manifest's content.
     let manifest = |name: &str| std::fs::read(registry.blob_file(&digests[name])).unwrap();
@@ -311,6 +339,7 @@ fn each_refusal_names_its_reference_while_the_other_skills_serve() {
         entry("pinned", key),
         entry("moved", key),
         entry("pysigned", "verify: {key: keys/py.pub}"),
+        entry("sealed", "verify: {key: keys/sealed.pub}"),
     ];
     let grants = format!(
         "    pinned: {{digest: '{}', http_hosts: ['127.0.0.1']}}\n    moved: {{digest: '{}', memory: true, http_hosts: ['127.0.0.1']}}\n",
@@ -319,7 +348,7 @@ fn each_refusal_names_its_reference_while_the_other_skills_serve() {
     write_config(&ws, &entries, &grants);
     let list = skillhost(&ws, &["skill", "list"], &[]);
     assert_eq!(list.code, 0, "{}{}", list.stdout, list.stderr);
-    for serving in ["good", "tagged", "pysigned", "local"] {
+    for serving in ["good", "tagged", "pysigned", "sealed", "local"] {
         assert!(list.stdout.contains(&format!("{serving}  (")), "{serving} serves:\n{}\n{}", list.stdout, list.stderr);
     }
     let refused = |reference: &str, reason: &str| {

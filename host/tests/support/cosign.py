@@ -9,6 +9,10 @@ registry on loopback, no credentials).
         artifact `sha256-<hex>.sig` with one simplesigning layer signing DIGEST.
     cosign.py verify REGISTRY REPOSITORY DIGEST PUB
         exits 0 when a layer of `sha256-<hex>.sig` verifies with PUB and names DIGEST.
+    cosign.py encrypted-key KEY_OUT PUB_OUT PASSWORD
+        writes a P-256 key as `cosign generate-key-pair` does (KEY_OUT: the PKCS#8 DER key
+        sealed with NaCl secretbox under scrypt(PASSWORD), PEM `ENCRYPTED SIGSTORE PRIVATE
+        KEY`; PUB_OUT: SPKI PEM). Needs PyNaCl.
 """
 
 import base64
@@ -100,6 +104,33 @@ def verify(registry, repository, digest, pub):
     return 1
 
 
+def encrypted_key(key_out, pub_out, password):
+    import hashlib
+    import os
+
+    import nacl.secret
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    der = key.private_bytes(serialization.Encoding.DER, serialization.PrivateFormat.PKCS8,
+                            serialization.NoEncryption())
+    salt, nonce = os.urandom(32), os.urandom(24)
+    secret = hashlib.scrypt(password.encode(), salt=salt, n=32768, r=8, p=1, maxmem=64 << 20, dklen=32)
+    sealed = nacl.secret.SecretBox(secret).encrypt(der, nonce).ciphertext
+    b64 = lambda data: base64.b64encode(data).decode()
+    envelope = {
+        "kdf": {"name": "scrypt", "params": {"N": 32768, "r": 8, "p": 1}, "salt": b64(salt)},
+        "cipher": {"name": "nacl/secretbox", "nonce": b64(nonce)},
+        "ciphertext": b64(sealed),
+    }
+    body = base64.encodebytes(json.dumps(envelope).encode()).decode()
+    with open(key_out, "w") as f:
+        f.write(f"-----BEGIN ENCRYPTED SIGSTORE PRIVATE KEY-----\n{body}-----END ENCRYPTED SIGSTORE PRIVATE KEY-----\n")
+    with open(pub_out, "wb") as f:
+        f.write(key.public_key().public_bytes(serialization.Encoding.PEM,
+                                              serialization.PublicFormat.SubjectPublicKeyInfo))
+    return 0
+
+
 if __name__ == "__main__":
     command, args = sys.argv[1], sys.argv[2:]
-    sys.exit({"sign": sign, "verify": verify}[command](*args))
+    sys.exit({"sign": sign, "verify": verify, "encrypted-key": encrypted_key}[command](*args))

@@ -17,6 +17,7 @@
 
 pub mod artifact;
 pub mod diff;
+mod encrypted;
 mod load;
 pub mod registry;
 pub mod sign;

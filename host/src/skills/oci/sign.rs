@@ -8,9 +8,9 @@
 //! signature of its payload (SHA-256) in the annotation `dev.cosignproject.cosign/signature`.
 //! Signing appends a layer; any layer that verifies with the key verifies the artifact.
 //!
-//! Keys: PEM, P-256, unencrypted: PKCS#8 (`PRIVATE KEY`) or SEC1 (`EC PRIVATE KEY`) private
-//! keys, SPKI (`PUBLIC KEY`) public keys. cosign's encrypted `ENCRYPTED SIGSTORE PRIVATE KEY`
-//! is refused with a message saying so (not supported yet).
+//! Keys: PEM, P-256: PKCS#8 (`PRIVATE KEY`) or SEC1 (`EC PRIVATE KEY`) private keys, or
+//! cosign's encrypted one (`ENCRYPTED SIGSTORE PRIVATE KEY`, opened with `COSIGN_PASSWORD`:
+//! `encrypted.rs`); SPKI (`PUBLIC KEY`) public keys.
 
 use super::artifact::{Descriptor, Manifest};
 use super::registry::Registry;
@@ -180,9 +180,14 @@ fn key_error(path: &Path, message: impl Into<String>) -> OciError {
 /// Reads a private key (PKCS#8 or SEC1 PEM, P-256, unencrypted).
 pub fn signing_key(path: &Path) -> Result<SigningKey> {
     let text = std::fs::read_to_string(path).map_err(io(path))?;
+    if super::encrypted::is_cosign(&text) {
+        let var = super::encrypted::PASSWORD_VAR;
+        let password = std::env::var(var).map_err(|_| key_error(path, format!("cosign's encrypted key: set {var}")))?;
+        return Ok(SigningKey::from(&super::encrypted::open(&text, path, &password)?));
+    }
     if text.contains("ENCRYPTED") {
-        let why = "an encrypted key (cosign's or PKCS#8's) is not supported yet: use an unencrypted PKCS#8 or \
-                   SEC1 P-256 key (`skillhost skill keygen`)";
+        let why = "an encrypted PKCS#8 key is not supported: use cosign's (with COSIGN_PASSWORD), or an \
+                   unencrypted PKCS#8 or SEC1 P-256 key (`skillhost skill keygen`)";
         return Err(key_error(path, why));
     }
     let secret = if text.contains("BEGIN EC PRIVATE KEY") {
