@@ -325,6 +325,16 @@ fn each_refusal_names_its_reference_while_the_other_skills_serve() {
     bytes[700] ^= 0x01;
     std::fs::write(&blob, bytes).unwrap();
     std::fs::write(registry.blob_file(&digests["repointed"]), manifest("good")).unwrap();
+    // A component built against another contract version, said in the annotation or not.
+    let relayer = |wit: &str, tag: &str| {
+        let mut command = Command::new("python3");
+        let script = support::repo().join("host/tests/support/relayer.py");
+        command.arg(script).args([&registry.addr, "team/good", "1.0", guests::WRONG_VERSION, wit, tag]);
+        let out = support::run_bounded(command, "");
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        format!("{}/team/good@{}", registry.addr, out.stdout.trim())
+    };
+    let (said, unsaid) = (relayer("0.0.9", "said"), relayer("0.1.0", "unsaid"));
 
     let key = "verify: {key: keys/team.pub}";
     let entry = |name: &str, extra: &str| format!("{{ref: '{}', {extra}}}", at(name));
@@ -340,6 +350,8 @@ fn each_refusal_names_its_reference_while_the_other_skills_serve() {
         entry("moved", key),
         entry("pysigned", "verify: {key: keys/py.pub}"),
         entry("sealed", "verify: {key: keys/sealed.pub}"),
+        format!("{{ref: '{said}', allow_unsigned: true}}"),
+        format!("{{ref: '{unsaid}', allow_unsigned: true}}"),
     ];
     let grants = format!(
         "    pinned: {{digest: '{}', http_hosts: ['127.0.0.1']}}\n    moved: {{digest: '{}', memory: true, http_hosts: ['127.0.0.1']}}\n",
@@ -362,6 +374,9 @@ fn each_refusal_names_its_reference_while_the_other_skills_serve() {
     refused(&at("repointed"), "digest mismatch: the manifest should be");
     refused(&format!("{}/team/tagonly:1.0", registry.addr), "a tag without a digest");
     refused("pinned", "does not name: memory; refused until re-granted");
+    refused(&said, "built against skillhost:skill@0.0.9; this host speaks skillhost:skill@0.1.0: rebuild it");
+    let unsaid_line = list.stderr.lines().find(|l| l.starts_with("skill `good`") && l.contains("0.0.9"));
+    assert!(unsaid_line.is_some_and(|l| l.contains("rebuild it")), "the loader refuses it: {}", list.stderr);
     refused("moved", &format!("pins {}, but {} is {}", digests["good"], at("moved"), digests["moved"]));
     for name in ["unsigned", "otherkey", "flipped", "repointed", "tagonly", "pinned", "moved"] {
         assert!(!list.stdout.contains(&format!("{name}  (")), "{name} must not load:\n{}", list.stdout);
