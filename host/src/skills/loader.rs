@@ -413,6 +413,8 @@ impl Loader {
         let problem = |message: String| {
             Failure::Problem(LoadProblem { skill: name.into(), file: builtin::location(name), message })
         };
+        // A grant pinned to an artifact never holds for the built-in.
+        self.check_pin(name, &builtin::location(name), &Manifest::default()).map_err(problem)?;
         if which == Builtin::Shell {
             let skill = builtin::shell(self.skill_config(name)).map_err(problem)?;
             return Ok(Some(Candidate::Loaded(Box::new(skill))));

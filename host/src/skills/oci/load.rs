@@ -65,7 +65,7 @@ impl Loader {
         let origin = self.pulled.lock().unwrap_or_else(|p| p.into_inner()).get(dir).cloned();
         let Some(origin) = origin else {
             return Err(format!(
-                "skills.grants.{name}.digest pins {pinned}, but this skill is a folder ({}), not that artifact: \
+                "skills.grants.{name}.digest pins {pinned}, but this skill loads from {}, not that artifact: \
                  refused",
                 dir.display()
             ));
