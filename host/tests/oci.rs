@@ -26,14 +26,30 @@ struct Registry {
 
 impl Registry {
     fn start() -> Registry {
+        Registry::start_with(None)
+    }
+
+    /// A registry asking for `user`'s `password` (HTTP basic, an htpasswd file of bcrypt
+    /// hashes), or open.
+    fn start_with(credentials: Option<(&str, &str)>) -> Registry {
         let dir = tempfile::tempdir().unwrap();
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let storage = dir.path().join("storage");
-        let config = format!(
+        let mut config = format!(
             "version: 0.1\nlog:\n  level: error\n  accesslog:\n    disabled: true\nstorage:\n  filesystem:\n    \
              rootdirectory: {}\n  delete:\n    enabled: true\nhttp:\n  addr: 127.0.0.1:{port}\n",
             storage.display()
         );
+        if let Some((user, password)) = credentials {
+            let mut hash = Command::new("python3");
+            let script = "import crypt, sys; print(crypt.crypt(sys.argv[1], crypt.mksalt(crypt.METHOD_BLOWFISH)))";
+            hash.args(["-W", "ignore", "-c", script, password]);
+            let hashed = support::run_bounded(hash, "");
+            assert_eq!(hashed.code, 0, "{}", hashed.stderr);
+            let htpasswd = dir.path().join("htpasswd");
+            std::fs::write(&htpasswd, format!("{user}:{}\n", hashed.stdout.trim())).unwrap();
+            config.push_str(&format!("auth:\n  htpasswd:\n    realm: test\n    path: {}\n", htpasswd.display()));
+        }
         std::fs::write(dir.path().join("config.yml"), config).unwrap();
         let log = std::fs::File::create(dir.path().join("registry.log")).unwrap();
         let child = Command::new("docker-registry")
@@ -58,12 +74,23 @@ impl Registry {
                 stream.read_exact(&mut head)?;
                 Ok(head.ends_with(b"200"))
             });
-            if answered.is_ok_and(|up| up) {
+            // 401: up, asking for credentials.
+            if answered.is_ok_and(|up| up) || self.asks_credentials() {
                 return;
             }
             assert!(started.elapsed() < Duration::from_secs(20), "the registry never answered /v2/");
             std::thread::sleep(Duration::from_millis(50));
         }
+    }
+
+    fn asks_credentials(&self) -> bool {
+        let answered = std::net::TcpStream::connect(&self.addr).and_then(|mut stream| {
+            write!(stream, "GET /v2/ HTTP/1.1\r\nhost: {}\r\nconnection: close\r\n\r\n", self.addr)?;
+            let mut head = [0u8; 12];
+            stream.read_exact(&mut head)?;
+            Ok(head.ends_with(b"401"))
+        });
+        answered.is_ok_and(|asks| asks)
     }
 
     /// The file the registry keeps the blob `digest` in.
@@ -553,4 +580,42 @@ async fn a_reload_under_load_lets_calls_in_flight_and_approvals_finish_on_the_ol
     let skills: serde_json::Value =
         client.get(format!("{}/api/skills", api.base())).bearer_auth(TOKEN).send().await.unwrap().json().await.unwrap();
     assert!(skills.to_string().contains(&digests[0]), "{skills}");
+}
+
+#[test]
+fn credentials_come_from_the_command_line_or_dockers_config() {
+    let registry = Registry::start_with(Some(("ada", "s3cret")));
+    let ws = Workspace::new();
+    write_config(&ws, &[], "");
+    let folder = skill_folder(&ws, "guarded");
+    let reference = format!("{}/team/guarded:1.0", registry.addr);
+    let refused = skillhost(&ws, &["skill", "push", &folder, &reference], &[("DOCKER_CONFIG", "/nonexistent")]);
+    assert_ne!(refused.code, 0, "no credentials: {}", refused.stdout);
+    assert!(refused.stderr.to_lowercase().contains("unauthorized"), "{}", refused.stderr);
+
+    let mut push = Command::new(env!("CARGO_BIN_EXE_skillhost"));
+    push.current_dir(ws.path()).args(["skill", "push", &folder, &reference, "--username", "ada", "--password-stdin"]);
+    push.env("DOCKER_CONFIG", "/nonexistent");
+    let pushed = support::run_bounded(push, "s3cret\n");
+    assert_eq!(pushed.code, 0, "{}", pushed.stderr);
+    let digest = pushed.stdout.trim().to_string();
+
+    // Docker's config.json, as `docker login` writes it.
+    use base64::Engine as _;
+    let auth = base64::engine::general_purpose::STANDARD.encode("ada:s3cret");
+    let docker = ws.path().join("docker");
+    std::fs::create_dir_all(&docker).unwrap();
+    let json = serde_json::json!({"auths": {registry.addr.clone(): {"auth": auth}}});
+    std::fs::write(docker.join("config.json"), json.to_string()).unwrap();
+    let env = [("DOCKER_CONFIG", docker.to_str().unwrap())];
+    let pulled = skillhost(&ws, &["skill", "pull", &reference, "--dir", "pulled"], &env);
+    assert_eq!((pulled.code, pulled.stdout.trim()), (0, digest.as_str()), "{}", pulled.stderr);
+    let entry = format!("{{ref: '{}/team/guarded@{digest}', allow_unsigned: true}}", registry.addr);
+    write_config(&ws, &[entry], "");
+    let list = skillhost(&ws, &["skill", "list"], &env);
+    assert!(list.stdout.contains("guarded  ("), "{}{}", list.stdout, list.stderr);
+    let _ = std::fs::remove_dir_all(ws.path().join("cache/oci"));
+    let list = skillhost(&ws, &["skill", "list"], &[("DOCKER_CONFIG", "/nonexistent")]);
+    assert!(!list.stdout.contains("guarded  ("), "without credentials: {}", list.stdout);
+    assert!(list.stderr.contains("skills.oci: the registry refused"), "{}", list.stderr);
 }
