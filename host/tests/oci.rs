@@ -507,6 +507,8 @@ async fn a_reload_under_load_lets_calls_in_flight_and_approvals_finish_on_the_ol
     config(&digests[0]);
     let api = ApiProcess::start_with(&ws, &[("RUST_LOG", "skillhost=info")]).await;
     assert_eq!(api.stderr().matches("skill `hooks_all`: startup ran").count(), 1, "{}", api.stderr());
+    let pending = api.stderr().lines().find(|l| l.contains("in the background:")).unwrap_or_default().to_owned();
+    assert!(pending.contains("probe"), "pulled while the server answered, like a compile: {}", api.stderr());
 
     // 20 calls in flight (each held by the server) and an approval waiting.
     let mut in_flight = Vec::new();
