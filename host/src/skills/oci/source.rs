@@ -145,7 +145,10 @@ pub async fn resolve(entry: &OciSkill, config: &LoadedConfig, cache: &Cache, net
     if !dir.is_dir() {
         fetch_folder(&skill, &reference, &registry, &dir, network).await?;
     }
-    cache.write(&cache.manifest_path(&digest)?, &manifest)?;
+    // Kept once (again when the kept copy no longer matches its digest).
+    if cache.manifest(&digest)?.is_none() {
+        cache.write(&cache.manifest_path(&digest)?, &manifest)?;
+    }
     let origin = Origin { reference: entry.reference.clone(), digest, signer };
     Ok(Pulled { name: skill.name, dir, origin })
 }
