@@ -107,7 +107,11 @@ impl Agent {
     async fn load_for_reload(&self, config: &LoadedConfig) -> anyhow::Result<(Arc<SkillSet>, Tools)> {
         let mut loader = self.loader.clone();
         loader.config.config.skills = config.config.skills.clone();
-        let set = Arc::new(loader.load_all(LoadMode::Join).await?);
+        // Compiling blocks its thread for as long as it takes: off the serving runtime's
+        // workers, as the start's background compile is.
+        let (runtime, loading) = (tokio::runtime::Handle::current(), loader.clone());
+        let set = tokio::task::spawn_blocking(move || runtime.block_on(loading.load_all(LoadMode::Join))).await??;
+        let set = Arc::new(set);
         if !set.problems.is_empty() {
             let problems: Vec<String> = set.problems.iter().map(ToString::to_string).collect();
             anyhow::bail!("{}", problems.join("; "));
