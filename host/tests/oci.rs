@@ -220,6 +220,12 @@ fn push_pull_sign_load_by_reference_and_start_without_the_registry() {
         let wasm = std::fs::read(ws.path().join(dir).join("skill.wasm")).unwrap();
         assert!(wasm == std::fs::read(guests::PROBE).unwrap(), "{dir}: the component, byte for byte");
     }
+    let again = skillhost(&ws, &["skill", "pull", &format!("{repository}:1.0"), "--dir", "by_tag"], &[]);
+    assert!(again.code != 0 && again.stderr.contains("exists and is not empty; not overwritten"), "{}", again.stderr);
+    let to_digest = skillhost(&ws, &["skill", "push", &folder, &format!("{repository}@{digest}")], &[]);
+    assert!(to_digest.code != 0 && to_digest.stderr.contains("push to a tag"), "{}", to_digest.stderr);
+    let malformed = skillhost(&ws, &["skill", "pull", "Not A Reference!"], &[]);
+    assert!(malformed.code != 0 && malformed.stderr.contains("is not a reference"), "{}", malformed.stderr);
     let absent = format!("{repository}@sha256:{}", "0".repeat(64));
     let missing = skillhost(&ws, &["skill", "pull", &absent, "--dir", "absent"], &[]);
     assert_ne!(missing.code, 0, "a digest the registry does not have: {}", missing.stdout);
@@ -248,6 +254,8 @@ fn push_pull_sign_load_by_reference_and_start_without_the_registry() {
         &std::fs::metadata(ws.path().join("keys/team.key")).unwrap().permissions(),
     );
     assert_eq!(mode & 0o777, 0o600);
+    let twice = skillhost(&ws, &["skill", "keygen", "--out", "keys/team"], &[]);
+    assert!(twice.code != 0 && twice.stderr.contains("exists already; not overwritten"), "{}", twice.stderr);
     sign(&ws, &format!("{repository}@{digest}"), "keys/team.key");
     let verified = cosign_py(&[
         "verify",
