@@ -505,7 +505,11 @@ async fn a_reload_under_load_lets_calls_in_flight_and_approvals_finish_on_the_ol
             "llm: {{provider: anthropic, model: test-model, max_tokens: 500, anthropic: {{api_key: test, base_url: '{}'}}}}\n",
             llm.url()
         );
-        let oci = format!("  oci:\n    - {{ref: '{}/team/probe@{digest}', allow_unsigned: true}}\n", registry.addr);
+        // An entry refused from the start (a tag without a digest) does not stop a reload.
+        let oci = format!(
+            "  oci:\n    - {{ref: '{0}/team/probe@{digest}', allow_unsigned: true}}\n    - {{ref: '{0}/team/broken:1.0', allow_unsigned: true}}\n",
+            registry.addr
+        );
         let grants = "  grants:\n    probe: {http_hosts: ['127.0.0.1'], memory: true}\n";
         let rest = "human:\n  overrides: {probe__read_file: approve}\nstate:\n  filesystem: {path: state}\nsandbox:\n  cache_dir: cache\n";
         let yaml =

@@ -1,8 +1,8 @@
 //! Reloading the skills of a running `skillhost run` (SIGHUP, `POST /api/skills/reload`),
 //! per replica: the config file is read again and each agent's skill sections taken from it;
 //! every agent's new set is loaded (pulled, verified, compiled) before any is swapped in, and
-//! only when every skill of every agent loaded: otherwise nothing changes and the answer says
-//! why. Turns and calls that began before keep the set they began with (an approval waiting
+//! only when every skill of every agent loaded (but those that did not load before either):
+//! otherwise nothing changes and the answer says why. Turns and calls that began before keep the set they began with (an approval waiting
 //! runs its call on the old version); a skill that did not change is not started again
 //! ([`crate::skills::Loader::startup_key`]); MCP clients are told their lists changed.
 
@@ -103,7 +103,8 @@ fn summary(set: &SkillSet) -> Vec<Value> {
 
 impl Agent {
     /// Loads the skills `config`'s skill sections describe (this agent's, read again) with
-    /// this agent's loader, without swapping them in: an error unless every skill loaded.
+    /// this agent's loader, without swapping them in: an error when a skill did not load that
+    /// was not failing already.
     async fn load_for_reload(&self, config: &LoadedConfig) -> anyhow::Result<(Arc<SkillSet>, Tools)> {
         let mut loader = self.loader.clone();
         loader.config.config.skills = config.config.skills.clone();
@@ -112,9 +113,12 @@ impl Agent {
         let (runtime, loading) = (tokio::runtime::Handle::current(), loader.clone());
         let set = tokio::task::spawn_blocking(move || runtime.block_on(loading.load_all(LoadMode::Join))).await??;
         let set = Arc::new(set);
-        if !set.problems.is_empty() {
-            let problems: Vec<String> = set.problems.iter().map(ToString::to_string).collect();
-            anyhow::bail!("{}", problems.join("; "));
+        // A skill that did not load before may still not load; any other problem stops it.
+        let before = self.engine.skills();
+        let known = |skill: &str| before.problems.iter().any(|p| p.skill == skill);
+        let new: Vec<String> = set.problems.iter().filter(|p| !known(&p.skill)).map(ToString::to_string).collect();
+        if !new.is_empty() {
+            anyhow::bail!("{}", new.join("; "));
         }
         check_loading(&set, &loader.config)?;
         let tools = tools_for(&self.mcp, &set, &loader.config, &loader.memory, &self.slack_guard).await;
