@@ -46,3 +46,48 @@ fn a_shared_folder_is_checked_against_the_agent_skills_rules() {
     assert!(strict.stderr.contains("error: skill `pdf_forms`: SKILL.md: compatibility"), "{}", strict.stderr);
     assert!(strict.stdout.contains("5 problem(s)"), "{}", strict.stdout);
 }
+
+#[test]
+fn allowed_tools_pre_approve_the_skills_own_tools_only_when_honoured() {
+    let ws = workspace();
+    let dir = ws.path().join("skills/hooks-all");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::copy(skillhost_tests::guests::HOOKS_ALL, dir.join("skill.wasm")).unwrap();
+    let frontmatter = "---\nname: hooks-all\ndescription: Hooks.\nallowed-tools: plain Read\n---\nUse it.\n";
+    std::fs::write(dir.join("SKILL.md"), frontmatter).unwrap();
+    let config = |extra: &str| {
+        let yaml =
+            format!("skills:\n  paths: [skills]\n  builtins: []\n{extra}state:\n  filesystem: {{path: state}}\n");
+        std::fs::write(ws.path().join("config.yaml"), yaml).unwrap();
+    };
+    // The hook asks approval for this input; there is no terminal to ask on.
+    let call = |ws: &Workspace, tool: &str| support::skillhost(ws, &["call", tool, r#"{"level": "approve"}"#], "");
+
+    config("");
+    let asked = call(&ws, "hooks_all__plain");
+    assert!(
+        asked.code != 0 && asked.stderr.contains("needs `approve` approval"),
+        "kept, not acted on: {}",
+        asked.stderr
+    );
+
+    config("  honour_allowed_tools: true\n");
+    let ran = call(&ws, "hooks_all__plain");
+    assert_eq!(ran.code, 0, "pre-approved: {}", ran.stderr);
+    let other = call(&ws, "hooks_all__dyn_tool");
+    assert!(other.code != 0 && other.stderr.contains("needs `approve` approval"), "not listed: {}", other.stderr);
+    let list = support::skillhost(&ws, &["skill", "list"], "");
+    assert!(
+        list.stdout.contains("hooks_all__plain  [approval: none, pre-approved by SKILL.md allowed-tools]"),
+        "{}",
+        list.stdout
+    );
+
+    config("  honour_allowed_tools: true\nhuman:\n  overrides: {hooks_all__plain: approve}\n");
+    let overridden = call(&ws, "hooks_all__plain");
+    assert!(
+        overridden.code != 0 && overridden.stderr.contains("needs `approve` approval"),
+        "the operator's word: {}",
+        overridden.stderr
+    );
+}

@@ -71,6 +71,7 @@ const KEYS: &[(&str, By)] = &[
     ("skills.grants.*.digest", Code("host/src/skills/oci/load.rs", "grant.digest")),
     ("skills.declared", Code("host/src/skills/declared.rs", "skills.declared")),
     ("skills.oci", Code("host/src/skills/oci/load.rs", "skills.oci")),
+    ("skills.honour_allowed_tools", Code("host/src/skills/loader.rs", "skills.honour_allowed_tools")),
     // The fields of one `skills.oci` entry (a list item, like a declared record).
     ("skills.oci.*.ref", Code("host/src/skills/oci/source.rs", "entry.reference")),
     ("skills.oci.*.verify", Code("host/src/skills/oci/source.rs", "entry.verify")),

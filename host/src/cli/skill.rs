@@ -111,7 +111,10 @@ async fn list(config: Option<&Path>) -> anyhow::Result<ExitCode> {
         show_capabilities(skill);
         let scripts = skill.scripts.iter().map(|s| (&s.spec, Some(s.decl.script.as_str())));
         for (tool, script) in skill.tools.iter().map(|t| (t, None)).chain(scripts) {
-            let level = level_shown(&overrides, tool);
+            let level = match skill.preapproved.contains(&tool.name) && !overrides.contains_key(&tool.full_name) {
+                true => "none, pre-approved by SKILL.md allowed-tools".to_owned(),
+                false => level_shown(&overrides, tool),
+            };
             let script = script.map(|s| format!(" (script {s})")).unwrap_or_default();
             println!("    - {}  [approval: {level}]{script}  {}", tool.full_name, first_line(&tool.description));
         }

@@ -431,6 +431,9 @@ pub struct Skills {
     /// Skills pulled from OCI registries by reference (docs/distribution.md); an entry wins
     /// over a folder or built-in of the same name.
     pub oci: Vec<super::OciSkill>,
+    /// Acts on a `SKILL.md`'s `allowed-tools`: the skill's own tools it lists run without
+    /// asking (`human.overrides` still wins). Default false: kept in the frontmatter, shown.
+    pub honour_allowed_tools: bool,
 }
 
 /// `skills.loading`: how a `SKILL.md` skill's body (and its tools) reach the model.
@@ -464,6 +467,7 @@ impl Default for Skills {
             declared: Vec::new(),
             state_ttl_seconds: DEFAULT_STATE_TTL_SECONDS,
             oci: Vec::new(),
+            honour_allowed_tools: false,
         }
     }
 }

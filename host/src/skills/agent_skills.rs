@@ -5,8 +5,25 @@
 //! The names: a skill's Agent Skills (and MCP) name is its frontmatter `name`, kebab-case;
 //! its host name (the prefix of its tools, `<skill>__<tool>`) is that name with `-` turned to
 //! `_` ([`super::prompt::slugify`], which does exactly that to a valid name).
+//!
+//! `allowed-tools` (the tools a skill pre-approves) is kept in the frontmatter; only under
+//! `skills.honour_allowed_tools: true` does it act ([`preapproved`]).
 
+use super::Skill;
 use super::prompt::Prompt;
+
+/// The skill's own tools (component and script tools) its `SKILL.md`'s `allowed-tools`
+/// names, by tool name or `<skill>__<tool>`: they run without asking (the operator's
+/// `human.overrides` still has the last word). Other names there (another host's tools,
+/// `Bash(git:*)`) pre-approve nothing here.
+pub fn preapproved(skill: &Skill) -> Vec<String> {
+    if skill.prompt.file != "SKILL.md" {
+        return Vec::new();
+    }
+    let listed = |name: &str, full: &str| skill.prompt.allowed_tools.iter().any(|a| a == name || a == full);
+    let tools = skill.tools.iter().chain(skill.scripts.iter().map(|s| &s.spec));
+    tools.filter(|t| listed(&t.name, &t.full_name)).map(|t| t.name.clone()).collect()
+}
 
 /// The longest `name`.
 const MAX_NAME: usize = 64;

@@ -514,9 +514,22 @@ impl Loader {
                 let why = "[schedule] needs a component that exports `scheduled`; this skill has none";
                 return Err(problem("skill.toml", why.into()));
             }
-            return Ok(Some(Candidate::Loaded(Box::new(skill))));
+            return Ok(Some(Candidate::Loaded(Box::new(self.allowed_tools(skill)))));
         }
-        self.instantiate(skill, &manifest, Wasm::File(&wasm_path), mode, None).await
+        let loaded = self.instantiate(skill, &manifest, Wasm::File(&wasm_path), mode, None).await?;
+        Ok(loaded.map(|candidate| match candidate {
+            Candidate::Loaded(skill) => Candidate::Loaded(Box::new(self.allowed_tools(*skill))),
+            other => other,
+        }))
+    }
+
+    /// `skill` with the tools its `SKILL.md`'s `allowed-tools` pre-approves, when the
+    /// operator honours it (`skills.honour_allowed_tools`).
+    fn allowed_tools(&self, mut skill: Skill) -> Skill {
+        if self.config.config.skills.honour_allowed_tools {
+            skill.preapproved = super::agent_skills::preapproved(&skill);
+        }
+        skill
     }
 
     /// A skill with no tools yet, with its `skills.config` block.
