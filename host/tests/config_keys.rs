@@ -68,7 +68,21 @@ const KEYS: &[(&str, By)] = &[
     ("skills.grants.*.http_hosts", Code("host/src/skills/loader.rs", "http_hosts")),
     ("skills.grants.*.env", Code("host/src/skills/loader.rs", "grant.env")),
     ("skills.grants.*.notify", Code("host/src/skills/loader.rs", "grant.notify")),
+    ("skills.grants.*.digest", Code("host/src/skills/oci/load.rs", "grant.digest")),
     ("skills.declared", Code("host/src/skills/declared.rs", "skills.declared")),
+    ("skills.oci", Code("host/src/skills/oci/load.rs", "skills.oci")),
+    ("skills.honour_allowed_tools", Code("host/src/skills/loader.rs", "skills.honour_allowed_tools")),
+    // The fields of one `skills.oci` entry (a list item, like a declared record).
+    ("skills.oci.*.ref", Code("host/src/skills/oci/source.rs", "entry.reference")),
+    ("skills.oci.*.verify", Code("host/src/skills/oci/source.rs", "entry.verify")),
+    ("skills.oci.*.allow_unsigned", Code("host/src/skills/oci/source.rs", "allow_unsigned")),
+    ("skills.oci.*.allow_tags", Code("host/src/skills/oci/source.rs", "entry.allow_tags")),
+    ("skills.oci.*.insecure", Code("host/src/skills/oci/source.rs", "entry.insecure")),
+    ("skills.oci.*.verify.key", Code("host/src/skills/oci/source.rs", "Verify::Key { key }")),
+    // Keyless is refused by the resolver with a message saying it is not built in.
+    ("skills.oci.*.verify.identity", Code("host/src/skills/oci/source.rs", "Verify::Keyless")),
+    ("skills.oci.*.verify.issuer", Code("host/src/skills/oci/source.rs", "Verify::Keyless")),
+    ("skills.oci.*.verify.trusted_root", Code("host/src/skills/oci/source.rs", "Verify::Keyless")),
     // The fields of one record (a list item: the shown configs reach them as `skills.declared`).
     ("skills.declared.*.name", Code("host/src/skills/declared.rs", "record.name")),
     ("skills.declared.*.skill_type", Code("host/src/skills/declared.rs", "record.skill_type")),
@@ -337,6 +351,7 @@ fn every_field_of_the_config_types_is_listed() {
         "host/src/config/temporal.rs",
         "host/src/config/chat.rs",
         "host/src/config/declared.rs",
+        "host/src/config/oci.rs",
     ] {
         let text = std::fs::read_to_string(repo().join(file)).unwrap();
         let mut rename: Option<String> = None;

@@ -31,6 +31,8 @@ pub struct HttpSettings<'a> {
     pub runs: Arc<crate::adapters::runs::Runs>,
     /// The MCP servers (the console's status page).
     pub mcp: Arc<crate::mcp::McpManager>,
+    /// What `POST /api/skills/reload` calls.
+    pub reload: Option<Arc<dyn crate::adapters::api::reload::SkillReload>>,
 }
 
 impl HttpAdapter {
@@ -67,7 +69,7 @@ impl HttpAdapter {
         });
         let server = SkillServer::new(engine.clone(), settings.display_name);
         let mcp = http_app(server, token.as_deref(), settings.ui, engine.draining().child_token());
-        let api = Api::serving(engine, config, turns, settings.runs, settings.mcp);
+        let api = Api::serving(engine, config, turns, (settings.runs, settings.mcp), settings.reload);
         let app = api::app_with(api, mcp);
         Ok(HttpAdapter { describe: format!("the api on {}{who}", listener.local_addr()?), listener, app })
     }

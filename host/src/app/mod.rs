@@ -7,6 +7,7 @@
 //! as the manager, which the app and every agent's tools hold.
 
 pub mod names;
+pub mod reload;
 pub mod schedule;
 pub mod serve;
 pub mod slack_guard;
@@ -91,7 +92,7 @@ impl Agent {
     /// then on, MCP clients are told); returns the skills that did not load. On error the
     /// running skills are untouched.
     pub async fn reload(&self) -> anyhow::Result<Vec<LoadProblem>> {
-        self.load_into_engine(LoadMode::Serve).await
+        self.load_into_engine(LoadMode::Join).await
     }
 
     /// Loads the skills its start left pending ([`Agent::pending`], compiled since) beside
@@ -137,6 +138,8 @@ pub struct App {
     pub mcp: Arc<McpManager>,
     /// The agents, by name (the top-level one alone when there are none).
     pub agents: Vec<Agent>,
+    /// The config file a reload reads again (`None`: `./config.yaml` if there is one).
+    pub config_path: Option<PathBuf>,
 }
 
 impl App {
@@ -165,7 +168,7 @@ impl App {
             let engines: Vec<_> = agents.iter().map(|a| (a.name.as_deref(), &*a.engine)).collect();
             check_names(&config, &engines, &mcp)?;
         }
-        Ok(App { config, sandbox, mcp, agents })
+        Ok(App { config, sandbox, mcp, agents, config_path: None })
     }
 
     /// Checks the names the config writes against what the agents serve now (after a later

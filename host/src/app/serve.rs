@@ -29,15 +29,17 @@ pub async fn serve(app: App, adapter: Option<AdapterKind>) -> anyhow::Result<()>
     let app = Arc::new(app);
     let plan = plan(&app.agents, adapter)?;
     app.announce_pending();
+    let reloader = super::reload::Reloader::new(&app);
     let mut turns = Turns(None);
     let mut adapters = Vec::with_capacity(plan.len());
     for (agent, kind) in &plan {
-        adapters.push(make(agent, kind, &mut turns).await?);
+        adapters.push(make(agent, kind, &mut turns, &reloader).await?);
     }
     // Held until the end, when the other replicas are told this one is gone.
     let replicas = replicas_of(&app);
     // Skills the start left to compile join while the adapters serve.
     tokio::spawn(app.clone().load_pending());
+    tokio::spawn(reloader.clone().on_hangup());
     let (stop, stopping) = watch::channel(false);
     // After the adapters are made: a skill's first run can already reach them.
     let schedules = super::schedule::start(&app.agents, &stopping);
@@ -138,7 +140,12 @@ async fn run(adapter: Box<dyn Adapter>, describe: String, stop: Stop) {
 }
 
 /// The adapter of `kind` for `agent`: one line per kind.
-async fn make(agent: &Agent, kind: &Served, turns: &mut Turns) -> anyhow::Result<Box<dyn Adapter>> {
+async fn make(
+    agent: &Agent,
+    kind: &Served,
+    turns: &mut Turns,
+    reloader: &Arc<super::reload::Reloader>,
+) -> anyhow::Result<Box<dyn Adapter>> {
     Ok(match *kind {
         Served::Terminal => Box::new(TerminalAdapter::new(agent.engine.clone(), agent.name.clone())),
         Served::Api { port } => {
@@ -149,6 +156,7 @@ async fn make(agent: &Agent, kind: &Served, turns: &mut Turns) -> anyhow::Result
                 port,
                 runs: agent.runs.clone(),
                 mcp: agent.mcp.clone(),
+                reload: Some(reloader.clone() as Arc<dyn crate::adapters::api::reload::SkillReload>),
             };
             Box::new(HttpAdapter::bind(agent.engine.clone(), settings, turns.handle()?).await?)
         }

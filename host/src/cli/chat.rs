@@ -35,8 +35,8 @@ enum AdapterArg {
 }
 
 /// `skillhost run`.
-pub async fn run_adapter(args: RunArgs, config: Option<&Path>) -> anyhow::Result<ExitCode> {
-    let config = super::load_config(config)?;
+pub async fn run_adapter(args: RunArgs, path: Option<&Path>) -> anyhow::Result<ExitCode> {
+    let config = super::load_config(path)?;
     let agents = args.agent.map_or(Agents::All, Agents::One);
     let adapter = args.adapter.map(|a| match a {
         AdapterArg::Cli => AdapterKind::Cli,
@@ -52,7 +52,9 @@ pub async fn run_adapter(args: RunArgs, config: Option<&Path>) -> anyhow::Result
         true => LoadMode::Serve,
         false => LoadMode::ServeReady,
     };
-    let app = build(config, agents, mode).await?;
+    let mut app = build(config, agents, mode).await?;
+    // A reload (SIGHUP, `POST /api/skills/reload`) reads the same file again.
+    app.config_path = path.map(Path::to_path_buf);
     app::serve(app, adapter).await?;
     Ok(ExitCode::SUCCESS)
 }

@@ -5,6 +5,7 @@ mod chat;
 mod conformance;
 mod init;
 mod mcp;
+mod oci;
 mod skill;
 pub mod telemetry;
 
@@ -39,7 +40,7 @@ enum Command {
     /// Start a project: config.yaml, .env.example, .gitignore and one example skill in
     /// skills/, built. Writes nothing if any of those files exists.
     Init(init::InitArgs),
-    /// Work with skill folders: list, validate, build.
+    /// Work with skills: list, validate, build, new; push, pull, sign and diff published ones.
     #[command(subcommand)]
     Skill(skill::SkillCommand),
     /// Call one tool through the sandbox and print its result.

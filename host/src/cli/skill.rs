@@ -24,6 +24,28 @@ pub enum SkillCommand {
         #[arg(long, env = "SKILLHOST_OFFLINE", action = clap::ArgAction::SetTrue, value_parser = clap::builder::FalseyValueParser::new())]
         offline: bool,
     },
+    /// Publish a built skill folder to an OCI registry (prints the manifest's digest).
+    Push(super::oci::PushArgs),
+    /// Fetch a published skill into a folder (prints its digest).
+    Pull(super::oci::PullArgs),
+    /// Write a P-256 key pair for `skill sign`: OUT.key (0600) and OUT.pub.
+    Keygen {
+        /// The files' path without their suffix.
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Sign a published skill in cosign's key-based layout (`sha256-<hex>.sig`).
+    Sign(super::oci::SignArgs),
+    /// What NEW asks for that OLD did not: tools, approval levels, capabilities (folders or
+    /// references).
+    Diff {
+        /// The old version: a folder or a reference.
+        old: String,
+        /// The new version: a folder or a reference.
+        new: String,
+        #[command(flatten)]
+        registry: super::oci::RegistryArgs,
+    },
     /// Write a new skill folder (one example tool, prompt.md, a commented skill.toml) that
     /// builds with `skill build` as it is. Never overwrites.
     New {
@@ -43,6 +65,13 @@ pub async fn run(cmd: SkillCommand, config: Option<&Path>) -> anyhow::Result<Exi
         SkillCommand::List => list(config).await,
         SkillCommand::Validate => validate(config).await,
         SkillCommand::New { name, lang, dir } => new_skill(&name, lang, dir.as_deref()),
+        SkillCommand::Push(args) => super::oci::push(args, &super::loader(super::load_config(config)?)?).await,
+        SkillCommand::Pull(args) => super::oci::pull(args).await,
+        SkillCommand::Keygen { out } => super::oci::keygen(&out),
+        SkillCommand::Sign(args) => super::oci::sign_ref(args).await,
+        SkillCommand::Diff { old, new, registry } => {
+            super::oci::diff(&old, &new, &registry, &super::loader(super::load_config(config)?)?).await
+        }
         SkillCommand::Build { mut dirs, offline } => {
             if dirs.is_empty() {
                 dirs.push(PathBuf::from("."));
@@ -68,6 +97,9 @@ async fn list(config: Option<&Path>) -> anyhow::Result<ExitCode> {
     for skill in set.skills.values() {
         let kind = skill.kind();
         println!("{}  ({kind}, {})", skill.name, skill.dir.display());
+        if let Some(origin) = set.origins.get(&skill.name) {
+            println!("    source: {} ({}; {})", origin.reference, origin.digest, origin.signer);
+        }
         println!("    {}", describe_prompt(&skill.prompt));
         let hooks = skill.hook_names();
         if !hooks.is_empty() {
@@ -79,7 +111,10 @@ async fn list(config: Option<&Path>) -> anyhow::Result<ExitCode> {
         show_capabilities(skill);
         let scripts = skill.scripts.iter().map(|s| (&s.spec, Some(s.decl.script.as_str())));
         for (tool, script) in skill.tools.iter().map(|t| (t, None)).chain(scripts) {
-            let level = level_shown(&overrides, tool);
+            let level = match skill.preapproved.contains(&tool.name) && !overrides.contains_key(&tool.full_name) {
+                true => "none, pre-approved by SKILL.md allowed-tools".to_owned(),
+                false => level_shown(&overrides, tool),
+            };
             let script = script.map(|s| format!(" (script {s})")).unwrap_or_default();
             println!("    - {}  [approval: {level}]{script}  {}", tool.full_name, first_line(&tool.description));
         }
@@ -143,7 +178,8 @@ async fn validate(config: Option<&Path>) -> anyhow::Result<ExitCode> {
     for line in &unmatched {
         eprintln!("{}: {line}", if strict { "error" } else { "warning" });
     }
-    let problems = set.problems.len() + if strict { unmatched.len() } else { 0 };
+    let broken = agent_skills_rules(&set, strict);
+    let problems = set.problems.len() + if strict { unmatched.len() + broken } else { 0 };
     let tools: usize =
         set.skills.values().map(|s| s.tools.len() + s.scripts.len()).sum::<usize>() + set.declared.tools.len();
     if problems == 0 {
@@ -153,6 +189,23 @@ async fn validate(config: Option<&Path>) -> anyhow::Result<ExitCode> {
         println!("{problems} problem(s); {} skills valid", set.skills.len());
         Ok(ExitCode::from(1))
     }
+}
+
+/// Says which open Agent Skills rule each `SKILL.md` breaks (errors when `strict`); how many.
+fn agent_skills_rules(set: &SkillSet, strict: bool) -> usize {
+    let mut count = 0;
+    for skill in set.skills.values().filter(|s| s.prompt.file == "SKILL.md") {
+        let folder = skill.dir.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
+        for rule in skillhost::skills::agent_skills::broken_rules(&skill.prompt, &folder) {
+            eprintln!(
+                "{}: skill `{}`: SKILL.md: {rule} (Agent Skills)",
+                if strict { "error" } else { "warning" },
+                skill.name
+            );
+            count += 1;
+        }
+    }
+    count
 }
 
 fn report_problems(set: &SkillSet) {

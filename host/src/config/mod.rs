@@ -13,6 +13,7 @@ mod env;
 mod interp;
 mod names;
 mod notify;
+mod oci;
 mod sections;
 mod temporal;
 
@@ -20,6 +21,7 @@ pub use chat::{ChatId, Respond, SLACK_API, SlackSettings, TELEGRAM_API, Telegram
 pub use declared::{Database, DatabaseUrl, DeclaredLevel, DeclaredRecord, SkillType};
 pub use names::{check_env_name, check_name};
 pub use notify::{DEFAULT_SCHEDULE_MINIMUM, Destination, Interval, Platform};
+pub use oci::{OciSkill, Verify};
 pub use sections::*;
 pub use temporal::{DEFAULT_ATTRIBUTE_LOOKBACK_MINUTES, TemporalGuardrails, TemporalProfile};
 

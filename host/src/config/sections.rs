@@ -104,6 +104,9 @@ impl Config {
             for key in skills.loading_overrides.keys() {
                 super::check_name(key).map_err(|e| format!("{at}.loading_overrides: key `{key}` {e}"))?;
             }
+            for entry in &skills.oci {
+                entry.check().map_err(|e| format!("{at}.oci: {e}"))?;
+            }
             if skills.state_ttl_seconds == 0 {
                 return Err(format!("{at}.state_ttl_seconds: 0 would expire every entry at once; at least 1"));
             }
@@ -425,6 +428,12 @@ pub struct Skills {
     /// (`[capabilities] state = "conversation"`, the default), in seconds. Default 86,400
     /// (a day). A skill's own namespace (`state = "skill"`) never expires.
     pub state_ttl_seconds: u64,
+    /// Skills pulled from OCI registries by reference (docs/distribution.md); an entry wins
+    /// over a folder or built-in of the same name.
+    pub oci: Vec<super::OciSkill>,
+    /// Acts on a `SKILL.md`'s `allowed-tools`: the skill's own tools it lists run without
+    /// asking (`human.overrides` still wins). Default false: kept in the frontmatter, shown.
+    pub honour_allowed_tools: bool,
 }
 
 /// `skills.loading`: how a `SKILL.md` skill's body (and its tools) reach the model.
@@ -457,6 +466,8 @@ impl Default for Skills {
             schedule_minimum: super::DEFAULT_SCHEDULE_MINIMUM,
             declared: Vec::new(),
             state_ttl_seconds: DEFAULT_STATE_TTL_SECONDS,
+            oci: Vec::new(),
+            honour_allowed_tools: false,
         }
     }
 }
@@ -510,10 +521,19 @@ pub struct Grant {
     /// Where the skill may send messages of its own (the `notify` import), when its manifest
     /// asks for it: `slack:<channel id>`, `telegram:<chat id>`.
     pub notify: Vec<super::Destination>,
+    /// Pins this grant to one OCI artifact (`sha256:<64 hex>`): a skill of another digest,
+    /// or one asking for a capability this grant does not name, is refused until re-granted.
+    pub digest: Option<String>,
 }
 
 impl Grant {
     fn check(&self) -> Result<(), String> {
+        if let Some(digest) = &self.digest {
+            let hex = digest.strip_prefix("sha256:").unwrap_or_default();
+            if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+                return Err(format!("digest: `{digest}` is not sha256:<64 lowercase hex>"));
+            }
+        }
         self.env.iter().try_for_each(|name| super::check_env_name(name).map_err(|e| format!("env: {e}")))
     }
 }

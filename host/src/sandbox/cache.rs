@@ -107,6 +107,11 @@ impl ComponentCache {
         ComponentCache { dir, engine: engine.clone(), engine_key: format!("{:016x}", hasher.finish()) }
     }
 
+    /// The cache's folder.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     /// The compiled artifact's path for a component.
     pub fn entry_path(&self, wasm: &[u8]) -> PathBuf {
         self.entry_for(&Sha256::digest(wasm).into())

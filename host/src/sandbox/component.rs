@@ -140,7 +140,7 @@ type HandleFunc<'a> = TypedFunc<(&'a str, &'a str, &'a WitContext), (ToolResult,
 pub(super) const RELEASE_AFTER_BYTES: u64 = 4 << 20;
 
 /// The interface a skill's tools are exported in.
-const TOOLS_INTERFACE: &str = "skillhost:skill/tools@0.1.0";
+pub const TOOLS_INTERFACE: &str = "skillhost:skill/tools@0.1.0";
 
 impl SkillComponent {
     pub(super) fn new(linker: &Linker<HostState>, component: &Component, warm: usize) -> Result<Self, LoadError> {

@@ -27,7 +27,7 @@ pub use capabilities::{
     SKILL_FOLDER, SkillFiles,
 };
 pub use command::{CommandComponent, Exit, Invocation};
-pub use component::{CallEnv, Hooks, Outcome, SkillComponent, wit_context};
+pub use component::{CallEnv, Hooks, Outcome, SkillComponent, TOOLS_INTERFACE, wit_context};
 pub use error::{CallError, LoadError};
 pub use failure::YIELD_FUEL;
 pub use host_state::{CallContext, ConversationBy, HostState, RouteAttributes};
@@ -165,6 +165,12 @@ impl Sandbox {
     /// The wasmtime engine.
     pub fn engine(&self) -> &Engine {
         &self.engine
+    }
+
+    /// The cache folder (`sandbox.cache_dir`), when the sandbox has one: skills pulled from
+    /// registries are kept under its `oci/`.
+    pub fn cache_dir(&self) -> Option<&Path> {
+        self.cache.as_ref().map(ComponentCache::dir)
     }
 
     /// Compiles (or loads from the cache) and pre-instantiates a component.

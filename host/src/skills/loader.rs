@@ -66,8 +66,9 @@ pub enum LoadMode {
     /// that a server with an empty cache answers at once.
     ServeReady,
     /// [`LoadMode::Serve`] for the skills a [`LoadMode::ServeReady`] start left pending,
-    /// joining those already serving: `startup` runs only for skills whose `startup` has not
-    /// run in this loader (once per agent and process; a real reload runs it again).
+    /// joining those already serving, and for a reload: `startup` runs only for skills whose
+    /// `startup` has not run in this loader as they are now (the same folder, component file,
+    /// `skills.config` block and grant: [`Loader::startup_key`]).
     Join,
 }
 
@@ -96,6 +97,8 @@ pub struct SkillSet {
     /// The `SKILL.md` skills among [`SkillSet::pending`], with their folder and prompt (read
     /// without the component), so that an on-demand one can be listed before it joins.
     pub pending_prompts: Vec<PendingPrompt>,
+    /// Where each skill pulled from a registry (`skills.oci`) came from, by skill name.
+    pub origins: BTreeMap<String, super::oci::Origin>,
 }
 
 /// A `SKILL.md` skill whose component is still compiling.
@@ -136,6 +139,8 @@ pub struct Loader {
     policy: LimitPolicy,
     /// The skills whose `startup` ran in this loader (and its clones), for [`LoadMode::Join`].
     started: Arc<parking_lot::Mutex<HashSet<String>>>,
+    /// The folders `skills.oci` entries were pulled into, and where they came from.
+    pub(super) pulled: Arc<parking_lot::Mutex<BTreeMap<PathBuf, super::oci::Origin>>>,
 }
 
 /// One component a load compiles: its name (for progress lines and
@@ -171,8 +176,8 @@ impl Loader {
         let policy = LimitPolicy::from_config(&c.sandbox.defaults, &c.sandbox.maximums);
         let state = StateStore::from_config(&c.state, |p| config.resolve(p))?;
         let memory = MemoryStore::from_config(&config, |name| std::env::var(name).ok())?;
-        let started = Arc::default();
-        Ok(Loader { sandbox, config, state, memory, mcp: None, notifier: None, policy, started })
+        let (started, pulled) = (Arc::default(), Arc::default());
+        Ok(Loader { sandbox, config, state, memory, mcp: None, notifier: None, policy, started, pulled })
     }
 
     /// The operator's limit policy.
@@ -198,6 +203,8 @@ impl Loader {
     async fn load_all_inner(&self, mode: LoadMode) -> Result<SkillSet, FatalLoadError> {
         let (started, mut set) = (Instant::now(), SkillSet::default());
         let mut dirs = self.scan(&mut set.problems);
+        // After every path: an OCI entry wins over a folder of the same name.
+        dirs.extend(self.pull_oci(mode, &mut set).await);
         // What is not compiled yet: compiled now, or (`ServeReady`) left for a later load.
         let mut runtime_pending = false;
         if mode == LoadMode::ServeReady {
@@ -240,6 +247,7 @@ impl Loader {
         for ((_, loaded), dir) in loaded.into_iter().zip(&dirs) {
             admit(&mut set, loaded, dir)?;
         }
+        self.note_origins(&mut set);
         // A folder of a built-in's name replaces it (or, unavailable, removes it): such a
         // built-in is not loaded at all.
         for builtin in &self.config.config.skills.builtins {
@@ -270,15 +278,27 @@ impl Loader {
         }
         if mode.serves() {
             for skill in set.skills.values() {
-                if mode == LoadMode::Join && self.started.lock().contains(&skill.name) {
+                let key = self.startup_key(skill);
+                if mode == LoadMode::Join && self.started.lock().contains(&key) {
                     continue;
                 }
                 self.run_startup(skill).await?;
-                self.started.lock().insert(skill.name.clone());
+                self.started.lock().insert(key);
             }
         }
         tracing::debug!(skills = set.skills.len(), took = ?started.elapsed(), "skills ready");
         Ok(set)
+    }
+
+    /// What makes a skill the same one whose `startup` ran: its name, folder, component
+    /// file (size and modification time; a pulled skill's folder is named by its digest),
+    /// `skills.config` block and grant.
+    pub fn startup_key(&self, skill: &Skill) -> String {
+        let wasm = std::fs::metadata(skill.dir.join(WASM_FILE))
+            .map(|m| format!("{} {:?}", m.len(), m.modified().ok()))
+            .unwrap_or_default();
+        let grant = self.config.config.skills.grants.get(&skill.name);
+        format!("{}\n{}\n{wasm}\n{}\n{grant:?}", skill.name, skill.dir.display(), skill.config)
     }
 
     /// The skill folders under every path, in load order.
@@ -393,6 +413,8 @@ impl Loader {
         let problem = |message: String| {
             Failure::Problem(LoadProblem { skill: name.into(), file: builtin::location(name), message })
         };
+        // A grant pinned to an artifact never holds for the built-in.
+        self.check_pin(name, &builtin::location(name), &Manifest::default()).map_err(problem)?;
         if which == Builtin::Shell {
             let skill = builtin::shell(self.skill_config(name)).map_err(problem)?;
             return Ok(Some(Candidate::Loaded(Box::new(skill))));
@@ -481,6 +503,7 @@ impl Loader {
         let source = if prompt.name.is_some() { "its `name`, slugified" } else { "the folder's name" };
         check_skill_name(&name).map_err(|e| problem(prompt.file, format!("{e} (the name is {source})")))?;
         let manifest = Manifest::load(dir).map_err(|e| problem("skill.toml", e))?;
+        self.check_pin(&name, dir, &manifest).map_err(|e| problem("skill.toml", e))?;
         let skill = self.with_scripts(self.new_skill(&name, dir.to_path_buf(), prompt), &manifest)?;
         if !has_wasm {
             if has_source {
@@ -491,9 +514,22 @@ impl Loader {
                 let why = "[schedule] needs a component that exports `scheduled`; this skill has none";
                 return Err(problem("skill.toml", why.into()));
             }
-            return Ok(Some(Candidate::Loaded(Box::new(skill))));
+            return Ok(Some(Candidate::Loaded(Box::new(self.allowed_tools(skill)))));
         }
-        self.instantiate(skill, &manifest, Wasm::File(&wasm_path), mode, None).await
+        let loaded = self.instantiate(skill, &manifest, Wasm::File(&wasm_path), mode, None).await?;
+        Ok(loaded.map(|candidate| match candidate {
+            Candidate::Loaded(skill) => Candidate::Loaded(Box::new(self.allowed_tools(*skill))),
+            other => other,
+        }))
+    }
+
+    /// `skill` with the tools its `SKILL.md`'s `allowed-tools` pre-approves, when the
+    /// operator honours it (`skills.honour_allowed_tools`).
+    fn allowed_tools(&self, mut skill: Skill) -> Skill {
+        if self.config.config.skills.honour_allowed_tools {
+            skill.preapproved = super::agent_skills::preapproved(&skill);
+        }
+        skill
     }
 
     /// A skill with no tools yet, with its `skills.config` block.

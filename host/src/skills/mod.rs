@@ -2,6 +2,7 @@
 //! checked tools, and building skill sources into components.
 
 mod admit;
+pub mod agent_skills;
 pub mod build;
 pub mod builtin;
 pub mod content;
@@ -13,6 +14,7 @@ pub mod loader;
 pub mod manifest;
 pub mod native;
 pub mod new;
+pub mod oci;
 pub mod prompt;
 pub mod script;
 pub mod skill;

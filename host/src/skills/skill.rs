@@ -162,6 +162,10 @@ pub struct Skill {
     /// How often its `scheduled` export runs while serving (`[schedule] every`, raised to
     /// the operator's minimum); `None` when it has no schedule.
     pub schedule: Option<std::time::Duration>,
+    /// Its tools its `SKILL.md`'s `allowed-tools` pre-approves (by tool name), when the
+    /// operator honours it (`skills.honour_allowed_tools`): they run without asking, unless
+    /// `human.overrides` says otherwise.
+    pub preapproved: Vec<String>,
     /// What runs its tools and hooks.
     runtime: Runtime,
 }
@@ -231,6 +235,7 @@ impl Skill {
             facts: SkillFacts::default(),
             config,
             schedule: None,
+            preapproved: Vec::new(),
             runtime: Runtime::Prompt,
         }
     }

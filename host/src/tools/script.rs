@@ -63,8 +63,11 @@ impl ToolSource for ScriptTools {
         })
     }
 
-    async fn level(&self, _call: ToolCall<'_>) -> Level {
-        Level::Approve
+    async fn level(&self, call: ToolCall<'_>) -> Level {
+        match self.find(call.name) {
+            Some((skill, script)) if skill.preapproved.contains(&script.spec.name) => Level::Auto,
+            _ => Level::Approve,
+        }
     }
 
     async fn execute(&self, call: ToolCall<'_>, _scope: &dyn CallScope) -> ToolOutcome {

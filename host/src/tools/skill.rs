@@ -104,6 +104,7 @@ impl ToolSource for SkillTools {
 
     async fn level(&self, call: ToolCall<'_>) -> Level {
         match self.find(call.name) {
+            Some((skill, tool)) if skill.preapproved.contains(&tool.name) => Level::Auto,
             Some((skill, tool)) => skill_level(skill, &tool.name, tool.human, call.input, &call).await,
             None => Level::Approve,
         }

@@ -19,6 +19,7 @@ pub mod decisions;
 pub mod driver;
 pub mod error;
 pub mod read;
+pub mod reload;
 pub mod run;
 pub mod stream;
 pub mod trigger;
@@ -126,13 +127,15 @@ pub struct Api {
     runs: Arc<Runs>,
     /// The MCP servers, for their status.
     mcp: Option<Arc<crate::mcp::McpManager>>,
+    /// What `POST /api/skills/reload` calls (`skillhost run`); none: 503.
+    reload: Option<Arc<dyn reload::SkillReload>>,
 }
 
 impl Api {
     /// The API over `engine`, its turns run as tasks of the runtime that serves it.
     pub fn new(engine: Arc<Engine>, config: ApiConfig) -> Arc<Self> {
         let runs = Runs::new(&config.name);
-        Self::build(engine, config, None, runs, None)
+        Self::build(engine, config, None, runs, (None, None))
     }
 
     /// The API over `engine`, its turns run on the runtime `turns` (`skillhost run`): the
@@ -141,19 +144,20 @@ impl Api {
     /// not queue behind the turns' own work (LLM responses, tool calls).
     pub fn with_turns(engine: Arc<Engine>, config: ApiConfig, turns: tokio::runtime::Handle) -> Arc<Self> {
         let runs = Runs::new(&config.name);
-        Self::build(engine, config, Some(turns), runs, None)
+        Self::build(engine, config, Some(turns), runs, (None, None))
     }
 
     /// [`Api::with_turns`] for `skillhost run`: the runs are the agent's (its chat adapters
-    /// record theirs there too), and the console shows the status of the MCP servers.
+    /// record theirs there too), the console shows the status of the MCP servers, and
+    /// `POST /api/skills/reload` calls `reload`.
     pub fn serving(
         engine: Arc<Engine>,
         config: ApiConfig,
         turns: tokio::runtime::Handle,
-        runs: Arc<Runs>,
-        mcp: Arc<crate::mcp::McpManager>,
+        (runs, mcp): (Arc<Runs>, Arc<crate::mcp::McpManager>),
+        reload: Option<Arc<dyn reload::SkillReload>>,
     ) -> Arc<Self> {
-        Self::build(engine, config, Some(turns), runs, Some(mcp))
+        Self::build(engine, config, Some(turns), runs, (Some(mcp), reload))
     }
 
     fn build(
@@ -161,7 +165,7 @@ impl Api {
         config: ApiConfig,
         turns: Option<tokio::runtime::Handle>,
         runs: Arc<Runs>,
-        mcp: Option<Arc<crate::mcp::McpManager>>,
+        (mcp, reload): (Option<Arc<crate::mcp::McpManager>>, Option<Arc<dyn reload::SkillReload>>),
     ) -> Arc<Self> {
         let token = config.auth_token.as_deref().and_then(Token::new);
         let descriptions = Arc::new(Descriptions::live(engine.clone()));
@@ -174,7 +178,7 @@ impl Api {
                 runs.touch();
             }
         });
-        Arc::new(Api { engine, token, config, broker, descriptions, turns, runs, mcp })
+        Arc::new(Api { engine, token, config, broker, descriptions, turns, runs, mcp, reload })
     }
 
     /// Starts `turn` as a task on the turns' runtime.
@@ -234,6 +238,7 @@ pub fn app_with(api: Arc<Api>, extra: Router) -> Router {
         .route("/api/approvals", get(read::approvals))
         .route("/api/questions", get(read::questions))
         .route("/api/skills", get(read::skills))
+        .route("/api/skills/reload", post(reload::reload))
         .route("/api/mcp", get(read::mcp));
     let (protected, open) = match api.config.metrics_public {
         true => (protected, Router::new().route("/metrics", get(metrics))),

@@ -167,6 +167,7 @@ pub async fn skills(State(api): State<Arc<Api>>) -> Json<Value> {
                 "mcp_servers": skill.facts.mcp_servers,
                 "mcp_tools": skill.facts.mcp_tools.iter().map(|(s, t)| json!({"server": s, "tools": t})).collect::<Vec<_>>(),
                 "grants": grants(skill),
+                "source": set.origins.get(&skill.name).map_or_else(|| json!({"folder": skill.dir}), |o| json!(o)),
                 "limits": limits(skill),
             })
         })

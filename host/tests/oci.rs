@@ -1,0 +1,635 @@
+//! Skills from an OCI registry, through the binary, against a real registry: Debian's
+//! `docker-registry` (the CNCF distribution), started here on a free loopback port with its
+//! own config and storage, and stopped at the end. Push, pull by tag and by digest, load by
+//! reference from the config, start without the registry from the cache; each refusal with
+//! its message while the other skills serve; signatures by `skill sign` and by an
+//! independent implementation of cosign's layout (`support/cosign.py`, Python's
+//! `cryptography`) verified both ways.
+
+mod support;
+
+use skillhost_tests::{Workspace, guests};
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use support::Finished;
+
+/// A `docker-registry` process serving plain HTTP on 127.0.0.1.
+struct Registry {
+    child: Child,
+    /// `127.0.0.1:<port>`.
+    addr: String,
+    storage: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Registry {
+    fn start() -> Registry {
+        Registry::start_with(None)
+    }
+
+    /// A registry asking for `user`'s `password` (HTTP basic, an htpasswd file of bcrypt
+    /// hashes), or open.
+    fn start_with(credentials: Option<(&str, &str)>) -> Registry {
+        let dir = tempfile::tempdir().unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let storage = dir.path().join("storage");
+        let mut config = format!(
+            "version: 0.1\nlog:\n  level: error\n  accesslog:\n    disabled: true\nstorage:\n  filesystem:\n    \
+             rootdirectory: {}\n  delete:\n    enabled: true\nhttp:\n  addr: 127.0.0.1:{port}\n",
+            storage.display()
+        );
+        if let Some((user, password)) = credentials {
+            let mut hash = Command::new("python3");
+            let script = "import crypt, sys; print(crypt.crypt(sys.argv[1], crypt.mksalt(crypt.METHOD_BLOWFISH)))";
+            hash.args(["-W", "ignore", "-c", script, password]);
+            let hashed = support::run_bounded(hash, "");
+            assert_eq!(hashed.code, 0, "{}", hashed.stderr);
+            let htpasswd = dir.path().join("htpasswd");
+            std::fs::write(&htpasswd, format!("{user}:{}\n", hashed.stdout.trim())).unwrap();
+            config.push_str(&format!("auth:\n  htpasswd:\n    realm: test\n    path: {}\n", htpasswd.display()));
+        }
+        std::fs::write(dir.path().join("config.yml"), config).unwrap();
+        let log = std::fs::File::create(dir.path().join("registry.log")).unwrap();
+        let child = Command::new("docker-registry")
+            .arg("serve")
+            .arg(dir.path().join("config.yml"))
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("docker-registry (Debian's docker-registry package; .ci/run installs it)");
+        let registry = Registry { child, addr: format!("127.0.0.1:{port}"), storage, _dir: dir };
+        registry.wait_until_up();
+        registry
+    }
+
+    fn wait_until_up(&self) {
+        let started = Instant::now();
+        loop {
+            let answered = std::net::TcpStream::connect(&self.addr).and_then(|mut stream| {
+                write!(stream, "GET /v2/ HTTP/1.1\r\nhost: {}\r\nconnection: close\r\n\r\n", self.addr)?;
+                let mut head = [0u8; 12];
+                stream.read_exact(&mut head)?;
+                Ok(head.ends_with(b"200"))
+            });
+            // 401: up, asking for credentials.
+            if answered.is_ok_and(|up| up) || self.asks_credentials() {
+                return;
+            }
+            assert!(started.elapsed() < Duration::from_secs(20), "the registry never answered /v2/");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn asks_credentials(&self) -> bool {
+        let answered = std::net::TcpStream::connect(&self.addr).and_then(|mut stream| {
+            write!(stream, "GET /v2/ HTTP/1.1\r\nhost: {}\r\nconnection: close\r\n\r\n", self.addr)?;
+            let mut head = [0u8; 12];
+            stream.read_exact(&mut head)?;
+            Ok(head.ends_with(b"401"))
+        });
+        answered.is_ok_and(|asks| asks)
+    }
+
+    /// The file the registry keeps the blob `digest` in.
+    fn blob_file(&self, digest: &str) -> PathBuf {
+        let hex = digest.strip_prefix("sha256:").unwrap();
+        self.storage.join("docker/registry/v2/blobs/sha256").join(&hex[..2]).join(hex).join("data")
+    }
+
+    fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Registry {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// `skillhost ARGS` in the workspace, with `env` set.
+fn skillhost(ws: &Workspace, args: &[&str], env: &[(&str, &str)]) -> Finished {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_skillhost"));
+    command.current_dir(ws.path()).args(args).envs(env.iter().copied());
+    support::run_bounded(command, "")
+}
+
+/// Like [`skillhost`], failing the test unless it exits 0; its stdout.
+fn ok(ws: &Workspace, args: &[&str]) -> String {
+    let out = skillhost(ws, args, &[]);
+    assert_eq!(out.code, 0, "skillhost {args:?}:\n{}\n{}", out.stdout, out.stderr);
+    out.stdout
+}
+
+/// The probe's own manifest: it asks for memory and HTTP to 127.0.0.1.
+fn probe_manifest() -> String {
+    std::fs::read_to_string(support::repo().join("tests/guests/probe/skill.toml")).unwrap()
+}
+
+/// A built skill folder `src/<name>` (the probe component) with a data file and a source
+/// file beside it.
+fn skill_folder(ws: &Workspace, name: &str) -> String {
+    let dir = ws.add_skill("src", name, guests::PROBE, &probe_manifest());
+    std::fs::write(dir.join("data.csv"), format!("skill,{name}\n")).unwrap();
+    std::fs::create_dir_all(dir.join("src")).unwrap();
+    std::fs::write(dir.join("src/lib.rs"), "// its source: never published\n").unwrap();
+    format!("src/{name}")
+}
+
+/// Writes `config.yaml`: the folder skill `local` in `skills/`, the OCI entries `oci` (YAML
+/// list items), grants `grants` (YAML under `skills.grants`), the cache in `cache/`.
+fn write_config(ws: &Workspace, oci: &[String], grants: &str) {
+    if !ws.path().join("skills/local").exists() {
+        ws.add_skill("skills", "local", guests::PROBE, &probe_manifest());
+    }
+    let mut yaml = String::from("skills:\n  paths: [skills]\n  builtins: []\n");
+    if !oci.is_empty() {
+        yaml.push_str("  oci:\n");
+        oci.iter().for_each(|entry| yaml.push_str(&format!("    - {entry}\n")));
+    }
+    if !grants.is_empty() {
+        yaml.push_str(&format!("  grants:\n{grants}"));
+    }
+    yaml.push_str("state:\n  filesystem: {path: state}\nsandbox:\n  cache_dir: cache\n");
+    std::fs::write(ws.path().join("config.yaml"), yaml).unwrap();
+}
+
+/// Pushes `src/<name>` to `<registry>/team/<name>:1.0`; its digest.
+fn push(ws: &Workspace, registry: &Registry, name: &str) -> String {
+    let folder = skill_folder(ws, name);
+    let reference = format!("{}/team/{name}:1.0", registry.addr);
+    let digest = ok(ws, &["skill", "push", &folder, &reference]).trim().to_string();
+    assert!(digest.starts_with("sha256:") && digest.len() == 71, "{digest}");
+    digest
+}
+
+fn sign(ws: &Workspace, reference: &str, key: &str) {
+    ok(ws, &["skill", "sign", reference, "--key", key]);
+}
+
+/// `support/cosign.py ARGS`: the independent cosign-layout implementation.
+fn cosign_py(args: &[&str]) -> Finished {
+    let mut command = Command::new("python3");
+    command.arg(support::repo().join("host/tests/support/cosign.py")).args(args);
+    support::run_bounded(command, "")
+}
+
+/// The names of the files under `dir`, relative, sorted.
+fn files(dir: &Path) -> Vec<String> {
+    fn walk(root: &Path, dir: &Path, out: &mut Vec<String>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                walk(root, &path, out);
+            } else {
+                out.push(path.strip_prefix(root).unwrap().display().to_string());
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(dir, dir, &mut out);
+    out.sort();
+    out
+}
+
+#[test]
+fn push_pull_sign_load_by_reference_and_start_without_the_registry() {
+    let mut registry = Registry::start();
+    let ws = Workspace::new();
+    write_config(&ws, &[], "");
+    let folder = skill_folder(&ws, "alpha");
+    // The skill's name travels in the artifact, whatever the repository is called.
+    let repository = format!("{}/team/published-elsewhere", registry.addr);
+    let epoch = [("SOURCE_DATE_EPOCH", "1700000000")];
+    let first = skillhost(&ws, &["skill", "push", &folder, &format!("{repository}:1.0")], &epoch);
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    let digest = first.stdout.trim().to_string();
+    assert!(digest.starts_with("sha256:") && digest.len() == 71, "{digest}");
+    let again = skillhost(&ws, &["skill", "push", &folder, &format!("{repository}:1.0")], &epoch);
+    assert_eq!(again.stdout.trim(), digest, "the same folder packs to the same digest: {}", again.stderr);
+
+    // By tag and by digest: the distributable files, never the sources.
+    assert_eq!(ok(&ws, &["skill", "pull", &format!("{repository}:1.0"), "--dir", "by_tag"]).trim(), digest);
+    assert_eq!(ok(&ws, &["skill", "pull", &format!("{repository}@{digest}"), "--dir", "by_digest"]).trim(), digest);
+    for dir in ["by_tag", "by_digest"] {
+        assert_eq!(files(&ws.path().join(dir)), ["data.csv", "prompt.md", "skill.toml", "skill.wasm"], "{dir}");
+        let wasm = std::fs::read(ws.path().join(dir).join("skill.wasm")).unwrap();
+        assert!(wasm == std::fs::read(guests::PROBE).unwrap(), "{dir}: the component, byte for byte");
+    }
+    let again = skillhost(&ws, &["skill", "pull", &format!("{repository}:1.0"), "--dir", "by_tag"], &[]);
+    assert!(again.code != 0 && again.stderr.contains("exists and is not empty; not overwritten"), "{}", again.stderr);
+    let to_digest = skillhost(&ws, &["skill", "push", &folder, &format!("{repository}@{digest}")], &[]);
+    assert!(to_digest.code != 0 && to_digest.stderr.contains("push to a tag"), "{}", to_digest.stderr);
+    let malformed = skillhost(&ws, &["skill", "pull", "Not A Reference!"], &[]);
+    assert!(malformed.code != 0 && malformed.stderr.contains("is not a reference"), "{}", malformed.stderr);
+    let absent = format!("{repository}@sha256:{}", "0".repeat(64));
+    let missing = skillhost(&ws, &["skill", "pull", &absent, "--dir", "absent"], &[]);
+    assert_ne!(missing.code, 0, "a digest the registry does not have: {}", missing.stdout);
+    assert!(missing.stderr.contains("not found"), "{}", missing.stderr);
+
+    // What a new version asks for, against the published one.
+    let newer = ws.add_skill(
+        "src",
+        "alpha_next",
+        guests::PROBE,
+        "[capabilities]\nhttp_hosts = [\"127.0.0.1\", \"api.example.com\"]\nenv = [\"TOKEN\"]\n",
+    );
+    let diff = ok(&ws, &["skill", "diff", &format!("{repository}@{digest}"), &newer.display().to_string()]);
+    let lines: Vec<&str> = diff.lines().collect();
+    assert_eq!(
+        lines,
+        ["+ asks: environment variable TOKEN", "+ asks: http host api.example.com", "- asks: memory"],
+        "{diff}"
+    );
+    let same = ok(&ws, &["skill", "diff", &folder, &format!("{repository}:1.0")]);
+    assert_eq!(same.trim(), "no change in tools, approval levels or capabilities asked");
+
+    // Signed by `skill sign`, loaded from the config by digest.
+    ok(&ws, &["skill", "keygen", "--out", "keys/team"]);
+    let mode = std::os::unix::fs::PermissionsExt::mode(
+        &std::fs::metadata(ws.path().join("keys/team.key")).unwrap().permissions(),
+    );
+    assert_eq!(mode & 0o777, 0o600);
+    let twice = skillhost(&ws, &["skill", "keygen", "--out", "keys/team"], &[]);
+    assert!(twice.code != 0 && twice.stderr.contains("exists already; not overwritten"), "{}", twice.stderr);
+    sign(&ws, &format!("{repository}@{digest}"), "keys/team.key");
+    let verified = cosign_py(&[
+        "verify",
+        &registry.addr,
+        "team/published-elsewhere",
+        &digest,
+        &ws.path().join("keys/team.pub").display().to_string(),
+    ]);
+    assert_eq!(verified.code, 0, "cosign's layout, checked independently: {}{}", verified.stdout, verified.stderr);
+    let entry = format!("{{ref: '{repository}@{digest}', verify: {{key: keys/team.pub}}}}");
+    write_config(&ws, &[entry], "");
+    let source = format!("source: {repository}@{digest} ({digest}; signed, key keys/team.pub)");
+    for online in [true, false] {
+        if !online {
+            registry.stop();
+        }
+        let list = ok(&ws, &["skill", "list"]);
+        assert!(list.contains("alpha  (") && list.contains(&source), "online {online}: {list}");
+        assert!(list.contains("local  ("), "the folder skill loads beside it: {list}");
+        let echoed = ok(&ws, &["call", "alpha__echo", r#"{"word": "pulled"}"#]);
+        assert!(echoed.contains("pulled"), "online {online}: {echoed}");
+    }
+}
+
+#[test]
+fn each_refusal_names_its_reference_while_the_other_skills_serve() {
+    let registry = Registry::start();
+    let ws = Workspace::new();
+    write_config(&ws, &[], "");
+    ok(&ws, &["skill", "keygen", "--out", "keys/team"]);
+    ok(&ws, &["skill", "keygen", "--out", "keys/other"]);
+    let names = [
+        "good",
+        "tagged",
+        "unsigned",
+        "otherkey",
+        "flipped",
+        "repointed",
+        "tagonly",
+        "pinned",
+        "moved",
+        "pysigned",
+        "sealed",
+    ];
+    let digests: std::collections::BTreeMap<&str, String> =
+        names.iter().map(|n| (*n, push(&ws, &registry, n))).collect();
+    let at = |name: &str| format!("{}/team/{name}@{}", registry.addr, digests[name]);
+    for name in names.iter().filter(|n| !["unsigned", "otherkey", "pysigned", "tagged", "sealed"].contains(n)) {
+        sign(&ws, &at(name), "keys/team.key");
+    }
+    sign(&ws, &at("otherkey"), "keys/other.key");
+    // cosign's layout by another implementation (its own key, SEC1), then ours appended: the
+    // loader verifies its layer with its key, it verifies ours with ours.
+    let (py_key, py_pub) = (ws.path().join("keys/py.key"), ws.path().join("keys/py.pub"));
+    let made = cosign_py(&[
+        "sign",
+        &registry.addr,
+        "team/pysigned",
+        &digests["pysigned"],
+        &py_key.display().to_string(),
+        &py_pub.display().to_string(),
+    ]);
+    assert_eq!(made.code, 0, "{}{}", made.stdout, made.stderr);
+    sign(&ws, &at("pysigned"), "keys/team.key");
+    let team_pub = ws.path().join("keys/team.pub").display().to_string();
+    let ours = cosign_py(&["verify", &registry.addr, "team/pysigned", &digests["pysigned"], &team_pub]);
+    assert_eq!(ours.code, 0, "our layer appended after theirs: {}{}", ours.stdout, ours.stderr);
+    let theirs_only =
+        cosign_py(&["verify", &registry.addr, "team/good", &digests["good"], &py_pub.display().to_string()]);
+    assert_ne!(theirs_only.code, 0, "their key verifies nothing of ours: {}", theirs_only.stdout);
+    // A SEC1 key (theirs) used by `skill sign`.
+    sign(&ws, &at("tagged"), "keys/py.key");
+    // A key encrypted as `cosign generate-key-pair` writes it, opened with COSIGN_PASSWORD.
+    let (sealed_key, sealed_pub) = (ws.path().join("keys/sealed.key"), ws.path().join("keys/sealed.pub"));
+    let made = cosign_py(&[
+        "encrypted-key",
+        &sealed_key.display().to_string(),
+        &sealed_pub.display().to_string(),
+        "correct horse",
+    ]);
+    assert_eq!(made.code, 0, "{}{}", made.stdout, made.stderr);
+    let sealed = at("sealed");
+    let sign_sealed = ["skill", "sign", sealed.as_str(), "--key", "keys/sealed.key"];
+    let wrong = skillhost(&ws, &sign_sealed, &[("COSIGN_PASSWORD", "wrong")]);
+    assert!(wrong.code != 0 && wrong.stderr.contains("a wrong COSIGN_PASSWORD"), "{}", wrong.stderr);
+    let unset = skillhost(&ws, &sign_sealed, &[]);
+    assert!(unset.code != 0 && unset.stderr.contains("set COSIGN_PASSWORD"), "{}", unset.stderr);
+    let right = skillhost(&ws, &sign_sealed, &[("COSIGN_PASSWORD", "correct horse")]);
+    assert_eq!(right.code, 0, "{}", right.stderr);
+
+    // The registry's storage tampered with: a byte of a layer, a manifest's content.
+    let manifest = |name: &str| std::fs::read(registry.blob_file(&digests[name])).unwrap();
+    let layers: serde_json::Value = serde_json::from_slice(&manifest("flipped")).unwrap();
+    let files_layer = layers["layers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["mediaType"] == "application/vnd.skillhost.skill.files.v1.tar")
+        .unwrap();
+    let blob = registry.blob_file(files_layer["digest"].as_str().unwrap());
+    let mut bytes = std::fs::read(&blob).unwrap();
+    bytes[700] ^= 0x01;
+    std::fs::write(&blob, bytes).unwrap();
+    std::fs::write(registry.blob_file(&digests["repointed"]), manifest("good")).unwrap();
+    // A component built against another contract version, said in the annotation or not.
+    let relayer = |wit: &str, tag: &str| {
+        let mut command = Command::new("python3");
+        let script = support::repo().join("host/tests/support/relayer.py");
+        command.arg(script).args([&registry.addr, "team/good", "1.0", guests::WRONG_VERSION, wit, tag]);
+        let out = support::run_bounded(command, "");
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        format!("{}/team/good@{}", registry.addr, out.stdout.trim())
+    };
+    let (said, unsaid) = (relayer("0.0.9", "said"), relayer("0.1.0", "unsaid"));
+
+    let key = "verify: {key: keys/team.pub}";
+    let entry = |name: &str, extra: &str| format!("{{ref: '{}', {extra}}}", at(name));
+    let entries = vec![
+        entry("good", key),
+        format!("{{ref: '{}/team/tagged:1.0', allow_tags: true, verify: {{key: keys/py.pub}}}}", registry.addr),
+        entry("unsigned", key),
+        entry("otherkey", key),
+        entry("flipped", key),
+        entry("repointed", key),
+        format!("{{ref: '{}/team/tagonly:1.0', {key}}}", registry.addr),
+        entry("pinned", key),
+        entry("moved", key),
+        entry("pysigned", "verify: {key: keys/py.pub}"),
+        entry("sealed", "verify: {key: keys/sealed.pub}"),
+        format!("{{ref: '{said}', allow_unsigned: true}}"),
+        format!("{{ref: '{unsaid}', allow_unsigned: true}}"),
+    ];
+    let grants = format!(
+        "    pinned: {{digest: '{}', http_hosts: ['127.0.0.1']}}\n    moved: {{digest: '{}', memory: true, http_hosts: ['127.0.0.1']}}\n",
+        digests["pinned"], digests["good"]
+    );
+    write_config(&ws, &entries, &grants);
+    let list = skillhost(&ws, &["skill", "list"], &[]);
+    assert_eq!(list.code, 0, "{}{}", list.stdout, list.stderr);
+    for serving in ["good", "tagged", "pysigned", "sealed", "local"] {
+        assert!(list.stdout.contains(&format!("{serving}  (")), "{serving} serves:\n{}\n{}", list.stdout, list.stderr);
+    }
+    let refused = |reference: &str, reason: &str| {
+        let line = list.stderr.lines().find(|l| l.contains(&format!("skill `{reference}`")));
+        let line = line.unwrap_or_else(|| panic!("no refusal of {reference}:\n{}", list.stderr));
+        assert!(line.contains(reason), "{reference}: {reason:?} not in: {line}");
+    };
+    refused(&at("unsigned"), "unsigned: no signature");
+    refused(&at("otherkey"), "verifies with keys/team.pub (signed by another key");
+    refused(&at("flipped"), "digest mismatch");
+    refused(&at("repointed"), "digest mismatch: the manifest should be");
+    refused(&format!("{}/team/tagonly:1.0", registry.addr), "a tag without a digest");
+    refused("pinned", "does not name: memory; refused until re-granted");
+    refused(&said, "built against skillhost:skill@0.0.9; this host speaks skillhost:skill@0.1.0: rebuild it");
+    let unsaid_line = list.stderr.lines().find(|l| l.starts_with("skill `good`") && l.contains("0.0.9"));
+    assert!(unsaid_line.is_some_and(|l| l.contains("rebuild it")), "the loader refuses it: {}", list.stderr);
+    refused("moved", &format!("pins {}, but {} is {}", digests["good"], at("moved"), digests["moved"]));
+    for name in ["unsigned", "otherkey", "flipped", "repointed", "tagonly", "pinned", "moved"] {
+        assert!(!list.stdout.contains(&format!("{name}  (")), "{name} must not load:\n{}", list.stdout);
+    }
+    assert!(list.stderr.contains(&digests["tagged"]), "the digest a tag resolved to is logged: {}", list.stderr);
+    let echoed = ok(&ws, &["call", "good__echo", r#"{"word": "still serving"}"#]);
+    assert!(echoed.contains("still serving"), "{echoed}");
+
+    // Re-granted to the new digest, with what it asks: it loads.
+    let grants = format!("    pinned: {{digest: '{}', memory: true, http_hosts: ['127.0.0.1']}}\n", digests["pinned"]);
+    write_config(&ws, &[entry("pinned", key)], &grants);
+    assert!(ok(&ws, &["skill", "list"]).contains("pinned  ("));
+}
+
+/// A server on 127.0.0.1 holding every request until released, then answering 200 `held`.
+struct Held {
+    port: u16,
+    accepted: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    release: tokio::sync::watch::Sender<bool>,
+}
+
+async fn held_server() -> Held {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let (release, released) = tokio::sync::watch::channel(false);
+    let counter = accepted.clone();
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            let mut released = released.clone();
+            let counter = counter.clone();
+            tokio::spawn(async move {
+                let mut request = Vec::new();
+                let mut buf = [0u8; 1024];
+                while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match socket.read(&mut buf).await {
+                        Ok(n @ 1..) => request.extend_from_slice(&buf[..n]),
+                        _ => return,
+                    }
+                }
+                counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let _ = released.wait_for(|r| *r).await;
+                let _ =
+                    socket.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 4\r\nconnection: close\r\n\r\nheld").await;
+            });
+        }
+    });
+    Held { port, accepted, release }
+}
+
+/// The text of a turn's user message and its last tool result, if any.
+fn conversation(body: &serde_json::Value) -> (String, Option<String>) {
+    let messages = body["messages"].as_array().unwrap();
+    let asked = messages[0]["content"].to_string();
+    let last = &messages.last().unwrap()["content"];
+    let result = last.as_array().into_iter().flatten().find(|b| b["type"] == "tool_result");
+    (asked, result.map(|r| r["content"].to_string()))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_under_load_lets_calls_in_flight_and_approvals_finish_on_the_old_version() {
+    use skillhost_tests::llm_server::{Answer, LlmServer, Reply};
+    use support::api::{ApiProcess, TOKEN};
+    let registry = Registry::start();
+    let held = held_server().await;
+    let url = format!("http://127.0.0.1:{}/slow", held.port);
+    let llm = LlmServer::responding(Box::new(move |body: &serde_json::Value| {
+        let answer = match conversation(body) {
+            (_, Some(result)) => Answer::text(&[&format!("result: {result}")]),
+            (asked, None) if asked.contains("hold") => {
+                Answer::default().call("h", "probe__http_get", serde_json::json!({"url": url}))
+            }
+            _ => Answer::default().call("v", "probe__read_file", serde_json::json!({"path": "/skill/version.txt"})),
+        };
+        Reply::from(answer)
+    }))
+    .await;
+    let ws = Workspace::new();
+    let manifest = format!("{}files = \"self\"\n", probe_manifest());
+    let mut digests = Vec::new();
+    for version in ["v1", "v2"] {
+        let dir = ws.add_skill(version, "probe", guests::PROBE, &manifest);
+        std::fs::write(dir.join("version.txt"), version).unwrap();
+        let reference = format!("{}/team/probe:{version}", registry.addr);
+        digests.push(ok(&ws, &["skill", "push", &format!("{version}/probe"), &reference]).trim().to_string());
+    }
+    ws.add_skill("skills", "hooks_all", guests::HOOKS_ALL, "");
+    let config = |digest: &str| {
+        let llm = format!(
+            "llm: {{provider: anthropic, model: test-model, max_tokens: 500, anthropic: {{api_key: test, base_url: '{}'}}}}\n",
+            llm.url()
+        );
+        // An entry refused from the start (a tag without a digest) does not stop a reload.
+        let oci = format!(
+            "  oci:\n    - {{ref: '{0}/team/probe@{digest}', allow_unsigned: true}}\n    - {{ref: '{0}/team/broken:1.0', allow_unsigned: true}}\n",
+            registry.addr
+        );
+        let grants = "  grants:\n    probe: {http_hosts: ['127.0.0.1'], memory: true}\n";
+        let rest = "human:\n  overrides: {probe__read_file: approve}\nstate:\n  filesystem: {path: state}\nsandbox:\n  cache_dir: cache\n";
+        let yaml =
+            format!("{llm}adapter: {{type: api}}\nskills:\n  paths: [skills]\n  builtins: []\n{oci}{grants}{rest}");
+        std::fs::write(ws.path().join("config.yaml"), yaml).unwrap();
+    };
+    config(&digests[0]);
+    let api = ApiProcess::start_with(&ws, &[("RUST_LOG", "skillhost=info")]).await;
+    assert_eq!(api.stderr().matches("skill `hooks_all`: startup ran").count(), 1, "{}", api.stderr());
+    let pending = api.stderr().lines().find(|l| l.contains("in the background:")).unwrap_or_default().to_owned();
+    assert!(pending.contains("probe"), "pulled while the server answered, like a compile: {}", api.stderr());
+
+    // 20 calls in flight (each held by the server) and an approval waiting.
+    let mut in_flight = Vec::new();
+    for i in 0..20 {
+        let request = api.trigger("wait=1", "hold", &format!("hold-{i}"));
+        in_flight.push(tokio::spawn(async move { request.send().await.unwrap() }));
+    }
+    let started = Instant::now();
+    while held.accepted.load(std::sync::atomic::Ordering::SeqCst) < 20 {
+        assert!(started.elapsed() < support::PROCESS_LIMIT, "calls in flight: {}", api.stderr());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut waiting = api.stream("version", "before").await;
+    let asked = waiting.until("approval_requested").await.last().unwrap().data.clone();
+
+    // The new version swapped in.
+    config(&digests[1]);
+    let client = reqwest::Client::new();
+    let reload = client.post(format!("{}/api/skills/reload", api.base())).bearer_auth(TOKEN);
+    let answered = reload.send().await.unwrap();
+    let status = answered.status().as_u16();
+    let body: serde_json::Value = answered.json().await.unwrap();
+    assert_eq!(status, 200, "{body}\n{}", api.stderr());
+    assert!(body.to_string().contains(&digests[1]), "{body}");
+    let unauthorised = client.post(format!("{}/api/skills/reload", api.base())).send().await.unwrap();
+    assert!(api.stderr().contains("skill pulled and verified"), "{}", api.stderr());
+    assert_eq!(unauthorised.status().as_u16(), 401, "behind the token");
+
+    // Everything in flight finishes, on the version it began with.
+    held.release.send(true).unwrap();
+    for call in in_flight {
+        let response = call.await.unwrap();
+        let status = response.status().as_u16();
+        let text = response.text().await.unwrap();
+        assert!(status == 200 && text.contains("held"), "{status}: {text}");
+    }
+    let decided = api.decide(asked["approval_id"].as_str().unwrap(), &serde_json::json!({"approved": true}));
+    assert_eq!(decided.send().await.unwrap().status(), 200);
+    let done = waiting.rest().await;
+    let completed = done.iter().find(|e| e.kind == "run_completed").unwrap_or_else(|| panic!("{done:#?}"));
+    assert!(completed.data["text"].to_string().contains("v1"), "the approved call ran the old version: {completed:?}");
+
+    // The next call runs the new one; the unchanged skill was not started again.
+    let mut next = api.stream("version", "after").await;
+    let asked = next.until("approval_requested").await.last().unwrap().data.clone();
+    let decided = api.decide(asked["approval_id"].as_str().unwrap(), &serde_json::json!({"approved": true}));
+    assert_eq!(decided.send().await.unwrap().status(), 200);
+    let done = next.rest().await;
+    let completed = done.iter().find(|e| e.kind == "run_completed").unwrap_or_else(|| panic!("{done:#?}"));
+    assert!(completed.data["text"].to_string().contains("v2"), "{completed:?}");
+    assert_eq!(api.stderr().matches("skill `hooks_all`: startup ran").count(), 1, "{}", api.stderr());
+
+    // A reload that fails (an entry refused) leaves the set serving, and says why.
+    config(&format!("sha256:{}", "0".repeat(64)));
+    let answered = client.post(format!("{}/api/skills/reload", api.base())).bearer_auth(TOKEN).send().await.unwrap();
+    assert_eq!(answered.status().as_u16(), 409);
+    let body: serde_json::Value = answered.json().await.unwrap();
+    assert!(body["error"].as_str().unwrap().contains("still serve"), "{body}");
+    let skills: serde_json::Value =
+        client.get(format!("{}/api/skills", api.base())).bearer_auth(TOKEN).send().await.unwrap().json().await.unwrap();
+    assert!(skills.to_string().contains(&digests[1]), "the old set serves: {skills}");
+
+    // SIGHUP does the same.
+    config(&digests[0]);
+    std::process::Command::new("kill").args(["-HUP", &api.pid().to_string()]).status().unwrap();
+    let started = Instant::now();
+    while !api.stderr().contains("skills reloaded (SIGHUP)") {
+        assert!(started.elapsed() < support::PROCESS_LIMIT, "{}", api.stderr());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let skills: serde_json::Value =
+        client.get(format!("{}/api/skills", api.base())).bearer_auth(TOKEN).send().await.unwrap().json().await.unwrap();
+    assert!(skills.to_string().contains(&digests[0]), "{skills}");
+}
+
+#[test]
+fn credentials_come_from_the_command_line_or_dockers_config() {
+    let registry = Registry::start_with(Some(("ada", "s3cret")));
+    let ws = Workspace::new();
+    write_config(&ws, &[], "");
+    let folder = skill_folder(&ws, "guarded");
+    let reference = format!("{}/team/guarded:1.0", registry.addr);
+    let refused = skillhost(&ws, &["skill", "push", &folder, &reference], &[("DOCKER_CONFIG", "/nonexistent")]);
+    assert_ne!(refused.code, 0, "no credentials: {}", refused.stdout);
+    assert!(refused.stderr.to_lowercase().contains("unauthorized"), "{}", refused.stderr);
+
+    let mut push = Command::new(env!("CARGO_BIN_EXE_skillhost"));
+    push.current_dir(ws.path()).args(["skill", "push", &folder, &reference, "--username", "ada", "--password-stdin"]);
+    push.env("DOCKER_CONFIG", "/nonexistent");
+    let pushed = support::run_bounded(push, "s3cret\n");
+    assert_eq!(pushed.code, 0, "{}", pushed.stderr);
+    let digest = pushed.stdout.trim().to_string();
+
+    // Docker's config.json, as `docker login` writes it.
+    use base64::Engine as _;
+    let auth = base64::engine::general_purpose::STANDARD.encode("ada:s3cret");
+    let docker = ws.path().join("docker");
+    std::fs::create_dir_all(&docker).unwrap();
+    let json = serde_json::json!({"auths": {registry.addr.clone(): {"auth": auth}}});
+    std::fs::write(docker.join("config.json"), json.to_string()).unwrap();
+    let env = [("DOCKER_CONFIG", docker.to_str().unwrap())];
+    let pulled = skillhost(&ws, &["skill", "pull", &reference, "--dir", "pulled"], &env);
+    assert_eq!((pulled.code, pulled.stdout.trim()), (0, digest.as_str()), "{}", pulled.stderr);
+    let entry = format!("{{ref: '{}/team/guarded@{digest}', allow_unsigned: true}}", registry.addr);
+    write_config(&ws, &[entry], "");
+    let list = skillhost(&ws, &["skill", "list"], &env);
+    assert!(list.stdout.contains("guarded  ("), "{}{}", list.stdout, list.stderr);
+    let _ = std::fs::remove_dir_all(ws.path().join("cache/oci"));
+    let list = skillhost(&ws, &["skill", "list"], &[("DOCKER_CONFIG", "/nonexistent")]);
+    assert!(!list.stdout.contains("guarded  ("), "without credentials: {}", list.stdout);
+    assert!(list.stderr.contains("skills.oci: the registry refused"), "{}", list.stderr);
+}
