@@ -333,3 +333,73 @@ async fn the_console_of_another_replica_decides_a_slack_approval() {
 async fn the_console_decides_a_slack_approval_on_sqlite() {
     the_console_decides_a_slack_approval(false).await;
 }
+
+/// A loopback HTTP server that takes requests and never answers them: how many arrived.
+async fn silent_server() -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let seen = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = seen.clone();
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((stream, _)) = listener.accept().await {
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            held.push(stream);
+        }
+    });
+    (port, seen)
+}
+
+/// A Telegram turn whose approved call was running when its replica died (kill -9): the
+/// other replica takes the turn over and tells the model the call was interrupted; the call
+/// is not run again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_call_cut_off_by_its_replica_dying_is_reported_interrupted_not_run_again() {
+    use skillhost_tests::telegram_server::TelegramServer;
+    const TOKEN: &str = "4444000:ABCdefGHIjklMNOpqrSTUvwxyz_0123456";
+    const CHAT: i64 = 4444;
+    let pg = Postgres::start();
+    let (port, seen) = silent_server().await;
+    let url = format!("http://127.0.0.1:{port}/slow");
+    let llm = LlmServer::start(vec![
+        Answer::default().call("h1", "probe__http_get", json!({"url": url})).into(),
+        Answer::text(&["It was interrupted; I did not retry."]).into(),
+    ])
+    .await;
+    let telegram = TelegramServer::start(TOKEN).await;
+    let extra = format!(
+        "adapter:\n  type: telegram\n  telegram:\n    bot_token: '{TOKEN}'\n    allowed_chat_ids: [{CHAT}]\n    base_url: '{}'\n\
+         llm:\n  provider: anthropic\n  model: m\n  max_tokens: 100\n  anthropic: {{api_key: k, base_url: '{}'}}\n\
+         human:\n  overrides: {{probe__http_get: approve}}\n",
+        telegram.base_url(),
+        llm.url()
+    );
+    let ws = workspace(&pg, "interrupted", &extra);
+    let config = std::fs::read_to_string(ws.path().join("config.yaml")).unwrap();
+    let granted = config.replace("probe: {memory: true}", "probe: {memory: true, http_hosts: ['127.0.0.1']}");
+    std::fs::write(ws.path().join("config.yaml"), granted).unwrap();
+    let mut a = Running::start(ws.path(), &[], &[]);
+    a.wait_for_log("polling for updates").await;
+    let b = Running::start(ws.path(), &[], &[]);
+    b.wait_for_log("another replica polls this bot; standing by").await;
+
+    let wait = Duration::from_secs(60);
+    telegram.send_text(CHAT, 7, "fetch it");
+    let prompt = telegram.wait_for_message(CHAT, |m| m.text.contains("probe__http_get"), wait).await;
+    let approve = prompt.buttons().into_iter().find(|d| d.starts_with("a:")).unwrap();
+    telegram.click(CHAT, 7, prompt.message_id, &approve);
+    let started = Instant::now();
+    while seen.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+        assert!(started.elapsed() < wait, "the approved call never ran: {}", a.stderr());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    a.kill();
+    telegram.wait_for_message(CHAT, |m| m.text.contains("It was interrupted"), wait).await;
+    assert!(b.stderr().contains("resuming a turn its replica left waiting"), "{}", b.stderr());
+    let results = support::tool_results(&llm, 1);
+    assert_eq!(results.len(), 1, "{results:?}");
+    assert_eq!(results[0]["is_error"], json!(true), "{}", results[0]);
+    assert!(results[0].to_string().contains("interrupted"), "{}", results[0]);
+    assert_eq!(seen.load(std::sync::atomic::Ordering::SeqCst), 1, "the call was not run again");
+    assert_eq!(llm.requests().len(), 2);
+}

@@ -46,6 +46,10 @@ pub struct Checkpoint {
     /// What it waits for.
     #[serde(default)]
     pub waits: Waits,
+    /// Set when it is resumed after the replica running its round died: the round's calls
+    /// may have run, so each is answered as interrupted instead of run again.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub interrupted: bool,
 }
 
 impl Checkpoint {
@@ -123,6 +127,7 @@ impl Durable {
             decided: decided.to_vec(),
             waiting: waiting.to_owned(),
             waits: Waits::Approval,
+            interrupted: false,
         }
     }
 }

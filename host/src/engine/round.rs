@@ -67,6 +67,26 @@ impl ToolCallRecord {
         }
     }
 
+    /// A call of a round whose replica died while it ran: it may have run, in part or
+    /// whole; it is not run again.
+    pub(super) fn interrupted((tool_call_id, tool_name, input): Call) -> Self {
+        let json = json!({
+            "error": "this call was interrupted: the server running it stopped while it ran; it may or may not have taken effect, and it was not run again. Check before retrying it.",
+            "kind": "interrupted",
+        });
+        ToolCallRecord {
+            tool_call_id,
+            tool_name,
+            input,
+            level: Level::Auto,
+            approval: None,
+            promoted: false,
+            executed: false,
+            verify: false,
+            outcome: ToolOutcome::error(&json, Duration::ZERO),
+        }
+    }
+
     /// The `tool_result` block answering this call.
     pub fn to_block(&self) -> Block {
         let (content, is_error) = (self.outcome.content.clone(), self.outcome.is_error);

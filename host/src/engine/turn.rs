@@ -521,8 +521,9 @@ impl Engine {
             )));
         }
         let given = checkpoint.decisions(outcome);
-        let req = checkpoint.request;
-        self.start_turn(req, events, counterpart, Start::Resumed { messages: checkpoint.messages, given }).await
+        let (req, interrupted) = (checkpoint.request, checkpoint.interrupted);
+        let start = Start::Resumed { messages: checkpoint.messages, given, interrupted };
+        self.start_turn(req, events, counterpart, start).await
     }
 
     async fn start_turn(
@@ -611,7 +612,7 @@ impl Engine {
                 messages.push(Message::user(req.message.clone()));
                 Ok((messages, None, HashMap::new()))
             }
-            Start::Resumed { messages, given } => {
+            Start::Resumed { mut messages, given, interrupted } => {
                 let calls = match messages.last() {
                     Some(last) if last.role == Role::Assistant => calls_of(&last.content),
                     _ => Vec::new(),
@@ -619,7 +620,14 @@ impl Engine {
                 if calls.is_empty() {
                     return Err(EngineError::Resume("the turn written down has no calls waiting".into()));
                 }
-                Ok((messages, Some(calls), given))
+                if !interrupted {
+                    return Ok((messages, Some(calls), given));
+                }
+                // The replica running the round died: its calls may have run. Each is
+                // answered as interrupted, none run again.
+                let results = calls.into_iter().map(|call| ToolCallRecord::interrupted(call).to_block()).collect();
+                messages.push(Message { role: Role::User, content: results });
+                Ok((messages, None, given))
             }
         }
     }
@@ -898,8 +906,9 @@ impl Engine {
 enum Start {
     /// A person's new message.
     Message,
-    /// A turn written down while it waited, with the people's decisions on its round.
-    Resumed { messages: Vec<Message>, given: HashMap<String, ApprovalOutcome> },
+    /// A turn written down while it waited, with the people's decisions on its round, and
+    /// whether the replica running that round died while it ran ([`Checkpoint::interrupted`]).
+    Resumed { messages: Vec<Message>, given: HashMap<String, ApprovalOutcome>, interrupted: bool },
 }
 
 /// The tool calls of a model's message.

@@ -33,12 +33,12 @@ impl<P: Platform> Chat<P> {
     /// Takes up a turn a replica that is gone left waiting (this replica holds its lease):
     /// its prompt is settled when nobody decided in time, and the turn goes on here.
     async fn resume(self: Arc<Self>, orphan: Orphan) {
-        let Orphan { waiting, approval, prompt } = orphan;
+        let Orphan { waiting, approval, prompt, interrupted } = orphan;
         let run_id = waiting.run_id.clone();
         let place = serde_json::from_str::<P::Place>(&waiting.place).map_err(|e| e.to_string());
         let checkpoint = serde_json::from_str::<Checkpoint>(&waiting.checkpoint).map_err(|e| e.to_string());
         let (place, checkpoint) = match (place, checkpoint) {
-            (Ok(place), Ok(checkpoint)) => (place, checkpoint),
+            (Ok(place), Ok(checkpoint)) => (place, Checkpoint { interrupted, ..checkpoint }),
             (Err(e), _) | (_, Err(e)) => {
                 tracing::error!(
                     run_id,
@@ -54,6 +54,7 @@ impl<P: Platform> Chat<P> {
             run_id,
             waited_on = approval.id,
             outcome = stored,
+            interrupted,
             "{}: resuming a turn its replica left waiting",
             self.label
         );

@@ -43,6 +43,10 @@ pub struct Orphan {
     pub approval: Entry,
     /// The message that asked, if it was posted.
     pub prompt: Option<String>,
+    /// The replica that held the turn's lease died holding it: the calls of the round it
+    /// waited on may have run (or run in part), so they are reported as interrupted, never
+    /// run again.
+    pub interrupted: bool,
 }
 
 impl Decisions {
@@ -147,7 +151,8 @@ impl Decisions {
     }
 
     /// Takes one turn of `scope` whose replica went silent and whose approval was decided
-    /// (or expired: then recorded as `timed_out`), to resume here; `None` when there is
+    /// (or expired: then recorded as `timed_out`), or whose lease holder went silent while
+    /// it went on (then [`Orphan::interrupted`]), to resume here; `None` when there is
     /// none. Of replicas looking at once, each takes a different turn.
     pub async fn take_orphan(&self, scope: &str) -> Result<Option<Orphan>, StateError> {
         let c = self.pg.client().await?;
@@ -155,18 +160,20 @@ impl Decisions {
         let taken = c
             .query_opt(
                 "WITH candidate AS (
-                    SELECT t.run_id FROM skillhost_waiting_turns t
+                    SELECT t.run_id, t.leased_by AS held FROM skillhost_waiting_turns t
                     JOIN skillhost_interactions i ON i.id = t.approval_id
-                    WHERE t.scope = $2 AND t.leased_by IS NULL
-                      AND (i.outcome IS NOT NULL OR i.expires_at <= extract(epoch FROM clock_timestamp())::float8)
-                      AND NOT EXISTS (SELECT 1 FROM skillhost_replicas r WHERE r.id = t.replica
+                    WHERE t.scope = $2
+                      AND (t.leased_by IS NULL
+                          AND (i.outcome IS NOT NULL OR i.expires_at <= extract(epoch FROM clock_timestamp())::float8)
+                          OR t.leased_by IS NOT NULL AND t.leased_by <> $1)
+                      AND NOT EXISTS (SELECT 1 FROM skillhost_replicas r WHERE r.id = coalesce(t.leased_by, t.replica)
                           AND r.seen_at >= extract(epoch FROM clock_timestamp())::float8 - $3)
                     ORDER BY t.updated_at LIMIT 1
                     FOR UPDATE OF t SKIP LOCKED)
                  UPDATE skillhost_waiting_turns t SET leased_by = $1, replica = $1,
                     updated_at = extract(epoch FROM clock_timestamp())::float8
-                 FROM candidate WHERE t.run_id = candidate.run_id AND t.leased_by IS NULL
-                 RETURNING t.run_id, t.scope, t.place, t.checkpoint, t.approval_id, t.prompt",
+                 FROM candidate WHERE t.run_id = candidate.run_id AND t.leased_by IS NOT DISTINCT FROM candidate.held
+                 RETURNING t.run_id, t.scope, t.place, t.checkpoint, t.approval_id, t.prompt, candidate.held IS NOT NULL",
                 &[&self.replica(), &scope, &orphaned],
             )
             .await
@@ -174,7 +181,7 @@ impl Decisions {
         let Some(taken) = taken else { return Ok(None) };
         let waiting =
             Waiting { run_id: taken.get(0), scope: taken.get(1), place: taken.get(2), checkpoint: taken.get(3) };
-        let (approval_id, prompt): (String, Option<String>) = (taken.get(4), taken.get(5));
+        let (approval_id, prompt, interrupted): (String, Option<String>, bool) = (taken.get(4), taken.get(5), taken.get(6));
         // Nobody decided in time: the turn goes on without the call.
         self.settle_pending(&approval_id, "timed_out").await?;
         let row = c
@@ -184,7 +191,7 @@ impl Decisions {
         let Some(row) = row else {
             return Err(StateError::Other(format!("the approval {approval_id} of run {} is gone", waiting.run_id)));
         };
-        Ok(Some(Orphan { waiting, approval: entry(&row), prompt }))
+        Ok(Some(Orphan { waiting, approval: entry(&row), prompt, interrupted }))
     }
 
     /// The approval of `scope` still pending in conversation `channel_id` whose prompt is
