@@ -378,6 +378,8 @@ async fn a_call_cut_off_by_its_replica_dying_is_reported_interrupted_not_run_aga
     let config = std::fs::read_to_string(ws.path().join("config.yaml")).unwrap();
     let granted = config.replace("probe: {memory: true}", "probe: {memory: true, http_hosts: ['127.0.0.1']}");
     std::fs::write(ws.path().join("config.yaml"), granted).unwrap();
+    let manifest = "[capabilities]\nmemory = true\nhttp_hosts = [\"127.0.0.1\"]\n";
+    std::fs::write(ws.path().join("skills/probe/skill.toml"), manifest).unwrap();
     let mut a = Running::start(ws.path(), &[], &[]);
     a.wait_for_log("polling for updates").await;
     let b = Running::start(ws.path(), &[], &[]);
@@ -402,4 +404,103 @@ async fn a_call_cut_off_by_its_replica_dying_is_reported_interrupted_not_run_aga
     assert!(results[0].to_string().contains("interrupted"), "{}", results[0]);
     assert_eq!(seen.load(std::sync::atomic::Ordering::SeqCst), 1, "the call was not run again");
     assert_eq!(llm.requests().len(), 2);
+}
+
+/// Forms on two replicas: a question with a schema asked on one is listed with its schema on
+/// the other, which refuses an answer that does not fit (422, the question still open) and
+/// takes one that fits; the turn on the first replica gets the answer as JSON.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_form_asked_on_one_replica_is_answered_on_the_other_only_with_what_fits() {
+    let pg = Postgres::start();
+    let schema = json!({"type": "object", "properties": {"replicas": {"type": "integer", "minimum": 1}}, "required": ["replicas"]});
+    let llm = LlmServer::start(vec![
+        Answer::default().call("q1", "human__ask", json!({"question": "How many replicas?", "schema": schema})).into(),
+        Answer::text(&["Scaled."]).into(),
+    ])
+    .await;
+    let extra = format!(
+        "adapter: {{type: api}}\nui: {{port: ${{PORT}}, auth_token: t}}\n\
+         llm:\n  provider: anthropic\n  model: m\n  max_tokens: 100\n  anthropic: {{api_key: k, base_url: '{}'}}\n",
+        llm.url()
+    );
+    let ws = workspace(&pg, "forms", &extra);
+    let (p1, p2) = (free_port(), free_port());
+    let one = Running::start(ws.path(), &[], &[("PORT", &p1.to_string())]);
+    let two = Running::start(ws.path(), &[], &[("PORT", &p2.to_string())]);
+    let (api1, api2) = (Api::new(p1, "t"), Api::new(p2, "t"));
+    api1.ready(&one).await;
+    api2.ready(&two).await;
+
+    let mut sse = api1.stream("scale it", "ops").await;
+    let asked = sse.until("question_requested").await;
+    let question = asked.last().unwrap().data.clone();
+    assert_eq!(question["schema"], schema);
+    let id = question["question_id"].as_str().unwrap().to_owned();
+    let (_, listed) = api2.get("/api/questions").await;
+    let listed = listed["questions"].as_array().unwrap().iter().find(|q| q["question_id"] == id.as_str()).cloned();
+    assert_eq!(listed.expect("listed on the other replica")["schema"], schema);
+    let path = format!("/api/questions/{id}/answer");
+    let (status, refused) = api2.post(&path, json!({"answer_json": {"replicas": 0}})).await;
+    assert_eq!(status, 422, "{refused}");
+    assert!(refused["error"].as_str().unwrap().contains("/replicas"), "{refused}");
+    assert_eq!(api2.get(&format!("/api/questions/{id}")).await.1["outcome"], "pending");
+    let (status, answered) = api2.post(&path, json!({"answer_json": {"replicas": 3}})).await;
+    assert_eq!((status, answered["answer_json"].clone()), (200, json!({"replicas": 3})), "{answered}");
+    let rest = sse.rest().await;
+    assert_eq!(rest.last().map(|e| e.kind.as_str()), Some("run_completed"), "{rest:#?}");
+    let results = support::tool_results(&llm, 1);
+    assert_eq!(
+        results[0]["content"].as_str().map(serde_json::from_str::<Value>).and_then(Result::ok),
+        Some(json!({"answer": {"replicas": 3}})),
+        "{results:?}"
+    );
+    drop((one, two));
+}
+
+/// An API run waiting for a person is listed, with its approval, on the other replica's
+/// `/api/runs`; when its replica dies (kill -9), `/api/runs/{id}` on the other one says it
+/// was cancelled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_waiting_api_run_is_seen_on_the_other_replica_and_reads_cancelled_when_its_replica_dies() {
+    let pg = Postgres::start();
+    let llm = LlmServer::start(vec![Answer::default().call("w1", "probe__memory_write", append()).into()]).await;
+    let extra = format!(
+        "adapter: {{type: api}}\nui: {{port: ${{PORT}}, auth_token: t}}\nhuman:\n  overrides: {{probe__memory_write: approve}}\n\
+         llm:\n  provider: anthropic\n  model: m\n  max_tokens: 100\n  anthropic: {{api_key: k, base_url: '{}'}}\n",
+        llm.url()
+    );
+    let ws = workspace(&pg, "runs", &extra);
+    let (p1, p2) = (free_port(), free_port());
+    let mut one = Running::start(ws.path(), &[], &[("PORT", &p1.to_string())]);
+    let two = Running::start(ws.path(), &[], &[("PORT", &p2.to_string())]);
+    let (api1, api2) = (Api::new(p1, "t"), Api::new(p2, "t"));
+    api1.ready(&one).await;
+    api2.ready(&two).await;
+
+    let mut sse = api1.stream("write it", "ops").await;
+    let asked = sse.until("approval_requested").await;
+    let approval_id = asked.last().unwrap().data["approval_id"].as_str().unwrap().to_owned();
+    let run_id = asked.iter().find(|e| e.kind == "run_started").unwrap().data["run_id"].as_str().unwrap().to_owned();
+    let (status, listed) = api2.get("/api/runs").await;
+    let elsewhere = listed["runs"].as_array().unwrap().iter().find(|r| r["run_id"] == run_id.as_str()).cloned();
+    let elsewhere = elsewhere.unwrap_or_else(|| panic!("{status} {listed}"));
+    assert_eq!((elsewhere["state"].clone(), elsewhere["replica"].clone()), (json!("waiting"), json!("another")));
+    assert_eq!(elsewhere["pending_approvals"], 1);
+    let (status, run) = api2.get(&format!("/api/runs/{run_id}")).await;
+    assert_eq!((status, run["approvals"][0]["approval_id"].clone()), (200, json!(approval_id)), "{run}");
+    assert_eq!(api2.get("/api/runs/no-such-run").await.0, 404);
+
+    one.kill();
+    let started = Instant::now();
+    loop {
+        let (_, run) = api2.get(&format!("/api/runs/{run_id}")).await;
+        if run["state"] == "cancelled" {
+            break;
+        }
+        assert_eq!(run["state"], "waiting", "{run}");
+        assert!(started.elapsed() < Duration::from_secs(60), "never read cancelled: {run}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    assert_eq!(runs(&ws), "", "the call never ran");
+    drop(two);
 }

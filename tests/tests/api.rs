@@ -443,6 +443,53 @@ async fn questions_are_asked_and_answered_through_their_route() {
     assert_eq!(tool_results(&h.llm, 1)[0].1, json!({"answer": "staging"}));
 }
 
+/// Forms: a question with a JSON schema shows it in `question_requested` and the status
+/// route; an answer that does not fit is refused (422, saying where) and the question stays
+/// open; `answer_json` that fits is taken and reaches the model as JSON.
+#[tokio::test]
+async fn a_question_with_a_schema_takes_only_an_answer_that_fits() {
+    let schema = json!({"type": "object", "properties": {"replicas": {"type": "integer", "minimum": 1}}, "required": ["replicas"]});
+    let ask = json!({"question": "How many replicas?", "schema": schema});
+    let replies = vec![Answer::default().call("q1", "human__ask", ask).into(), Answer::text(&["Three."]).into()];
+    let h = harness(replies, "").await;
+    let mut sse = h.server.stream(json!({"message": "scale"})).await;
+    let events = sse.until("question_requested").await;
+    let question = &events.last().unwrap().data;
+    assert_eq!(question["schema"], schema);
+    let id = question["question_id"].as_str().unwrap().to_owned();
+    let path = format!("/api/questions/{id}");
+    assert_eq!(ApiServer::call(h.server.get(&path)).await.1["schema"], schema);
+    let listed = ApiServer::call(h.server.get("/api/questions")).await.1;
+    assert_eq!(listed["questions"][0]["schema"], schema, "{listed}");
+    let answer = |body: Value| ApiServer::call(h.server.post(&format!("{path}/answer")).json(&body));
+    let (status, refused) = answer(json!({"answer_json": {"replicas": 0}})).await;
+    assert_eq!(status, 422, "{refused}");
+    assert!(refused["error"].as_str().unwrap().contains("/replicas"), "{refused}");
+    assert_eq!(answer(json!({"answer": "three"})).await.0, 422);
+    assert_eq!(answer(json!({"answer": "x", "answer_json": 1})).await.0, 400);
+    let (status, pending) = ApiServer::call(h.server.get(&path)).await;
+    assert_eq!((status, pending["outcome"].clone()), (200, json!("pending")), "a refused answer changes nothing");
+    let (status, answered) = answer(json!({"answer_json": {"replicas": 3}})).await;
+    assert_eq!((status, answered["outcome"].clone()), (200, json!("answered")), "{answered}");
+    assert_eq!(answered["answer_json"], json!({"replicas": 3}));
+    assert_eq!(answered["answer"], json!(r#"{"replicas":3}"#));
+    let events = sse.rest().await;
+    assert_eq!(kinds(&events).last(), Some(&"run_completed"));
+    assert_eq!(tool_results(&h.llm, 1)[0].1, json!({"answer": {"replicas": 3}}));
+}
+
+/// A question whose schema is not a JSON Schema is not asked: the model is told why.
+#[tokio::test]
+async fn a_question_with_a_broken_schema_is_not_asked() {
+    let ask = json!({"question": "How many?", "schema": {"type": 12}});
+    let replies = vec![Answer::default().call("q1", "human__ask", ask).into(), Answer::text(&["Sorry."]).into()];
+    let h = harness(replies, "").await;
+    let events = h.server.stream(json!({"message": "scale"})).await.rest().await;
+    assert!(!kinds(&events).contains(&"question_requested"), "{events:#?}");
+    let (_, result, is_error) = tool_results(&h.llm, 1).remove(0);
+    assert!(is_error && result["error"].as_str().unwrap().contains("schema"), "{result}");
+}
+
 #[tokio::test]
 async fn heartbeats_fill_idle_time_with_numbered_events() {
     let replies = vec![Answer::default().call("c1", "probe__echo", json!({})).into(), Answer::text(&["Ok."]).into()];

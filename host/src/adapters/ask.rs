@@ -20,7 +20,8 @@ pub fn decl() -> ToolDecl {
         "type": "object",
         "properties": {
             "question": {"type": "string", "description": "The question, in one or two sentences."},
-            "choices": {"type": "array", "items": {"type": "string"}, "description": "Suggested answers, if any."}
+            "choices": {"type": "array", "items": {"type": "string"}, "description": "Suggested answers, if any."},
+            "schema": {"type": "object", "description": "A JSON Schema the answer must fit, when you need structured input (the answer then comes back as JSON)."}
         },
         "required": ["question"]
     });
@@ -34,8 +35,19 @@ pub fn info(name: &str) -> Option<ToolInfo> {
     (name == ASK_TOOL).then(|| ToolInfo { answered_by_person: true, ..ToolInfo::default() })
 }
 
-/// The question and its choices, checked.
-fn question(input: &Value) -> Result<(String, Vec<String>), String> {
+/// A question as the model asked it, checked.
+#[derive(Debug, PartialEq)]
+pub struct Asked {
+    /// The question.
+    pub prompt: String,
+    /// Suggested answers.
+    pub choices: Vec<String>,
+    /// The JSON schema the answer must fit.
+    pub schema: Option<Value>,
+}
+
+/// The question, its choices and its schema, checked.
+fn question(input: &Value) -> Result<Asked, String> {
     let prompt = input.get("question").and_then(Value::as_str).map(str::trim).unwrap_or_default();
     if prompt.is_empty() || prompt.chars().count() > MAX_QUESTION {
         return Err(format!("`question` must be a string of 1 to {MAX_QUESTION} characters"));
@@ -49,7 +61,14 @@ fn question(input: &Value) -> Result<(String, Vec<String>), String> {
             .ok_or(format!("each of `choices` must be a string of 1 to {MAX_CHOICE} characters"))?,
         Some(_) => return Err(format!("`choices` must be an array of at most {MAX_CHOICES} strings")),
     };
-    Ok((prompt.to_owned(), choices))
+    let schema = match input.get("schema") {
+        None | Some(Value::Null) => None,
+        Some(schema) => {
+            crate::broker::form::check(schema).map_err(|e| e.to_string())?;
+            Some(schema.clone())
+        }
+    };
+    Ok(Asked { prompt: prompt.to_owned(), choices, schema })
 }
 
 /// An input the question could not be asked with.
@@ -58,8 +77,14 @@ fn invalid(problem: String, duration: Duration) -> ToolOutcome {
 }
 
 /// The tool's result for how the question ended, `timeout` being how long it waited.
-fn outcome(resolution: Resolution, duration: Duration, timeout: Duration) -> ToolOutcome {
+/// (`form`: the question had a schema).
+fn outcome(resolution: Resolution, duration: Duration, timeout: Duration, form: bool) -> ToolOutcome {
     match resolution {
+        // A form's answer is JSON (the broker checked it against the schema).
+        Resolution::Answered(answer) if form => {
+            let answer = serde_json::from_str::<Value>(&answer).unwrap_or(Value::String(answer));
+            ToolOutcome::text(json!({ "answer": answer }).to_string(), duration)
+        }
         Resolution::Answered(answer) => ToolOutcome::text(json!({ "answer": answer }).to_string(), duration),
         Resolution::TimedOut => ToolOutcome::error(
             &json!({"error": format!("nobody answered within {} s", timeout.as_secs()), "kind": "question_timeout"}),
@@ -76,31 +101,33 @@ pub async fn run<F>(
     adapter: &'static str,
     input: &Value,
     timeout: Duration,
-    ask: impl FnOnce(String, Vec<String>) -> F,
+    ask: impl FnOnce(Asked) -> F,
 ) -> ToolOutcome
 where
     F: std::future::Future<Output = Option<Resolution>>,
 {
     use tracing::Instrument as _;
     let started = std::time::Instant::now();
-    let (prompt, choices) = match question(input) {
+    let asked = match question(input) {
         Ok(q) => q,
         Err(problem) => return invalid(problem, started.elapsed()),
     };
+    let form = asked.schema.is_some();
     let span = tracing::info_span!(
         "question",
         otel.name = "question",
         skillhost.adapter = adapter,
-        skillhost.question.choices = choices.len(),
+        skillhost.question.choices = asked.choices.len(),
+        skillhost.question.form = form,
         skillhost.question.outcome = tracing::field::Empty,
         skillhost.question.wait_ms = tracing::field::Empty,
     );
-    let resolution = ask(prompt, choices).instrument(span.clone()).await;
+    let resolution = ask(asked).instrument(span.clone()).await;
     let waited = started.elapsed();
     span.record("skillhost.question.wait_ms", waited.as_millis() as u64);
     span.record("skillhost.question.outcome", resolution.as_ref().map_or("unavailable", Resolution::name));
     match resolution {
-        Some(resolution) => outcome(resolution, waited, timeout),
+        Some(resolution) => outcome(resolution, waited, timeout, form),
         None => no_id(waited),
     }
 }
@@ -110,13 +137,13 @@ where
 /// `None` when the counterpart has no desk.
 pub async fn put(
     counterpart: &dyn Counterpart,
-    prompt: &str,
-    choices: &[String],
+    asked: &Asked,
     timeout: Duration,
     checkpoint: Option<String>,
 ) -> Option<Resolution> {
     let desk = counterpart.desk()?;
-    let question = crate::engine::desk::Question { prompt, choices, schema: None, timeout, checkpoint };
+    let Asked { prompt, choices, schema } = asked;
+    let question = crate::engine::desk::Question { prompt, choices, schema: schema.as_ref(), timeout, checkpoint };
     Some(crate::engine::desk::question(&desk, counterpart, question).await)
 }
 
@@ -132,8 +159,13 @@ mod tests {
 
     #[test]
     fn questions_are_checked() {
-        assert_eq!(question(&json!({"question": " Which? "})).unwrap(), ("Which?".into(), vec![]));
-        assert_eq!(question(&json!({"question": "Which?", "choices": ["a"]})).unwrap().1, ["a"]);
+        let asked = question(&json!({"question": " Which? "})).unwrap();
+        assert_eq!((asked.prompt.as_str(), asked.choices.len(), asked.schema), ("Which?", 0, None));
+        assert_eq!(question(&json!({"question": "Which?", "choices": ["a"]})).unwrap().choices, ["a"]);
+        let form = json!({"question": "How many?", "schema": {"type": "integer", "minimum": 1}});
+        assert_eq!(question(&form).unwrap().schema, Some(json!({"type": "integer", "minimum": 1})));
+        assert!(question(&json!({"question": "q", "schema": {"type": 5}})).unwrap_err().contains("schema"));
+        assert!(question(&json!({"question": "q", "schema": "integer"})).is_err());
         assert!(question(&json!({"question": ""})).is_err());
         assert!(question(&json!({"question": 3})).is_err());
         assert!(question(&json!({"question": "q", "choices": "a"})).is_err());

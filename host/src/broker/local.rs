@@ -70,6 +70,12 @@ impl Ledger {
         waiting
     }
 
+    pub(super) fn of_run(&self, agent: &str, run_id: &str) -> Vec<Entry> {
+        let mut inner = self.inner.lock();
+        let ids = inner.by_run.get(run_id).cloned().unwrap_or_default();
+        ids.iter().filter_map(|id| inner.current(id).map(|(e, _)| e.clone())).filter(|e| e.agent == agent).collect()
+    }
+
     /// `who`'s decision, by the rules of the shared database's statement.
     pub(super) fn decide(&self, id: &str, who: Who<'_>, decision: &Decision) -> Decided {
         let mut inner = self.inner.lock();

@@ -22,6 +22,7 @@
 //! another replica reaches the waiting one by `NOTIFY` (or, while its listening connection
 //! is lost, by polling). No adapter branches on the backend.
 
+pub mod form;
 mod local;
 pub mod present;
 
@@ -142,6 +143,9 @@ pub enum DecideError {
     /// A `confirm`-level approval without its challenge repeated; the entry stays pending.
     #[error("the confirmation does not repeat the challenge")]
     Unconfirmed,
+    /// An answer that does not fit the question's schema; the question stays open.
+    #[error(transparent)]
+    Invalid(#[from] form::FormError),
     /// The shared database cannot be reached (worth a retry).
     #[error("the state database is unavailable: {0}")]
     Unavailable(String),
@@ -360,10 +364,21 @@ impl Broker {
         Ok(entries.into_iter().filter(|e| who.sees(e)).collect())
     }
 
+    /// Every entry of run `run_id` that `who` may see (with PostgreSQL, asked on any
+    /// replica; a pending one whose replica is gone reads `cancelled`), oldest first.
+    pub async fn of_run(&self, run_id: &str, who: Who<'_>) -> Result<Vec<Entry>, BrokerError> {
+        let entries = match &self.backend {
+            Backend::Local(ledger) => ledger.of_run(who.agent, run_id),
+            Backend::Shared(shared) => shared.of_run(who.agent, run_id).await?,
+        };
+        Ok(entries.into_iter().filter(|e| who.sees(e)).collect())
+    }
+
     /// `who`'s decision on entry `id`: the entry as decided, and whether this decision
     /// settled it (`false`: the same decision was taken before). The turn waiting on it
     /// (here, or on the replica that holds it) is woken and its watch told.
     pub async fn decide(&self, id: &str, who: Who<'_>, decision: Decision) -> Result<(Entry, bool), DecideError> {
+        let decision = self.conform(id, who, decision).await?;
         let outcome = decision.outcome();
         let decided = match &self.backend {
             Backend::Local(ledger) => ledger.decide(id, who, &decision),
@@ -383,6 +398,20 @@ impl Broker {
             Decided::Conflict(entry) => Err(DecideError::Conflict(Box::new(entry))),
             Decided::Gone => Err(DecideError::Gone),
             Decided::Unconfirmed => Err(DecideError::Unconfirmed),
+        }
+    }
+
+    /// An answer to a question with a schema, checked against it and stored as its JSON
+    /// text ([`form::conform`]); any other decision as it is.
+    async fn conform(&self, id: &str, who: Who<'_>, decision: Decision) -> Result<Decision, DecideError> {
+        let Decision::Answer(answer) = decision else { return Ok(decision) };
+        let entry = self.get(id, Kind::Question, who).await.map_err(|e| DecideError::Unavailable(e.to_string()))?;
+        let entry = entry.ok_or(DecideError::Gone)?;
+        match form::schema_of(entry.presentation.as_deref()) {
+            Some(schema) if entry.outcome.is_none() => {
+                form::conform(&schema, &answer).map(Decision::Answer).map_err(DecideError::Invalid)
+            }
+            _ => Ok(Decision::Answer(answer)),
         }
     }
 

@@ -36,6 +36,10 @@ fn approval_json(e: &Entry) -> Value {
 }
 
 fn question_json(e: &Entry) -> Value {
+    let answer = Outcome::of(e).as_ref().and_then(Outcome::answer).map(str::to_owned);
+    let schema = crate::broker::form::schema_of(e.presentation.as_deref());
+    // A form's answer is JSON text: given parsed too.
+    let answer_json = schema.as_ref().and(answer.as_deref()).and_then(|a| serde_json::from_str::<Value>(a).ok());
     json!({
         "question_id": e.id,
         "run_id": e.run_id,
@@ -44,7 +48,9 @@ fn question_json(e: &Entry) -> Value {
         "choices": e.choices,
         "outcome": outcome(e),
         "expires_at": unix_seconds(e.expires_at),
-        "answer": Outcome::of(e).as_ref().and_then(Outcome::answer).map(str::to_owned),
+        "answer": answer,
+        "schema": schema,
+        "answer_json": answer_json,
     })
 }
 
@@ -56,6 +62,7 @@ fn refused(e: DecideError, what: &str) -> ApiError {
             ApiError::new(StatusCode::CONFLICT, format!("this {what} was already resolved as {}", outcome(&entry)))
         }
         DecideError::Unconfirmed => ApiError::bad_request(UNCONFIRMED),
+        DecideError::Invalid(why) => ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, why.to_string()),
         DecideError::Unavailable(why) => unavailable(why),
     }
 }
@@ -110,7 +117,8 @@ pub async fn approval(State(api): State<Arc<Api>>, Path(id): Path<String>) -> Ap
     Ok(Json(approval_json(&entry(&api, &id, Kind::Approval, "approval").await?)))
 }
 
-/// `POST /api/questions/{id}/answer` with `{"answer": string}`.
+/// `POST /api/questions/{id}/answer` with `{"answer": string}` or, for a question with a
+/// schema, `{"answer_json": <any JSON>}`; the broker checks either against the schema.
 pub async fn answer_question(
     State(api): State<Arc<Api>>,
     Path(id): Path<String>,
@@ -118,11 +126,18 @@ pub async fn answer_question(
 ) -> ApiResult<Json<Value>> {
     api.interactive()?;
     let body = object(body)?;
-    let answer = match body.get("answer") {
-        Some(Value::String(a)) if !a.trim().is_empty() && a.chars().count() <= MAX_ANSWER => a.clone(),
+    let answer = match (body.get("answer"), body.get("answer_json")) {
+        (Some(_), Some(_)) => return Err(ApiError::bad_request("give `answer` or `answer_json`, not both")),
+        (None, Some(json)) if json.to_string().chars().count() <= MAX_ANSWER => json.to_string(),
+        (None, Some(_)) => {
+            return Err(ApiError::bad_request(format!(
+                "`answer_json` is at most {MAX_ANSWER} characters as JSON text"
+            )));
+        }
+        (Some(Value::String(a)), None) if !a.trim().is_empty() && a.chars().count() <= MAX_ANSWER => a.clone(),
         _ => {
             return Err(ApiError::bad_request(format!(
-                "`answer` is required: a string of 1 to {MAX_ANSWER} characters"
+                "`answer` is required: a string of 1 to {MAX_ANSWER} characters (or `answer_json`, JSON fitting the question's schema)"
             )));
         }
     };

@@ -27,20 +27,81 @@ fn run_or_404(api: &Api, id: &str) -> ApiResult<Arc<Run>> {
     api.runs.get(id).ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, "no such run (finished runs are kept a while)"))
 }
 
-/// `GET /api/runs`: the recent runs, newest first.
-pub async fn runs(State(api): State<Arc<Api>>) -> Json<Value> {
-    let runs: Vec<Value> = api.runs.list().iter().map(|r| r.summary(api.runs.agent())).collect();
-    Json(json!({ "agent": api.runs.agent(), "runs": runs }))
+/// `GET /api/runs`: the recent runs of this replica, newest first, then the runs of the
+/// agent waiting for a person on other replicas (with a shared store).
+pub async fn runs(State(api): State<Arc<Api>>) -> Result<Json<Value>, ApiError> {
+    let mut runs: Vec<Value> = api.runs.list().iter().map(|r| r.summary(api.runs.agent())).collect();
+    if !api.broker().durable() {
+        // The entries are this process's own: their runs are listed above.
+        return Ok(Json(json!({ "agent": api.runs.agent(), "runs": runs })));
+    }
+    let (approvals, questions) =
+        (waiting_entries(&api, Kind::Approval).await?, waiting_entries(&api, Kind::Question).await?);
+    let mut elsewhere: Vec<(String, Vec<Entry>)> = Vec::new();
+    for entry in approvals.into_iter().chain(questions).filter(|e| api.runs.get(&e.run_id).is_none()) {
+        match elsewhere.iter_mut().find(|(run, _)| *run == entry.run_id) {
+            Some((_, entries)) => entries.push(entry),
+            None => elsewhere.push((entry.run_id.clone(), vec![entry])),
+        }
+    }
+    runs.extend(elsewhere.iter().map(|(run_id, entries)| elsewhere_summary(&api, run_id, entries)));
+    Ok(Json(json!({ "agent": api.runs.agent(), "runs": runs })))
 }
 
-/// `GET /api/runs/{id}`: one run, its kept events and what it waits on.
+/// `GET /api/runs/{id}`: one run, its kept events and what it waits on. A run this replica
+/// does not hold is read from what it asked a person, on any replica: `waiting` while an
+/// entry waits, `cancelled` when its entries were cancelled (its replica died holding
+/// it), else `elsewhere` (another replica runs or ran it).
 pub async fn run(State(api): State<Arc<Api>>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
-    let run = run_or_404(&api, &id)?;
+    let Some(run) = api.runs.get(&id) else {
+        if !api.broker().durable() {
+            return Err(ApiError::new(StatusCode::NOT_FOUND, "no such run (finished runs are kept a while)"));
+        }
+        let entries = api.broker().of_run(&id, api.operator()).await.map_err(|e| {
+            tracing::warn!("cannot read run {id} from the state database: {e}");
+            ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "the state database is unavailable; try again")
+        })?;
+        if entries.is_empty() {
+            return Err(ApiError::new(StatusCode::NOT_FOUND, "no such run (finished runs are kept a while)"));
+        }
+        return Ok(Json(elsewhere_summary(&api, &id, &entries)));
+    };
     let mut body = run.summary(api.runs.agent());
     body["events"] = run.follow().0.into();
     body["approvals"] = run.pending_approvals().into();
     body["questions"] = run.pending_questions().into();
     Ok(Json(body))
+}
+
+/// A run held by another replica (or by one that died), as its entries tell it.
+fn elsewhere_summary(api: &Api, run_id: &str, entries: &[Entry]) -> Value {
+    let pending =
+        |kind| entries.iter().filter(|e| e.kind == kind && e.outcome.is_none()).map(listed).collect::<Vec<_>>();
+    let (approvals, questions) = (pending(Kind::Approval), pending(Kind::Question));
+    let state = if !approvals.is_empty() || !questions.is_empty() {
+        "waiting"
+    } else if entries.iter().any(|e| e.outcome.as_deref() == Some("cancelled")) {
+        "cancelled"
+    } else {
+        "elsewhere"
+    };
+    let first = &entries[0];
+    json!({
+        "run_id": run_id,
+        "agent": api.runs.agent(),
+        "channel_id": first.channel_id,
+        "adapter": adapter_of(first),
+        "state": state,
+        "replica": "another",
+        "started_at": null,
+        "duration": null,
+        "pending_approvals": approvals.len(),
+        "pending_questions": questions.len(),
+        "tool_calls": null,
+        "events": [],
+        "approvals": approvals,
+        "questions": questions,
+    })
 }
 
 /// `GET /api/runs/{id}/events`: the run's events as SSE (the approval-v1 event types, plus
@@ -104,11 +165,19 @@ fn sse(frames: impl futures::Stream<Item = String> + Send + 'static) -> Response
 /// store, as it was presented when asked, with the run, its conversation and the adapter
 /// that asked; the console (the agent's token) may decide each, chat ones included.
 async fn waiting(api: &Api, kind: Kind) -> Result<Vec<Value>, ApiError> {
-    let entries = api.broker().waiting(kind, api.operator()).await.map_err(|e| {
+    Ok(waiting_entries(api, kind).await?.iter().map(listed).collect())
+}
+
+async fn waiting_entries(api: &Api, kind: Kind) -> Result<Vec<Entry>, ApiError> {
+    api.broker().waiting(kind, api.operator()).await.map_err(|e| {
         tracing::warn!("cannot list what waits on a person: {e}");
         ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "the state database is unavailable; try again")
-    })?;
-    Ok(entries.iter().map(listed).collect())
+    })
+}
+
+/// The adapter of the surface that asked `entry`.
+fn adapter_of(entry: &Entry) -> &str {
+    entry.surface.split_once(':').map_or(entry.surface.as_str(), |(adapter, _)| adapter)
 }
 
 fn listed(entry: &Entry) -> Value {
@@ -116,7 +185,7 @@ fn listed(entry: &Entry) -> Value {
     if !shown.is_object() {
         shown = json!({});
     }
-    let adapter = entry.surface.split_once(':').map_or(entry.surface.as_str(), |(adapter, _)| adapter);
+    let adapter = adapter_of(entry);
     shown["run_id"] = entry.run_id.clone().into();
     shown["channel_id"] = entry.channel_id.clone().into();
     shown["adapter"] = adapter.into();

@@ -126,10 +126,7 @@ impl ToolSource for ApiRun {
 
     async fn execute(&self, call: ToolCall<'_>, scope: &dyn CallScope) -> ToolOutcome {
         let timeout = scope.person_timeout();
-        ask::run("api", call.input, timeout, |prompt, choices| async move {
-            ask::put(self, &prompt, &choices, timeout, None).await
-        })
-        .await
+        ask::run("api", call.input, timeout, |asked| async move { ask::put(self, &asked, timeout, None).await }).await
     }
 }
 

@@ -118,8 +118,13 @@ pub enum Prompt<'a> {
         prompt: &'a str,
         /// The suggested answers.
         choices: &'a [String],
+        /// The JSON schema the answer must fit, if it has one.
+        schema: Option<&'a serde_json::Value>,
     },
 }
+
+/// The longest schema shown under a question, in characters.
+const SHOWN_SCHEMA: usize = 600;
 
 impl Prompt<'_> {
     /// The prompt as Markdown text: what the platforms show above their buttons.
@@ -133,7 +138,16 @@ impl Prompt<'_> {
                 };
                 format!("{ask}\nAction: {action}\n```\n{input}\n```\n_{} s to decide_", timeout.as_secs())
             }
-            Prompt::Question { prompt, .. } => format!("❓ {prompt}"),
+            Prompt::Question { prompt, schema: None, .. } => format!("❓ {prompt}"),
+            Prompt::Question { prompt, schema: Some(schema), .. } => {
+                let mut shown = schema.to_string();
+                if shown.chars().count() > SHOWN_SCHEMA {
+                    shown = shown.chars().take(SHOWN_SCHEMA).chain("…".chars()).collect();
+                }
+                format!(
+                    "❓ {prompt}\n_Reply with JSON (or plain text where a string fits) matching:_\n```\n{shown}\n```"
+                )
+            }
         }
     }
 }
@@ -324,6 +338,7 @@ impl<P: Platform> Chat<P> {
                 Some(_) => format!("that is not {CONFIRMATION_CHALLENGE}: the call stays waiting"),
                 None => format!("type {CONFIRMATION_CHALLENGE} to run it"),
             }),
+            Err(DecideError::Invalid(why)) => Decided::Refused(why.to_string()),
             Err(DecideError::Unavailable(e)) => {
                 tracing::warn!(id, "{}: cannot record a decision: {e}", self.label);
                 Decided::Refused("the decision could not be recorded; try again".into())
@@ -350,6 +365,8 @@ impl<P: Platform> Chat<P> {
                 Ok(())
             }
             Err(DecideError::Conflict(_)) => Err("someone already answered it".into()),
+            // It stays open: the person may answer again.
+            Err(DecideError::Invalid(why)) => Err(why.to_string()),
             Err(DecideError::Unavailable(e)) => {
                 tracing::warn!(id, "{}: cannot record an answer: {e}", self.label);
                 Err("the answer could not be recorded; try again".into())

@@ -91,6 +91,7 @@ impl<P: Platform> ChatTurn<P> {
                 id: &entry.id,
                 prompt: entry.prompt.as_deref().unwrap_or_default(),
                 choices: &entry.choices,
+                schema: shown.get("schema").filter(|s| s.is_object()),
             },
         }
     }
@@ -227,13 +228,11 @@ impl<P: Platform> ToolSource for ChatTurn<P> {
         // A resumed turn: the answer given while it was written down.
         let given = self.given.lock().remove(call.id);
         if let Some(resolution) = given {
-            return ask::run(adapter, call.input, timeout, |_, _| async move { Some(resolution) }).await;
+            return ask::run(adapter, call.input, timeout, |_| async move { Some(resolution) }).await;
         }
         let checkpoint = scope.checkpoint(call.id);
-        ask::run(adapter, call.input, timeout, |prompt, choices| async move {
-            ask::put(self, &prompt, &choices, timeout, checkpoint).await
-        })
-        .await
+        ask::run(adapter, call.input, timeout, |asked| async move { ask::put(self, &asked, timeout, checkpoint).await })
+            .await
     }
 }
 

@@ -291,9 +291,9 @@ async function runsView() {
     el('td', {}, stateCell(r.state), r.pending_approvals + r.pending_questions > 0 ? ' (' + (r.pending_approvals + r.pending_questions) + ' waiting)' : ''),
     el('td', { class: 'hide-narrow' }, r.agent),
     el('td', {}, r.adapter + (r.mode && r.mode !== 'chat' ? ' · ' + r.mode : '')),
-    el('td', { class: 'hide-narrow' }, when(r.started_at)),
+    el('td', { class: 'hide-narrow' }, r.replica === 'another' ? 'on another replica' : when(r.started_at)),
     el('td', {}, duration(r.duration)),
-    el('td', { class: 'hide-narrow' }, String(r.tool_calls))));
+    el('td', { class: 'hide-narrow' }, r.tool_calls === null ? '' : String(r.tool_calls))));
   const head = el('tr', {}, el('th', {}, 'Channel'), el('th', {}, 'State'), el('th', { class: 'hide-narrow' }, 'Agent'),
     el('th', {}, 'Adapter'), el('th', { class: 'hide-narrow' }, 'Started'), el('th', {}, 'Duration'), el('th', { class: 'hide-narrow' }, 'Tools'));
   return el('div', {}, heading, el('div', { class: 'table-wrap' }, el('table', { id: 'runs' }, el('thead', {}, head), el('tbody', {}, rows))));
@@ -305,9 +305,18 @@ async function runView(view) {
   const summary = el('dl', { class: 'kv' },
     el('dt', {}, 'Channel'), el('dd', {}, run.channel_id),
     el('dt', {}, 'State'), el('dd', { id: 'run-state' }, stateCell(run.state)),
-    el('dt', {}, 'Adapter'), el('dd', {}, run.adapter + ' · ' + run.mode),
+    el('dt', {}, 'Adapter'), el('dd', {}, run.adapter + (run.mode ? ' · ' + run.mode : '')),
     el('dt', {}, 'Started'), el('dd', {}, when(run.started_at)),
     el('dt', {}, 'Run id'), el('dd', { class: 'mono' }, run.run_id));
+  if (run.replica === 'another') {
+    // Held by another replica (or one that died): what waits on a person is decided here;
+    // its events are read on the replica that runs it.
+    const page = el('div', {}, el('h1', {}, 'Run'), summary,
+      el('p', { class: 'muted', id: 'run-elsewhere' }, 'This run is held by another replica; its events are shown there.'));
+    for (const a of run.approvals) page.append(approvalCard(a, a.decidable));
+    for (const q of run.questions) page.append(questionCard(q, q.decidable));
+    return page;
+  }
   const log = el('div', { id: 'events' });
   const decidable = run.mode === 'approval-v1';
   const page = el('div', {}, el('h1', {}, 'Run'), summary, el('h2', {}, 'Events'), log);
@@ -443,6 +452,10 @@ function questionCard(q, decidable, cls) {
   const card = el('div', { class: cls || 'card', 'data-question': id },
     el('h3', {}, q.prompt),
     el('p', { class: 'muted' }, 'Channel ', q.channel_id, q.expires_at ? ' · expires ' + when(q.expires_at) : ''));
+  if (q.schema) {
+    // A form: the answer is JSON fitting the schema (the server checks it and says why not).
+    card.append(el('p', { class: 'muted' }, 'Answer with JSON matching:'), el('pre', { class: 'schema' }, JSON.stringify(q.schema, null, 2)));
+  }
   if (!decidable) {
     card.append(el('p', { class: 'muted' }, 'Answered in its ' + (q.adapter || 'own') + ' conversation.'));
     return card;

@@ -428,6 +428,28 @@ impl Decisions {
         Ok(rows.iter().map(row).filter(|(_, expired, orphaned)| !expired && !orphaned).map(|(e, ..)| e).collect())
     }
 
+    /// Every entry of `agent`'s run `run_id`, on every replica, oldest first, each read as
+    /// [`Decisions::get`] reads it (a pending one whose replica is gone reads `cancelled`).
+    pub async fn of_run(&self, agent: &str, run_id: &str) -> Result<Vec<Entry>, StateError> {
+        let ids = {
+            let c = self.pg.client().await?;
+            let rows = c
+                .query(
+                    "SELECT id, kind FROM skillhost_interactions WHERE agent = $1 AND run_id = $2 ORDER BY created_at",
+                    &[&agent, &run_id],
+                )
+                .await
+                .map_err(|e| self.pg.error(e))?;
+            rows.iter().map(|r| (r.get::<_, String>(0), r.get::<_, String>(1))).collect::<Vec<_>>()
+        };
+        let mut entries = Vec::with_capacity(ids.len());
+        for (id, kind) in ids {
+            let kind = if kind == "question" { Kind::Question } else { Kind::Approval };
+            entries.extend(self.get(kind, &id).await?);
+        }
+        Ok(entries)
+    }
+
     /// Records how the run ended the wait (the engine's word is final).
     pub async fn settle(&self, id: &str, outcome: &str, answer: Option<&str>) -> Result<(), StateError> {
         let c = self.pg.client().await?;

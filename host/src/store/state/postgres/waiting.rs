@@ -181,7 +181,8 @@ impl Decisions {
         let Some(taken) = taken else { return Ok(None) };
         let waiting =
             Waiting { run_id: taken.get(0), scope: taken.get(1), place: taken.get(2), checkpoint: taken.get(3) };
-        let (approval_id, prompt, interrupted): (String, Option<String>, bool) = (taken.get(4), taken.get(5), taken.get(6));
+        let (approval_id, prompt, interrupted): (String, Option<String>, bool) =
+            (taken.get(4), taken.get(5), taken.get(6));
         // Nobody decided in time: the turn goes on without the call.
         self.settle_pending(&approval_id, "timed_out").await?;
         let row = c
