@@ -504,3 +504,116 @@ async fn a_waiting_api_run_is_seen_on_the_other_replica_and_reads_cancelled_when
     assert_eq!(runs(&ws), "", "the call never ran");
     drop(two);
 }
+
+/// A question asked beside another call in its round survives its replica's kill -9: the
+/// call that ran before is kept in the written-down turn and not run again when the other
+/// replica resumes the turn with the answer typed there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_question_beside_another_call_is_resumed_elsewhere_without_running_the_call_twice() {
+    use skillhost_tests::telegram_server::TelegramServer;
+    const TOKEN: &str = "4646000:ABCdefGHIjklMNOpqrSTUvwxyz_0123456";
+    const CHAT: i64 = 4646;
+    let pg = Postgres::start();
+    let ask = json!({"question": "Which colour?", "choices": ["red", "blue"]});
+    let llm = LlmServer::start(vec![
+        Answer::default().call("w1", "probe__memory_write", append()).call("q1", "human__ask", ask).into(),
+        Answer::text(&["Blue, and written once."]).into(),
+    ])
+    .await;
+    let telegram = TelegramServer::start(TOKEN).await;
+    let extra = format!(
+        "adapter:\n  type: telegram\n  telegram:\n    bot_token: '{TOKEN}'\n    allowed_chat_ids: [{CHAT}]\n    base_url: '{}'\n\
+         llm:\n  provider: anthropic\n  model: m\n  max_tokens: 100\n  anthropic: {{api_key: k, base_url: '{}'}}\n\
+         human:\n  overrides: {{probe__memory_write: null}}\n",
+        telegram.base_url(),
+        llm.url()
+    );
+    let ws = workspace(&pg, "beside", &extra);
+    let mut a = Running::start(ws.path(), &[], &[]);
+    a.wait_for_log("polling for updates").await;
+    let b = Running::start(ws.path(), &[], &[]);
+    b.wait_for_log("another replica polls this bot; standing by").await;
+
+    let wait = Duration::from_secs(60);
+    telegram.send_text(CHAT, 7, "write and ask");
+    telegram.wait_for_message(CHAT, |m| m.text.contains("Which colour?"), wait).await;
+    // The call beside the question ran, and its result was written down with the turn.
+    let started = Instant::now();
+    loop {
+        let kept =
+            pg.psql("beside", "SELECT count(*) FROM skillhost_waiting_turns WHERE checkpoint LIKE '%\"results\"%'");
+        if runs(&ws) == "x" && kept.trim() == "1" {
+            break;
+        }
+        let rows = pg.psql("beside", "SELECT run_id, leased_by, checkpoint FROM skillhost_waiting_turns");
+        assert!(started.elapsed() < wait, "the call's result was never written down: {:?} {kept} {rows}", runs(&ws));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    a.kill();
+    b.wait_for_log("polling for updates").await;
+    telegram.send_text(CHAT, 7, "blue");
+    telegram.wait_for_message(CHAT, |m| m.text.contains("Blue, and written once."), wait).await;
+    assert!(b.stderr().contains("resuming a turn its replica left waiting"), "{}", b.stderr());
+    assert_eq!(runs(&ws), "x", "the call beside the question ran once");
+    assert_eq!(llm.requests().len(), 2);
+    let results = support::tool_results(&llm, 1);
+    let ids: Vec<&str> = results.iter().map(|r| r["tool_use_id"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["w1", "q1"], "{results:?}");
+    assert_ne!(results[0]["is_error"], json!(true), "the kept result, not an interruption: {}", results[0]);
+    assert!(!results[0].to_string().contains("interrupted"), "{}", results[0]);
+    assert!(results[1]["content"].to_string().contains("blue"), "{}", results[1]);
+}
+
+/// An MCP server's elicitation (the Python SDK's `ask` server, over stdio, asked during an
+/// API run on one replica) is a broker entry like any question: listed and answered on the
+/// other replica, delivered to the connection that asked; when that replica dies, what it
+/// still asks reads `cancelled` on the other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_mcp_servers_elicitation_is_answered_on_another_replica_and_cancelled_with_its_own() {
+    let pg = Postgres::start();
+    let llm = LlmServer::start(vec![Answer::default().call("a", "ask__ask_name", json!({})).into()]).await;
+    let extra = format!(
+        "adapter: {{type: api}}\nui: {{port: ${{PORT}}, auth_token: t}}\n{}\
+         llm:\n  provider: anthropic\n  model: m\n  max_tokens: 100\n  anthropic: {{api_key: k, base_url: '{}'}}\n",
+        support::ask_server_yaml(),
+        llm.url()
+    );
+    let ws = workspace(&pg, "elicit", &extra);
+    let config = std::fs::read_to_string(ws.path().join("config.yaml")).unwrap();
+    let allowed = config.replacen("  builtins: []\n", "  builtins: []\n  allowed: [probe, ask]\n", 1);
+    std::fs::write(ws.path().join("config.yaml"), allowed).unwrap();
+    let (p1, p2) = (free_port(), free_port());
+    let mut one = Running::start(ws.path(), &[], &[("PORT", &p1.to_string())]);
+    let two = Running::start(ws.path(), &[], &[("PORT", &p2.to_string())]);
+    let (api1, api2) = (Api::new(p1, "t"), Api::new(p2, "t"));
+    api1.ready(&one).await;
+    api2.ready(&two).await;
+
+    let mut sse = api1.stream("who?", "c").await;
+    let first = sse.until("question_requested").await.pop().unwrap().data;
+    assert!(first["prompt"].as_str().unwrap().contains("Who is there?"), "{first}");
+    let id = first["question_id"].as_str().unwrap().to_owned();
+    let (_, listed) = api2.get("/api/questions").await;
+    assert!(listed["questions"].as_array().unwrap().iter().any(|q| q["question_id"] == id.as_str()), "{listed}");
+    let (status, answered) = api2.post(&format!("/api/questions/{id}/answer"), json!({"answer": "-"})).await;
+    assert_eq!(status, 200, "{answered}");
+    // The answer reached the form on the first replica: it asks the next field.
+    let second = sse.until("question_requested").await.pop().unwrap().data;
+    let second = second["question_id"].as_str().unwrap().to_owned();
+    assert_ne!(second, id);
+
+    one.kill();
+    let started = Instant::now();
+    loop {
+        let (status, seen) = api2.get(&format!("/api/questions/{second}")).await;
+        if seen["outcome"] == "cancelled" {
+            break;
+        }
+        assert_eq!((status, seen["outcome"].clone()), (200, json!("pending")), "{seen}");
+        assert!(started.elapsed() < Duration::from_secs(60), "never cancelled: {seen}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let (status, _) = api2.post(&format!("/api/questions/{second}/answer"), json!({"answer": "Ada"})).await;
+    assert_eq!(status, 410, "nothing to answer any more");
+    drop(two);
+}

@@ -199,9 +199,13 @@ fn the_console_in_a_real_browser() {
     b.wait_for("document.querySelector('[data-skill=\"probe\"]')", WAIT);
     let skill = b.eval("document.querySelector('[data-skill=\"probe\"]').innerText");
     let skill = skill.as_str().unwrap();
-    for shown in ["probe__echo", "approve (override)", "confirm (override)", "Fuel", "Deadline"] {
+    for shown in ["probe__echo", "approve (override)", "confirm (override)", "Fuel", "Deadline", "Source", "folder "] {
         assert!(skill.contains(shown), "`{shown}` missing from the skill card:\n{skill}");
     }
+    // Reloading from the page: this replica's skills again, said so.
+    b.click("#reload");
+    let reloaded = "(document.getElementById('reload-status') || {}).innerText";
+    b.wait_for(&format!("({reloaded} || '').includes('Reloaded on this replica: probe')"), Duration::from_secs(60));
     b.screenshot(&shots.join("skills.png"));
     b.click("a[href='#/mcp']");
     b.wait_for("document.querySelector('[data-server=\"ask\"]')", WAIT);

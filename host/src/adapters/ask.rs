@@ -140,10 +140,12 @@ pub async fn put(
     asked: &Asked,
     timeout: Duration,
     checkpoint: Option<String>,
+    opened: Option<&(dyn Fn() -> Option<String> + Send + Sync)>,
 ) -> Option<Resolution> {
     let desk = counterpart.desk()?;
     let Asked { prompt, choices, schema } = asked;
-    let question = crate::engine::desk::Question { prompt, choices, schema: schema.as_ref(), timeout, checkpoint };
+    let schema = schema.as_ref();
+    let question = crate::engine::desk::Question { prompt, choices, schema, timeout, checkpoint, opened };
     Some(crate::engine::desk::question(&desk, counterpart, question).await)
 }
 

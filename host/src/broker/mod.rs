@@ -514,6 +514,16 @@ impl Broker {
         }
     }
 
+    /// Writes `run_id`'s checkpoint again while it waits here (a call beside its question
+    /// ended); a turn not written down has no row, and nothing changes.
+    pub async fn rewrite(&self, run_id: &str, checkpoint: &str) {
+        if let Backend::Shared(shared) = &self.backend
+            && let Err(e) = shared.rewrite(run_id, checkpoint).await
+        {
+            tracing::warn!(run_id, "cannot write the waiting turn again: {e}");
+        }
+    }
+
     /// Takes `run_id`'s lease once its entry `id` is decided: `false` when another replica
     /// took the turn over meanwhile (then it stops here).
     pub async fn lease(&self, run_id: &str, id: &str) -> bool {

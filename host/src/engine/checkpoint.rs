@@ -7,10 +7,16 @@
 //! the process that asked is gone, another replica resumes the turn with the person's
 //! decision ([`super::Engine::resume_turn`]): the round is run again with the decisions
 //! taken, nothing is asked twice, and the turn goes on to its answer.
+//!
+//! A question (`human__ask`) is asked while its round's other calls run: its checkpoint
+//! carries the results of the calls that ended ([`Checkpoint::results`]), rewritten as each
+//! ends; a resumed round replays them, and answers a call that was still running when its
+//! replica died as interrupted ([`Checkpoint::beside`]): no call runs twice.
 
 use super::counterpart::ApprovalOutcome;
 use super::request::TurnRequest;
 use crate::llm::Message;
+use crate::tools::ToolOutcome;
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -26,8 +32,58 @@ pub enum Waits {
     /// A person's decision on a gated call.
     #[default]
     Approval,
-    /// A person's answer to the question the call asks (`human__ask`), its round's only call.
+    /// A person's answer to the question the call asks (`human__ask`), its round's only
+    /// question.
     Answer,
+}
+
+/// A call's result, as a checkpoint keeps it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Recorded {
+    /// What the model reads.
+    pub content: String,
+    /// Whether the call failed.
+    pub is_error: bool,
+    /// The host's cause of a failure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_kind: Option<String>,
+}
+
+impl Recorded {
+    fn of(outcome: &ToolOutcome) -> Self {
+        Recorded {
+            content: outcome.content.clone(),
+            is_error: outcome.is_error,
+            error_kind: outcome.error_kind.clone(),
+        }
+    }
+
+    /// The result again, for the resumed round.
+    pub fn outcome(&self) -> ToolOutcome {
+        let mut outcome = ToolOutcome::text(self.content.clone(), std::time::Duration::ZERO);
+        outcome.is_error = self.is_error;
+        outcome.error_kind = self.error_kind.clone();
+        outcome
+    }
+}
+
+/// The result of a call whose replica died while it ran: it may have run, in part or whole;
+/// it is not run again.
+pub fn interrupted_outcome() -> ToolOutcome {
+    let json = serde_json::json!({
+        "error": "this call was interrupted: the server running it stopped while it ran; it may or may not have taken effect, and it was not run again. Check before retrying it.",
+        "kind": "interrupted",
+    });
+    ToolOutcome::error(&json, std::time::Duration::ZERO)
+}
+
+/// What a resumed round is given instead of asking or running again.
+#[derive(Debug, Default)]
+pub struct Given {
+    /// The people's decisions, by call id.
+    pub decisions: HashMap<String, ApprovalOutcome>,
+    /// The results of calls that ran (or were cut off) before the turn was written down.
+    pub results: HashMap<String, ToolOutcome>,
 }
 
 /// A turn waiting on one approval, or on the answer to its round's one question.
@@ -50,9 +106,31 @@ pub struct Checkpoint {
     /// may have run, so each is answered as interrupted instead of run again.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub interrupted: bool,
+    /// The results of the round's calls that ended before (or while) it waited on a
+    /// question, by call id.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub results: Vec<(String, Recorded)>,
+    /// The question was asked beside other calls: a resumed round answers those without a
+    /// result as interrupted (they were running when the replica went).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub beside: bool,
 }
 
 impl Checkpoint {
+    /// What the resumed round is given: the decisions ([`Checkpoint::decisions`]), the
+    /// results kept, and, for calls that ran beside the question without a kept result,
+    /// `interrupted` (of `calls`, the round's call ids).
+    pub fn given(&self, outcome: Option<ApprovalOutcome>, calls: &[String]) -> Given {
+        let mut results: HashMap<String, ToolOutcome> =
+            self.results.iter().map(|(id, recorded)| (id.clone(), recorded.outcome())).collect();
+        if self.beside {
+            for id in calls.iter().filter(|id| **id != self.waiting) {
+                results.entry(id.clone()).or_insert_with(interrupted_outcome);
+            }
+        }
+        Given { decisions: self.decisions(outcome), results }
+    }
+
     /// The decisions a resumed round starts from: those taken, and `outcome` for the call
     /// that waited on an approval.
     pub fn decisions(&self, outcome: Option<ApprovalOutcome>) -> HashMap<String, ApprovalOutcome> {
@@ -73,22 +151,36 @@ pub struct Durable {
     messages: Mutex<Arc<Vec<Message>>>,
     /// Decisions given to a resumed round, used instead of asking (each once).
     given: Mutex<HashMap<String, ApprovalOutcome>>,
+    /// Results given to a resumed round, used instead of running (each once).
+    replay: Mutex<HashMap<String, ToolOutcome>>,
     /// The current round once its calls are settled.
     settled: Mutex<Settled>,
 }
 
-/// A round whose calls are settled: the people's decisions, and the one question it asks,
-/// if that is all it does.
+/// A round whose calls are settled: the people's decisions, the one question it asks, and
+/// what its other calls gave so far.
 #[derive(Debug, Clone, Default)]
 struct Settled {
     decided: Vec<(String, ApprovalOutcome)>,
     question: Option<String>,
+    /// It has calls beside its question.
+    beside: bool,
+    /// The results of its calls that ended.
+    results: Vec<(String, Recorded)>,
+    /// Its question's checkpoint was taken (written down): each result rewrites it.
+    written: bool,
 }
 
 impl Durable {
     /// For the turn answering `request`; `given`: a resumed turn's decisions.
-    pub fn new(request: TurnRequest, given: HashMap<String, ApprovalOutcome>) -> Self {
-        Durable { request, messages: Mutex::default(), given: Mutex::new(given), settled: Mutex::default() }
+    pub fn new(request: TurnRequest, given: Given) -> Self {
+        Durable {
+            request,
+            messages: Mutex::default(),
+            given: Mutex::new(given.decisions),
+            replay: Mutex::new(given.results),
+            settled: Mutex::default(),
+        }
     }
 
     /// The round about to run starts from `messages`.
@@ -97,19 +189,59 @@ impl Durable {
         *self.settled.lock() = Default::default();
     }
 
-    /// The round's calls are settled, with `decided`; `question`: its only call, when that
-    /// asks a person a question (then its wait can be written down: nothing else of the
-    /// round runs, so nothing would run twice).
-    pub fn round_settled(&self, decided: &[(String, ApprovalOutcome)], question: Option<&str>) {
-        let settled = Settled { decided: decided.to_vec(), question: question.map(str::to_owned) };
+    /// The round's calls are settled, with `decided`; `question`: its one call that asks a
+    /// person a question, if it has exactly one (then its wait can be written down), and
+    /// `beside` whether other calls run with it.
+    pub fn round_settled(&self, decided: &[(String, ApprovalOutcome)], question: Option<&str>, beside: bool) {
+        let settled =
+            Settled { decided: decided.to_vec(), question: question.map(str::to_owned), beside, ..Settled::default() };
         *self.settled.lock() = settled;
     }
 
     /// The checkpoint of the round waiting on the answer to its question `id`, if the round
-    /// is that one question.
+    /// asks that one question.
     pub fn question_checkpoint(&self, id: &str) -> Option<Checkpoint> {
-        let Settled { decided, question } = self.settled.lock().clone();
-        (question.as_deref() == Some(id)).then(|| Checkpoint { waits: Waits::Answer, ..self.checkpoint(&decided, id) })
+        let settled = self.settled.lock();
+        (settled.question.as_deref() == Some(id)).then(|| self.question_round(&settled))
+    }
+
+    /// The question `id`'s checkpoint was written down: from now on each call that ends
+    /// rewrites it ([`Durable::ended`]); the checkpoint as it is now when calls ended
+    /// since it was taken (to write again), else `None`.
+    pub fn opened(&self, id: &str) -> Option<Checkpoint> {
+        let mut settled = self.settled.lock();
+        if settled.question.as_deref() != Some(id) {
+            return None;
+        }
+        settled.written = true;
+        (!settled.results.is_empty()).then(|| self.question_round(&settled))
+    }
+
+    fn question_round(&self, settled: &Settled) -> Checkpoint {
+        let id = settled.question.as_deref().unwrap_or_default();
+        Checkpoint {
+            waits: Waits::Answer,
+            results: settled.results.clone(),
+            beside: settled.beside,
+            ..self.checkpoint(&settled.decided, id)
+        }
+    }
+
+    /// Call `id` of the round ended with `outcome`: kept, and the question's checkpoint as it
+    /// now is when it was written down (to write again).
+    pub fn ended(&self, id: &str, outcome: &ToolOutcome) -> Option<Checkpoint> {
+        let mut settled = self.settled.lock();
+        if settled.question.as_deref() == Some(id) || !settled.beside {
+            return None;
+        }
+        settled.results.push((id.to_owned(), Recorded::of(outcome)));
+        settled.written.then(|| self.question_round(&settled))
+    }
+
+    /// The result given for call `id` of a resumed round, taken: it ran before the turn was
+    /// written down (or was cut off), and does not run again.
+    pub fn replayed(&self, id: &str) -> Option<ToolOutcome> {
+        self.replay.lock().remove(id)
     }
 
     /// The decision given for call `id`, taken (a later round asks again).
@@ -128,6 +260,64 @@ impl Durable {
             waiting: waiting.to_owned(),
             waits: Waits::Approval,
             interrupted: false,
+            results: Vec::new(),
+            beside: false,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Durable, Given, Waits};
+    use crate::engine::request::TurnRequest;
+    use crate::tools::ToolOutcome;
+    use std::time::Duration;
+
+    fn durable() -> Durable {
+        let request =
+            TurnRequest { channel_id: "c".into(), thread: None, user_id: None, message: "m".into(), route: Vec::new() };
+        let durable = Durable::new(request, Given::default());
+        durable.round_starts(&[]);
+        durable
+    }
+
+    #[test]
+    fn a_call_ending_before_the_question_is_open_is_written_when_it_opens() {
+        let d = durable();
+        d.round_settled(&[], Some("q"), true);
+        let taken = d.question_checkpoint("q").unwrap();
+        assert_eq!((taken.waits, taken.beside, taken.results.len()), (Waits::Answer, true, 0));
+        // Ended while the question was being written down: kept, not yet written again.
+        assert!(d.ended("w", &ToolOutcome::text("done".into(), Duration::ZERO)).is_none());
+        let now = d.opened("q").expect("the newer checkpoint, to write again");
+        assert_eq!(now.results[0].0, "w");
+        // From now on each call that ends gives the checkpoint to write again.
+        let later = d.ended("v", &ToolOutcome::text("also".into(), Duration::ZERO)).unwrap();
+        assert_eq!(later.results.len(), 2);
+        // The question itself is never a kept result.
+        assert!(d.ended("q", &ToolOutcome::text("answer".into(), Duration::ZERO)).is_none());
+    }
+
+    #[test]
+    fn a_resumed_round_replays_kept_results_and_interrupts_the_rest_beside_the_question() {
+        let d = durable();
+        d.round_settled(&[], Some("q"), true);
+        d.opened("q");
+        let written = d.ended("w", &ToolOutcome::text("done".into(), Duration::ZERO)).unwrap();
+        let calls = ["w".to_owned(), "v".to_owned(), "q".to_owned()];
+        let given = written.given(None, &calls);
+        assert_eq!(given.results["w"].content, "done");
+        assert_eq!(given.results["v"].error_kind.as_deref(), Some("interrupted"));
+        assert!(!given.results.contains_key("q"), "the question is answered, not replayed");
+    }
+
+    #[test]
+    fn a_question_alone_keeps_no_results_and_a_round_of_two_questions_is_not_written_down() {
+        let d = durable();
+        d.round_settled(&[], Some("q"), false);
+        assert!(d.opened("q").is_none());
+        assert!(d.ended("q", &ToolOutcome::text("x".into(), Duration::ZERO)).is_none());
+        d.round_settled(&[], None, true);
+        assert!(d.question_checkpoint("q").is_none());
     }
 }

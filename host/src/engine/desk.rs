@@ -75,6 +75,9 @@ pub struct Question<'a> {
     pub timeout: Duration,
     /// The turn as it can be resumed elsewhere, when it can.
     pub checkpoint: Option<String>,
+    /// Once the question is open: the turn as it is now, when it changed since `checkpoint`
+    /// was taken (calls beside the question ended), to write again.
+    pub opened: Option<&'a (dyn Fn() -> Option<String> + Send + Sync)>,
 }
 
 /// Opens `question` at `desk`, presents it, and waits for the answer (or how the wait ended).
@@ -93,6 +96,9 @@ pub async fn question(desk: &Desk, counterpart: &dyn Counterpart, question: Ques
             return Outcome::Cancelled;
         }
     };
+    if let Some(newer) = question.opened.and_then(|opened| opened()) {
+        desk.broker.rewrite(&desk.scope.run_id, &newer).await;
+    }
     wait(counterpart, ticket).await.unwrap_or(Outcome::Cancelled)
 }
 

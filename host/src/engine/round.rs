@@ -67,13 +67,10 @@ impl ToolCallRecord {
         }
     }
 
-    /// A call of a round whose replica died while it ran: it may have run, in part or
-    /// whole; it is not run again.
-    pub(super) fn interrupted((tool_call_id, tool_name, input): Call) -> Self {
-        let json = json!({
-            "error": "this call was interrupted: the server running it stopped while it ran; it may or may not have taken effect, and it was not run again. Check before retrying it.",
-            "kind": "interrupted",
-        });
+    /// A call of a round resumed after its replica died while the round ran, answered
+    /// with `outcome` (its kept result, or [`super::checkpoint::interrupted_outcome`]) and not
+    /// run again.
+    pub(super) fn resumed((tool_call_id, tool_name, input): Call, outcome: ToolOutcome) -> Self {
         ToolCallRecord {
             tool_call_id,
             tool_name,
@@ -83,7 +80,7 @@ impl ToolCallRecord {
             promoted: false,
             executed: false,
             verify: false,
-            outcome: ToolOutcome::error(&json, Duration::ZERO),
+            outcome,
         }
     }
 
@@ -242,17 +239,7 @@ impl Round<'_> {
             }
             settled.push((id, name, answer));
         }
-        if let Some(durable) = self.durable {
-            let question = match settled.as_slice() {
-                [(id, name, answer)]
-                    if answer.refused.is_none() && self.find(name).is_some_and(|(_, i)| i.answered_by_person) =>
-                {
-                    Some(id.as_str())
-                }
-                _ => None,
-            };
-            durable.round_settled(&decided, question);
-        }
+        self.note_settled(&settled, &decided);
         let answers = settled.into_iter().map(|(id, name, answer)| async move {
             let Settled { input, decision, verify, refused, prepared } = answer;
             let executed = refused.is_none() && decision.allows();
@@ -261,13 +248,19 @@ impl Round<'_> {
                 None if !executed => {
                     self.gate.refusal(decision.approval.as_ref().unwrap_or(&ApprovalOutcome::Cancelled))
                 }
-                None => {
-                    let outcome = self.execute(&id, &name, &input).await;
-                    match &prepared {
-                        Some(prepared) => prepared.annotate(outcome),
-                        None => outcome,
+                // A resumed round: it ran (or was cut off) before the turn was written down.
+                None => match self.durable.and_then(|d| d.replayed(&id)) {
+                    Some(replayed) => replayed,
+                    None => {
+                        let outcome = self.execute(&id, &name, &input).await;
+                        let outcome = match &prepared {
+                            Some(prepared) => prepared.annotate(outcome),
+                            None => outcome,
+                        };
+                        self.ended(&id, &outcome).await;
+                        outcome
                     }
-                }
+                },
             };
             // A coverage-capable tool's call that did not run (denied, unknown input) is
             // unverified coverage, whichever source the tool comes from.
@@ -289,6 +282,28 @@ impl Round<'_> {
             }
         });
         futures::stream::iter(answers).buffered(MAX_PARALLEL).collect().await
+    }
+
+    /// Tells a turn that can be written down how its round settled: its decisions, and its
+    /// one question (`human__ask`), if it asks exactly one, with or without calls beside it.
+    fn note_settled(&self, settled: &[(String, String, Settled)], decided: &[(String, ApprovalOutcome)]) {
+        let Some(durable) = self.durable else { return };
+        let mut questions = settled.iter().filter(|(_, name, answer)| {
+            answer.refused.is_none() && self.find(name).is_some_and(|(_, i)| i.answered_by_person)
+        });
+        let question = match (questions.next(), questions.next()) {
+            (Some((id, ..)), None) => Some(id.as_str()),
+            _ => None,
+        };
+        durable.round_settled(decided, question, settled.len() > 1);
+    }
+
+    /// Call `id` ended with `outcome`: a round written down while it waits on its question
+    /// keeps the result in its checkpoint, so a replica resuming it does not run it again.
+    async fn ended(&self, id: &str, outcome: &ToolOutcome) {
+        let Some(checkpoint) = self.durable.and_then(|d| d.ended(id, outcome)) else { return };
+        let (Some(desk), Ok(json)) = (self.counterpart.desk(), serde_json::to_string(&checkpoint)) else { return };
+        desk.broker.rewrite(&desk.scope.run_id, &json).await;
     }
 
     /// Records an answered call in the metrics: by tool (unknown names, which the model
@@ -455,6 +470,11 @@ impl CallScope for Round<'_> {
         serde_json::to_string(&checkpoint).ok()
     }
 
+    fn opened(&self, id: &str) -> Option<String> {
+        let checkpoint = self.durable?.opened(id)?;
+        serde_json::to_string(&checkpoint).ok()
+    }
+
     /// The adapter's person, bounded by `human.timeout_seconds`; the wait is not charged to
     /// the turn's time budget.
     async fn ask(&self, question: Question) -> Answer {
@@ -467,6 +487,7 @@ impl CallScope for Round<'_> {
                     schema: None,
                     timeout,
                     checkpoint: None,
+                    opened: None,
                 };
                 match self.deadline.paused(super::desk::question(&desk, self.counterpart, put)).await {
                     crate::broker::Outcome::Answered(answer) => Answer::Answered(answer),

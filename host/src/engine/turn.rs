@@ -2,7 +2,7 @@
 //! answers; with a per-turn time budget, one turn at a time per channel, and the history
 //! persisted at the end.
 
-use super::checkpoint::{Checkpoint, Durable};
+use super::checkpoint::{Checkpoint, Durable, Given};
 use super::counterpart::{ApprovalOutcome, Counterpart};
 use super::deadline::{Deadline, TIME_SPENT, WrapUp};
 use super::events::{EngineEvent, EventSink};
@@ -520,7 +520,12 @@ impl Engine {
                 super::checkpoint::VERSION
             )));
         }
-        let given = checkpoint.decisions(outcome);
+        let calls = match checkpoint.messages.last() {
+            Some(last) if last.role == Role::Assistant => calls_of(&last.content),
+            _ => Vec::new(),
+        };
+        let ids: Vec<String> = calls.into_iter().map(|(id, ..)| id).collect();
+        let given = checkpoint.given(outcome, &ids);
         let (req, interrupted) = (checkpoint.request, checkpoint.interrupted);
         let start = Start::Resumed { messages: checkpoint.messages, given, interrupted };
         self.start_turn(req, events, counterpart, start).await
@@ -605,14 +610,14 @@ impl Engine {
         req: &TurnRequest,
         conversation: &str,
         start: Start,
-    ) -> Result<(Vec<Message>, Option<Vec<Call>>, HashMap<String, ApprovalOutcome>), EngineError> {
+    ) -> Result<(Vec<Message>, Option<Vec<Call>>, Given), EngineError> {
         match start {
             Start::Message => {
                 let mut messages = self.history.load(conversation).await?;
                 messages.push(Message::user(req.message.clone()));
-                Ok((messages, None, HashMap::new()))
+                Ok((messages, None, Given::default()))
             }
-            Start::Resumed { mut messages, given, interrupted } => {
+            Start::Resumed { mut messages, mut given, interrupted } => {
                 let calls = match messages.last() {
                     Some(last) if last.role == Role::Assistant => calls_of(&last.content),
                     _ => Vec::new(),
@@ -624,8 +629,15 @@ impl Engine {
                     return Ok((messages, Some(calls), given));
                 }
                 // The replica running the round died: its calls may have run. Each is
-                // answered as interrupted, none run again.
-                let results = calls.into_iter().map(|call| ToolCallRecord::interrupted(call).to_block()).collect();
+                // answered with its kept result, else as interrupted; none runs again.
+                let results = calls
+                    .into_iter()
+                    .map(|call| {
+                        let outcome =
+                            given.results.remove(&call.0).unwrap_or_else(super::checkpoint::interrupted_outcome);
+                        ToolCallRecord::resumed(call, outcome).to_block()
+                    })
+                    .collect();
                 messages.push(Message { role: Role::User, content: results });
                 Ok((messages, None, given))
             }
@@ -906,9 +918,10 @@ impl Engine {
 enum Start {
     /// A person's new message.
     Message,
-    /// A turn written down while it waited, with the people's decisions on its round, and
-    /// whether the replica running that round died while it ran ([`Checkpoint::interrupted`]).
-    Resumed { messages: Vec<Message>, given: HashMap<String, ApprovalOutcome>, interrupted: bool },
+    /// A turn written down while it waited, with the people's decisions on its round and
+    /// the results of its calls that ran, and whether the replica running that round died
+    /// while it ran ([`Checkpoint::interrupted`]).
+    Resumed { messages: Vec<Message>, given: Given, interrupted: bool },
 }
 
 /// The tool calls of a model's message.

@@ -139,6 +139,14 @@ pub trait CallScope: Send + Sync {
         None
     }
 
+    /// Call `id`'s question was written down with [`CallScope::checkpoint`]: the turn as it
+    /// is now, to write again when calls beside the question ended meanwhile (from now on,
+    /// each call that ends writes it again). `None` when there is nothing newer.
+    fn opened(&self, id: &str) -> Option<String> {
+        let _ = id;
+        None
+    }
+
     /// Waits until the skill called `skill`, still compiling when the turn began, has joined
     /// the agent (an on-demand skill `load_skill` names), bounded by
     /// `engine.session.skills_wait_seconds`: its tools then, offered to the turn from its

@@ -126,7 +126,8 @@ impl ToolSource for ApiRun {
 
     async fn execute(&self, call: ToolCall<'_>, scope: &dyn CallScope) -> ToolOutcome {
         let timeout = scope.person_timeout();
-        ask::run("api", call.input, timeout, |asked| async move { ask::put(self, &asked, timeout, None).await }).await
+        ask::run("api", call.input, timeout, |asked| async move { ask::put(self, &asked, timeout, None, None).await })
+            .await
     }
 }
 

@@ -231,8 +231,13 @@ impl<P: Platform> ToolSource for ChatTurn<P> {
             return ask::run(adapter, call.input, timeout, |_| async move { Some(resolution) }).await;
         }
         let checkpoint = scope.checkpoint(call.id);
-        ask::run(adapter, call.input, timeout, |asked| async move { ask::put(self, &asked, timeout, checkpoint).await })
-            .await
+        let id = call.id;
+        let opened = move || scope.opened(id);
+        let opened = &opened;
+        ask::run(adapter, call.input, timeout, |asked| async move {
+            ask::put(self, &asked, timeout, checkpoint, Some(opened)).await
+        })
+        .await
     }
 }
 

@@ -550,14 +550,48 @@ function toolsTable(tools) {
     el('tbody', {}, rows)));
 }
 
+// Where a skill came from: its folder, or the OCI reference, digest and signer it was
+// verified as.
+function sourceText(source) {
+  if (!source) return null;
+  if (source.folder) return 'folder ' + source.folder;
+  const signer = source.signer === 'unsigned' ? 'unsigned (allow_unsigned)'
+    : (source.signer && source.signer.key ? 'signed, key ' + source.signer.key : 'signed');
+  return source.reference + ' @ ' + source.digest + ' · ' + signer;
+}
+
+// Reloads this replica's skills (POST /api/skills/reload) and says how it went; a failed
+// reload leaves the loaded skills serving and says why.
+function reloadControl() {
+  const status = el('p', { id: 'reload-status', role: 'status' });
+  const button = el('button', { type: 'button', id: 'reload' }, 'Reload skills');
+  button.addEventListener('click', async () => {
+    button.disabled = true;
+    status.className = 'muted';
+    status.textContent = 'Reloading: pulling, verifying and compiling what changed…';
+    try {
+      const done = await api('/api/skills/reload', { method: 'POST' });
+      const names = (done.skills || []).flatMap((a) => a.skills.map((s) => s.name));
+      await render(currentView(), true);
+      const after = document.getElementById('reload-status');
+      if (after) { after.className = 'muted'; after.textContent = 'Reloaded on this replica: ' + (names.join(', ') || 'no skill'); }
+    } catch (e) {
+      status.className = 'error';
+      status.textContent = e.message;
+      button.disabled = false;
+    }
+  });
+  return el('div', { class: 'actions' }, button, status);
+}
+
 async function skillsView() {
   const body = await api('/api/skills');
-  const page = el('div', {}, el('h1', {}, 'Skills'));
+  const page = el('div', {}, el('h1', {}, 'Skills'), reloadControl());
   if (body.skills.length === 0 && body.declared.length === 0) page.append(el('p', { class: 'muted' }, 'No skill is loaded.'));
   for (const skill of body.skills) {
     const card = el('div', { class: 'card', 'data-skill': skill.name }, el('h3', {}, skill.name, ' ', el('span', { class: 'muted' }, '(' + skill.kind + ')')));
     if (skill.about) card.append(el('p', {}, skill.about));
-    card.append(kv([['Hooks', skill.hooks], ['Schedule', skill.schedule_seconds ? 'every ' + skill.schedule_seconds + ' s' : null],
+    card.append(kv([['Source', sourceText(skill.source)], ['Hooks', skill.hooks], ['Schedule', skill.schedule_seconds ? 'every ' + skill.schedule_seconds + ' s' : null],
       ['MCP servers', skill.mcp_servers], ['MCP tools', skill.mcp_tools.map((m) => m.server + ': ' + m.tools.join(' '))]]));
     if (skill.tools.length) card.append(toolsTable(skill.tools));
     if (skill.grants) {

@@ -100,6 +100,20 @@ impl Decisions {
         tx.commit().await.map_err(|e| self.pg.error(e))
     }
 
+    /// Writes turn `run_id`'s checkpoint again while this replica holds it waiting (a call
+    /// beside its question ended); nothing when another replica took it over.
+    pub async fn rewrite(&self, run_id: &str, checkpoint: &str) -> Result<(), StateError> {
+        let c = self.pg.client().await?;
+        c.execute(
+            "UPDATE skillhost_waiting_turns SET checkpoint = $2, updated_at = extract(epoch FROM clock_timestamp())::float8
+             WHERE run_id = $1 AND leased_by IS NULL AND replica = $3",
+            &[&run_id, &checkpoint, &self.replica()],
+        )
+        .await
+        .map(drop)
+        .map_err(|e| self.pg.error(e))
+    }
+
     /// Notes the message that asks, so that whoever resumes the turn can settle it.
     pub async fn prompted(&self, run_id: &str, prompt: &str) -> Result<(), StateError> {
         let c = self.pg.client().await?;
