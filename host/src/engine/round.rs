@@ -52,25 +52,15 @@ pub struct ToolCallRecord {
 impl ToolCallRecord {
     /// A call not run because the skill that would offer it was still compiling when the
     /// wait for it ended ([`super::ready::NotReady`]).
-    pub(super) fn not_ready((tool_call_id, tool_name, input): Call, why: &super::ready::NotReady) -> Self {
+    pub(super) fn not_ready(call: Call, why: &super::ready::NotReady) -> Self {
         let json = json!({"error": why.to_string(), "kind": "skill_not_ready"});
-        ToolCallRecord {
-            tool_call_id,
-            tool_name,
-            input,
-            level: Level::Auto,
-            approval: None,
-            promoted: false,
-            executed: false,
-            verify: false,
-            outcome: ToolOutcome::error(&json, Duration::ZERO),
-        }
+        Self::unrun(call, ToolOutcome::error(&json, Duration::ZERO))
     }
 
-    /// A call of a round resumed after its replica died while the round ran, answered
-    /// with `outcome` (its kept result, or [`super::checkpoint::interrupted_outcome`]) and not
-    /// run again.
-    pub(super) fn resumed((tool_call_id, tool_name, input): Call, outcome: ToolOutcome) -> Self {
+    /// A call answered with `outcome` without running here: not ready, or in a round
+    /// resumed after its replica died while it ran (its kept result, or
+    /// [`super::checkpoint::interrupted_outcome`]).
+    pub(super) fn unrun((tool_call_id, tool_name, input): Call, outcome: ToolOutcome) -> Self {
         ToolCallRecord {
             tool_call_id,
             tool_name,

@@ -635,7 +635,7 @@ impl Engine {
                     .map(|call| {
                         let outcome =
                             given.results.remove(&call.0).unwrap_or_else(super::checkpoint::interrupted_outcome);
-                        ToolCallRecord::resumed(call, outcome).to_block()
+                        ToolCallRecord::unrun(call, outcome).to_block()
                     })
                     .collect();
                 messages.push(Message { role: Role::User, content: results });
