@@ -4,7 +4,8 @@
 //! reference from the config, start without the registry from the cache; each refusal with
 //! its message while the other skills serve; signatures by `skill sign` and by an
 //! independent implementation of cosign's layout (`support/cosign.py`, Python's
-//! `cryptography`) verified both ways.
+//! `cryptography`) verified both ways; keyless signatures from a throwaway Sigstore checked
+//! offline against its trust root.
 
 mod support;
 
@@ -424,6 +425,92 @@ fn each_refusal_names_its_reference_while_the_other_skills_serve() {
     let grants = format!("    pinned: {{digest: '{}', memory: true, http_hosts: ['127.0.0.1']}}\n", digests["pinned"]);
     write_config(&ws, &[entry("pinned", key)], &grants);
     assert!(ok(&ws, &["skill", "list"]).contains("pinned  ("));
+}
+
+/// Keyless signatures made by a throwaway Sigstore (`cosign.py keyless`: a Fulcio CA, a CT
+/// log, a Rekor log, and the `trusted_root.json` naming them), in cosign 2's layout (`.sig`
+/// annotations) and cosign 3's (a bundle referring to the artifact, found through the
+/// referrers tag): by the identity and issuer the config names, each verifies offline, from
+/// the registry and then from the cache, as does a cosign 3 bundle signed with a key; another
+/// identity, another issuer, a CA the trust root does not name, an entry timestamp the log did
+/// not sign, an inclusion proof that leads elsewhere, a trust root that is not there: each
+/// refused with its reason while the others serve.
+#[test]
+fn keyless_signatures_verify_offline_against_the_trust_root_and_refuse_the_rest() {
+    let mut registry = Registry::start();
+    let addr = registry.addr.clone();
+    let ws = Workspace::new();
+    write_config(&ws, &[], "");
+    let names =
+        ["keyless", "bundled", "keybundle", "otherid", "otherissuer", "otherroot", "forgedlog", "badproof", "noroot"];
+    let digests: std::collections::BTreeMap<&str, String> =
+        names.iter().map(|n| (*n, push(&ws, &registry, n))).collect();
+    let (identity, issuer) = ("dev@team.example", "https://issuer.team.example");
+    let sigstore = |name: &str, dir: &str, identity: &str, issuer: &str, mode: &str| {
+        let dir = ws.path().join(dir).display().to_string();
+        let repository = format!("team/{name}");
+        let made = cosign_py(&["keyless", &dir, &addr, &repository, &digests[name], identity, issuer, mode]);
+        assert_eq!(made.code, 0, "{name}: {}{}", made.stdout, made.stderr);
+    };
+    sigstore("keyless", "sigstore", identity, issuer, "");
+    sigstore("bundled", "sigstore", identity, issuer, "bundle");
+    sigstore("badproof", "sigstore", identity, issuer, "bundle-bad-proof");
+    let (kb_key, kb_pub) = (ws.path().join("keys/kb.key"), ws.path().join("keys/kb.pub"));
+    std::fs::create_dir_all(ws.path().join("keys")).unwrap();
+    let made = cosign_py(&[
+        "bundle-key",
+        &addr,
+        "team/keybundle",
+        &digests["keybundle"],
+        &kb_key.display().to_string(),
+        &kb_pub.display().to_string(),
+    ]);
+    assert_eq!(made.code, 0, "{}{}", made.stdout, made.stderr);
+    sigstore("otherid", "sigstore", "mallory@team.example", issuer, "");
+    sigstore("otherissuer", "sigstore", identity, "https://accounts.elsewhere.example", "");
+    sigstore("otherroot", "elsewhere", identity, issuer, "");
+    sigstore("forgedlog", "sigstore", identity, issuer, "forged-log");
+    sigstore("noroot", "sigstore", identity, issuer, "");
+    let at = |name: &str| format!("{}/team/{name}@{}", addr, digests[name]);
+    let verify = |root: &str| format!("verify: {{identity: '{identity}', issuer: '{issuer}', trusted_root: {root}}}");
+    let entries: Vec<String> = names
+        .iter()
+        .map(|name| {
+            let root = if *name == "noroot" { "sigstore/nowhere.json" } else { "sigstore/trusted_root.json" };
+            let verify = if *name == "keybundle" { "verify: {key: keys/kb.pub}".to_string() } else { verify(root) };
+            format!("{{ref: '{}', {verify}}}", at(name))
+        })
+        .collect();
+    write_config(&ws, &entries, "");
+    let source = format!("signed keyless by {identity} ({issuer})");
+    for online in [true, false] {
+        if !online {
+            registry.stop();
+        }
+        let list = skillhost(&ws, &["skill", "list"], &[]);
+        assert_eq!(list.code, 0, "{}{}", list.stdout, list.stderr);
+        for serving in ["keyless", "bundled", "keybundle", "local"] {
+            let shown = list.stdout.contains(&format!("{serving}  ("));
+            assert!(shown, "online {online}: {serving} serves:\n{}\n{}", list.stdout, list.stderr);
+        }
+        assert!(list.stdout.contains(&source), "{}", list.stdout);
+        // Offline, what was refused was never cached: refused still, for that.
+        let refused = |name: &str, reason: &str| {
+            let line = list.stderr.lines().find(|l| l.contains(&format!("skill `{}`", at(name))));
+            let line = line.unwrap_or_else(|| panic!("online {online}: no refusal of {name}:\n{}", list.stderr));
+            let reason = if online { reason } else { "no cached copy" };
+            assert!(line.contains(reason), "{name}: {reason:?} not in: {line}");
+            assert!(!list.stdout.contains(&format!("{name}  (")), "{name} must not load:\n{}", list.stdout);
+        };
+        refused("otherid", "SubjectAltName does not match (got mallory@team.example, expected dev@team.example)");
+        refused("otherissuer", "OIDCIssuer does not match (got https://accounts.elsewhere.example");
+        refused("otherroot", "certificate verification failed");
+        refused("forgedlog", "a signed entry timestamp the transparency log did not sign");
+        refused("badproof", "an inclusion proof that does not lead to its root");
+        refused("noroot", "sigstore/nowhere.json");
+        let echoed = ok(&ws, &["call", "keyless__echo", r#"{"word": "keyless"}"#]);
+        assert!(echoed.contains("keyless"), "online {online}: {echoed}");
+    }
 }
 
 /// A server on 127.0.0.1 holding every request until released, then answering 200 `held`.

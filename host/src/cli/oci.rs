@@ -110,8 +110,8 @@ pub async fn pull(args: PullArgs) -> anyhow::Result<ExitCode> {
     let registry = Registry::new(&reference, &args.registry.access()?);
     let (digest, skill) = fetch_manifest(&registry, &reference).await?;
     if let Some(key) = &args.key {
-        let layers = sign::fetch(&registry, &reference, &digest).await?;
-        sign::verify(&layers, &digest, &sign::verifying_key(key)?, &key.display().to_string())?;
+        let signatures = sign::fetch_all(&registry, &reference, &digest).await?;
+        sign::verify(&signatures, &digest, &sign::verifying_key(key)?, &key.display().to_string())?;
     }
     let dir = args.dir.unwrap_or_else(|| PathBuf::from(&skill.name));
     let empty = std::fs::read_dir(&dir).map(|mut d| d.next().is_none()).unwrap_or(true);

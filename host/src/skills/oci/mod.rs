@@ -18,6 +18,7 @@
 pub mod artifact;
 pub mod diff;
 mod encrypted;
+mod keyless;
 mod load;
 pub mod registry;
 pub mod sign;

@@ -116,6 +116,19 @@ impl Registry {
         Ok(bytes)
     }
 
+    /// The digests of the manifests referring to `subject` (by digest) whose artifact type
+    /// starts with `artifact_type`: the referrers API, else the referrers tag (`sha256-<hex>`).
+    pub async fn referrers(&self, subject: &Reference, artifact_type: &str) -> Result<Vec<String>> {
+        self.client.store_auth_if_needed(subject.resolve_registry(), &self.auth).await;
+        let index = self.client.pull_referrers(subject, None).await.map_err(classify)?;
+        Ok(index
+            .manifests
+            .into_iter()
+            .filter(|entry| entry.artifact_type.as_deref().is_some_and(|t| t.starts_with(artifact_type)))
+            .map(|entry| entry.digest)
+            .collect())
+    }
+
     /// Pushes `bytes` as the blob `descriptor` names (skipped when the registry has it).
     pub async fn push_blob(&self, reference: &Reference, descriptor: &Descriptor, bytes: &[u8]) -> Result<()> {
         self.client.store_auth_if_needed(reference.resolve_registry(), &self.auth).await;

@@ -37,6 +37,34 @@ pub struct SigLayer {
     pub payload: Vec<u8>,
     /// The annotation's value.
     pub signature: String,
+    /// A keyless signature's certificate (PEM), from `dev.sigstore.cosign/certificate`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub certificate: Option<String>,
+    /// Its transparency-log entry (cosign's JSON), from `dev.sigstore.cosign/bundle`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rekor_bundle: Option<String>,
+}
+
+/// Every signature of one digest, as fetched (and cached).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Signatures {
+    /// The layers of its `.sig` artifact (cosign 1 and 2).
+    pub layers: Vec<SigLayer>,
+    /// The Sigstore bundles referring to it (cosign 3), as JSON.
+    #[serde(default)]
+    pub bundles: Vec<String>,
+}
+
+impl Signatures {
+    /// How many there are.
+    pub fn len(&self) -> usize {
+        self.layers.len() + self.bundles.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 mod b64 {
@@ -75,7 +103,7 @@ fn signature_ref(reference: &Reference, digest: &str) -> Result<Reference> {
 }
 
 /// The signatures of `digest` in `reference`'s repository (none when it has no `.sig`).
-pub async fn fetch(registry: &Registry, reference: &Reference, digest: &str) -> Result<Vec<SigLayer>> {
+async fn fetch(registry: &Registry, reference: &Reference, digest: &str) -> Result<Vec<SigLayer>> {
     let at = signature_ref(reference, digest)?;
     let Some(bytes) = registry.manifest_if_any(&at).await? else { return Ok(Vec::new()) };
     let manifest = Manifest::parse(&bytes)?;
@@ -83,29 +111,79 @@ pub async fn fetch(registry: &Registry, reference: &Reference, digest: &str) -> 
     for layer in manifest.layers.iter().filter(|l| l.media_type == SIMPLESIGNING) {
         let Some(signature) = layer.annotations.get(SIGNATURE_ANNOTATION) else { continue };
         let payload = registry.blob(&at, layer).await?;
-        layers.push(SigLayer { payload, signature: signature.clone() });
+        let annotation = |name: &str| layer.annotations.get(name).cloned();
+        layers.push(SigLayer {
+            payload,
+            signature: signature.clone(),
+            certificate: annotation(super::keyless::CERTIFICATE_ANNOTATION),
+            rekor_bundle: annotation(super::keyless::REKOR_BUNDLE_ANNOTATION),
+        });
     }
     Ok(layers)
 }
 
-/// Which of `layers` signs `digest` with `key` (`key_name` for messages), or why none does.
-pub fn verify(layers: &[SigLayer], digest: &str, key: &VerifyingKey, key_name: &str) -> Result<usize> {
-    if layers.is_empty() {
+/// A Sigstore bundle's media type, and the artifact type of the manifest holding one: cosign 3
+/// stores an image's signatures as such manifests referring to it (OCI 1.1 referrers).
+pub const BUNDLE: &str = "application/vnd.dev.sigstore.bundle";
+/// At most this many bundles of one digest are fetched.
+const MAX_BUNDLES: usize = 16;
+
+/// Every signature of `digest`: the `.sig` layers and the bundles referring to it.
+pub async fn fetch_all(registry: &Registry, reference: &Reference, digest: &str) -> Result<Signatures> {
+    let layers = fetch(registry, reference, digest).await?;
+    let bundles = fetch_bundles(registry, reference, digest).await?;
+    Ok(Signatures { layers, bundles })
+}
+
+/// The Sigstore bundles referring to `digest` in `reference`'s repository (cosign 3's layout):
+/// the referrers API, else the referrers tag; each manifest checked against its digest.
+async fn fetch_bundles(registry: &Registry, reference: &Reference, digest: &str) -> Result<Vec<String>> {
+    let subject = reference.clone_with_digest(digest.to_string());
+    let mut bundles = Vec::new();
+    for referrer in registry.referrers(&subject, BUNDLE).await?.into_iter().take(MAX_BUNDLES) {
+        let at = reference.clone_with_digest(referrer.clone());
+        let bytes = registry.manifest(&at).await?;
+        super::check_digest("a bundle's manifest", &bytes, &referrer)?;
+        let manifest = Manifest::parse(&bytes)?;
+        for layer in manifest.layers.iter().filter(|l| l.media_type.starts_with(BUNDLE)) {
+            let blob = registry.blob(&at, layer).await?;
+            bundles.push(String::from_utf8(blob).map_err(|_| OciError::Layout("a bundle that is not UTF-8".into()))?);
+        }
+    }
+    Ok(bundles)
+}
+
+/// Whether one of `signatures` signs `digest` with `key` (`key_name` for messages), or why none does.
+pub fn verify(signatures: &Signatures, digest: &str, key: &VerifyingKey, key_name: &str) -> Result<()> {
+    if signatures.is_empty() {
         return Err(OciError::Signature(format!("unsigned: no signature for {digest}")));
     }
+    let layers = signatures.layers.iter().map(|layer| verify_one(layer, digest, key));
+    let bundles = signatures.bundles.iter().map(|bundle| verify_bundle(bundle, digest, key));
     let mut reasons = Vec::new();
-    for (index, layer) in layers.iter().enumerate() {
-        match verify_one(layer, digest, key) {
-            Ok(()) => return Ok(index),
+    for outcome in layers.chain(bundles) {
+        match outcome {
+            Ok(()) => return Ok(()),
             Err(why) => reasons.push(why),
         }
     }
     reasons.dedup();
     Err(OciError::Signature(format!(
         "none of {} signature(s) verifies with {key_name} ({})",
-        layers.len(),
+        signatures.len(),
         reasons.join("; ")
     )))
+}
+
+/// A Sigstore bundle (cosign 3's `sign --key`): its DSSE statement signs `digest` with `key`.
+/// No transparency log is asked of a key: the key is the trust.
+fn verify_bundle(text: &str, digest: &str, key: &VerifyingKey) -> Result<(), String> {
+    let bundle = super::keyless::parse_bundle(text)?;
+    let (signed, raw) = super::keyless::image_signature(&bundle, digest)?;
+    let signature = Signature::from_der(&raw)
+        .or_else(|_| Signature::from_slice(&raw))
+        .map_err(|_| "a signature that is not ECDSA P-256".to_string())?;
+    key.verify(&signed, &signature).map_err(|_| "a bundle signed by another key or altered".to_string())
 }
 
 fn verify_one(layer: &SigLayer, digest: &str, key: &VerifyingKey) -> Result<(), String> {
@@ -116,8 +194,13 @@ fn verify_one(layer: &SigLayer, digest: &str, key: &VerifyingKey) -> Result<(), 
         .or_else(|_| Signature::from_slice(&raw))
         .map_err(|_| "a signature that is not ECDSA P-256".to_string())?;
     key.verify(&layer.payload, &signature).map_err(|_| "signed by another key or altered".to_string())?;
+    check_payload(&layer.payload, digest)
+}
+
+/// A signed simplesigning payload names `digest`.
+pub fn check_payload(payload: &[u8], digest: &str) -> Result<(), String> {
     let payload: serde_json::Value =
-        serde_json::from_slice(&layer.payload).map_err(|_| "a payload that is not JSON".to_string())?;
+        serde_json::from_slice(payload).map_err(|_| "a payload that is not JSON".to_string())?;
     let critical = &payload["critical"];
     if critical["type"] != PAYLOAD_TYPE {
         return Err(format!("a payload of type {}", critical["type"]));
@@ -263,15 +346,17 @@ mod tests {
         let payload = payload("127.0.0.1:5000/team/x", &digest);
         let signature: Signature = key.sign(&payload);
         let signature = base64::engine::general_purpose::STANDARD.encode(signature.to_der().as_bytes());
-        let layers = vec![SigLayer { payload, signature }];
-        assert_eq!(verify(&layers, &digest, &verifier, "team.pub").unwrap(), 0);
+        let layers = vec![SigLayer { payload, signature, certificate: None, rekor_bundle: None }];
+        let layers = Signatures { layers, bundles: Vec::new() };
+        verify(&layers, &digest, &verifier, "team.pub").unwrap();
         let other = format!("sha256:{}", "cd".repeat(32));
         let error = verify(&layers, &other, &verifier, "team.pub").unwrap_err().to_string();
         assert!(error.contains("another artifact"), "{error}");
         let (_, public2) = keygen(&dir.path().join("other")).unwrap();
         let error = verify(&layers, &digest, &verifying_key(&public2).unwrap(), "other.pub").unwrap_err();
         assert!(error.to_string().contains("another key"), "{error}");
-        assert!(verify(&[], &digest, &verifier, "team.pub").unwrap_err().to_string().contains("unsigned"));
+        let none = Signatures::default();
+        assert!(verify(&none, &digest, &verifier, "team.pub").unwrap_err().to_string().contains("unsigned"));
         assert!(keygen(&dir.path().join("team")).is_err(), "never overwrites");
     }
 }

@@ -11,7 +11,7 @@
 
 use super::artifact::{self, Manifest};
 use super::registry::{self, Access, Registry};
-use super::{OciError, Result, digest_hex, io, sign};
+use super::{OciError, Result, digest_hex, io, keyless, sign};
 use crate::config::{LoadedConfig, OciSkill, Verify};
 use oci_client::Reference;
 use std::path::{Path, PathBuf};
@@ -33,6 +33,13 @@ pub struct Origin {
 pub enum Signer {
     /// A signature by this key (the path as configured).
     Key(String),
+    /// A keyless signature by this identity, vouched for by this issuer.
+    Keyless {
+        /// The certificate's identity, as configured.
+        identity: String,
+        /// Its OIDC issuer, as configured.
+        issuer: String,
+    },
     /// Loaded under `allow_unsigned`.
     Unsigned,
 }
@@ -41,6 +48,7 @@ impl std::fmt::Display for Signer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Signer::Key(key) => write!(f, "signed, key {key}"),
+            Signer::Keyless { identity, issuer } => write!(f, "signed keyless by {identity} ({issuer})"),
             Signer::Unsigned => f.write_str("unsigned (allow_unsigned)"),
         }
     }
@@ -247,39 +255,38 @@ async fn check_signature(
         None if entry.allow_unsigned => return Ok(Signer::Unsigned),
         None => return Err(OciError::Signature("no verify key, and allow_unsigned is not set".into())),
         Some(Verify::Key { key }) => key,
-        Some(Verify::Keyless { .. }) => {
-            return Err(OciError::Signature(
-                "keyless verification (identity, issuer, trusted_root) is not built into this skillhost: use \
-                 verify: {key: <public key>}"
-                    .into(),
-            ));
+        Some(Verify::Keyless { identity, issuer, trusted_root }) => {
+            let root = keyless::TrustRoot::read(&config.resolve(trusted_root))?;
+            let signatures = signatures(reference, digest, registry, cache, network).await?;
+            keyless::verify(&signatures, digest, &root, &keyless::Signer { identity, issuer }).await?;
+            return Ok(Signer::Keyless { identity: identity.clone(), issuer: issuer.clone() });
         }
     };
     let key = sign::verifying_key(&config.resolve(key_path))?;
-    let layers = signatures(reference, digest, registry, cache, network).await?;
+    let signatures = signatures(reference, digest, registry, cache, network).await?;
     let shown = key_path.display().to_string();
-    sign::verify(&layers, digest, &key, &shown)?;
+    sign::verify(&signatures, digest, &key, &shown)?;
     Ok(Signer::Key(shown))
 }
 
-/// The signature layers of `digest`: fetched (and cached) when the registry answers, else
-/// the cached ones.
+/// The signatures of `digest` (cosign's `.sig` layers and Sigstore bundles referring to it):
+/// fetched (and cached) when the registry answers, else the cached ones.
 async fn signatures(
     reference: &Reference,
     digest: &str,
     registry: &Registry,
     cache: &Cache,
     network: Network,
-) -> Result<Vec<sign::SigLayer>> {
+) -> Result<sign::Signatures> {
     let path = cache.signatures_path(digest)?;
-    let cached = || -> Option<Vec<sign::SigLayer>> { serde_json::from_slice(&std::fs::read(&path).ok()?).ok() };
+    let cached = || -> Option<sign::Signatures> { serde_json::from_slice(&std::fs::read(&path).ok()?).ok() };
     if network == Network::CacheOnly {
         return cached().ok_or_else(not_cached);
     }
-    match sign::fetch(registry, reference, digest).await {
-        Ok(layers) => {
-            cache.write(&path, &serde_json::to_vec(&layers).expect("JSON serialises"))?;
-            Ok(layers)
+    match sign::fetch_all(registry, reference, digest).await {
+        Ok(signatures) => {
+            cache.write(&path, &serde_json::to_vec(&signatures).expect("JSON serialises"))?;
+            Ok(signatures)
         }
         Err(OciError::Unreachable(why)) => {
             cached().ok_or_else(|| OciError::Unreachable(format!("{why}, and no cached signature")))
