@@ -1,6 +1,7 @@
 //! The person broker through the real binary, on a throwaway PostgreSQL 15 cluster: who may
 //! read and decide an entry (two agents on one database, two replicas), and approvals over
-//! `/mcp` at 2026-07-28 answered on another replica than the one that asked.
+//! `/mcp` at 2026-07-28 answered on another replica than the one that asked; waits written
+//! down (beside other calls, inside a nested turn) decided after their replica died.
 
 mod support;
 
@@ -8,6 +9,7 @@ use serde_json::{Value, json};
 use skillhost_tests::api_client::Sse;
 use skillhost_tests::llm_server::{Answer, LlmServer};
 use skillhost_tests::postgres::Postgres;
+use skillhost_tests::telegram_server::TelegramServer;
 use skillhost_tests::{Workspace, guests};
 use std::time::{Duration, Instant};
 use support::run::Running;
@@ -350,12 +352,39 @@ async fn silent_server() -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>
     (port, seen)
 }
 
+/// A Telegram bot (`token`, chat `chat` allowed) on the scripted `llm`, with `human` (YAML
+/// under `human:`), served by two replicas on database `db`: `a` polls, `b` stands by.
+/// `prepare` changes the workspace before they start.
+async fn telegram_pair(
+    pg: &Postgres,
+    db: &str,
+    (token, chat): (&str, i64),
+    llm: &LlmServer,
+    human: &str,
+    prepare: impl FnOnce(&Workspace),
+) -> (Workspace, TelegramServer, Running, Running) {
+    let telegram = TelegramServer::start(token).await;
+    let extra = format!(
+        "adapter:\n  type: telegram\n  telegram:\n    bot_token: '{token}'\n    allowed_chat_ids: [{chat}]\n    base_url: '{}'\n\
+         llm:\n  provider: anthropic\n  model: m\n  max_tokens: 100\n  anthropic: {{api_key: k, base_url: '{}'}}\n\
+         human:\n  {human}\n",
+        telegram.base_url(),
+        llm.url()
+    );
+    let ws = workspace(pg, db, &extra);
+    prepare(&ws);
+    let a = Running::start(ws.path(), &[], &[]);
+    a.wait_for_log("polling for updates").await;
+    let b = Running::start(ws.path(), &[], &[]);
+    b.wait_for_log("another replica polls this bot; standing by").await;
+    (ws, telegram, a, b)
+}
+
 /// A Telegram turn whose approved call was running when its replica died (kill -9): the
 /// other replica takes the turn over and tells the model the call was interrupted; the call
 /// is not run again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_call_cut_off_by_its_replica_dying_is_reported_interrupted_not_run_again() {
-    use skillhost_tests::telegram_server::TelegramServer;
     const TOKEN: &str = "4444000:ABCdefGHIjklMNOpqrSTUvwxyz_0123456";
     const CHAT: i64 = 4444;
     let pg = Postgres::start();
@@ -366,24 +395,21 @@ async fn a_call_cut_off_by_its_replica_dying_is_reported_interrupted_not_run_aga
         Answer::text(&["It was interrupted; I did not retry."]).into(),
     ])
     .await;
-    let telegram = TelegramServer::start(TOKEN).await;
-    let extra = format!(
-        "adapter:\n  type: telegram\n  telegram:\n    bot_token: '{TOKEN}'\n    allowed_chat_ids: [{CHAT}]\n    base_url: '{}'\n\
-         llm:\n  provider: anthropic\n  model: m\n  max_tokens: 100\n  anthropic: {{api_key: k, base_url: '{}'}}\n\
-         human:\n  overrides: {{probe__http_get: approve}}\n",
-        telegram.base_url(),
-        llm.url()
-    );
-    let ws = workspace(&pg, "interrupted", &extra);
-    let config = std::fs::read_to_string(ws.path().join("config.yaml")).unwrap();
-    let granted = config.replace("probe: {memory: true}", "probe: {memory: true, http_hosts: ['127.0.0.1']}");
-    std::fs::write(ws.path().join("config.yaml"), granted).unwrap();
-    let manifest = "[capabilities]\nmemory = true\nhttp_hosts = [\"127.0.0.1\"]\n";
-    std::fs::write(ws.path().join("skills/probe/skill.toml"), manifest).unwrap();
-    let mut a = Running::start(ws.path(), &[], &[]);
-    a.wait_for_log("polling for updates").await;
-    let b = Running::start(ws.path(), &[], &[]);
-    b.wait_for_log("another replica polls this bot; standing by").await;
+    let (_ws, telegram, mut a, b) = telegram_pair(
+        &pg,
+        "interrupted",
+        (TOKEN, CHAT),
+        &llm,
+        "overrides: {probe__http_get: approve}",
+        |ws: &Workspace| {
+            let config = std::fs::read_to_string(ws.path().join("config.yaml")).unwrap();
+            let granted = config.replace("probe: {memory: true}", "probe: {memory: true, http_hosts: ['127.0.0.1']}");
+            std::fs::write(ws.path().join("config.yaml"), granted).unwrap();
+            let manifest = "[capabilities]\nmemory = true\nhttp_hosts = [\"127.0.0.1\"]\n";
+            std::fs::write(ws.path().join("skills/probe/skill.toml"), manifest).unwrap();
+        },
+    )
+    .await;
 
     let wait = Duration::from_secs(60);
     telegram.send_text(CHAT, 7, "fetch it");
@@ -510,7 +536,6 @@ async fn a_waiting_api_run_is_seen_on_the_other_replica_and_reads_cancelled_when
 /// replica resumes the turn with the answer typed there.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_question_beside_another_call_is_resumed_elsewhere_without_running_the_call_twice() {
-    use skillhost_tests::telegram_server::TelegramServer;
     const TOKEN: &str = "4646000:ABCdefGHIjklMNOpqrSTUvwxyz_0123456";
     const CHAT: i64 = 4646;
     let pg = Postgres::start();
@@ -520,19 +545,9 @@ async fn a_question_beside_another_call_is_resumed_elsewhere_without_running_the
         Answer::text(&["Blue, and written once."]).into(),
     ])
     .await;
-    let telegram = TelegramServer::start(TOKEN).await;
-    let extra = format!(
-        "adapter:\n  type: telegram\n  telegram:\n    bot_token: '{TOKEN}'\n    allowed_chat_ids: [{CHAT}]\n    base_url: '{}'\n\
-         llm:\n  provider: anthropic\n  model: m\n  max_tokens: 100\n  anthropic: {{api_key: k, base_url: '{}'}}\n\
-         human:\n  overrides: {{probe__memory_write: null}}\n",
-        telegram.base_url(),
-        llm.url()
-    );
-    let ws = workspace(&pg, "beside", &extra);
-    let mut a = Running::start(ws.path(), &[], &[]);
-    a.wait_for_log("polling for updates").await;
-    let b = Running::start(ws.path(), &[], &[]);
-    b.wait_for_log("another replica polls this bot; standing by").await;
+    let (ws, telegram, mut a, b) =
+        telegram_pair(&pg, "beside", (TOKEN, CHAT), &llm, "overrides: {probe__memory_write: null}", |_: &Workspace| {})
+            .await;
 
     let wait = Duration::from_secs(60);
     telegram.send_text(CHAT, 7, "write and ask");
@@ -564,6 +579,67 @@ async fn a_question_beside_another_call_is_resumed_elsewhere_without_running_the
     assert_ne!(results[0]["is_error"], json!(true), "the kept result, not an interruption: {}", results[0]);
     assert!(!results[0].to_string().contains("interrupted"), "{}", results[0]);
     assert!(results[1]["content"].to_string().contains("blue"), "{}", results[1]);
+}
+
+/// A sub-agent's approval in a Telegram turn, its replica killed (kill -9) while it waits:
+/// the other replica takes the press, resumes the outer turn, and the sub-agent goes on from
+/// where it stopped (its model is not asked again for the call it made): the approved call
+/// runs once, and the outer turn answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_nested_turns_approval_survives_its_replica_and_is_decided_on_the_other() {
+    const TOKEN: &str = "4747000:ABCdefGHIjklMNOpqrSTUvwxyz_0123456";
+    const CHAT: i64 = 4747;
+    let pg = Postgres::start();
+    let llm = LlmServer::start(vec![
+        Answer::default().call("r1", "probe__run", json!({"task": "Write it down."})).into(),
+        Answer::default().call("w1", "probe__memory_write", append()).into(),
+        Answer::text(&["written"]).into(),
+        Answer::text(&["Done: written once."]).into(),
+    ])
+    .await;
+    let (ws, telegram, mut a, b) = telegram_pair(
+        &pg,
+        "nested",
+        (TOKEN, CHAT),
+        &llm,
+        "overrides: {probe__memory_write: approve}",
+        |ws: &Workspace| {
+            // `probe` as a sub-agent skill: `probe__run` runs its own turn with its tools.
+            let probe = ws.path().join("skills/probe");
+            std::fs::remove_file(probe.join("prompt.md")).unwrap();
+            std::fs::write(probe.join("SKILL.md"), "---\nname: probe\ndescription: Writes things.\n---\nYou write.\n")
+                .unwrap();
+            let config = std::fs::read_to_string(ws.path().join("config.yaml")).unwrap();
+            let config =
+                config.replace("  builtins: []\n", "  builtins: []\n  loading_overrides: {probe: sub_agent}\n");
+            std::fs::write(ws.path().join("config.yaml"), config).unwrap();
+        },
+    )
+    .await;
+
+    let wait = Duration::from_secs(60);
+    telegram.send_text(CHAT, 7, "write it");
+    let prompt = telegram.wait_for_message(CHAT, |m| m.text.contains("probe__memory_write"), wait).await;
+    let written =
+        pg.psql("nested", "SELECT count(*) FROM skillhost_waiting_turns WHERE checkpoint LIKE '%\"nested\"%'");
+    assert_eq!(written.trim(), "1", "the outer turn is written down with the nested one inside");
+    a.kill();
+    b.wait_for_log("polling for updates").await;
+    let approve = prompt.buttons().into_iter().find(|d| d.starts_with("a:")).unwrap();
+    telegram.click(CHAT, 7, prompt.message_id, &approve);
+    telegram.wait_for_message(CHAT, |m| m.text.contains("Done: written once."), wait).await;
+    assert!(b.stderr().contains("resuming a turn its replica left waiting"), "{}", b.stderr());
+    assert_eq!(runs(&ws), "x", "the approved call ran once");
+    let requests = llm.requests();
+    assert_eq!(
+        requests.len(),
+        4,
+        "nothing asked of the model twice: {:#?}",
+        requests.iter().map(|r| &r.body).collect::<Vec<_>>()
+    );
+    assert_eq!(requests[2].body["system"], json!("You write."), "the sub-agent went on: {}", requests[2].body);
+    let results = support::tool_results(&llm, 3);
+    assert_eq!(results[0]["content"], json!("written"), "{results:?}");
 }
 
 /// An MCP server's elicitation (the Python SDK's `ask` server, over stdio, asked during an

@@ -12,6 +12,13 @@
 //! carries the results of the calls that ended ([`Checkpoint::results`]), rewritten as each
 //! ends; a resumed round replays them, and answers a call that was still running when its
 //! replica died as interrupted ([`Checkpoint::beside`]): no call runs twice.
+//!
+//! A nested turn (a delegation, a sub-agent skill) runs inside one call of its outer round,
+//! while that round's other calls run: when it waits on a person, what is written down is
+//! the outer turn's checkpoint waiting on that call ([`Waits::Nested`]) with the nested
+//! turn's own checkpoint inside ([`Checkpoint::nested`]), to any depth. A resumed outer
+//! round runs that call again, and its nested turn starts from its checkpoint
+//! ([`Durable::take_nested`]) instead of from its task.
 
 use super::counterpart::ApprovalOutcome;
 use super::request::TurnRequest;
@@ -35,6 +42,8 @@ pub enum Waits {
     /// A person's answer to the question the call asks (`human__ask`), its round's only
     /// question.
     Answer,
+    /// The nested turn the call runs waits on a person ([`Checkpoint::nested`] says how).
+    Nested,
 }
 
 /// A call's result, as a checkpoint keeps it.
@@ -84,6 +93,20 @@ pub struct Given {
     pub decisions: HashMap<String, ApprovalOutcome>,
     /// The results of calls that ran (or were cut off) before the turn was written down.
     pub results: HashMap<String, ToolOutcome>,
+    /// The nested turn that waited: the call running it, its checkpoint, and the decision
+    /// on the approval it waited on.
+    pub nested: Option<Box<Nested>>,
+}
+
+/// A nested turn to resume ([`Given::nested`]).
+#[derive(Debug)]
+pub struct Nested {
+    /// The outer call that runs it.
+    pub call: String,
+    /// Where it stopped.
+    pub checkpoint: Checkpoint,
+    /// The decision on the approval it waited on, if it waited on one.
+    pub outcome: Option<ApprovalOutcome>,
 }
 
 /// A turn waiting on one approval, or on the answer to its round's one question.
@@ -114,6 +137,9 @@ pub struct Checkpoint {
     /// result as interrupted (they were running when the replica went).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub beside: bool,
+    /// [`Waits::Nested`]: the checkpoint of the nested turn the waiting call runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nested: Option<Box<Checkpoint>>,
 }
 
 impl Checkpoint {
@@ -128,7 +154,24 @@ impl Checkpoint {
                 results.entry(id.clone()).or_insert_with(interrupted_outcome);
             }
         }
-        Given { decisions: self.decisions(outcome), results }
+        match &self.nested {
+            // The decision is the nested turn's: its call is what waited.
+            Some(nested) => Given {
+                decisions: self.decisions(None),
+                results,
+                nested: Some(Box::new(Nested { call: self.waiting.clone(), checkpoint: (**nested).clone(), outcome })),
+            },
+            None => Given { decisions: self.decisions(outcome), results, nested: None },
+        }
+    }
+
+    /// The checkpoint of the turn that waits on a person: this one, or the nested turn's
+    /// (innermost) that its call runs.
+    pub fn innermost(&self) -> &Checkpoint {
+        match &self.nested {
+            Some(nested) => nested.innermost(),
+            None => self,
+        }
     }
 
     /// The decisions a resumed round starts from: those taken, and `outcome` for the call
@@ -145,7 +188,11 @@ impl Checkpoint {
 /// A turn whose waits can be written down: what its rounds need to make a [`Checkpoint`],
 /// and the decisions a resumed round was given.
 #[derive(Debug)]
-pub struct Durable {
+pub struct Durable<'p> {
+    /// A nested turn's: the turn it runs in, and the call of that turn's that runs it.
+    parent: Option<(&'p Durable<'p>, String)>,
+    /// A nested turn to resume, given to a resumed round ([`Durable::take_nested`]).
+    nested: Mutex<Option<Box<Nested>>>,
     request: TurnRequest,
     /// The conversation as the current round started.
     messages: Mutex<Arc<Vec<Message>>>,
@@ -169,12 +216,16 @@ struct Settled {
     results: Vec<(String, Recorded)>,
     /// Its question's checkpoint was taken (written down): each result rewrites it.
     written: bool,
+    /// Its waiting call runs a nested turn that waits: that turn's checkpoint.
+    nested: Option<Checkpoint>,
 }
 
-impl Durable {
+impl<'p> Durable<'p> {
     /// For the turn answering `request`; `given`: a resumed turn's decisions.
     pub fn new(request: TurnRequest, given: Given) -> Self {
         Durable {
+            parent: None,
+            nested: Mutex::new(given.nested),
             request,
             messages: Mutex::default(),
             given: Mutex::new(given.decisions),
@@ -183,15 +234,48 @@ impl Durable {
         }
     }
 
+    /// For a nested turn answering `request` inside call `call` of `parent`'s round.
+    pub fn nested(parent: &'p Durable<'p>, call: &str, request: TurnRequest, given: Given) -> Self {
+        Durable { parent: Some((parent, call.to_owned())), ..Durable::new(request, given) }
+    }
+
+    /// The nested turn that call `call` of a resumed round runs, taken: it starts where it
+    /// stopped.
+    pub fn take_nested(&self, call: &str) -> Option<Box<Nested>> {
+        let mut nested = self.nested.lock();
+        if nested.as_ref().is_some_and(|n| n.call == call) { nested.take() } else { None }
+    }
+
+    /// `checkpoint`, this turn's, as it is written down: inside its outer turn's, when it
+    /// is nested (`None` when that round cannot be written down: it has other waits).
+    fn outermost(&self, checkpoint: Checkpoint) -> Option<Checkpoint> {
+        match &self.parent {
+            None => Some(checkpoint),
+            Some((parent, call)) => parent.outermost(parent.waits_on_nested(call, checkpoint)?),
+        }
+    }
+
+    /// This round's call `call` runs a nested turn now waiting with `checkpoint`: this
+    /// round's checkpoint, if `call` is its one call that may wait (written down from now on).
+    fn waits_on_nested(&self, call: &str, checkpoint: Checkpoint) -> Option<Checkpoint> {
+        let mut settled = self.settled.lock();
+        if settled.question.as_deref() != Some(call) {
+            return None;
+        }
+        settled.nested = Some(checkpoint);
+        settled.written = true;
+        Some(self.question_round(&settled))
+    }
+
     /// The round about to run starts from `messages`.
     pub fn round_starts(&self, messages: &[Message]) {
         *self.messages.lock() = Arc::new(messages.to_vec());
         *self.settled.lock() = Default::default();
     }
 
-    /// The round's calls are settled, with `decided`; `question`: its one call that asks a
-    /// person a question, if it has exactly one (then its wait can be written down), and
-    /// `beside` whether other calls run with it.
+    /// The round's calls are settled, with `decided`; `question`: its one call that may wait
+    /// on a person while it runs (a question, or a nested turn), if it has exactly one (then
+    /// its wait can be written down), and `beside` whether other calls run with it.
     pub fn round_settled(&self, decided: &[(String, ApprovalOutcome)], question: Option<&str>, beside: bool) {
         let settled =
             Settled { decided: decided.to_vec(), question: question.map(str::to_owned), beside, ..Settled::default() };
@@ -202,7 +286,9 @@ impl Durable {
     /// asks that one question.
     pub fn question_checkpoint(&self, id: &str) -> Option<Checkpoint> {
         let settled = self.settled.lock();
-        (settled.question.as_deref() == Some(id)).then(|| self.question_round(&settled))
+        let checkpoint = (settled.question.as_deref() == Some(id)).then(|| self.question_round(&settled))?;
+        drop(settled);
+        self.outermost(checkpoint)
     }
 
     /// The question `id`'s checkpoint was written down: from now on each call that ends
@@ -214,16 +300,19 @@ impl Durable {
             return None;
         }
         settled.written = true;
-        (!settled.results.is_empty()).then(|| self.question_round(&settled))
+        let checkpoint = (!settled.results.is_empty()).then(|| self.question_round(&settled))?;
+        drop(settled);
+        self.outermost(checkpoint)
     }
 
     fn question_round(&self, settled: &Settled) -> Checkpoint {
         let id = settled.question.as_deref().unwrap_or_default();
         Checkpoint {
-            waits: Waits::Answer,
+            waits: if settled.nested.is_some() { Waits::Nested } else { Waits::Answer },
             results: settled.results.clone(),
             beside: settled.beside,
-            ..self.checkpoint(&settled.decided, id)
+            nested: settled.nested.clone().map(Box::new),
+            ..self.own_checkpoint(&settled.decided, id)
         }
     }
 
@@ -235,7 +324,9 @@ impl Durable {
             return None;
         }
         settled.results.push((id.to_owned(), Recorded::of(outcome)));
-        settled.written.then(|| self.question_round(&settled))
+        let checkpoint = settled.written.then(|| self.question_round(&settled))?;
+        drop(settled);
+        self.outermost(checkpoint)
     }
 
     /// The result given for call `id` of a resumed round, taken: it ran before the turn was
@@ -249,8 +340,13 @@ impl Durable {
         self.given.lock().remove(id)
     }
 
-    /// The checkpoint of the round waiting on call `waiting`, after `decided`.
-    pub fn checkpoint(&self, decided: &[(String, ApprovalOutcome)], waiting: &str) -> Checkpoint {
+    /// The checkpoint of the round waiting on an approval of call `waiting`, after
+    /// `decided`, as it is written down (`None`: a nested turn whose outer round cannot be).
+    pub fn checkpoint(&self, decided: &[(String, ApprovalOutcome)], waiting: &str) -> Option<Checkpoint> {
+        self.outermost(self.own_checkpoint(decided, waiting))
+    }
+
+    fn own_checkpoint(&self, decided: &[(String, ApprovalOutcome)], waiting: &str) -> Checkpoint {
         let messages = self.messages.lock().clone();
         Checkpoint {
             version: VERSION,
@@ -262,6 +358,7 @@ impl Durable {
             interrupted: false,
             results: Vec::new(),
             beside: false,
+            nested: None,
         }
     }
 }
@@ -273,7 +370,7 @@ mod tests {
     use crate::tools::ToolOutcome;
     use std::time::Duration;
 
-    fn durable() -> Durable {
+    fn durable() -> Durable<'static> {
         let request =
             TurnRequest { channel_id: "c".into(), thread: None, user_id: None, message: "m".into(), route: Vec::new() };
         let durable = Durable::new(request, Given::default());
@@ -309,6 +406,50 @@ mod tests {
         assert_eq!(given.results["w"].content, "done");
         assert_eq!(given.results["v"].error_kind.as_deref(), Some("interrupted"));
         assert!(!given.results.contains_key("q"), "the question is answered, not replayed");
+    }
+
+    #[test]
+    fn a_nested_turns_wait_is_written_inside_its_outer_turns_and_resumed_from_there() {
+        use crate::engine::counterpart::ApprovalOutcome;
+        let outer = durable();
+        outer.round_settled(&[], Some("d1"), true);
+        let request = || TurnRequest {
+            channel_id: "c".into(),
+            thread: None,
+            user_id: None,
+            message: "task".into(),
+            route: Vec::new(),
+        };
+        let inner = Durable::nested(&outer, "d1", request(), Given::default());
+        inner.round_starts(&[]);
+        let written = inner.checkpoint(&[], "w1").expect("the outer round waits only on d1");
+        assert_eq!((written.waits, written.waiting.as_str()), (Waits::Nested, "d1"));
+        assert_eq!(written.innermost().waiting, "w1");
+        assert_eq!(written.innermost().waits, Waits::Approval);
+        // A call beside the nested one ends meanwhile: the outer checkpoint keeps it, with
+        // the nested turn's inside.
+        let rewritten = outer.ended("x", &ToolOutcome::text("done".into(), Duration::ZERO)).unwrap();
+        assert_eq!(rewritten.results[0].0, "x");
+        assert_eq!(rewritten.innermost().waiting, "w1");
+        // Resumed: the outer round is given the kept result, and the nested turn its decision.
+        let calls = ["x".to_owned(), "d1".to_owned()];
+        let given = rewritten.given(Some(ApprovalOutcome::Approved), &calls);
+        assert!(given.decisions.is_empty(), "the decision is the nested turn's");
+        assert_eq!(given.results["x"].content, "done");
+        let resumed = Durable::new(request(), given);
+        assert!(resumed.take_nested("x").is_none());
+        let nested = resumed.take_nested("d1").expect("d1 goes on from where it stopped");
+        assert_eq!(nested.outcome, Some(ApprovalOutcome::Approved));
+        let inner_given = nested.checkpoint.given(nested.outcome.clone(), &["w1".to_owned()]);
+        assert_eq!(inner_given.decisions["w1"], ApprovalOutcome::Approved);
+        assert!(resumed.take_nested("d1").is_none(), "taken once");
+
+        // A round with two calls that may wait is not written down, nested or not.
+        let outer = durable();
+        outer.round_settled(&[], None, true);
+        let inner = Durable::nested(&outer, "d1", request(), Given::default());
+        inner.round_starts(&[]);
+        assert!(inner.checkpoint(&[], "w1").is_none());
     }
 
     #[test]

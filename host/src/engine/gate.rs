@@ -46,7 +46,7 @@ pub enum Resume<'a> {
     No,
     /// Part of a turn that can be written down while it waits ([`Durable`]), after the
     /// round's decisions so far; a resumed round's decision is given rather than asked.
-    Durable(&'a Durable, &'a [(String, ApprovalOutcome)]),
+    Durable(&'a Durable<'a>, &'a [(String, ApprovalOutcome)]),
 }
 
 /// The approval policy of one agent.
@@ -125,18 +125,17 @@ impl Gate {
                 Decision { level, approval: Some(ApprovalOutcome::Approved), promoted: true }
             }
             _ => {
-                let given = match resume {
-                    Resume::Durable(durable, _) => durable.given(call.id),
-                    Resume::No => None,
-                };
-                let checkpoint = match resume {
-                    Resume::Durable(durable, decided) => {
-                        serde_json::to_string(&durable.checkpoint(decided, call.id)).ok()
-                    }
-                    Resume::No => None,
+                let (given, checkpoint) = match resume {
+                    Resume::Durable(durable, decided) => match durable.given(call.id) {
+                        // A resumed round: the person decided while the turn was written down.
+                        Some(outcome) => (Some(outcome), None),
+                        None => {
+                            (None, durable.checkpoint(decided, call.id).and_then(|c| serde_json::to_string(&c).ok()))
+                        }
+                    },
+                    Resume::No => (None, None),
                 };
                 let outcome = match given {
-                    // A resumed round: the person decided while the turn was written down.
                     Some(outcome) => outcome,
                     None => self.ask(source, call, level, events, counterpart, deadline, checkpoint).await,
                 };

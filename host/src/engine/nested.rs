@@ -11,14 +11,19 @@
 //!   runs its body as the only system prompt, only its own tools, and the outer tool budget;
 //! - a delegation back to an agent already in the chain (A -> B -> A) is refused, as is one
 //!   more than [`MAX_DEPTH`] agents deep. The chain travels with the rounds, out of the
-//!   skills' reach (not in route attributes a tool could rewrite).
+//!   skills' reach (not in route attributes a tool could rewrite);
+//! - in a turn that is written down while it waits (a chat turn on a shared store), its
+//!   waits are written down inside the outer turn's ([`super::checkpoint`]): resumed on
+//!   another replica, the outer call runs the nested turn again from where it stopped.
 
+use super::checkpoint::{Durable, Given, Nested};
 use super::counterpart::{ApprovalOutcome, ApprovalRequest, Counterpart};
 use super::events::{EngineEvent, EventSink};
 use super::on_demand::TurnSkills;
+use super::request::TurnRequest;
 use super::round::{NestedRunner, Nesting, Round};
 use super::tool_budget::TurnBudget;
-use super::turn::Engine;
+use super::turn::{Beginning, Engine};
 use crate::llm::Message;
 use crate::person::{Answer, Question};
 use crate::sandbox::{CallContext, RouteAttributes};
@@ -31,8 +36,8 @@ pub const MAX_DEPTH: usize = 3;
 #[async_trait::async_trait]
 impl NestedRunner for Engine {
     async fn run_nested(&self, turn: NestedTurn, outer: &Round<'_>, chain: &[String]) -> Result<String, String> {
-        match turn.target {
-            NestedTarget::Skill(skill) => self.sub_agent(&skill, turn.task, outer, chain).await,
+        match turn.target.clone() {
+            NestedTarget::Skill(skill) => self.sub_agent(&skill, turn, outer, chain).await,
             NestedTarget::Agent(to) => {
                 let path = admit(chain, self.settings().agent.as_deref().unwrap_or_default(), &to)?;
                 let Some(peer) = self.peers.get(&to) else {
@@ -42,7 +47,7 @@ impl NestedRunner for Engine {
                     ));
                 };
                 tracing::info!(from = %path.last().map(String::as_str).unwrap_or_default(), to = %to, "delegating a task");
-                peer.run_delegated(turn.task, outer, &path).await
+                peer.run_delegated(turn, outer, &path).await
             }
         }
     }
@@ -51,7 +56,7 @@ impl NestedRunner for Engine {
         self.joined(skill).await.map_err(|e| e.to_string())
     }
 
-    async fn run_delegated(&self, task: String, outer: &Round<'_>, chain: &[String]) -> Result<String, String> {
+    async fn run_delegated(&self, turn: NestedTurn, outer: &Round<'_>, chain: &[String]) -> Result<String, String> {
         // A conversation of its own: nothing loaded on demand yet, nothing kept after; with
         // every skill it may be offered, like any turn.
         let loaded = self.ready_for_turn().await.map_err(|e| format!("agent not ready: {e}"))?;
@@ -59,7 +64,7 @@ impl NestedRunner for Engine {
         let (system, tools) =
             (self.system_prompt(&loaded, &skills.carried).await, loaded.with_sub_agents(&skills.tools));
         let budget = self.tool_budget();
-        self.nested_turn(system, &tools, task, outer, &budget, chain).await
+        self.nested_turn(system, &tools, turn, outer, &budget, chain).await
     }
 }
 
@@ -83,7 +88,7 @@ impl Engine {
     async fn sub_agent(
         &self,
         skill: &str,
-        task: String,
+        turn: NestedTurn,
         outer: &Round<'_>,
         chain: &[String],
     ) -> Result<String, String> {
@@ -92,15 +97,16 @@ impl Engine {
         let Some(found) = found else { return Err(format!("no sub-agent skill `{skill}`")) };
         let system = found.prompt.system_text(&found.dir).trim().to_owned();
         let tools = loaded.tools.only_skill(skill);
-        self.nested_turn(system, &tools, task, outer, outer.tool_budget, chain).await
+        self.nested_turn(system, &tools, turn, outer, outer.tool_budget, chain).await
     }
 
-    /// Runs `task` as a fresh conversation inside a call of `outer`'s.
+    /// Runs `turn`'s task as a fresh conversation inside a call of `outer`'s, or, in a
+    /// resumed outer round, goes on from where it was written down.
     async fn nested_turn(
         &self,
         system: String,
         tools: &Tools,
-        task: String,
+        turn: NestedTurn,
         outer: &Round<'_>,
         budget: &TurnBudget,
         chain: &[String],
@@ -108,6 +114,7 @@ impl Engine {
         let Some(provider) = self.provider() else {
             return Err("this agent has no LLM provider".into());
         };
+        let NestedTurn { task, call_id, .. } = turn;
         // The outer conversation's channel, on this agent.
         let ctx = CallContext {
             agent: self.settings().agent.clone(),
@@ -118,6 +125,18 @@ impl Engine {
             ..CallContext::standalone(&outer.ctx.channel_id)
         };
         let (events, counterpart) = (Quiet(outer.events), Person(outer.counterpart));
+        let (mut messages, pending, given) = match outer.durable.and_then(|d| d.take_nested(&call_id)) {
+            Some(nested) => resumed(nested)?,
+            None => (vec![Message::user(task.clone())], None, Given::default()),
+        };
+        let request = TurnRequest {
+            channel_id: outer.ctx.channel_id.clone(),
+            thread: None,
+            user_id: outer.ctx.user_id.clone(),
+            message: task,
+            route: Vec::new(),
+        };
+        let durable = outer.durable.map(|parent| Durable::nested(parent, &call_id, request, given));
         let round = Round {
             tools,
             gate: self.gate(),
@@ -128,15 +147,29 @@ impl Engine {
             tool_budget: budget,
             nesting: Some(Nesting { runner: self, chain }),
             spent: outer.spent,
-            // A nested turn is not written down: its wait is held by this process.
-            durable: None,
+            durable: durable.as_ref(),
         };
-        let mut messages = vec![Message::user(task)];
-        match self.converse(&provider, &system, &mut messages, &round, None, None).await {
+        match self.converse(&provider, &system, &mut messages, &round, None, pending).await {
             Ok(result) => Ok(result.text),
             Err(e) => Err(format!("the nested turn failed: {e}")),
         }
     }
+}
+
+/// Where a nested turn written down goes on from: its conversation, the calls it waited on,
+/// and what its round is given (the decision, the results kept).
+fn resumed(nested: Box<Nested>) -> Result<Beginning, String> {
+    let Nested { checkpoint, outcome, .. } = *nested;
+    let calls = match checkpoint.messages.last() {
+        Some(last) if last.role == crate::llm::Role::Assistant => super::turn::calls_of(&last.content),
+        _ => Vec::new(),
+    };
+    if calls.is_empty() {
+        return Err("the nested turn written down has no calls waiting".into());
+    }
+    let ids: Vec<String> = calls.iter().map(|(id, ..)| id.clone()).collect();
+    let given = checkpoint.given(outcome, &ids);
+    Ok((checkpoint.messages, Some(calls), given))
 }
 
 /// The outer stream, without the nested turn's text (its answer is the call's result).

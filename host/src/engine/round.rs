@@ -125,7 +125,7 @@ pub struct Round<'a> {
     pub spent: &'a Spent,
     /// A turn that is written down while it waits for a person (a chat turn on a shared
     /// store), or resumed with the decisions it was given.
-    pub durable: Option<&'a Durable>,
+    pub durable: Option<&'a Durable<'a>>,
 }
 
 /// Tokens added up across a turn and its nested turns.
@@ -166,9 +166,9 @@ pub trait NestedRunner: Send + Sync {
     /// `chain` the agents the outer turn is nested in.
     async fn run_nested(&self, turn: NestedTurn, outer: &Round<'_>, chain: &[String]) -> Result<String, String>;
 
-    /// Answers `task` delegated to this agent by a call of `outer`'s; `chain` ends with the
-    /// delegating agent.
-    async fn run_delegated(&self, task: String, outer: &Round<'_>, chain: &[String]) -> Result<String, String>;
+    /// Answers `turn`'s task, delegated to this agent by a call of `outer`'s; `chain` ends
+    /// with the delegating agent.
+    async fn run_delegated(&self, turn: NestedTurn, outer: &Round<'_>, chain: &[String]) -> Result<String, String>;
 
     /// Waits (bounded) until the skill called `skill`, compiling when the turn began, has
     /// joined this agent; its tools then ([`CallScope::join_skill`]).
@@ -275,11 +275,12 @@ impl Round<'_> {
     }
 
     /// Tells a turn that can be written down how its round settled: its decisions, and its
-    /// one question (`human__ask`), if it asks exactly one, with or without calls beside it.
+    /// one call that may wait on a person while it runs (a question, `human__ask`, or a
+    /// nested turn), if it has exactly one, with or without calls beside it.
     fn note_settled(&self, settled: &[(String, String, Settled)], decided: &[(String, ApprovalOutcome)]) {
         let Some(durable) = self.durable else { return };
         let mut questions = settled.iter().filter(|(_, name, answer)| {
-            answer.refused.is_none() && self.find(name).is_some_and(|(_, i)| i.answered_by_person)
+            answer.refused.is_none() && self.find(name).is_some_and(|(_, i)| i.answered_by_person || i.nests)
         });
         let question = match (questions.next(), questions.next()) {
             (Some((id, ..)), None) => Some(id.as_str()),

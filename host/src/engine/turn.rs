@@ -605,12 +605,7 @@ impl Engine {
 
     /// The messages a turn starts from: the conversation and the person's message, or a turn
     /// written down (with the calls it waited on and what was decided meanwhile).
-    async fn begin(
-        &self,
-        req: &TurnRequest,
-        conversation: &str,
-        start: Start,
-    ) -> Result<(Vec<Message>, Option<Vec<Call>>, Given), EngineError> {
+    async fn begin(&self, req: &TurnRequest, conversation: &str, start: Start) -> Result<Beginning, EngineError> {
         match start {
             Start::Message => {
                 let mut messages = self.history.load(conversation).await?;
@@ -925,7 +920,11 @@ enum Start {
 }
 
 /// The tool calls of a model's message.
-fn calls_of(content: &[Block]) -> Vec<Call> {
+/// Where a turn's conversation begins: its messages, the calls a resumed round waited on,
+/// and what that round is given.
+pub(super) type Beginning = (Vec<Message>, Option<Vec<Call>>, Given);
+
+pub(super) fn calls_of(content: &[Block]) -> Vec<Call> {
     content
         .iter()
         .filter_map(|b| match b {

@@ -91,7 +91,8 @@ impl ToolSource for DeclaredTools {
     }
 
     fn info(&self, name: &str) -> Option<ToolInfo> {
-        self.find(name).map(|_| ToolInfo::default())
+        let nests = |t: &Arc<Declared>| matches!(t.kind, Kind::Builtin(Builtin::Delegate { .. }));
+        self.find(name).map(|t| ToolInfo { nests: nests(t), ..ToolInfo::default() })
     }
 
     fn check(&self, name: &str, input: &Value) -> Result<(), ToolOutcome> {
@@ -132,7 +133,8 @@ impl ToolSource for DeclaredTools {
                 if let Some(context) = call.input["context"].as_str().filter(|c| !c.trim().is_empty()) {
                     task = format!("{task}\n\nContext:\n{context}");
                 }
-                let turn = super::NestedTurn { target: super::NestedTarget::Agent(to.to_owned()), task };
+                let target = super::NestedTarget::Agent(to.to_owned());
+                let turn = super::NestedTurn { target, task, call_id: call.id.to_owned() };
                 scope.nested(turn).await.map(Value::String).map_err(|why| (why, "nested_refused"))
             }
             Kind::Builtin(Builtin::CodeExecution) => {

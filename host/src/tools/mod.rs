@@ -86,6 +86,9 @@ pub struct ToolInfo {
     /// A person answers it (an adapter's question tool): no approval, no tool events, and
     /// the time it waits is not charged to the turn.
     pub answered_by_person: bool,
+    /// Its call runs a nested turn (a delegation, a sub-agent skill), which may wait on a
+    /// person while it runs.
+    pub nests: bool,
 }
 
 /// A call's arguments as they will run, when the source's operator policy rewrote the
@@ -175,6 +178,8 @@ pub struct NestedTurn {
     pub target: NestedTarget,
     /// The task, as the nested turn's message.
     pub task: String,
+    /// The id of the call that runs it.
+    pub call_id: String,
 }
 
 /// Who answers a nested turn.

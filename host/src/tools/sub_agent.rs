@@ -76,7 +76,7 @@ impl ToolSource for SubAgents {
     }
 
     fn info(&self, name: &str) -> Option<ToolInfo> {
-        self.owner(name).map(|_| ToolInfo::default())
+        self.owner(name).map(|(_, run)| ToolInfo { nests: run, ..ToolInfo::default() })
     }
 
     fn check(&self, name: &str, input: &Value) -> Result<(), ToolOutcome> {
@@ -106,7 +106,7 @@ impl ToolSource for SubAgents {
         let started = Instant::now();
         let Some((skill, true)) = self.owner(call.name) else { return super::unknown_tool(call.name) };
         let task = call.input["task"].as_str().unwrap_or_default().to_owned();
-        let turn = NestedTurn { target: NestedTarget::Skill(skill.to_owned()), task };
+        let turn = NestedTurn { target: NestedTarget::Skill(skill.to_owned()), task, call_id: call.id.to_owned() };
         match scope.nested(turn).await {
             Ok(answer) => ToolOutcome::text(answer, started.elapsed()),
             Err(why) => ToolOutcome::error(&json!({"error": why, "kind": "nested_refused"}), started.elapsed()),

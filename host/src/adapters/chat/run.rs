@@ -107,7 +107,7 @@ impl<P: Platform> Chat<P> {
         };
         // A turn resumed on an answer gets it when its question is asked again.
         if let Begin::Resumed(checkpoint, Given::Answer(resolution)) = &begin {
-            turn.given.lock().insert(checkpoint.waiting.clone(), resolution.clone());
+            turn.given.lock().insert(checkpoint.innermost().waiting.clone(), resolution.clone());
         }
         let origin = Origin { run_id: run_id.clone(), channel_id, adapter: self.adapter, mode: "chat" };
         let running = self.drive(origin, begin, &turn);

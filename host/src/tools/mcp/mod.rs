@@ -243,7 +243,7 @@ impl ToolSource for McpTools {
             verify: skill.is_some_and(|s| s.facts.verify),
             override_alias,
             promotion_threshold: skill.and_then(|s| super::skill::promotion_threshold(s)),
-            answered_by_person: false,
+            ..ToolInfo::default()
         })
     }
 
