@@ -260,6 +260,64 @@ async fn an_mcp_approval_asked_on_one_replica_is_answered_on_the_other_once() {
     assert_eq!(runs(&ws), "x", "nothing more ran");
 }
 
+/// Two agents, each with its Telegram bot, on one database: a press on b's bot carrying the
+/// approval id a's bot asked is refused (answered "no longer waiting", as an unknown id) and
+/// changes nothing; the press on a's own prompt decides it and the call runs once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_press_on_another_bot_carrying_an_approval_id_is_refused_and_changes_nothing() {
+    const TOKEN_A: &str = "4848000:ABCdefGHIjklMNOpqrSTUvwxyz_0123456";
+    const TOKEN_B: &str = "4949000:ABCdefGHIjklMNOpqrSTUvwxyz_0123456";
+    const CHAT: i64 = 4848;
+    let pg = Postgres::start();
+    let llm = LlmServer::start(vec![
+        Answer::default().call("w1", "probe__memory_write", append()).into(),
+        Answer::text(&["Written."]).into(),
+    ])
+    .await;
+    let (bot_a, bot_b) = (TelegramServer::start(TOKEN_A).await, TelegramServer::start(TOKEN_B).await);
+    let bot = |token: &str, server: &TelegramServer| {
+        format!(
+            "    adapter:\n      type: telegram\n      telegram: {{bot_token: '{token}', allowed_chat_ids: [{CHAT}], base_url: '{}'}}\n",
+            server.base_url()
+        )
+    };
+    let agents = format!(
+        "human:\n  overrides: {{probe__memory_write: approve}}\n\
+         llm:\n  provider: anthropic\n  model: m\n  max_tokens: 100\n  anthropic: {{api_key: k, base_url: '{}'}}\n\
+         agents:\n  a:\n{}  b:\n{}",
+        llm.url(),
+        bot(TOKEN_A, &bot_a),
+        bot(TOKEN_B, &bot_b)
+    );
+    let ws = workspace(&pg, "twobots", &agents);
+    let run = Running::start(ws.path(), &[], &[]);
+    let wait = Duration::from_secs(60);
+    for server in [&bot_a, &bot_b] {
+        server.wait_for_call("getUpdates", |_| true, wait).await;
+    }
+
+    bot_a.send_text(CHAT, 7, "write it");
+    let prompt = bot_a.wait_for_message(CHAT, |m| m.text.contains("probe__memory_write"), wait).await;
+    let approve = prompt.buttons().into_iter().find(|d| d.starts_with("a:")).unwrap();
+    let (_, query) = bot_b.click(CHAT, 7, prompt.message_id, &approve);
+    let started = Instant::now();
+    let refusal = loop {
+        if let Some((_, answer)) = bot_b.answered_callbacks().into_iter().find(|(id, _)| *id == query) {
+            break answer;
+        }
+        assert!(started.elapsed() < wait, "b's bot never answered the press: {}", run.stderr());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert!(refusal["text"].as_str().unwrap_or_default().contains("no longer waiting"), "{refusal}");
+    assert_eq!(runs(&ws), "", "nothing ran on b's press");
+    let unchanged = bot_a.messages(CHAT).into_iter().find(|m| m.message_id == prompt.message_id).unwrap();
+    assert_eq!((unchanged.edits, unchanged.reply_markup.is_some()), (0, true), "a's prompt still waits");
+
+    bot_a.click(CHAT, 7, prompt.message_id, &approve);
+    bot_a.wait_for_message(CHAT, |m| m.text.contains("Written."), wait).await;
+    assert_eq!(runs(&ws), "x", "the call ran once, on a's press");
+}
+
 /// Slack and the API on one agent: the console (the agent's token), on another replica with
 /// PostgreSQL or in the one process with SQLite, lists the Slack turn's approval and decides
 /// it; the Slack prompt says it was approved in the console, and the turn goes on where it
