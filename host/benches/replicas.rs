@@ -12,7 +12,9 @@
 //!    then the owner woken by `NOTIFY`).
 //!
 //! Reports runs/s and the p50/p99 time from sending the decision to receiving
-//! `approval_resolved`, and the replicas' peak RSS. Everything shares the machine's cores:
+//! `approval_resolved`, and the replicas' peak RSS; and where the database's time goes in
+//! the two-replica set-up: `pg_stat_statements`' statements by total execution time, with
+//! their calls per run. Everything shares the machine's cores:
 //! the clients, the scripted LLM, the replicas and PostgreSQL.
 
 #[path = "common/approval.rs"]
@@ -139,12 +141,19 @@ async fn main() {
     let sqlite = workspace(&llm.url(), "state:\n  filesystem: {path: state}\n");
     let one_sqlite = measure(vec![ApiProcess::start(&sqlite).await], runs).await;
 
-    let pg = Postgres::start();
+    let pg = Postgres::start_with_files(
+        "-c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track=all",
+        |_| {},
+    );
     pg.psql("postgres", "CREATE DATABASE bench");
+    pg.psql("bench", "CREATE EXTENSION pg_stat_statements");
     let url = format!("{}?sslmode=disable", pg.url("postgres", "bench"));
     let on_pg = workspace(&llm.url(), &format!("state:\n  backend: postgres\n  postgres: {{url: '{url}'}}\n"));
     let one_pg = measure(vec![ApiProcess::start(&on_pg).await], runs).await;
-    let two_pg = measure(vec![ApiProcess::start(&on_pg).await, ApiProcess::start(&on_pg).await], runs).await;
+    let two = vec![ApiProcess::start(&on_pg).await, ApiProcess::start(&on_pg).await];
+    pg.psql("bench", "SELECT pg_stat_statements_reset()");
+    let two_pg = measure(two, runs).await;
+    let profile = pg.psql("bench", PROFILE);
     llm_runtime.shutdown_background();
 
     header("replicas");
@@ -180,4 +189,19 @@ async fn main() {
             println!("    failure: {failure}");
         }
     }
+    // Every statement of the two-replica set-up, counted from just before its runs (its
+    // first run per replica included): total and mean execution time, calls per run.
+    println!("  two replicas: the database's time by statement (pg_stat_statements):");
+    println!("    total ms | mean ms | calls/run | statement");
+    for line in profile.lines() {
+        let fields: Vec<&str> = line.splitn(4, '|').collect();
+        let [total, mean, calls, query] = fields[..] else { continue };
+        let per_run = calls.parse::<f64>().unwrap_or(0.0) / (runs + 2) as f64;
+        println!("    {total} | {mean} | {per_run:.2} | {query}");
+    }
 }
+
+/// The statements of the bench's database by total execution time (`psql -At`: `|`-separated).
+const PROFILE: &str = "SELECT round(total_exec_time::numeric, 1), round(mean_exec_time::numeric, 3), calls, \
+    left(regexp_replace(query, '\\s+', ' ', 'g'), 110) FROM pg_stat_statements \
+    WHERE dbid = (SELECT oid FROM pg_database WHERE datname = 'bench') ORDER BY total_exec_time DESC LIMIT 15";

@@ -144,8 +144,10 @@ impl Gate {
                     // promoted; a denial at any level blocks promotion. Timeouts and
                     // cancellations say nothing about the person's trust.
                     match &outcome {
-                        ApprovalOutcome::Approved if level == Level::Approve => self.promotion.record(key, true).await,
-                        ApprovalOutcome::Denied(_) => self.promotion.record(key, false).await,
+                        ApprovalOutcome::Approved if level == Level::Approve => {
+                            self.promotion.record(info.promotion_threshold, key, true).await;
+                        }
+                        ApprovalOutcome::Denied(_) => self.promotion.record(info.promotion_threshold, key, false).await,
                         _ => {}
                     }
                 }

@@ -89,12 +89,20 @@ impl Promotion {
     /// (the skill's own, else the global one) of approvals and no denial ever.
     pub async fn is_promoted(&self, skill_threshold: Option<u32>, key: &PromotionKey) -> bool {
         let threshold = self.threshold(skill_threshold);
+        if threshold == 0 {
+            return false;
+        }
         let counts = self.counts(key).await;
         threshold > 0 && counts.denied == 0 && counts.approved >= threshold
     }
 
-    /// Records a person's decision. A failure to persist is logged: it only delays promotion.
-    pub async fn record(&self, key: &PromotionKey, approved: bool) {
+    /// Records a person's decision, where the tool can be promoted (its threshold is not 0:
+    /// decisions taken while it cannot be are not counted). A failure to persist is logged:
+    /// it only delays promotion.
+    pub async fn record(&self, skill_threshold: Option<u32>, key: &PromotionKey, approved: bool) {
+        if self.threshold(skill_threshold) == 0 {
+            return;
+        }
         if let Err(e) = self.try_record(key, approved).await {
             tracing::warn!(tool = %key.tool, "recording the approval decision failed: {e}");
         }
@@ -133,9 +141,9 @@ mod tests {
         let (_dir, p) = promotion();
         let ls = PromotionKey { tool: "shell__run".into(), subject: Some("ls".into()) };
         let rm = PromotionKey { tool: "shell__run".into(), subject: Some("rm -rf /tmp/x".into()) };
-        p.record(&ls, true).await;
-        p.record(&ls, true).await;
-        p.record(&rm, false).await;
+        p.record(None, &ls, true).await;
+        p.record(None, &ls, true).await;
+        p.record(None, &rm, false).await;
         assert_eq!(p.counts(&ls).await, Counts { approved: 2, denied: 0 });
         assert_eq!(p.counts(&rm).await, Counts { approved: 0, denied: 1 });
         assert_eq!(p.counts(&PromotionKey::tool("shell__run")).await, Counts::default());
@@ -147,7 +155,7 @@ mod tests {
         let long = PromotionKey { tool: "shell__run".into(), subject: Some("x".repeat(1000)) };
         let key = state_key(&long);
         assert!(key.len() <= MAX_KEY_BYTES && key.starts_with("shell__run\0sha256:"));
-        p.record(&long, true).await;
+        p.record(None, &long, true).await;
         assert_eq!(p.counts(&long).await.approved, 1);
     }
 
@@ -164,7 +172,7 @@ mod tests {
                 let (p, key) = (p.clone(), key.clone());
                 tokio::spawn(async move {
                     for _ in 0..50 {
-                        p.record(&key, true).await;
+                        p.record(None, &key, true).await;
                     }
                 })
             })

@@ -129,6 +129,36 @@ pub const MIGRATIONS: &[(i32, &str, &str)] = &[
             ADD COLUMN presentation text, ADD COLUMN decided_by text;
         CREATE INDEX skillhost_interactions_waiting ON skillhost_interactions (agent, kind) WHERE outcome IS NULL;",
     ),
+    (
+        7,
+        "no usage counted for turn bookkeeping",
+        // The in-flight markers (`inflight`) and the approval counts (`approvals`,
+        // `approvals-<agent>`) change on every turn and no quota applies to them: counting
+        // them made every turn of the fleet wait on one usage row. Their counts go.
+        "CREATE OR REPLACE FUNCTION skillhost_state_usage() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            IF TG_OP = 'INSERT' THEN
+                IF NOT skillhost_state_uncounted(NEW.ns) THEN
+                    INSERT INTO skillhost_state_usage AS u (ns, keys, bytes) VALUES (NEW.ns, 1, NEW.bytes)
+                        ON CONFLICT (ns) DO UPDATE SET keys = u.keys + 1, bytes = u.bytes + EXCLUDED.bytes;
+                END IF;
+                RETURN NEW;
+            ELSIF TG_OP = 'UPDATE' THEN
+                IF NOT skillhost_state_uncounted(NEW.ns) THEN
+                    UPDATE skillhost_state_usage SET bytes = bytes - OLD.bytes + NEW.bytes WHERE ns = NEW.ns;
+                END IF;
+                RETURN NEW;
+            ELSE
+                IF NOT skillhost_state_uncounted(OLD.ns) THEN
+                    UPDATE skillhost_state_usage SET keys = keys - 1, bytes = bytes - OLD.bytes WHERE ns = OLD.ns;
+                END IF;
+                RETURN OLD;
+            END IF;
+        END $$;
+        CREATE FUNCTION skillhost_state_uncounted(ns text) RETURNS boolean LANGUAGE sql IMMUTABLE AS
+            $$ SELECT ns = 'inflight' OR ns = 'approvals' OR ns LIKE 'approvals-%' $$;
+        DELETE FROM skillhost_state_usage WHERE skillhost_state_uncounted(ns);",
+    ),
 ];
 
 /// `libpq`'s `sslmode`, which `tokio-postgres` reads only in part.
