@@ -46,11 +46,28 @@ pub struct Asked {
     pub schema: Option<Value>,
 }
 
+/// Why `human__ask` cannot ask with the input it was given.
+#[derive(Debug, thiserror::Error)]
+enum AskError {
+    /// No question, or too long a one.
+    #[error("`question` must be a string of 1 to {MAX_QUESTION} characters")]
+    Question,
+    /// A choice that is not a short string.
+    #[error("each of `choices` must be a string of 1 to {MAX_CHOICE} characters")]
+    Choice,
+    /// Choices that are not a short list.
+    #[error("`choices` must be an array of at most {MAX_CHOICES} strings")]
+    Choices,
+    /// A schema the broker's forms do not take.
+    #[error(transparent)]
+    Schema(#[from] crate::broker::form::FormError),
+}
+
 /// The question, its choices and its schema, checked.
-fn question(input: &Value) -> Result<Asked, String> {
+fn question(input: &Value) -> Result<Asked, AskError> {
     let prompt = input.get("question").and_then(Value::as_str).map(str::trim).unwrap_or_default();
     if prompt.is_empty() || prompt.chars().count() > MAX_QUESTION {
-        return Err(format!("`question` must be a string of 1 to {MAX_QUESTION} characters"));
+        return Err(AskError::Question);
     }
     let choices = match input.get("choices") {
         None | Some(Value::Null) => Vec::new(),
@@ -58,13 +75,13 @@ fn question(input: &Value) -> Result<Asked, String> {
             .iter()
             .map(|c| c.as_str().filter(|s| !s.is_empty() && s.chars().count() <= MAX_CHOICE).map(str::to_owned))
             .collect::<Option<Vec<_>>>()
-            .ok_or(format!("each of `choices` must be a string of 1 to {MAX_CHOICE} characters"))?,
-        Some(_) => return Err(format!("`choices` must be an array of at most {MAX_CHOICES} strings")),
+            .ok_or(AskError::Choice)?,
+        Some(_) => return Err(AskError::Choices),
     };
     let schema = match input.get("schema") {
         None | Some(Value::Null) => None,
         Some(schema) => {
-            crate::broker::form::check(schema).map_err(|e| e.to_string())?;
+            crate::broker::form::check(schema)?;
             Some(schema.clone())
         }
     };
@@ -110,7 +127,7 @@ where
     let started = std::time::Instant::now();
     let asked = match question(input) {
         Ok(q) => q,
-        Err(problem) => return invalid(problem, started.elapsed()),
+        Err(problem) => return invalid(problem.to_string(), started.elapsed()),
     };
     let form = asked.schema.is_some();
     let span = tracing::info_span!(
@@ -166,7 +183,7 @@ mod tests {
         assert_eq!(question(&json!({"question": "Which?", "choices": ["a"]})).unwrap().choices, ["a"]);
         let form = json!({"question": "How many?", "schema": {"type": "integer", "minimum": 1}});
         assert_eq!(question(&form).unwrap().schema, Some(json!({"type": "integer", "minimum": 1})));
-        assert!(question(&json!({"question": "q", "schema": {"type": 5}})).unwrap_err().contains("schema"));
+        assert!(question(&json!({"question": "q", "schema": {"type": 5}})).unwrap_err().to_string().contains("schema"));
         assert!(question(&json!({"question": "q", "schema": "integer"})).is_err());
         assert!(question(&json!({"question": ""})).is_err());
         assert!(question(&json!({"question": 3})).is_err());

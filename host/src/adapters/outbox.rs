@@ -13,7 +13,13 @@ use std::sync::{Arc, Weak};
 pub trait Deliver: Send + Sync {
     /// Posts `text` to the conversation `id` of the platform; with `wake`, then starts a turn
     /// there with the text as the incoming message. The error says why it was not posted.
-    async fn deliver(&self, skill: &str, destination: &Destination, text: &str, wake: bool) -> Result<(), String>;
+    async fn deliver(
+        &self,
+        skill: &str,
+        destination: &Destination,
+        text: &str,
+        wake: bool,
+    ) -> Result<(), super::chat::ChatError>;
 }
 
 /// One agent's chat adapters, by platform.
@@ -52,7 +58,7 @@ impl Notifier for Outbox {
             adapter
                 .deliver(notice.skill, notice.destination, notice.text, notice.wake)
                 .await
-                .map_err(NotifyError::Failed)
+                .map_err(|e| NotifyError::Failed(e.to_string()))
         })
     }
 }

@@ -7,7 +7,7 @@
 //! ([`crate::skills::Loader::startup_key`]); MCP clients are told their lists changed.
 
 use super::{Agent, App, check_loading, tools_for};
-use crate::adapters::api::reload::SkillReload;
+use crate::adapters::api::reload::{ReloadError, SkillReload};
 use crate::config::LoadedConfig;
 use crate::skills::{LoadMode, SkillSet};
 use crate::tools::Tools;
@@ -32,14 +32,17 @@ impl Reloader {
     }
 
     /// Reloads every agent's skills, or none; the new sets as JSON, or why nothing changed.
-    pub async fn reload_all(&self) -> Result<Value, String> {
+    pub async fn reload_all(&self) -> Result<Value, ReloadError> {
         let _one = self.running.lock().await;
-        let app = self.app.upgrade().ok_or_else(|| "the server is stopping".to_string())?;
-        let fresh = crate::config::load(self.path.as_deref()).map_err(|e| format!("{e:#}"))?;
+        let app = self.app.upgrade().ok_or(ReloadError::Stopping)?;
+        let fresh = crate::config::load(self.path.as_deref()).map_err(ReloadError::Config)?;
         let mut loaded = Vec::new();
         for agent in &app.agents {
             let config = agent_config(&fresh, agent.name.as_deref())?;
-            let new = agent.load_for_reload(&config).await.map_err(|e| who(agent, &format!("{e:#}")))?;
+            let new = agent
+                .load_for_reload(&config)
+                .await
+                .map_err(|error| ReloadError::Skills { agent: agent.name.clone(), error })?;
             loaded.push(new);
         }
         let mut done = Vec::new();
@@ -67,7 +70,7 @@ impl Reloader {
 
 #[async_trait::async_trait]
 impl SkillReload for Reloader {
-    async fn reload(&self) -> Result<Value, String> {
+    async fn reload(&self) -> Result<Value, ReloadError> {
         let outcome = self.reload_all().await;
         if let Err(why) = &outcome {
             eprintln!("error: reload failed; the loaded skills still serve: {why}");
@@ -76,19 +79,12 @@ impl SkillReload for Reloader {
     }
 }
 
-fn who(agent: &Agent, message: &str) -> String {
-    match &agent.name {
-        Some(name) => format!("agent `{name}`: {message}"),
-        None => message.to_string(),
-    }
-}
-
 /// The agent's effective config in the config read again.
-fn agent_config(fresh: &LoadedConfig, name: Option<&str>) -> Result<LoadedConfig, String> {
+fn agent_config(fresh: &LoadedConfig, name: Option<&str>) -> Result<LoadedConfig, ReloadError> {
     match name {
         None => Ok(fresh.clone()),
         Some(name) if fresh.config.agents.contains_key(name) => Ok(super::for_agent(fresh, name)),
-        Some(name) => Err(format!("agent `{name}` is no longer in the config (a reload keeps the agents)")),
+        Some(name) => Err(ReloadError::AgentGone(name.to_owned())),
     }
 }
 

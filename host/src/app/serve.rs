@@ -262,7 +262,7 @@ fn plan(agents: &[Agent], adapter: Option<AdapterKind>) -> anyhow::Result<Vec<(&
                     plan.push((agent, Served::Terminal));
                 }
                 AdapterKind::Api => {
-                    let port = ApiConfig::port(&agent.ui, single).map_err(anyhow::Error::msg)?;
+                    let port = ApiConfig::port(&agent.ui, single)?;
                     if let Some(other) = ports.insert(port, label) {
                         bail!(
                             "agents `{other}` and `{label}` both serve the API on port {port}: give each agent its own `ui.port` (agents.<name>.ui.port)"

@@ -212,6 +212,9 @@ pub struct Opening {
 struct Waiter {
     tx: oneshot::Sender<Outcome>,
     watch: Option<Weak<dyn Watch>>,
+    /// The entry as opened (set when recorded): a decision announced with its outcome is
+    /// delivered from it, without reading the entry back.
+    entry: Option<Entry>,
 }
 
 /// Where the entries are kept.
@@ -286,7 +289,7 @@ impl Broker {
         let (tx, rx) = oneshot::channel();
         let watch = opening.watch.clone();
         let resumable = opening.resumable.is_some() && self.durable();
-        let entry = self.record(opening, Some(Waiter { tx, watch })).await?;
+        let entry = self.record(opening, Some(Waiter { tx, watch, entry: None })).await?;
         Ok(Ticket { broker: self.clone(), entry, rx: Some(rx), resumable })
     }
 
@@ -324,7 +327,7 @@ impl Broker {
         };
         let _ = watch;
         if let Some(waiter) = waiter {
-            self.waiters.lock().insert(id.clone(), waiter);
+            self.waiters.lock().insert(id.clone(), Waiter { entry: Some(entry.clone()), ..waiter });
         }
         let recorded = match &self.backend {
             Backend::Local(ledger) => {
@@ -466,17 +469,28 @@ impl Broker {
     async fn take(&self, announced: Vec<Announced>) {
         let Backend::Shared(shared) = &self.backend else { return };
         for Announced { id, by, outcome } in announced {
-            if !self.waiters.lock().contains_key(&id) {
-                continue;
-            }
-            // Read the entry: the notification does not carry its scope and presentation.
-            let entry = match shared.get(Kind::Approval, &id).await {
-                Ok(Some(entry)) => Some(entry),
-                Ok(None) => shared.get(Kind::Question, &id).await.ok().flatten(),
-                Err(e) => {
-                    tracing::warn!(id, "cannot read a decision: {e}");
-                    continue;
-                }
+            let opened = match self.waiters.lock().get(&id) {
+                None => continue,
+                Some(waiter) => waiter.entry.clone(),
+            };
+            let entry = match (opened, &outcome) {
+                // Announced with its outcome: the entry as opened, decided as announced (one
+                // read per decision would queue every wake-up behind the others).
+                (Some(opened), Some((decided, answer))) => Some(Entry {
+                    outcome: Some(decided.clone()),
+                    answer: answer.clone(),
+                    decided_by: by.clone(),
+                    ..opened
+                }),
+                // Read the entry: the notification does not say how it ended.
+                _ => match shared.get(Kind::Approval, &id).await {
+                    Ok(Some(entry)) => Some(entry),
+                    Ok(None) => shared.get(Kind::Question, &id).await.ok().flatten(),
+                    Err(e) => {
+                        tracing::warn!(id, "cannot read a decision: {e}");
+                        continue;
+                    }
+                },
             };
             let Some(entry) = entry else { continue };
             let Some(stored) = outcome.map(|(o, a)| Outcome::from_stored(&o, a.as_deref())).or(Outcome::of(&entry))

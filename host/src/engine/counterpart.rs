@@ -130,7 +130,7 @@ pub trait Counterpart: Send + Sync {
 
     /// Shows an entry just opened at the desk (`resumable`: the turn was written down with
     /// it); `Err(why)` when it cannot be shown there (then the call does not run).
-    async fn present(&self, entry: &Entry, resumable: bool) -> Result<(), String> {
+    async fn present(&self, entry: &Entry, resumable: bool) -> Result<(), PresentError> {
         let _ = (entry, resumable);
         Ok(())
     }
@@ -185,5 +185,18 @@ pub struct AutoApprove;
 impl Counterpart for AutoApprove {
     async fn decide(&self, _request: ApprovalRequest) -> ApprovalOutcome {
         ApprovalOutcome::Approved
+    }
+}
+
+/// Why an entry could not be shown where its turn runs (then its call does not run, or its
+/// question is cancelled): what the surface said.
+#[derive(Debug, thiserror::Error)]
+#[error(transparent)]
+pub struct PresentError(pub Box<dyn std::error::Error + Send + Sync>);
+
+impl PresentError {
+    /// `error`, as the reason.
+    pub fn new(error: impl std::error::Error + Send + Sync + 'static) -> Self {
+        PresentError(Box::new(error))
     }
 }

@@ -59,7 +59,7 @@ pub async fn approval(
         Ok(Outcome::Denied) => ApprovalOutcome::Denied(None),
         Ok(Outcome::TimedOut) => ApprovalOutcome::TimedOut,
         Ok(_) => ApprovalOutcome::Cancelled,
-        Err(why) => ApprovalOutcome::Unavailable(why),
+        Err(why) => ApprovalOutcome::Unavailable(why.to_string()),
     }
 }
 
@@ -104,7 +104,7 @@ pub async fn question(desk: &Desk, counterpart: &dyn Counterpart, question: Ques
 
 /// Presents `ticket`'s entry and waits for its outcome; the counterpart is told how it
 /// ended (`Err`: it could not be shown).
-async fn wait(counterpart: &dyn Counterpart, ticket: Ticket) -> Result<Outcome, String> {
+async fn wait(counterpart: &dyn Counterpart, ticket: Ticket) -> Result<Outcome, super::counterpart::PresentError> {
     let entry: Entry = ticket.entry().clone();
     let resumable = ticket.resumable();
     if let Err(why) = counterpart.present(&entry, resumable).await {

@@ -38,7 +38,7 @@ pub mod turn;
 pub mod verifier;
 pub mod window;
 
-pub use counterpart::{ApprovalOutcome, ApprovalRequest, AutoApprove, Counterpart, NonInteractive};
+pub use counterpart::{ApprovalOutcome, ApprovalRequest, AutoApprove, Counterpart, NonInteractive, PresentError};
 pub use events::{EngineEvent, EventSink, NoEvents, ToolTarget};
 pub use gate::Gate;
 pub use history::History;

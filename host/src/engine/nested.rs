@@ -198,7 +198,11 @@ impl Counterpart for Person<'_> {
         self.0.desk()
     }
 
-    async fn present(&self, entry: &crate::broker::Entry, resumable: bool) -> Result<(), String> {
+    async fn present(
+        &self,
+        entry: &crate::broker::Entry,
+        resumable: bool,
+    ) -> Result<(), super::counterpart::PresentError> {
         self.0.present(entry, resumable).await
     }
 

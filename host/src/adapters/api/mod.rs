@@ -89,12 +89,22 @@ impl ApiConfig {
 
     /// The port: `SKILLHOST_UI_PORT`, else the spec's `MITHAI_UI_PORT` (when `env` applies:
     /// a single agent), else `ui.port`, else [`DEFAULT_PORT`].
-    pub fn port(ui: &Ui, env: bool) -> Result<u16, String> {
+    pub fn port(ui: &Ui, env: bool) -> Result<u16, NotAPort> {
         match first_env(&["SKILLHOST_UI_PORT", "MITHAI_UI_PORT"]).filter(|_| env) {
-            Some((name, p)) => p.parse().map_err(|_| format!("{name}: `{p}` is not a port number")),
+            Some((name, p)) => p.parse().map_err(|_| NotAPort { variable: name.to_string(), value: p }),
             None => Ok(ui.port.unwrap_or(DEFAULT_PORT)),
         }
     }
+}
+
+/// An environment variable that should hold the API's port and does not.
+#[derive(Debug, thiserror::Error)]
+#[error("{variable}: `{value}` is not a port number")]
+pub struct NotAPort {
+    /// The variable.
+    pub variable: String,
+    /// What it holds.
+    pub value: String,
 }
 
 /// The variables that override `ui.port` and `ui.auth_token`.

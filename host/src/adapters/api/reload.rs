@@ -16,7 +16,29 @@ pub trait SkillReload: Send + Sync {
     /// Reads the config's skill sections again, pulls and verifies what changed, compiles,
     /// then swaps the new set in; the old set keeps serving on error. `Ok`: what the
     /// answer says (the skills now serving); `Err`: why nothing changed.
-    async fn reload(&self) -> Result<Value, String>;
+    async fn reload(&self) -> Result<Value, ReloadError>;
+}
+
+/// Why a reload changed nothing (the loaded skills still serve).
+#[derive(Debug, thiserror::Error)]
+pub enum ReloadError {
+    /// The server is stopping.
+    #[error("the server is stopping")]
+    Stopping,
+    /// The config read again does not load.
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+    /// An agent of the running server is no longer in the config.
+    #[error("agent `{0}` is no longer in the config (a reload keeps the agents)")]
+    AgentGone(String),
+    /// An agent's skills do not load (the agent's name, when it has one, and why).
+    #[error("{}{error:#}", .agent.as_deref().map(|a| format!("agent `{a}`: ")).unwrap_or_default())]
+    Skills {
+        /// The agent.
+        agent: Option<String>,
+        /// Why.
+        error: anyhow::Error,
+    },
 }
 
 /// The route's handler: 200 with the new set, 409 with why the old one still serves, 503

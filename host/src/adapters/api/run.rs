@@ -89,7 +89,7 @@ impl Counterpart for ApiRun {
 
     /// A question appears in the stream (`question_requested`); an approval was announced
     /// by the engine's event.
-    async fn present(&self, entry: &Entry, _resumable: bool) -> Result<(), String> {
+    async fn present(&self, entry: &Entry, _resumable: bool) -> Result<(), crate::engine::PresentError> {
         if entry.kind == Kind::Question {
             let fields = entry.presentation.as_deref().and_then(|p| serde_json::from_str(p).ok()).unwrap_or_default();
             self.send(|t| t.question_requested(fields));

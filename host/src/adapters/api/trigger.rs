@@ -41,8 +41,28 @@ pub enum Mode {
     ApprovalV1,
 }
 
+/// A query string `/api/trigger` does not take (400, saying which part).
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum QueryError {
+    /// `wait` is not a boolean.
+    #[error("wait: `{0}` is not one of true, 1, false, 0")]
+    Wait(String),
+    /// `stream` is not a stream this route serves.
+    #[error("stream: `{0}` is not one of true, approval-v1, false")]
+    Stream(String),
+    /// A parameter given twice.
+    #[error("`{0}` is given more than once")]
+    Repeated(String),
+    /// Another parameter.
+    #[error("unknown query parameter `{0}`; only wait and stream are accepted")]
+    Unknown(String),
+    /// A stream without waiting.
+    #[error("stream requires wait=true (or wait=1)")]
+    StreamWithoutWait,
+}
+
 /// Parses `wait` and `stream`; anything else, or a value they do not take, is an error.
-pub fn mode(query: Option<&str>) -> Result<Mode, String> {
+pub fn mode(query: Option<&str>) -> Result<Mode, QueryError> {
     let (mut wait, mut stream): (Option<bool>, Option<String>) = (None, None);
     for (key, value) in url::form_urlencoded::parse(query.unwrap_or_default().as_bytes()) {
         match key.as_ref() {
@@ -50,12 +70,12 @@ pub fn mode(query: Option<&str>) -> Result<Mode, String> {
                 wait = Some(match value.as_ref() {
                     "true" | "1" => true,
                     "false" | "0" => false,
-                    other => return Err(format!("wait: `{other}` is not one of true, 1, false, 0")),
+                    other => return Err(QueryError::Wait(other.to_owned())),
                 })
             }
             "stream" if stream.is_none() => stream = Some(value.into_owned()),
-            "wait" | "stream" => return Err(format!("`{key}` is given more than once")),
-            other => return Err(format!("unknown query parameter `{other}`; only wait and stream are accepted")),
+            "wait" | "stream" => return Err(QueryError::Repeated(key.into_owned())),
+            other => return Err(QueryError::Unknown(other.to_owned())),
         }
     }
     let wait = wait.unwrap_or(false);
@@ -63,13 +83,13 @@ pub fn mode(query: Option<&str>) -> Result<Mode, String> {
         None | Some("false" | "0") => None,
         Some("true" | "1") => Some(Mode::Ndjson),
         Some("approval-v1") => Some(Mode::ApprovalV1),
-        Some(other) => return Err(format!("stream: `{other}` is not one of true, approval-v1, false")),
+        Some(other) => return Err(QueryError::Stream(other.to_owned())),
     };
     match (wait, stream) {
         (false, None) => Ok(Mode::Fire),
         (true, None) => Ok(Mode::Wait),
         (true, Some(mode)) => Ok(mode),
-        (false, Some(_)) => Err("stream requires wait=true (or wait=1)".into()),
+        (false, Some(_)) => Err(QueryError::StreamWithoutWait),
     }
 }
 
@@ -141,7 +161,7 @@ fn continue_trace(span: &tracing::Span, headers: &axum::http::HeaderMap) {
 }
 
 async fn handle(api: Arc<Api>, query: Option<String>, body: Result<Bytes, BytesRejection>) -> ApiResult<Response> {
-    let mode = mode(query.as_deref()).map_err(ApiError::bad_request)?;
+    let mode = mode(query.as_deref()).map_err(|e| ApiError::bad_request(e.to_string()))?;
     if api.engine.draining().is_cancelled() {
         let stopping = "this server is stopping and takes no new runs; send the run to another replica";
         return Err(ApiError::new(StatusCode::SERVICE_UNAVAILABLE, stopping));

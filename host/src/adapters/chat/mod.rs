@@ -80,7 +80,7 @@ pub trait Platform: Send + Sync + 'static {
 
     /// Posts a prompt with its buttons; the message's id, or why it cannot be asked there
     /// (then the call does not run, or the question is cancelled).
-    async fn ask(&self, place: &Self::Place, prompt: &Prompt<'_>) -> Result<String, String>;
+    async fn ask(&self, place: &Self::Place, prompt: &Prompt<'_>) -> Result<String, ChatError>;
 
     /// Replaces a prompt (buttons and all) with the line saying how it ended.
     async fn settle(&self, place: &Self::Place, id: &str, markdown: &str);
@@ -89,7 +89,42 @@ pub trait Platform: Send + Sync + 'static {
     /// (a Slack channel, a Telegram chat), split at [`Platform::LIMIT`] and guarded like an
     /// answer. Returns the message as a woken turn's incoming message (no user; on Slack, in
     /// the message's thread), or why it was not posted.
-    async fn notify(&self, id: &str, markdown: &str) -> Result<Incoming<Self::Place>, String>;
+    async fn notify(&self, id: &str, markdown: &str) -> Result<Incoming<Self::Place>, ChatError>;
+}
+
+/// What a chat platform could not do.
+#[derive(Debug, thiserror::Error)]
+pub enum ChatError {
+    /// The conversation is one this bot does not write to (a chat not allowed, an external
+    /// channel, an id naming no conversation): why.
+    #[error("{0}")]
+    NotHere(String),
+    /// Nothing to post.
+    #[error("the text is empty")]
+    Empty,
+    /// The platform refused the call, or could not be reached.
+    #[error(transparent)]
+    Platform(Box<dyn std::error::Error + Send + Sync>),
+}
+
+/// Why a person's answer to a question was not taken (said to them as it is).
+#[derive(Debug, thiserror::Error)]
+pub enum AnswerError {
+    /// Nothing was answered.
+    #[error("an empty answer")]
+    Empty,
+    /// Another answer came first.
+    #[error("someone already answered it")]
+    Taken,
+    /// The answer does not fit the question's form; it stays open.
+    #[error("{0}")]
+    Invalid(String),
+    /// The store could not record it.
+    #[error("the answer could not be recorded; try again")]
+    Unrecorded,
+    /// Answered, cancelled, expired, or not this person's to answer.
+    #[error("this question is no longer waiting")]
+    Gone,
 }
 
 /// What a prompt asks.
@@ -354,9 +389,9 @@ impl<P: Platform> Chat<P> {
     }
 
     /// `user` answers question `id`.
-    pub async fn answer(&self, id: &str, answer: &str, user: &str) -> Result<(), String> {
+    pub async fn answer(&self, id: &str, answer: &str, user: &str) -> Result<(), AnswerError> {
         if answer.is_empty() {
-            return Err("an empty answer".into());
+            return Err(AnswerError::Empty);
         }
         match self.broker.decide(id, self.who(user), crate::broker::Decision::Answer(answer.to_owned())).await {
             Ok(_) => {
@@ -364,14 +399,14 @@ impl<P: Platform> Chat<P> {
                 self.look.notify_one();
                 Ok(())
             }
-            Err(DecideError::Conflict(_)) => Err("someone already answered it".into()),
+            Err(DecideError::Conflict(_)) => Err(AnswerError::Taken),
             // It stays open: the person may answer again.
-            Err(DecideError::Invalid(why)) => Err(why.to_string()),
+            Err(DecideError::Invalid(why)) => Err(AnswerError::Invalid(why.to_string())),
             Err(DecideError::Unavailable(e)) => {
                 tracing::warn!(id, "{}: cannot record an answer: {e}", self.label);
-                Err("the answer could not be recorded; try again".into())
+                Err(AnswerError::Unrecorded)
             }
-            Err(_) => Err("this question is no longer waiting".into()),
+            Err(_) => Err(AnswerError::Gone),
         }
     }
 
@@ -392,7 +427,7 @@ impl<P: Platform> Chat<P> {
 /// skill: while the agent still works on the skill's last message, the next is posted only).
 #[async_trait::async_trait]
 impl<P: Platform> Deliver for Chat<P> {
-    async fn deliver(&self, skill: &str, destination: &Destination, text: &str, wake: bool) -> Result<(), String> {
+    async fn deliver(&self, skill: &str, destination: &Destination, text: &str, wake: bool) -> Result<(), ChatError> {
         let mut incoming = self.platform.notify(&destination.id, text).await?;
         if !wake {
             return Ok(());

@@ -142,13 +142,7 @@ impl<P: Platform> Chat<P> {
             return;
         }
         self.broker.finish(&run_id).await;
-        let finish = match result {
-            Ok(result) => Ok(result.text),
-            Err(e) => {
-                tracing::warn!("{}: turn failed: {e}", self.label);
-                Err(e.to_string())
-            }
-        };
+        let finish = result.map(|r| r.text).inspect_err(|e| tracing::warn!("{}: turn failed: {e}", self.label));
         let _ = ops.send(Op::Finish(finish));
         drop((ops, turn));
         let _ = presenter.await;

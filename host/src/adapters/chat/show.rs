@@ -5,6 +5,7 @@
 
 use super::Platform;
 use super::text;
+use crate::engine::EngineError;
 use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
@@ -23,7 +24,7 @@ pub(super) enum Op {
     /// Show everything now (a prompt is about to be posted below it), then say so.
     Flush(oneshot::Sender<()>),
     /// The turn ended: its answer, or its error.
-    Finish(Result<String, String>),
+    Finish(Result<String, EngineError>),
 }
 
 /// The messages of a turn and what each shows.
@@ -52,7 +53,7 @@ impl Shown {
 
     /// The text the turn ends with: its answer (nothing more when it said nothing and
     /// nothing was shown), or its error.
-    fn finish(&mut self, result: Result<String, String>) {
+    fn finish(&mut self, result: Result<String, EngineError>) {
         self.text = match result {
             Ok(answer) if answer.trim().is_empty() && self.messages.is_empty() => String::new(),
             Ok(answer) => answer,
@@ -191,7 +192,7 @@ async fn flush<P: Platform>(platform: &P, place: &P::Place, shown: &mut Shown) {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Incoming, Prompt};
+    use super::super::{ChatError, Incoming, Prompt};
     use super::*;
     use parking_lot::Mutex;
     use std::time::Duration;
@@ -238,14 +239,14 @@ mod tests {
         async fn working(&self, _: &String, done: Option<bool>) {
             self.note(format!("working {done:?}"));
         }
-        async fn ask(&self, _: &String, prompt: &Prompt<'_>) -> Result<String, String> {
+        async fn ask(&self, _: &String, prompt: &Prompt<'_>) -> Result<String, ChatError> {
             Ok(self.note(format!("ask {}", prompt.markdown())))
         }
         async fn settle(&self, _: &String, id: &str, markdown: &str) {
             self.note(format!("settle {id} {markdown}"));
         }
-        async fn notify(&self, _: &str, _: &str) -> Result<Incoming<String>, String> {
-            Err("not here".into())
+        async fn notify(&self, _: &str, _: &str) -> Result<Incoming<String>, ChatError> {
+            Err(ChatError::NotHere("not here".into()))
         }
     }
 
@@ -293,8 +294,9 @@ mod tests {
         assert!(posts.len() > 1 && posts.iter().all(|p| p.chars().count() <= 64 + 5), "{calls:?}");
         let joined: Vec<String> = posts.iter().map(|p| p.trim_start_matches("post ").to_owned()).collect();
         assert_eq!(joined.join(" "), long.trim(), "nothing lost at the cuts");
-        let failed = shown(vec![text("Half"), Op::Finish(Err("the model failed".into()))]).await;
-        assert_eq!(failed, ["working None", "post ⚠️ the model failed", "working Some(false)"]);
+        let failed = shown(vec![text("Half"), Op::Finish(Err(EngineError::NoProvider))]).await;
+        let said = "post ⚠️ no LLM provider is configured for this agent";
+        assert_eq!(failed, ["working None", said, "working Some(false)"]);
     }
 
     #[tokio::test]

@@ -154,14 +154,15 @@ impl<P: Platform> Counterpart for ChatTurn<P> {
 
     /// Posts the prompt below what the turn showed so far; a question is also what a reply
     /// in the conversation answers.
-    async fn present(&self, entry: &Entry, resumable: bool) -> Result<(), String> {
+    async fn present(&self, entry: &Entry, resumable: bool) -> Result<(), crate::engine::PresentError> {
         self.written_down.store(resumable, std::sync::atomic::Ordering::SeqCst);
         let shown: Value = entry.presentation.as_deref().and_then(|p| serde_json::from_str(p).ok()).unwrap_or_default();
         let action = shown["safe_description"].as_str().unwrap_or_default().to_owned();
         self.shown().await;
         let message =
-            self.chat.platform.ask(&self.place, &Self::prompt(entry, &shown, &action)).await.inspect_err(|why| {
+            self.chat.platform.ask(&self.place, &Self::prompt(entry, &shown, &action)).await.map_err(|why| {
                 tracing::warn!("{}: cannot ask here: {why}", self.chat.label);
+                crate::engine::PresentError::new(why)
             })?;
         if resumable {
             self.chat.broker.prompted(&self.run_id, &message).await;
@@ -263,6 +264,6 @@ impl<P: Platform> Watch for ChatTurn<P> {
 }
 
 /// JSON for what a checkpoint holds.
-pub(super) fn json<T: Serialize + ?Sized>(value: &T) -> Result<String, String> {
-    serde_json::to_string(value).map_err(|e| format!("the turn cannot be written down: {e}"))
+pub(super) fn json<T: Serialize + ?Sized>(value: &T) -> serde_json::Result<String> {
+    serde_json::to_string(value)
 }

@@ -40,7 +40,7 @@ pub fn inline(context: &RequestContext<RoleServer>) -> bool {
 }
 
 /// The question for a gated call of `name` with `input`.
-pub fn question(name: &str, input: &Value, level: Level) -> Result<ElicitRequestParams, String> {
+pub fn question(name: &str, input: &Value, level: Level) -> Result<ElicitRequestParams, serde_json::Error> {
     let (message, schema) = match level {
         Level::Confirm => (
             format!("Run {name} with {input}? Type {CONFIRMATION_CHALLENGE} to confirm."),
@@ -52,8 +52,7 @@ pub fn question(name: &str, input: &Value, level: Level) -> Result<ElicitRequest
         ),
     };
     let Value::Object(schema) = schema else { unreachable!("a literal object") };
-    let requested_schema =
-        ElicitationSchema::from_json_schema(schema).map_err(|e| format!("elicitation schema: {e}"))?;
+    let requested_schema = ElicitationSchema::from_json_schema(schema)?;
     Ok(ElicitRequestParams::FormElicitationParams { meta: None, message, requested_schema })
 }
 
@@ -105,7 +104,7 @@ impl Gated<'_> {
         let name = self.request.name.as_ref();
         let params = match question(name, self.input, self.level) {
             Ok(params) => params,
-            Err(e) => return Round::Decided(ApprovalOutcome::Unavailable(e)),
+            Err(e) => return Round::Decided(ApprovalOutcome::Unavailable(format!("elicitation schema: {e}"))),
         };
         let timeout = Duration::from_secs(self.engine.settings().human.timeout_seconds);
         let expires_at = SystemTime::now() + timeout;

@@ -77,23 +77,43 @@ fn blob(uri: &str, mime: &str, bytes: &[u8]) -> ResourceContents {
 
 /// Reads `dir/path` when it resolves (symlinks followed) to a regular file inside `dir` of
 /// at most [`MAX_RESOURCE_BYTES`].
-fn read_confined(dir: &Path, path: &str) -> Result<Vec<u8>, String> {
-    let root = dir.canonicalize().map_err(|e| format!("the skill folder: {e}"))?;
-    let file = root.join(path).canonicalize().map_err(|e| e.to_string())?;
+fn read_confined(dir: &Path, path: &str) -> Result<Vec<u8>, Unreadable> {
+    let root = dir.canonicalize().map_err(Unreadable::Folder)?;
+    let file = root.join(path).canonicalize()?;
     if !file.starts_with(&root) {
-        return Err("it leaves the skill's folder".into());
+        return Err(Unreadable::Outside);
     }
-    let handle = std::fs::File::open(&file).map_err(|e| e.to_string())?;
-    if !handle.metadata().map_err(|e| e.to_string())?.is_file() {
-        return Err("not a regular file".into());
+    let handle = std::fs::File::open(&file)?;
+    if !handle.metadata()?.is_file() {
+        return Err(Unreadable::NotAFile);
     }
     // One byte past the cap rather than trust the size: the file may grow meanwhile.
     let mut bytes = Vec::new();
-    handle.take(MAX_RESOURCE_BYTES + 1).read_to_end(&mut bytes).map_err(|e| e.to_string())?;
+    handle.take(MAX_RESOURCE_BYTES + 1).read_to_end(&mut bytes)?;
     if bytes.len() as u64 > MAX_RESOURCE_BYTES {
-        return Err(format!("larger than {MAX_RESOURCE_BYTES} bytes"));
+        return Err(Unreadable::TooLarge);
     }
     Ok(bytes)
+}
+
+/// Why a skill's file is not served as a resource.
+#[derive(Debug, thiserror::Error)]
+enum Unreadable {
+    /// The skill's folder itself.
+    #[error("the skill folder: {0}")]
+    Folder(std::io::Error),
+    /// Reading the file.
+    #[error("{0}")]
+    File(#[from] std::io::Error),
+    /// Its real path is not in the folder.
+    #[error("it leaves the skill's folder")]
+    Outside,
+    /// A directory, a device, a pipe.
+    #[error("not a regular file")]
+    NotAFile,
+    /// Over the cap.
+    #[error("larger than {MAX_RESOURCE_BYTES} bytes")]
+    TooLarge,
 }
 
 /// The MIME type of a file, by its extension.
@@ -132,9 +152,9 @@ mod tests {
         std::os::unix::fs::symlink(outside.path().join("secret.txt"), dir.path().join("link.txt")).unwrap();
         std::fs::write(dir.path().join("big.txt"), vec![b'a'; MAX_RESOURCE_BYTES as usize + 1]).unwrap();
         assert_eq!(read_confined(dir.path(), "notes.md").unwrap(), b"# notes");
-        assert!(read_confined(dir.path(), "link.txt").unwrap_err().contains("leaves"));
+        assert!(read_confined(dir.path(), "link.txt").unwrap_err().to_string().contains("leaves"));
         assert!(read_confined(dir.path(), "../x").is_err());
-        assert!(read_confined(dir.path(), "big.txt").unwrap_err().contains("larger"));
+        assert!(read_confined(dir.path(), "big.txt").unwrap_err().to_string().contains("larger"));
         assert_eq!(mime_type("references/a.PNG"), "image/png");
         assert_eq!(mime_type("README"), "text/plain");
     }

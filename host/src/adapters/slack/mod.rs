@@ -15,7 +15,7 @@ pub mod socket;
 pub mod wire;
 
 use super::chat::text::{self, to_slack};
-use super::chat::{Chat, Decided, Decision, Incoming, Platform, Prompt};
+use super::chat::{Chat, ChatError, Decided, Decision, Incoming, Platform, Prompt};
 use super::outbox::{Outbox, Registered};
 use super::{Adapter, Stop};
 use crate::config::{Respond, SlackSettings};
@@ -138,7 +138,7 @@ impl Slack {
     }
 
     /// Whether `user` may decide: a person, among `approvers` when that is set.
-    async fn may_decide(&self, user: &str) -> Result<(), String> {
+    async fn may_decide(&self, user: &str) -> Result<(), Refusal> {
         let known = self.bots.lock().get(user).copied();
         let is_bot = match known {
             Some(is_bot) => is_bot,
@@ -148,15 +148,15 @@ impl Slack {
                     self.bots.lock().insert(user.to_owned(), is_bot);
                     is_bot
                 }
-                Err(e) => return Err(format!("could not check who you are ({e}); try again")),
+                Err(e) => return Err(Refusal::Unverified(e)),
             },
         };
         if is_bot || user == self.bot_user() {
-            return Err("only a person can decide this".into());
+            return Err(Refusal::NotAPerson);
         }
         let approvers = &self.settings.approvers;
         if !approvers.is_empty() && !approvers.iter().any(|a| a == user) {
-            return Err("only the approvers configured for this bot can decide this".into());
+            return Err(Refusal::NotAnApprover);
         }
         Ok(())
     }
@@ -264,25 +264,21 @@ impl Platform for Slack {
         }
     }
 
-    async fn notify(&self, id: &str, markdown: &str) -> Result<Incoming<Place>, String> {
+    async fn notify(&self, id: &str, markdown: &str) -> Result<Incoming<Place>, ChatError> {
         if !self.may_post(id).await {
-            return Err(format!(
+            return Err(ChatError::NotHere(format!(
                 "channel {id} is external (or its info could not be looked up) and this bot does not post there \
                  (allow_posting_in_external_channels: false)"
-            ));
+            )));
         }
         let mut parts = text::split(markdown, Self::LIMIT).into_iter();
         let first = parts.next().unwrap_or_default();
-        let answer = self
-            .api
-            .post("chat.postMessage", &json!({"channel": id, "text": to_slack(&first)}))
-            .await
-            .map_err(|e| e.to_string())?;
-        let ts: String = api::field(&answer, "ts", "chat.postMessage").map_err(|e| e.to_string())?;
+        let answer = self.api.post("chat.postMessage", &json!({"channel": id, "text": to_slack(&first)})).await?;
+        let ts: String = api::field(&answer, "ts", "chat.postMessage")?;
         // The rest of a long message goes in its thread.
         for part in parts {
             let body = json!({"channel": id, "thread_ts": ts, "text": to_slack(&part)});
-            self.api.post("chat.postMessage", &body).await.map_err(|e| e.to_string())?;
+            self.api.post("chat.postMessage", &body).await?;
         }
         Ok(Incoming {
             place: Place { channel: id.to_owned(), thread_ts: ts.clone(), source: ts.clone() },
@@ -294,11 +290,13 @@ impl Platform for Slack {
         })
     }
 
-    async fn ask(&self, place: &Place, prompt: &Prompt<'_>) -> Result<String, String> {
+    async fn ask(&self, place: &Place, prompt: &Prompt<'_>) -> Result<String, ChatError> {
         if !self.may_post(&place.channel).await {
-            return Err("the conversation is in an external Slack channel, where this bot does not post \
+            return Err(ChatError::NotHere(
+                "the conversation is in an external Slack channel, where this bot does not post \
                 (allow_posting_in_external_channels: false), so nobody can be asked there"
-                .into());
+                    .into(),
+            ));
         }
         let text = to_slack(&prompt.markdown());
         let actions = match prompt {
@@ -331,13 +329,32 @@ impl Platform for Slack {
             blocks.push(json!({"type": "actions", "block_id": "prompt", "elements": actions}));
         }
         let body = json!({"channel": place.channel, "thread_ts": place.thread_ts, "text": text, "blocks": blocks});
-        let answer =
-            self.api.post("chat.postMessage", &body).await.map_err(|e| format!("Slack refused the prompt: {e}"))?;
-        answer.get("ts").and_then(Value::as_str).map(str::to_owned).ok_or_else(|| "Slack gave the prompt no ts".into())
+        let answer = self.api.post("chat.postMessage", &body).await?;
+        Ok(api::field(&answer, "ts", "chat.postMessage")?)
     }
 
     async fn settle(&self, place: &Place, id: &str, markdown: &str) {
         self.update(&place.channel, id, &to_slack(markdown)).await;
+    }
+}
+
+/// Why a click decides nothing (said to the one who clicked).
+#[derive(Debug, thiserror::Error)]
+enum Refusal {
+    /// Who clicked could not be looked up.
+    #[error("could not check who you are ({0}); try again")]
+    Unverified(SlackError),
+    /// A bot (this one included) clicked.
+    #[error("only a person can decide this")]
+    NotAPerson,
+    /// Someone outside the bot's `approvers`.
+    #[error("only the approvers configured for this bot can decide this")]
+    NotAnApprover,
+}
+
+impl From<SlackError> for ChatError {
+    fn from(e: SlackError) -> Self {
+        ChatError::Platform(Box::new(e))
     }
 }
 
@@ -441,7 +458,7 @@ async fn click(chat: &Arc<Chat<Slack>>, interaction: Interaction) {
     let (Some(channel), Some(ts)) = (container.channel_id.as_deref(), container.message_ts.as_deref()) else { return };
     for action in &interaction.actions {
         if let Err(why) = slack.may_decide(user).await {
-            slack.refuse(channel, user, None, &why).await;
+            slack.refuse(channel, user, None, &why.to_string()).await;
             return;
         }
         match action.action_id.as_str() {
@@ -482,7 +499,7 @@ async fn click(chat: &Arc<Chat<Slack>>, interaction: Interaction) {
                         let line = format!("❓ answered by <@{user}>: {}", text::slack_escape(&choice));
                         slack.update(channel, ts, &line).await
                     }
-                    Err(why) => slack.refuse(channel, user, None, &why).await,
+                    Err(why) => slack.refuse(channel, user, None, &why.to_string()).await,
                 }
             }
             other => tracing::debug!("slack: a click on `{other}`, which the adapter did not post"),
@@ -517,7 +534,7 @@ async fn submit(chat: &Arc<Chat<Slack>>, interaction: &Interaction) -> Option<Va
     let user = interaction.user.id.as_str();
     let error = |why: String| Some(json!({"response_action": "errors", "errors": {CHALLENGE_BLOCK: why}}));
     if let Err(why) = slack.may_decide(user).await {
-        return error(why);
+        return error(why.to_string());
     }
     let typed = view.input(CHALLENGE_BLOCK, CHALLENGE_ACTION).unwrap_or_default().to_owned();
     match chat.decide(&id, &Decision::Confirm(typed), user).await {

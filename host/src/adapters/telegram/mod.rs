@@ -12,7 +12,7 @@
 mod wire;
 
 use super::chat::text::{self, to_telegram};
-use super::chat::{Chat, Decided, Decision, Incoming, Platform, Prompt};
+use super::chat::{Chat, ChatError, Decided, Decision, Incoming, Platform, Prompt};
 use super::outbox::{Outbox, Registered};
 use super::{Adapter, Stop, stopped};
 use crate::config::{ChatId, TelegramSettings};
@@ -214,6 +214,12 @@ impl Telegram {
     }
 }
 
+impl From<TelegramError> for ChatError {
+    fn from(e: TelegramError) -> Self {
+        ChatError::Platform(Box::new(e))
+    }
+}
+
 /// Telegram refused the message's markup.
 fn entities(e: &TelegramError) -> bool {
     matches!(e, TelegramError::Api { code: 400, description, .. } if description.contains("can't parse entities"))
@@ -262,17 +268,17 @@ impl Platform for Telegram {
         }
     }
 
-    async fn notify(&self, id: &str, markdown: &str) -> Result<Incoming<Place>, String> {
-        let chat: i64 = id.parse().map_err(|_| format!("`{id}` is not a Telegram chat id"))?;
+    async fn notify(&self, id: &str, markdown: &str) -> Result<Incoming<Place>, ChatError> {
+        let chat: i64 = id.parse().map_err(|_| ChatError::NotHere(format!("`{id}` is not a Telegram chat id")))?;
         if !self.allowed_chat(chat) {
-            return Err(format!("chat {chat} is not in adapter.telegram.allowed_chat_ids"));
+            return Err(ChatError::NotHere(format!("chat {chat} is not in adapter.telegram.allowed_chat_ids")));
         }
         let mut first = None;
         for part in text::split(markdown, Self::LIMIT) {
-            let id = self.send(chat, &part, json!({})).await.map_err(|e| e.to_string())?;
+            let id = self.send(chat, &part, json!({})).await?;
             first.get_or_insert(id);
         }
-        let source = first.ok_or("the text is empty")?;
+        let source = first.ok_or(ChatError::Empty)?;
         Ok(Incoming {
             place: Place { chat, source },
             channel_id: chat.to_string(),
@@ -283,7 +289,7 @@ impl Platform for Telegram {
         })
     }
 
-    async fn ask(&self, place: &Place, prompt: &Prompt<'_>) -> Result<String, String> {
+    async fn ask(&self, place: &Place, prompt: &Prompt<'_>) -> Result<String, ChatError> {
         let (markdown, keyboard, confirm) = match prompt {
             Prompt::Approval { id, level: Level::Confirm, .. } => {
                 let text =
@@ -307,7 +313,7 @@ impl Platform for Telegram {
             }
         };
         let extra = json!({"reply_markup": {"inline_keyboard": keyboard}});
-        let id = self.send(place.chat, &markdown, extra).await.map_err(|_| "Telegram refused the prompt")?;
+        let id = self.send(place.chat, &markdown, extra).await?;
         if let Some(approval) = confirm {
             self.confirms.lock().insert((place.chat, id), approval);
         }
@@ -601,7 +607,7 @@ async fn callback(chat: &Arc<Chat<Telegram>>, query: CallbackQuery) {
                     Ok(()) => {
                         (format!("Answered: {choice}"), Some(format!("❓ answered by {}: {choice}", query.from.name())))
                     }
-                    Err(why) => (why, None),
+                    Err(why) => (why.to_string(), None),
                 },
                 None => ("This question is no longer waiting.".to_owned(), None),
             }
