@@ -160,10 +160,7 @@ impl Engine {
 /// and what its round is given (the decision, the results kept).
 fn resumed(nested: Box<Nested>) -> Result<Beginning, String> {
     let Nested { checkpoint, outcome, .. } = *nested;
-    let calls = match checkpoint.messages.last() {
-        Some(last) if last.role == crate::llm::Role::Assistant => super::turn::calls_of(&last.content),
-        _ => Vec::new(),
-    };
+    let calls = super::turn::waited_on(&checkpoint.messages);
     if calls.is_empty() {
         return Err("the nested turn written down has no calls waiting".into());
     }

@@ -520,11 +520,7 @@ impl Engine {
                 super::checkpoint::VERSION
             )));
         }
-        let calls = match checkpoint.messages.last() {
-            Some(last) if last.role == Role::Assistant => calls_of(&last.content),
-            _ => Vec::new(),
-        };
-        let ids: Vec<String> = calls.into_iter().map(|(id, ..)| id).collect();
+        let ids: Vec<String> = waited_on(&checkpoint.messages).into_iter().map(|(id, ..)| id).collect();
         let given = checkpoint.given(outcome, &ids);
         let (req, interrupted) = (checkpoint.request, checkpoint.interrupted);
         let start = Start::Resumed { messages: checkpoint.messages, given, interrupted };
@@ -613,10 +609,7 @@ impl Engine {
                 Ok((messages, None, Given::default()))
             }
             Start::Resumed { mut messages, mut given, interrupted } => {
-                let calls = match messages.last() {
-                    Some(last) if last.role == Role::Assistant => calls_of(&last.content),
-                    _ => Vec::new(),
-                };
+                let calls = waited_on(&messages);
                 if calls.is_empty() {
                     return Err(EngineError::Resume("the turn written down has no calls waiting".into()));
                 }
@@ -924,7 +917,15 @@ enum Start {
 /// and what that round is given.
 pub(super) type Beginning = (Vec<Message>, Option<Vec<Call>>, Given);
 
-pub(super) fn calls_of(content: &[Block]) -> Vec<Call> {
+/// The calls a conversation written down waits on: those of its last message, the model's.
+pub(super) fn waited_on(messages: &[Message]) -> Vec<Call> {
+    match messages.last() {
+        Some(last) if last.role == Role::Assistant => calls_of(&last.content),
+        _ => Vec::new(),
+    }
+}
+
+fn calls_of(content: &[Block]) -> Vec<Call> {
     content
         .iter()
         .filter_map(|b| match b {

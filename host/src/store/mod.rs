@@ -26,6 +26,21 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     Ok(())
 }
 
+/// An error with its causes, as one line (each cause not already said): `tokio-postgres`,
+/// for one, says only "db error" at the top.
+pub(crate) fn with_causes(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        let more = cause.to_string();
+        if !text.contains(&more) {
+            text = format!("{text}: {more}");
+        }
+        source = cause.source();
+    }
+    text
+}
+
 /// A fresh 128-bit id from the OS random source, as 32 lowercase hex digits.
 ///
 /// Approval and question ids are capabilities: whoever knows one can decide it. There is no

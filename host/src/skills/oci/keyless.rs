@@ -304,22 +304,8 @@ async fn check_bundle(
     verifier
         .verify_digest_with(input, bundle, &Identity::new(signer.identity, signer.issuer), true)
         .await
-        .map_err(|e| chain(&e))?;
+        .map_err(|e| crate::store::with_causes(&e))?;
     check_entry(&entry, root)
-}
-
-/// An error and its causes, as one line.
-fn chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text = format!("{text}: {cause_text}");
-        }
-        source = cause.source();
-    }
-    text
 }
 
 /// The log entry was logged by a Rekor of the trust root: its signed entry timestamp verifies,

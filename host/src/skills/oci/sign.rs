@@ -180,9 +180,7 @@ pub fn verify(signatures: &Signatures, digest: &str, key: &VerifyingKey, key_nam
 fn verify_bundle(text: &str, digest: &str, key: &VerifyingKey) -> Result<(), String> {
     let bundle = super::keyless::parse_bundle(text)?;
     let (signed, raw) = super::keyless::image_signature(&bundle, digest)?;
-    let signature = Signature::from_der(&raw)
-        .or_else(|_| Signature::from_slice(&raw))
-        .map_err(|_| "a signature that is not ECDSA P-256".to_string())?;
+    let signature = p256_signature(&raw)?;
     key.verify(&signed, &signature).map_err(|_| "a bundle signed by another key or altered".to_string())
 }
 
@@ -190,11 +188,16 @@ fn verify_one(layer: &SigLayer, digest: &str, key: &VerifyingKey) -> Result<(), 
     let raw = base64::engine::general_purpose::STANDARD
         .decode(layer.signature.trim())
         .map_err(|_| "a signature that is not base64".to_string())?;
-    let signature = Signature::from_der(&raw)
-        .or_else(|_| Signature::from_slice(&raw))
-        .map_err(|_| "a signature that is not ECDSA P-256".to_string())?;
+    let signature = p256_signature(&raw)?;
     key.verify(&layer.payload, &signature).map_err(|_| "signed by another key or altered".to_string())?;
     check_payload(&layer.payload, digest)
+}
+
+/// An ECDSA P-256 signature, DER (as cosign writes it) or raw `r || s`.
+fn p256_signature(raw: &[u8]) -> Result<Signature, String> {
+    Signature::from_der(raw)
+        .or_else(|_| Signature::from_slice(raw))
+        .map_err(|_| "a signature that is not ECDSA P-256".into())
 }
 
 /// A signed simplesigning payload names `digest`.

@@ -15,6 +15,7 @@ pub mod waiting;
 
 use super::{Backend, Change, Expiry, StateError, StateQuota, StateWrite, check_growth, entry_bytes};
 use crate::config::PostgresState;
+use crate::store::with_causes;
 use deadpool_postgres::{GenericClient, Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
 use parking_lot::Mutex;
 use std::collections::HashMap;
@@ -257,7 +258,7 @@ impl Settings {
             if rest.is_empty() {
                 text = text.trim_end_matches('?').to_owned();
             }
-            config = text.parse().map_err(|e: tokio_postgres::Error| bad(full(&e)))?;
+            config = text.parse().map_err(|e: tokio_postgres::Error| bad(with_causes(&e)))?;
         }
         if config.get_hosts().is_empty() {
             for host in env("PGHOST").unwrap_or_else(|| "localhost".into()).split(',') {
@@ -382,7 +383,7 @@ impl Postgres {
             use deadpool_postgres::PoolError;
             let why = match &e {
                 PoolError::Timeout(_) => format!("no answer within {:?}", self.settings.timeout),
-                PoolError::Backend(e) => full(e),
+                PoolError::Backend(e) => with_causes(e),
                 other => other.to_string(),
             };
             StateError::Other(format!("state database {} unreachable: {why}", self.settings.describe()))
@@ -423,7 +424,7 @@ impl Postgres {
     }
 
     pub(crate) fn error(&self, e: tokio_postgres::Error) -> StateError {
-        StateError::Other(format!("state database {}: {}", self.settings.describe(), full(&e)))
+        StateError::Other(format!("state database {}: {}", self.settings.describe(), with_causes(&e)))
     }
 
     /// Ends a transaction's attempt: commits after `body` gave `Some`, and returns what
@@ -495,20 +496,6 @@ impl From<StateError> for Retry {
 
 fn is_retryable(e: &tokio_postgres::Error) -> bool {
     matches!(e.code(), Some(c) if *c == SqlState::T_R_DEADLOCK_DETECTED || *c == SqlState::T_R_SERIALIZATION_FAILURE)
-}
-
-/// An error with its causes: `tokio-postgres` says only "db error" at the top.
-fn full(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(cause) = source {
-        let more = cause.to_string();
-        if !text.contains(&more) {
-            text = format!("{text}: {more}");
-        }
-        source = cause.source();
-    }
-    text
 }
 
 fn text(bytes: Vec<u8>) -> Result<String, StateError> {

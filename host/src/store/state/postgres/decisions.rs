@@ -11,8 +11,9 @@
 //! nothing stays pending once its run is gone. Times are the database's clock, in Unix
 //! seconds.
 
-use super::{Postgres, full};
+use super::Postgres;
 use crate::store::StateError;
+use crate::store::with_causes;
 use futures::StreamExt as _;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -648,7 +649,7 @@ impl Postgres {
         self.migrated.get_or_try_init(|| self.migrate()).await?;
         let tls = super::tls::connector(self.settings.ssl, self.settings.root_cert.as_deref())?;
         let (client, mut connection) = self.settings.config.connect(tls).await.map_err(|e| {
-            StateError::Other(format!("state database {} unreachable: {}", self.settings.describe(), full(&e)))
+            StateError::Other(format!("state database {} unreachable: {}", self.settings.describe(), with_causes(&e)))
         })?;
         let (tx, rx) = futures::channel::mpsc::unbounded();
         tokio::spawn(async move {
@@ -690,7 +691,7 @@ impl Postgres {
         let key = i64::from_be_bytes(digest[..8].try_into().unwrap_or_default());
         let tls = super::tls::connector(self.settings.ssl, self.settings.root_cert.as_deref())?;
         let (client, connection) = self.settings.config.connect(tls).await.map_err(|e| {
-            StateError::Other(format!("state database {} unreachable: {}", self.settings.describe(), full(&e)))
+            StateError::Other(format!("state database {} unreachable: {}", self.settings.describe(), with_causes(&e)))
         })?;
         let lost = tokio::spawn(async move {
             let _ = connection.await;
