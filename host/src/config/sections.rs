@@ -803,6 +803,9 @@ pub enum McpServer {
         /// The tools (as the server lists them) that post to Slack, for the external-channel guard.
         #[serde(default)]
         slack_posting_tools: Vec<String>,
+        /// Which protocol lifecycle to start with.
+        #[serde(default)]
+        protocol: McpProtocol,
     },
     /// The legacy HTTP+SSE transport.
     Sse {
@@ -834,7 +837,27 @@ pub enum McpServer {
         /// The tools (as the server lists them) that post to Slack, for the external-channel guard.
         #[serde(default)]
         slack_posting_tools: Vec<String>,
+        /// Which protocol lifecycle to start with.
+        #[serde(default)]
+        protocol: McpProtocol,
     },
+}
+
+/// `mcp_servers.<name>.protocol`: how the client opens a session with a server.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+pub enum McpProtocol {
+    /// The `initialize` handshake at 2025-11-25 (the newest revision that has one), and
+    /// `server/discover` at 2026-07-28 when the server refuses the handshake.
+    #[default]
+    #[serde(rename = "auto")]
+    Auto,
+    /// The handshake only (2025-11-25 or whatever older revision the server answers).
+    #[serde(rename = "2025-11-25")]
+    Handshake,
+    /// 2026-07-28 only: `server/discover`, then stateless requests, each carrying its
+    /// revision and the client's capabilities in `_meta` and the standard `Mcp-*` headers.
+    #[serde(rename = "2026-07-28")]
+    Stateless,
 }
 
 /// `mcp_servers.<name>.auth`: how skillhost authorizes with a remote server (OAuth 2.1, the
@@ -870,6 +893,14 @@ impl McpServer {
             McpServer::Stdio { slack_posting_tools, .. }
             | McpServer::Sse { slack_posting_tools, .. }
             | McpServer::Streamablehttp { slack_posting_tools, .. } => slack_posting_tools,
+        }
+    }
+
+    /// `protocol`: how a session opens (the legacy SSE transport has only the handshake).
+    pub fn protocol(&self) -> McpProtocol {
+        match self {
+            McpServer::Stdio { protocol, .. } | McpServer::Streamablehttp { protocol, .. } => *protocol,
+            McpServer::Sse { .. } => McpProtocol::Handshake,
         }
     }
 

@@ -327,23 +327,44 @@ fn trace_context(span: &tracing::Span) -> Option<rmcp::model::RequestMetaObject>
     meta.1.then_some(meta.0)
 }
 
+/// The most `input_required` rounds one call may take before it is given up (SEP-2322).
+const MAX_INPUT_ROUNDS: usize = 16;
+
 async fn call_tool(
     peer: &Peer<RoleClient>,
-    params: CallToolRequestParams,
+    mut params: CallToolRequestParams,
     askers: &Askers,
 ) -> Result<CallToolResult, ServiceError> {
-    let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
-    let handle = peer.send_request_with_option(request, PeerRequestOptions::no_options()).await?;
-    askers.bind(&handle.id);
-    let mut abandoned = Abandoned { peer: Some(peer.clone()), id: handle.id.clone() };
-    let answer = handle.await_response().await;
-    abandoned.peer = None;
-    match answer? {
-        ServerResult::CallToolResult(result) => Ok(result),
-        // A result with nothing but `_meta` (some servers answer a void tool so).
-        ServerResult::EmptyResult(_) => Ok(CallToolResult::success(Vec::new())),
-        _ => Err(ServiceError::UnexpectedResponse),
+    for _ in 0..MAX_INPUT_ROUNDS {
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params.clone()));
+        let handle = peer.send_request_with_option(request, PeerRequestOptions::no_options()).await?;
+        askers.bind(&handle.id);
+        let mut abandoned = Abandoned { peer: Some(peer.clone()), id: handle.id.clone() };
+        let answer = handle.await_response().await;
+        abandoned.peer = None;
+        match answer? {
+            ServerResult::CallToolResult(result) => return Ok(result),
+            // A result with nothing but `_meta` (some servers answer a void tool so).
+            ServerResult::EmptyResult(_) => return Ok(CallToolResult::success(Vec::new())),
+            // From 2026-07-28 a server asks through the result; the retry (a new request,
+            // with a new id) carries the answers and the state exactly as it was given.
+            ServerResult::InputRequiredResult(asked) => {
+                let requests = asked.input_requests.unwrap_or_default();
+                if requests.is_empty() && asked.request_state.is_none() {
+                    return Err(ServiceError::UnexpectedResponse);
+                }
+                let mut responses = rmcp::model::InputResponses::new();
+                for (key, request) in requests {
+                    responses.insert(key, askers.answer(request).await?);
+                }
+                params.input_responses = (!responses.is_empty()).then_some(responses);
+                params.request_state = asked.request_state;
+            }
+            _ => return Err(ServiceError::UnexpectedResponse),
+        }
     }
+    let why = format!("the server asked for input {MAX_INPUT_ROUNDS} times without answering the call");
+    Err(ServiceError::McpError(rmcp::ErrorData::internal_error(why, None)))
 }
 
 /// Cancels a `tools/call` whose answer nobody waits for any more.

@@ -7,12 +7,13 @@ use super::elicit;
 use crate::person::Person;
 use parking_lot::Mutex;
 use rmcp::ClientHandler;
+use rmcp::model::InputRequest;
 use rmcp::model::RequestId;
 use rmcp::model::{
     ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationCapability,
     ErrorData, FormElicitationCapability, Implementation, ProtocolVersion,
 };
-use rmcp::service::{InboundStreamOrigin, NotificationContext, Peer, RequestContext, RoleClient};
+use rmcp::service::{InboundStreamOrigin, NotificationContext, Peer, RequestContext, RoleClient, ServiceError};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use tokio::sync::{mpsc, oneshot};
@@ -72,6 +73,29 @@ impl Askers {
         if let Some(open) = open.iter_mut().find(|open| open.id == asking) {
             open.requests.push(request.clone());
         }
+    }
+
+    /// The answer to one request a server put in an `input_required` result, for the asking
+    /// call this task runs: an elicitation goes to its person (declined with nobody to ask);
+    /// sampling and roots, which skillhost never declares, are refused.
+    pub async fn answer(&self, request: InputRequest) -> Result<serde_json::Value, ServiceError> {
+        let params = match request {
+            InputRequest::Elicitation(request) => request.params,
+            _ => {
+                let why = "the server asked for sampling or roots, which skillhost does not offer";
+                return Err(ServiceError::McpError(ErrorData::invalid_request(why, None)));
+            }
+        };
+        let asking = ASKING.try_with(|id| *id).ok();
+        let tx = asking.and_then(|id| self.open.lock().iter().find(|open| open.id == id).map(|open| open.tx.clone()));
+        let mut result = ElicitResult::new(ElicitationAction::Decline);
+        if let Some(tx) = tx {
+            let (reply, answer) = oneshot::channel();
+            if tx.send((params, reply)).is_ok() {
+                result = answer.await.unwrap_or(ElicitResult::new(ElicitationAction::Cancel));
+            }
+        }
+        serde_json::to_value(result).map_err(|e| ServiceError::McpError(ErrorData::internal_error(e.to_string(), None)))
     }
 
     /// Where an elicitation goes: the call whose request it belongs to, when the transport

@@ -2,17 +2,18 @@
 //! HTTP+SSE transport, or streamable HTTP. Headers come from the config, whose `${VAR}`
 //! references were substituted when it loaded.
 //!
-//! Every transport starts the same way: the `initialize` handshake at 2025-11-25, the newest
-//! revision that has one (a server may answer with an older one). A server that refuses the
-//! handshake with a JSON-RPC error is connected again and asked `server/discover` at
-//! 2026-07-28. The handshake comes first because rmcp's discover-first mode gives up on a
+//! Every transport starts the same way unless `protocol` says otherwise: the `initialize`
+//! handshake at 2025-11-25, the newest revision that has one (a server may answer with an
+//! older one). A server that refuses the handshake with a JSON-RPC error is connected again
+//! and asked `server/discover` at 2026-07-28. `protocol: "2026-07-28"` starts with discovery
+//! and never falls back; `protocol: "2025-11-25"` never discovers. The handshake comes first because rmcp's discover-first mode gives up on a
 //! slow server after 10 s and then reads the late discover answer as the handshake's
 //! ("conflict initialized response id"), failing the first attempt at every slow server.
 
 use super::handler::Handler;
 use super::oauth::OAuth;
 use super::sse::SseTransport;
-use crate::config::McpServer;
+use crate::config::{McpProtocol, McpServer};
 use rmcp::model::ProtocolVersion;
 use rmcp::service::{ClientInitializeError, ClientLifecycleMode, ClientServiceExt, RoleClient, RunningService};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
@@ -26,6 +27,12 @@ pub type Session = RunningService<RoleClient, Handler>;
 /// Starts the transport and opens the session: the handshake, else discovery. A server with
 /// `auth` gets its requests through `oauth`'s client (tokens added, refreshed).
 pub async fn connect(config: &McpServer, handler: Handler, oauth: Option<&OAuth>) -> Result<Session, ConnectError> {
+    let discover = || ClientLifecycleMode::Discover { preferred_versions: vec![ProtocolVersion::LATEST] };
+    match config.protocol() {
+        McpProtocol::Auto => {}
+        McpProtocol::Handshake => return open(config, handler, oauth, ClientLifecycleMode::Initialize).await,
+        McpProtocol::Stateless => return open(config, handler, oauth, discover()).await,
+    }
     match open(config, handler.clone(), oauth, ClientLifecycleMode::Initialize).await {
         Err(ConnectError::Init(e)) if matches!(*e, ClientInitializeError::JsonRpcError(_)) => {
             let message = match *e {
@@ -33,8 +40,7 @@ pub async fn connect(config: &McpServer, handler: Handler, oauth: Option<&OAuth>
                 _ => Default::default(),
             };
             tracing::info!(server = %handler.server, "MCP server refused the handshake ({message}); trying server/discover");
-            let discover = ClientLifecycleMode::Discover { preferred_versions: vec![ProtocolVersion::LATEST] };
-            open(config, handler, oauth, discover).await
+            open(config, handler, oauth, discover()).await
         }
         outcome => outcome,
     }

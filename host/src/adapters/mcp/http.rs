@@ -13,7 +13,7 @@
 //! DELETE ends a session (202); a session it does not name is unknown (404), as after.
 
 use super::SkillServer;
-use super::stdio::{Line, classify};
+use super::stdio::{Line, META_VERSION, REMOVED_WHEN_STATELESS, STATELESS_REVISION, classify};
 use crate::adapters::auth::{self, Token};
 use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
@@ -34,13 +34,12 @@ const MAX_REFUSAL_BYTES: usize = 64 << 10;
 
 const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
-/// Where a 2026-07-28 request carries its revision (`params._meta`).
-const META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
 
 /// JSON-RPC's invalid request: what an HTTP-level refusal of a malformed request is.
 const INVALID_REQUEST: i64 = -32600;
 const PARSE_ERROR: i64 = -32700;
 const INTERNAL_ERROR: i64 = -32603;
+const METHOD_NOT_FOUND: i64 = -32601;
 /// Implementation-defined: refused (authentication, `Host` / `Origin`).
 const REFUSED: i64 = -32000;
 /// Unknown or ended session: the TypeScript SDK's code, next to the 404 clients act on.
@@ -156,11 +155,30 @@ async fn read_json_body(request: Request) -> Result<(Request, Option<Classified>
         let message = format!("Payload Too Large: the body exceeds {MAX_BODY_BYTES} bytes (or could not be read)");
         return Err(refusal(StatusCode::PAYLOAD_TOO_LARGE, &Value::Null, INVALID_REQUEST, &message, None));
     };
-    let line = classify_body(&bytes);
+    let line = removed_by_header(classify_body(&bytes), &parts.headers);
     // What the front answers itself still goes to rmcp, as an empty body: rmcp makes its
     // `Host`, `Origin`, `Accept` and `Content-Type` checks first and then refuses it (415).
     let forwarded = if matches!(line, Line::Forward(_)) { Body::from(bytes.clone()) } else { Body::empty() };
     Ok((Request::from_parts(parts, forwarded), Some((line, bytes))))
+}
+
+/// A request for a method 2026-07-28 removed, asked at that revision by its header alone
+/// (its `_meta` is [`classify`]'s): a method not found.
+fn removed_by_header(line: Line, headers: &HeaderMap) -> Line {
+    let stateless = headers.get(VERSION_HEADER).is_some_and(|v| v == STATELESS_REVISION);
+    match &line {
+        Line::Forward(message) if stateless => {
+            let Some(method) = message.method.as_deref().filter(|m| REMOVED_WHEN_STATELESS.contains(m)) else {
+                return line;
+            };
+            let Some(id) = message.id.as_deref().and_then(|id| serde_json::from_str::<Value>(id).ok()) else {
+                return line;
+            };
+            let message = format!("Method not found: `{method}` is not part of protocol revision {STATELESS_REVISION}");
+            Line::Answer(json!({"jsonrpc": "2.0", "id": id, "error": {"code": METHOD_NOT_FOUND, "message": message}}))
+        }
+        _ => line,
+    }
 }
 
 /// [`classify`], except that an empty body is a parse error (stdio skips empty lines).
@@ -200,6 +218,11 @@ async fn undecodable(front: &Front, headers: &HeaderMap, line: Line, body: &Byte
     }
     if let Some(refused) = unsupported_version(headers, &answer["id"]) {
         return refused;
+    }
+    // From 2026-07-28 a method not found is also the transport's 404 (SEP-2575).
+    if code == METHOD_NOT_FOUND && is_stateless(headers, body) {
+        return (StatusCode::NOT_FOUND, [(header::CONTENT_TYPE, "application/json")], answer.to_string())
+            .into_response();
     }
     if let Some(refused) = session_refusal(front, headers, body, &answer["id"]).await {
         return refused;
@@ -242,6 +265,13 @@ async fn session_refusal(front: &Front, headers: &HeaderMap, body: &Bytes, id: &
         return None;
     }
     Some(refusal(StatusCode::NOT_FOUND, id, SESSION_NOT_FOUND, "Not Found: Session not found", None))
+}
+
+/// Whether a request is at the stateless revision, by its header or its `_meta`.
+fn is_stateless(headers: &HeaderMap, body: &Bytes) -> bool {
+    headers.get(VERSION_HEADER).is_some_and(|v| v == STATELESS_REVISION)
+        || serde_json::from_slice::<Value>(body)
+            .is_ok_and(|request| request["params"]["_meta"][META_VERSION] == STATELESS_REVISION)
 }
 
 /// Whether the request names (`Mcp-Session-Id`) a session rmcp has.

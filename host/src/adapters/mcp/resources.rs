@@ -47,7 +47,8 @@ fn resource(skill: &Skill, path: &str) -> Resource {
 
 /// `resources/read` of `uri`.
 pub(super) fn read(skills: &SkillSet, uri: &str) -> Result<ResourceContents, ErrorData> {
-    let not_found = || ErrorData::resource_not_found(format!("no resource `{uri}`"), None);
+    let not_found =
+        || ErrorData::resource_not_found(format!("no resource `{uri}`"), Some(serde_json::json!({"uri": uri})));
     let (name, path) = uri.strip_prefix(SCHEME).and_then(|rest| rest.split_once('/')).ok_or_else(not_found)?;
     let skill = skills.skills.get(name).ok_or_else(not_found)?;
     if !paths(skill).iter().any(|p| p == path) {

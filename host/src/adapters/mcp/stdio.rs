@@ -61,6 +61,15 @@ const KNOWN_METHODS: &[&str] = &[
     "completion/complete",
 ];
 
+/// The first revision without a handshake: a request carries its revision in `_meta`.
+pub(super) const STATELESS_REVISION: &str = "2026-07-28";
+/// Where such a request carries it (`params._meta`).
+pub(super) const META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+/// Methods [`STATELESS_REVISION`] removed (SEP-2575): a request for one of them at that
+/// revision is a method not found, however its params look.
+pub(super) const REMOVED_WHEN_STATELESS: &[&str] =
+    &["initialize", "ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe"];
+
 /// What the front does with one line of input.
 #[derive(Debug, PartialEq)]
 pub(super) enum Line {
@@ -83,7 +92,7 @@ pub(super) struct ClientMessage {
     /// Whether it is a request (not a notification or a response).
     is_request: bool,
     /// The method, for requests and notifications.
-    method: Option<String>,
+    pub(super) method: Option<String>,
     /// For `notifications/cancelled`: the id (as JSON text) of the request it cancels.
     cancels: Option<String>,
     /// A `tools/call` request, decoded: what the front may serve itself.
@@ -132,7 +141,10 @@ fn classify_request(line: &[u8]) -> Option<ClientMessage> {
             _ => return None,
         },
     };
-    if matches!(request.request, ClientRequest::CustomRequest(_)) {
+    // A removed method may be asked at the revision that removed it: the long way checks.
+    if matches!(request.request, ClientRequest::CustomRequest(_))
+        || REMOVED_WHEN_STATELESS.contains(&request.request.method())
+    {
         return None;
     }
     let text = std::str::from_utf8(line).ok()?.to_owned();
@@ -185,6 +197,14 @@ fn classify_message(message: Value) -> Line {
         return Line::Answer(error(Value::Null, -32600, "Invalid Request: a message is a JSON object"));
     };
     let method = object.get("method").and_then(Value::as_str).map(str::to_owned);
+    if let Some(m) = method.as_deref()
+        && REMOVED_WHEN_STATELESS.contains(&m)
+        && object.contains_key("id")
+        && message["params"]["_meta"][META_VERSION] == STATELESS_REVISION
+    {
+        let why = format!("Method not found: `{m}` is not part of protocol revision {STATELESS_REVISION}");
+        return Line::Answer(error(id, -32601, why));
+    }
     let decoded = serde_json::from_value::<ClientJsonRpcMessage>(message.clone());
     if let Ok(decoded) = &decoded {
         // rmcp takes a known method whose params do not fit for an unknown one.
@@ -720,6 +740,22 @@ mod tests {
     }
 
     #[test]
+    fn a_method_2026_07_28_removed_is_not_found_at_that_revision_only() {
+        let at = |method: &str, revision: &str| {
+            let meta = json!({META_VERSION: revision, "io.modelcontextprotocol/clientCapabilities": {}});
+            json!({"jsonrpc": "2.0", "id": 5, "method": method, "params": {"_meta": meta}}).to_string()
+        };
+        for method in REMOVED_WHEN_STATELESS {
+            let answer = answer(&at(method, STATELESS_REVISION));
+            assert_eq!((answer["id"].clone(), answer["error"]["code"].clone()), (json!(5), json!(-32601)), "{answer}");
+        }
+        // Before it, `ping` is served (and a notification is never answered).
+        assert!(matches!(classify(at("ping", "2025-11-25").as_bytes()), Line::Forward(_)));
+        let note = json!({"jsonrpc": "2.0", "method": "ping", "params": {"_meta": {META_VERSION: STATELESS_REVISION}}});
+        assert!(!matches!(classify(note.to_string().as_bytes()), Line::Answer(_)), "a notification is never answered");
+    }
+
+    #[test]
     fn good_messages_go_to_the_session_and_silent_ones_are_ignored() {
         let Line::Forward(ping) = classify(br#"{"jsonrpc":"2.0","id":9,"method":"ping"}"#) else { panic!() };
         assert!(ping.is_request && ping.id.as_deref() == Some("9"));
@@ -737,7 +773,7 @@ mod tests {
     fn a_request_decoded_once_carries_the_facts_the_long_way_finds() {
         for line in [
             r#"{"jsonrpc":"2.0","id":"a\"b","method":"tools/call","params":{"name":"x","arguments":{"k":1}}}"#,
-            r#"{"jsonrpc":"2.0","id":12,"method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","id":12,"method":"tools/list"}"#,
         ] {
             let fast = classify_request(line.as_bytes()).expect("a well-formed request");
             let Line::Forward(slow) = classify_message(serde_json::from_str(line).unwrap()) else { panic!("{line}") };
