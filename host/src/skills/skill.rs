@@ -166,6 +166,8 @@ pub struct Skill {
     /// operator honours it (`skills.honour_allowed_tools`): they run without asking, unless
     /// `human.overrides` says otherwise.
     pub preapproved: Vec<String>,
+    /// How MCP clients see its tools' names (`[mcp] names`).
+    pub mcp_names: super::manifest::McpNames,
     /// What runs its tools and hooks.
     runtime: Runtime,
 }
@@ -236,6 +238,7 @@ impl Skill {
             config,
             schedule: None,
             preapproved: Vec::new(),
+            mcp_names: Default::default(),
             runtime: Runtime::Prompt,
         }
     }

@@ -26,6 +26,12 @@ impl Default for Threshold {
 }
 
 impl Threshold {
+    /// A request's own level (2026-07-28: `io.modelcontextprotocol/logLevel` in its `_meta`);
+    /// without one, nothing is sent.
+    pub(super) fn of_request(level: Option<LoggingLevel>) -> Self {
+        Threshold(AtomicU8::new(level.map_or(SILENT, rank)))
+    }
+
     /// `logging/setLevel`.
     pub(super) fn set(&self, level: LoggingLevel) {
         self.0.store(rank(level), Ordering::Relaxed);
@@ -36,6 +42,9 @@ impl Threshold {
         rank(level) >= self.0.load(Ordering::Relaxed)
     }
 }
+
+/// Above every level: nothing is admitted.
+const SILENT: u8 = 8;
 
 /// The syslog order the spec gives the levels.
 fn rank(level: LoggingLevel) -> u8 {
@@ -82,6 +91,13 @@ mod tests {
     fn record(level: &'static str, fields: &[(&str, &str)]) -> LogRecord {
         let fields = fields.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         LogRecord { level, source: "log", message: "checked".into(), fields }
+    }
+
+    #[test]
+    fn a_request_without_a_level_hears_nothing() {
+        assert!(!Threshold::of_request(None).admits(LoggingLevel::Emergency));
+        let warning = Threshold::of_request(Some(LoggingLevel::Warning));
+        assert!(warning.admits(LoggingLevel::Error) && !warning.admits(LoggingLevel::Info));
     }
 
     #[test]

@@ -28,6 +28,7 @@ mod content;
 mod elicit;
 mod http;
 mod logging;
+mod names;
 mod notify;
 pub mod request_state;
 pub mod resources;
@@ -50,6 +51,7 @@ use rmcp::model::{
 use rmcp::service::{NotificationContext, Peer, RequestContext, RoleServer, SubscriptionContext, SubscriptionSink};
 use rmcp::{ErrorData, ServerHandler};
 use serde_json::Value;
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -131,6 +133,22 @@ impl SkillServer {
 
     fn engine(&self) -> Arc<Engine> {
         self.shared.engine.clone()
+    }
+
+    /// Which `log` records of a call the client hears: the session's level up to 2025-11-25;
+    /// from 2026-07-28, which has no sessions, the level the request names in its `_meta`
+    /// (`io.modelcontextprotocol/logLevel`), and none without one.
+    fn log_threshold(
+        &self,
+        request: &CallToolRequestParams,
+        context: &RequestContext<RoleServer>,
+        stateless: bool,
+    ) -> Arc<logging::Threshold> {
+        if !stateless {
+            return self.session.threshold.clone();
+        }
+        let level = request.meta.as_ref().and_then(|m| m.log_level()).or_else(|| context.meta.log_level());
+        Arc::new(logging::Threshold::of_request(level))
     }
 }
 
@@ -237,16 +255,26 @@ impl ServerHandler for SkillServer {
     ) -> Result<ListToolsResult, ErrorData> {
         let engine = self.engine();
         let (skills, overrides) = (engine.skills(), &engine.settings().human.overrides);
-        let tools = engine.tools().decls().into_iter().map(|d| content::tool(d, &skills, overrides));
+        let tools = engine.tools().decls().into_iter().map(|d| {
+            let mut tool = content::tool(d, &skills, overrides);
+            if let Some(bare) = names::bare(&skills, &tool.name) {
+                tool.name = Cow::Owned(bare.to_owned());
+            }
+            tool
+        });
         Ok(ListToolsResult::with_all_items(tools.collect()))
     }
 
     async fn call_tool(
         &self,
-        request: CallToolRequestParams,
+        mut request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let engine = self.engine();
+        // A bare name (`[mcp] names = "bare"`) is the model's `<skill>__<tool>` from here on.
+        if let Some(exposed) = names::exposed(&engine.skills(), &request.name) {
+            request.name = Cow::Owned(exposed);
+        }
         // A tool of a skill still compiling is waited for (bounded), as a turn waits; past
         // the bound the call fails as a tool that cannot run now.
         let loaded = match engine.ready_for_call(&request.name).await {
@@ -264,9 +292,9 @@ impl ServerHandler for SkillServer {
         let input = Value::Object(request.arguments.clone().unwrap_or_default());
         let token =
             request.meta.as_ref().and_then(|m| m.get_progress_token()).or_else(|| context.meta.get_progress_token());
-        let direct = context.extensions.get::<notify::Direct>();
-        let forwarding = notify::Forwarding::start(context.peer.clone(), direct, self.session.threshold.clone(), token);
         let inline = elicit::inline(&context);
+        let (direct, threshold) = (context.extensions.get(), self.log_threshold(&request, &context, inline));
+        let forwarding = notify::Forwarding::start(context.peer.clone(), direct, threshold, token);
         // Up to 2025-11-25 a session is a conversation; from 2026-07-28 a request belongs to
         // no session, and the agent is the one conversation.
         let conversation_by = if inline { ConversationBy::Agent } else { ConversationBy::Channel };
