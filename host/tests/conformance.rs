@@ -362,3 +362,46 @@ async fn a_bare_skill_is_served_by_its_tools_own_names_and_prefixed_elsewhere() 
         assert!(stderr.contains(&problem), "{problem}\n{stderr}");
     }
 }
+
+/// A skill's own resources and prompts (the `resources` and `prompts` exports of the pack's
+/// `reference_library`), at their edges: a required argument missing, a URI no template
+/// matches, completions filtered by the skill, a subscription to nothing.
+#[tokio::test]
+async fn a_skills_own_resources_and_prompts_refuse_what_does_not_fit() {
+    let api = Api::start_in(pack_workspace(), Some(TOKEN)).await;
+    let (_, session) = initialize(&api, "2025-11-25").await;
+    let ask = |id: u64, method: &str, params: Value| {
+        let (api, session) = (&api, session.clone());
+        let body = request(id, method, params);
+        async move { send(api, Some(&session), &[], Some(&body)).await.messages.remove(0) }
+    };
+    let missing =
+        ask(2, "prompts/get", json!({"name": "test_prompt_with_arguments", "arguments": {"arg1": "a"}})).await;
+    assert_eq!(missing["error"]["code"], -32602, "{missing}");
+    assert!(missing["error"]["message"].as_str().unwrap().contains("arg2"), "{missing}");
+    let unknown = ask(3, "prompts/get", json!({"name": "test_no_such_prompt"})).await;
+    assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
+    let made =
+        ask(4, "prompts/get", json!({"name": "test_prompt_with_arguments", "arguments": {"arg1": "a", "arg2": "b"}}))
+            .await;
+    assert_eq!(made["result"]["messages"][0]["content"]["text"], "Prompt with arguments: arg1='a', arg2='b'", "{made}");
+
+    let read = ask(5, "resources/read", json!({"uri": "test://template/42/data"})).await;
+    let text: Value = serde_json::from_str(read["result"]["contents"][0]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(text["data"], "Data for ID: 42", "{read}");
+    for uri in ["test://template/4/2/data", "test://nothing-here", "skill://reference_library/nope.md"] {
+        let refused = ask(6, "resources/read", json!({"uri": uri})).await;
+        assert_eq!(refused["error"]["data"]["uri"], uri, "{refused}");
+        let subscribed = ask(7, "resources/subscribe", json!({"uri": uri})).await;
+        assert!(subscribed.get("error").is_some(), "{subscribed}");
+    }
+    let templates = ask(8, "resources/templates/list", json!({})).await;
+    assert_eq!(templates["result"]["resourceTemplates"][0]["uriTemplate"], "test://template/{id}/data");
+
+    let complete = |value: &str| {
+        let params = json!({"ref": {"type": "ref/prompt", "name": "test_prompt_with_arguments"}, "argument": {"name": "arg1", "value": value}});
+        ask(9, "completion/complete", params)
+    };
+    assert_eq!(complete("pa").await["result"]["completion"]["values"], json!(["paris", "park"]));
+    assert_eq!(complete("zz").await["result"]["completion"]["values"], json!([]));
+}

@@ -44,7 +44,17 @@ fn started(ws: &Workspace) -> Raw {
     let init = raw.initialize("2025-11-25");
     assert!(init["result"]["capabilities"]["logging"].is_object(), "{init}");
     assert!(init["result"]["capabilities"]["resources"].is_object(), "{init}");
-    raw
+    // `skillhost mcp` answers while the skill compiles (its lists grow when it joins): wait
+    // for it, as a client that heard `list_changed` would.
+    let started = std::time::Instant::now();
+    loop {
+        let (tools, _) = raw.exchange("tools/list", json!({}));
+        if tools.to_string().contains("probe__echo") {
+            break raw;
+        }
+        assert!(started.elapsed() < std::time::Duration::from_secs(120), "probe never joined: {tools}");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
 }
 
 /// The `params` of the notifications called `method`.
@@ -141,6 +151,23 @@ fn typed_content_structured_results_and_tool_annotations() {
         (json!("skill://probe/prompt.md"), json!("prompt.md"))
     );
 
+    // Audio and embedded resources travel through the `blocks` import, in order after the text.
+    let (recording, _) = mcp.call("probe__recording", json!({"bytes": 16}));
+    let content = recording["result"]["content"].as_array().unwrap();
+    let kinds: Vec<&str> = content.iter().map(|c| c["type"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["text", "audio", "resource", "resource"], "{recording}");
+    let audio = base64::engine::general_purpose::STANDARD.decode(content[1]["data"].as_str().unwrap()).unwrap();
+    assert_eq!((audio, &content[1]["mimeType"]), (vec![128; 16], &json!("audio/wav")));
+    assert_eq!(
+        content[2]["resource"],
+        json!({"uri": "skill://probe/notes.txt", "mimeType": "text/plain", "text": "notes"})
+    );
+    assert_eq!(content[3]["resource"], json!({"uri": "skill://probe/raw.bin", "blob": "AQID"}));
+    // They count in the result's size cap (1 MiB by default).
+    let (large, _) = mcp.call("probe__recording", json!({"bytes": 2_000_000}));
+    assert_eq!(large["result"]["isError"], true, "{large}");
+    assert!(large["result"]["content"][0]["text"].as_str().unwrap().contains("result_too_large"), "{large}");
+
     let (sum, _) = mcp.call("probe__structured", json!({}));
     assert_eq!(sum["result"]["structuredContent"], json!({"sum": 3}), "{sum}");
     let texts: Vec<&str> =
@@ -153,7 +180,7 @@ fn typed_content_structured_results_and_tool_annotations() {
 }
 
 #[test]
-fn the_model_reads_a_placeholder_for_an_image() {
+fn the_model_reads_placeholders_for_images_audio_and_bytes_and_an_embedded_text() {
     let ws = workspace();
     let out = Command::new(env!("CARGO_BIN_EXE_skillhost"))
         .args(["--config", "config.yaml", "call", "probe__picture", "{}"])
@@ -166,6 +193,15 @@ fn the_model_reads_a_placeholder_for_an_image() {
         stdout.contains("a red pixel\n[image: image/png, 69 bytes]\n[resource: prompt.md <skill://probe/prompt.md>]"),
         "{stdout}"
     );
+    let out = Command::new(env!("CARGO_BIN_EXE_skillhost"))
+        .args(["--config", "config.yaml", "call", "probe__recording", "{}"])
+        .current_dir(ws.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let read = "a recording\n[audio: audio/wav, 16 bytes]\n[resource <skill://probe/notes.txt>]\nnotes\n\
+                [resource <skill://probe/raw.bin>: bytes, 3 bytes]";
+    assert!(stdout.contains(read), "{stdout}");
 }
 
 #[test]

@@ -31,6 +31,21 @@ macro_rules! hook_world {
             });
         }
     };
+    ($module:ident, $world:literal, $export:literal, uses_types_and_blocks) => {
+        #[doc = concat!("Bindings of world `", $world, "`.")]
+        pub mod $module {
+            wit_bindgen::generate!({
+                path: "../wit",
+                world: $world,
+                pub_export_macro: true,
+                export_macro_name: $export,
+                with: {
+                    "skillhost:skill/types@0.1.0": crate::bindings::skillhost::skill::types,
+                    "skillhost:skill/blocks@0.1.0": crate::bindings::skillhost::skill::blocks,
+                },
+            });
+        }
+    };
     ($module:ident, $world:literal, $export:literal) => {
         #[doc = concat!("Bindings of world `", $world, "`.")]
         pub mod $module {
@@ -53,3 +68,5 @@ hook_world! { before_mcp_call, "hook-before-mcp-call", "export_before_mcp_call",
 hook_world! { observe_mcp_result, "hook-observe-mcp-result", "export_observe_mcp_result", uses_types }
 hook_world! { tool_result_empty, "hook-tool-result-empty", "export_tool_result_empty" }
 hook_world! { tool_target, "hook-tool-target", "export_tool_target", uses_types }
+hook_world! { resources, "hook-resources", "export_resources", uses_types_and_blocks }
+hook_world! { prompts, "hook-prompts", "export_prompts", uses_types_and_blocks }

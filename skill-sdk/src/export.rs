@@ -24,8 +24,11 @@ impl<S: Skill> b::exports::skillhost::skill::tools::Guest for Glue<S> {
 
     fn handle(name: String, input: String, ctx: wit::CallContext) -> wit::ToolResult {
         let ctx = Context::from(ctx);
-        let result = parse(&input).and_then(|input| S::handle(&name, input, &ctx));
-        result.unwrap_or_else(ToolResult::from).into()
+        let result = parse(&input).and_then(|input| S::handle(&name, input, &ctx)).unwrap_or_else(ToolResult::from);
+        if let Some(blocks) = result.later_blocks() {
+            crate::bindings::skillhost::skill::blocks::set_result_blocks(&blocks);
+        }
+        result.into()
     }
 
     fn info() -> wit::SkillInfo {
@@ -130,6 +133,59 @@ impl<S: crate::ToolTarget> b::tool_target::exports::skillhost::skill::tool_targe
     }
 }
 
+impl<S: crate::Resources> b::resources::exports::skillhost::skill::resources::Guest for Glue<S> {
+    fn list_resources() -> Vec<b::resources::exports::skillhost::skill::resources::ResourceDef> {
+        S::resources().into_iter().map(|r| r.into_wit()).collect()
+    }
+
+    fn list_templates() -> Vec<b::resources::exports::skillhost::skill::resources::ResourceTemplate> {
+        S::templates().into_iter().map(|r| r.into_wit_template()).collect()
+    }
+
+    fn read_resource(
+        uri: String,
+        ctx: wit::CallContext,
+    ) -> Result<
+        Vec<b::skillhost::skill::blocks::EmbeddedResource>,
+        b::resources::exports::skillhost::skill::resources::ReadError,
+    > {
+        use b::resources::exports::skillhost::skill::resources::ReadError as W;
+        match S::read_resource(&uri, &Context::from(ctx)) {
+            Ok(read) => Ok(read.into_iter().map(crate::served::Embedded::into_wit).collect()),
+            Err(crate::ReadError::NotFound) => Err(W::NotFound),
+            Err(crate::ReadError::Failed(why)) => Err(W::Failed(why)),
+        }
+    }
+}
+
+impl<S: crate::Prompts> b::prompts::exports::skillhost::skill::prompts::Guest for Glue<S> {
+    fn list_prompts() -> Vec<b::prompts::exports::skillhost::skill::prompts::PromptDef> {
+        S::prompts().into_iter().map(crate::PromptDef::into_wit).collect()
+    }
+
+    fn get_prompt(
+        name: String,
+        arguments: Vec<(String, String)>,
+        ctx: wit::CallContext,
+    ) -> Result<
+        b::prompts::exports::skillhost::skill::prompts::PromptResult,
+        b::prompts::exports::skillhost::skill::prompts::PromptError,
+    > {
+        use b::prompts::exports::skillhost::skill::prompts::PromptError as W;
+        let arguments = arguments.into_iter().collect();
+        match S::get_prompt(&name, &arguments, &Context::from(ctx)) {
+            Ok(result) => Ok(result.into_wit()),
+            Err(crate::PromptError::NotFound) => Err(W::NotFound),
+            Err(crate::PromptError::InvalidArguments(why)) => Err(W::InvalidArguments(why)),
+            Err(crate::PromptError::Failed(why)) => Err(W::Failed(why)),
+        }
+    }
+
+    fn complete(name: String, argument: String, value: String, context: Vec<(String, String)>) -> Vec<String> {
+        S::complete(&name, &argument, &value, &context.into_iter().collect())
+    }
+}
+
 /// Exports a [`Skill`] as the component's `tools` interface, plus the hooks you name.
 ///
 /// ```ignore
@@ -138,8 +194,10 @@ impl<S: crate::ToolTarget> b::tool_target::exports::skillhost::skill::tool_targe
 /// ```
 ///
 /// Hook names: `resolve_human`, `is_available`, `startup`, `scheduled`, `before_mcp_call`,
-/// `observe_mcp_result`, `tool_result_empty`, `tool_target`. Each needs the matching trait
-/// ([`ResolveHuman`](crate::ResolveHuman), ...) implemented on the skill type. Use the macro
+/// `observe_mcp_result`, `tool_result_empty`, `tool_target`, and the MCP exports `resources`
+/// and `prompts`. Each needs the matching trait ([`ResolveHuman`](crate::ResolveHuman),
+/// [`Resources`](crate::Resources), [`Prompts`](crate::Prompts), ...) implemented on the
+/// skill type. Use the macro
 /// once per crate.
 #[macro_export]
 macro_rules! export {
@@ -183,6 +241,12 @@ macro_rules! __export_hook {
     (tool_target, $glue:ident) => {
         $crate::__export_hook!(@world tool_target, export_tool_target, $glue);
     };
+    (resources, $glue:ident) => {
+        $crate::__export_hook!(@world resources, export_resources, $glue);
+    };
+    (prompts, $glue:ident) => {
+        $crate::__export_hook!(@world prompts, export_prompts, $glue);
+    };
     (@world $module:ident, $export:ident, $glue:ident) => {
         $crate::bindings::$module::$export!($glue with_types_in $crate::bindings::$module);
     };
@@ -190,7 +254,7 @@ macro_rules! __export_hook {
         compile_error!(concat!(
             "unknown hook `", stringify!($other), "`; expected one of: resolve_human, ",
             "is_available, startup, scheduled, before_mcp_call, observe_mcp_result, tool_result_empty, ",
-            "tool_target",
+            "tool_target, resources, prompts",
         ));
     };
 }

@@ -94,6 +94,7 @@ pub mod notify;
 pub mod progress;
 mod result;
 pub mod route;
+mod served;
 pub mod state;
 mod tool;
 
@@ -103,7 +104,8 @@ pub use hooks::{
     BeforeMcpCall, HumanLevel, IsAvailable, ObserveMcpResult, Preflight, ResolveHuman, Scheduled, Startup, Target,
     ToolResultEmpty, ToolTarget,
 };
-pub use result::{Block, Content, Coverage, CoverageStatus, ResultState, ToolResult};
+pub use result::{Block, Content, Coverage, CoverageStatus, ResourceContents, ResultState, ToolResult};
+pub use served::{Embedded, PromptDef, PromptError, Prompted, Prompts, ReadError, ResourceDef, Resources};
 pub use tool::{Approval, McpUse, SkillInfo, Tool};
 
 pub use schemars;

@@ -1,6 +1,7 @@
 //! What a handler returns: [`ToolResult`] and its optional [`Coverage`].
 
 use crate::Value;
+use crate::bindings::skillhost::skill::blocks;
 use crate::bindings::skillhost::skill::types as wit;
 
 /// The answer of one tool call.
@@ -74,6 +75,17 @@ impl ToolResult {
     /// the model reads a placeholder naming its type and size.
     pub fn with_image(self, mime_type: impl Into<String>, data: Vec<u8>) -> Self {
         self.with_block(Block::Image { mime_type: mime_type.into(), data })
+    }
+
+    /// Adds audio (`mime_type` such as `audio/wav`): MCP clients receive it as audio; the
+    /// model reads a placeholder naming its type and size.
+    pub fn with_audio(self, mime_type: impl Into<String>, data: Vec<u8>) -> Self {
+        self.with_block(Block::Audio { mime_type: mime_type.into(), data })
+    }
+
+    /// Adds a resource embedded with its contents (`uri`, its MIME type when known).
+    pub fn with_resource(self, uri: impl Into<String>, mime_type: Option<&str>, contents: ResourceContents) -> Self {
+        self.with_block(Block::Resource { uri: uri.into(), mime_type: mime_type.map(str::to_owned), contents })
     }
 
     /// Adds a JSON value: MCP clients receive it as text and, when the tool declares an
@@ -151,16 +163,64 @@ pub enum Block {
         /// What it is.
         description: Option<String>,
     },
+    /// Audio: its MIME type (such as `audio/wav`) and bytes.
+    Audio {
+        /// The MIME type.
+        mime_type: String,
+        /// The bytes.
+        data: Vec<u8>,
+    },
+    /// A resource embedded with its contents (an MCP `resource` block).
+    Resource {
+        /// The URI.
+        uri: String,
+        /// The MIME type, when known.
+        mime_type: Option<String>,
+        /// What it holds.
+        contents: ResourceContents,
+    },
 }
 
-impl From<Block> for wit::ContentBlock {
-    fn from(block: Block) -> Self {
-        match block {
+/// What an embedded resource holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ResourceContents {
+    /// Text.
+    Text(String),
+    /// Bytes.
+    Blob(Vec<u8>),
+}
+
+impl Block {
+    /// The block as `types.content-block` has it; `None` for what came later (audio,
+    /// embedded resources), which travel through the `blocks` import.
+    fn content_block(self) -> Option<wit::ContentBlock> {
+        Some(match self {
             Block::Text(text) => wit::ContentBlock::Text(text),
             Block::Json(value) => wit::ContentBlock::Json(value.to_string()),
             Block::Image { mime_type, data } => wit::ContentBlock::Image(wit::Image { mime_type, data }),
             Block::ResourceLink { uri, name, mime_type, description } => {
                 wit::ContentBlock::ResourceLink(wit::ResourceLink { uri, name, mime_type, description })
+            }
+            Block::Audio { .. } | Block::Resource { .. } => return None,
+        })
+    }
+
+    /// The block as the `blocks` import has it.
+    fn any_block(self) -> blocks::Block {
+        match self {
+            Block::Text(text) => blocks::Block::Text(text),
+            Block::Json(value) => blocks::Block::Json(value.to_string()),
+            Block::Image { mime_type, data } => blocks::Block::Image(wit::Image { mime_type, data }),
+            Block::ResourceLink { uri, name, mime_type, description } => {
+                blocks::Block::ResourceLink(wit::ResourceLink { uri, name, mime_type, description })
+            }
+            Block::Audio { mime_type, data } => blocks::Block::Audio(blocks::Audio { mime_type, data }),
+            Block::Resource { uri, mime_type, contents } => {
+                let contents = match contents {
+                    ResourceContents::Text(text) => blocks::ResourceContents::Text(text),
+                    ResourceContents::Blob(data) => blocks::ResourceContents::Blob(data),
+                };
+                blocks::Block::Embedded(blocks::EmbeddedResource { uri, mime_type, contents })
             }
         }
     }
@@ -245,6 +305,15 @@ impl From<Coverage> for wit::Coverage {
     }
 }
 
+impl ToolResult {
+    /// Every block in the `blocks` import's form, when one of them needs it (audio, an
+    /// embedded resource): the host then takes these instead of `types.tool-result`'s.
+    pub(crate) fn later_blocks(&self) -> Option<Vec<blocks::Block>> {
+        let later = self.blocks.iter().any(|b| matches!(b, Block::Audio { .. } | Block::Resource { .. }));
+        later.then(|| self.blocks.iter().cloned().map(Block::any_block).collect())
+    }
+}
+
 impl From<ToolResult> for wit::ToolResult {
     fn from(r: ToolResult) -> Self {
         wit::ToolResult {
@@ -252,7 +321,7 @@ impl From<ToolResult> for wit::ToolResult {
             succeeded: r.succeeded,
             is_empty: r.is_empty,
             coverage: r.coverage.map(Into::into),
-            blocks: r.blocks.into_iter().map(Into::into).collect(),
+            blocks: r.blocks.into_iter().filter_map(Block::content_block).collect(),
         }
     }
 }

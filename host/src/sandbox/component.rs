@@ -3,6 +3,9 @@
 //! between calls, channels or users.
 
 use super::bindings::guest;
+use super::bindings::guest::prompts::{PromptError, PromptResult};
+use super::bindings::guest::resources::ReadError;
+use super::bindings::skillhost::skill::blocks::{Block as ResultBlock, EmbeddedResource, ResourceContents};
 use super::bindings::types::{
     CallContext as WitContext, HumanLevel, PreflightDecision, SkillInfo, Target, ToolDef, ToolResult,
 };
@@ -34,6 +37,8 @@ pub struct Hooks {
     observe_mcp_result: Option<guest::observe_mcp_result::GuestIndices>,
     tool_result_empty: Option<guest::tool_result_empty::GuestIndices>,
     tool_target: Option<guest::tool_target::GuestIndices>,
+    resources: Option<guest::resources::GuestIndices>,
+    prompts: Option<guest::prompts::GuestIndices>,
 }
 
 impl std::fmt::Debug for Hooks {
@@ -54,6 +59,8 @@ impl Hooks {
             ("observe-mcp-result", self.observe_mcp_result.is_some()),
             ("tool-result-empty", self.tool_result_empty.is_some()),
             ("tool-target", self.tool_target.is_some()),
+            ("resources", self.resources.is_some()),
+            ("prompts", self.prompts.is_some()),
         ];
         all.into_iter().filter(|(_, present)| *present).map(|(name, _)| name).collect()
     }
@@ -159,6 +166,8 @@ impl SkillComponent {
             observe_mcp_result: guest::observe_mcp_result::GuestIndices::new(&pre).ok(),
             tool_result_empty: guest::tool_result_empty::GuestIndices::new(&pre).ok(),
             tool_target: guest::tool_target::GuestIndices::new(&pre).ok(),
+            resources: guest::resources::GuestIndices::new(&pre).ok(),
+            prompts: guest::prompts::GuestIndices::new(&pre).ok(),
         };
         let typechecked = Arc::default();
         Ok(SkillComponent { pre, tools, handle_export, typechecked, hooks, warm: Warm::new(warm) })
@@ -181,7 +190,7 @@ impl SkillComponent {
 
     /// Lists the tools and skill info, type-checking every export on the way, so a hook with
     /// the wrong signature fails at load rather than at its first call.
-    pub async fn describe(&self, env: &CallEnv) -> Result<Outcome<(Vec<ToolDef>, SkillInfo)>, LoadError> {
+    pub async fn describe(&self, env: &CallEnv) -> Result<Outcome<Described>, LoadError> {
         let this = self.clone();
         let outcome = self
             .run(env, Serving::default(), "describe".into(), move |store, instance| {
@@ -190,7 +199,16 @@ impl SkillComponent {
                     let tools = this.tools.load(&mut *store, &instance)?;
                     let list = tools.call_list_tools(&mut *store).await?;
                     let info = tools.call_info(&mut *store).await?;
-                    Ok((list, info))
+                    let mut served = ServedLists::default();
+                    if let Some(resources) = &this.hooks.resources {
+                        let resources = resources.load(&mut *store, &instance)?;
+                        served.resources = resources.call_list_resources(&mut *store).await?;
+                        served.templates = resources.call_list_templates(&mut *store).await?;
+                    }
+                    if let Some(prompts) = &this.hooks.prompts {
+                        served.prompts = prompts.load(&mut *store, &instance)?.call_list_prompts(&mut *store).await?;
+                    }
+                    Ok((list, info, served))
                 })
             })
             .await;
@@ -217,7 +235,9 @@ impl SkillComponent {
             before_mcp_call,
             observe_mcp_result,
             tool_result_empty,
-            tool_target
+            tool_target,
+            resources,
+            prompts
         );
         Ok(())
     }
@@ -229,12 +249,12 @@ impl SkillComponent {
         name: &str,
         input: &str,
         ctx: &CallContext,
-    ) -> Result<Outcome<ToolResult>, CallError> {
+    ) -> Result<Outcome<Handled>, CallError> {
         let operation = format!("handle {name}");
         let (name, input, wit_ctx) = (name.to_string(), input.to_string(), wit_context(ctx));
         let this = self.clone();
         let (limit, copy_limit) = (env.limits.max_result_bytes, env.limits.copy_limit());
-        let accept = |result: &ToolResult| match result_size(result) {
+        let accept = |(result, blocks): &Handled| match result_size(result) + blocks.as_deref().map_or(0, blocks_size) {
             size if size > limit => Err(CallError::ResultTooLarge { size: Some(size), limit, copy_limit }),
             _ => Ok(()),
         };
@@ -248,7 +268,7 @@ impl SkillComponent {
                     Box::pin(async move {
                         let handle = this.handle_func(&mut *store, &instance)?;
                         let (result,) = handle.call_async(&mut *store, (&name, &input, &wit_ctx)).await?;
-                        Ok(result)
+                        Ok((result, store.data_mut().result_blocks.take()))
                     })
                 },
                 accept,
@@ -441,6 +461,70 @@ impl SkillComponent {
         )
     }
 
+    /// `resources.read-resource` of `uri`, or `None` when the component does not export it.
+    pub async fn read_resource(
+        &self,
+        env: &CallEnv,
+        uri: &str,
+        ctx: &CallContext,
+    ) -> Option<Result<Outcome<Result<Vec<EmbeddedResource>, ReadError>>, CallError>> {
+        let indices = self.hooks.resources.clone()?;
+        let (uri, wit_ctx) = (uri.to_string(), wit_context(ctx));
+        Some(
+            self.run(env, Serving::call(ctx), format!("read-resource {uri}"), move |store, instance| {
+                Box::pin(async move {
+                    indices.load(&mut *store, &instance)?.call_read_resource(&mut *store, &uri, &wit_ctx).await
+                })
+            })
+            .await,
+        )
+    }
+
+    /// `prompts.get-prompt` of `name` with `arguments`, or `None` when the component does not
+    /// export it.
+    pub async fn get_prompt(
+        &self,
+        env: &CallEnv,
+        name: &str,
+        arguments: Vec<(String, String)>,
+        ctx: &CallContext,
+    ) -> Option<Result<Outcome<Result<PromptResult, PromptError>>, CallError>> {
+        let indices = self.hooks.prompts.clone()?;
+        let (name, wit_ctx) = (name.to_string(), wit_context(ctx));
+        Some(
+            self.run(env, Serving::call(ctx), format!("get-prompt {name}"), move |store, instance| {
+                Box::pin(async move {
+                    let prompts = indices.load(&mut *store, &instance)?;
+                    prompts.call_get_prompt(&mut *store, &name, &arguments, &wit_ctx).await
+                })
+            })
+            .await,
+        )
+    }
+
+    /// `prompts.complete` of argument `argument` of prompt `name`, or `None` when the
+    /// component does not export it.
+    pub async fn complete(
+        &self,
+        env: &CallEnv,
+        name: &str,
+        argument: &str,
+        value: &str,
+        context: Vec<(String, String)>,
+    ) -> Option<Result<Outcome<Vec<String>>, CallError>> {
+        let indices = self.hooks.prompts.clone()?;
+        let (name, argument, value) = (name.to_string(), argument.to_string(), value.to_string());
+        Some(
+            self.run(env, Serving::default(), format!("complete {name}"), move |store, instance| {
+                Box::pin(async move {
+                    let prompts = indices.load(&mut *store, &instance)?;
+                    prompts.call_complete(&mut *store, &name, &argument, &value, &context).await
+                })
+            })
+            .await,
+        )
+    }
+
     /// Runs `call` in a fresh instance (one made ahead of need, or one instantiated now) for
     /// whom `serving` says, and turns every way it can fail into a [`CallError`] naming the
     /// cause. The store is dropped on return.
@@ -521,6 +605,43 @@ fn fresh_store(pre: &InstancePre<HostState>, env: &CallEnv) -> Store<HostState> 
 }
 
 /// The bytes a result holds: its text and every typed block (what the result cap bounds).
+/// What a component serves beyond tools, listed when it loads (the `resources` and `prompts`
+/// exports; empty without them).
+#[derive(Debug, Default)]
+pub struct ServedLists {
+    /// `resources.list-resources`.
+    pub resources: Vec<guest::resources::ResourceDef>,
+    /// `resources.list-templates`.
+    pub templates: Vec<guest::resources::ResourceTemplate>,
+    /// `prompts.list-prompts`.
+    pub prompts: Vec<guest::prompts::PromptDef>,
+}
+
+/// What `describe` finds: the tools, the skill's facts, and what it serves beyond tools.
+pub type Described = (Vec<ToolDef>, SkillInfo, ServedLists);
+
+/// What `handle` returned, and the blocks the call set through the `blocks` import.
+pub type Handled = (ToolResult, Option<Vec<ResultBlock>>);
+
+/// The bytes of the blocks a call set (`blocks.set-result-blocks`), as [`result_size`] counts.
+fn blocks_size(blocks: &[ResultBlock]) -> u64 {
+    let option = |o: &Option<String>| o.as_ref().map_or(0, String::len);
+    let size = |b: &ResultBlock| match b {
+        ResultBlock::Text(t) | ResultBlock::Json(t) => t.len(),
+        ResultBlock::Image(i) => i.mime_type.len() + i.data.len(),
+        ResultBlock::ResourceLink(l) => l.uri.len() + l.name.len() + option(&l.mime_type) + option(&l.description),
+        ResultBlock::Audio(a) => a.mime_type.len() + a.data.len(),
+        ResultBlock::Embedded(r) => {
+            let contents = match &r.contents {
+                ResourceContents::Text(t) => t.len(),
+                ResourceContents::Blob(b) => b.len(),
+            };
+            r.uri.len() + option(&r.mime_type) + contents
+        }
+    };
+    blocks.iter().map(size).sum::<usize>() as u64
+}
+
 fn result_size(result: &ToolResult) -> u64 {
     use super::bindings::types::ContentBlock;
     let blocks: usize = result

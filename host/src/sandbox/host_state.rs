@@ -152,6 +152,8 @@ pub struct HostState {
     pub(crate) observer: Option<Observer>,
     /// Messages sent so far (the `notify` import's per-call cap).
     pub(crate) notices: u32,
+    /// The result's blocks the call set (`blocks.set-result-blocks`), taken when it returns.
+    pub(crate) result_blocks: Option<Vec<crate::sandbox::bindings::skillhost::skill::blocks::Block>>,
 }
 
 impl HostState {
@@ -173,6 +175,7 @@ impl HostState {
             limits: *limits,
             observer: None,
             notices: 0,
+            result_blocks: None,
         }
     }
 
@@ -184,6 +187,7 @@ impl HostState {
         self.operation = operation;
         self.deadline = Instant::now() + self.limits.timeout;
         self.notices = 0;
+        self.result_blocks = None;
     }
 
     /// The data of a script's run (`command.rs`): its own WASI (arguments, the folder, stdout
@@ -203,6 +207,7 @@ impl HostState {
             limits,
             observer: None,
             notices: 0,
+            result_blocks: None,
         }
     }
 

@@ -27,7 +27,9 @@ pub use capabilities::{
     SKILL_FOLDER, SkillFiles,
 };
 pub use command::{CommandComponent, Exit, Invocation};
-pub use component::{CallEnv, Hooks, Outcome, SkillComponent, TOOLS_INTERFACE, wit_context};
+pub use component::{
+    CallEnv, Described, Handled, Hooks, Outcome, ServedLists, SkillComponent, TOOLS_INTERFACE, wit_context,
+};
 pub use error::{CallError, LoadError};
 pub use failure::YIELD_FUEL;
 pub use host_state::{CallContext, ConversationBy, HostState, RouteAttributes};

@@ -1,6 +1,7 @@
 //! Typed content and tool hints in the host's own types (the WIT `content-block` and
 //! `tool-hints`), and the text the model reads for content that is not text.
 
+use crate::sandbox::bindings::skillhost::skill::blocks::{Block as ResultBlock, ResourceContents as WitContents};
 use crate::sandbox::bindings::types as wit;
 
 /// A piece of typed content a tool returned beside its text.
@@ -28,6 +29,31 @@ pub enum Content {
         /// What it is.
         description: Option<String>,
     },
+    /// Audio.
+    Audio {
+        /// Its MIME type.
+        mime_type: String,
+        /// Its bytes.
+        data: Vec<u8>,
+    },
+    /// A resource embedded with its contents.
+    Resource {
+        /// Its URI.
+        uri: String,
+        /// Its MIME type, when known.
+        mime_type: Option<String>,
+        /// Its contents.
+        contents: ResourceContents,
+    },
+}
+
+/// What an embedded resource holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ResourceContents {
+    /// Text.
+    Text(String),
+    /// Bytes.
+    Blob(Vec<u8>),
 }
 
 impl Content {
@@ -39,6 +65,14 @@ impl Content {
             Content::Text(text) | Content::Json(text) => text.clone(),
             Content::Image { mime_type, data } => format!("[image: {mime_type}, {} bytes]", data.len()),
             Content::ResourceLink { uri, name, .. } => format!("[resource: {name} <{uri}>]"),
+            Content::Audio { mime_type, data } => format!("[audio: {mime_type}, {} bytes]", data.len()),
+            Content::Resource { uri, contents: ResourceContents::Text(text), .. } => {
+                format!("[resource <{uri}>]\n{text}")
+            }
+            Content::Resource { uri, mime_type, contents: ResourceContents::Blob(data) } => {
+                let kind = mime_type.as_deref().unwrap_or("bytes");
+                format!("[resource <{uri}>: {kind}, {} bytes]", data.len())
+            }
         }
     }
 }
@@ -80,6 +114,28 @@ impl From<wit::ContentBlock> for Content {
             wit::ContentBlock::ResourceLink(l) => {
                 Content::ResourceLink { uri: l.uri, name: l.name, mime_type: l.mime_type, description: l.description }
             }
+        }
+    }
+}
+
+impl From<ResultBlock> for Content {
+    fn from(b: ResultBlock) -> Self {
+        match b {
+            ResultBlock::Text(text) => Content::Text(text),
+            ResultBlock::Json(json) => Content::Json(json),
+            ResultBlock::Image(i) => Content::Image { mime_type: i.mime_type, data: i.data },
+            ResultBlock::ResourceLink(l) => {
+                Content::ResourceLink { uri: l.uri, name: l.name, mime_type: l.mime_type, description: l.description }
+            }
+            ResultBlock::Audio(a) => Content::Audio { mime_type: a.mime_type, data: a.data },
+            ResultBlock::Embedded(r) => Content::Resource {
+                uri: r.uri,
+                mime_type: r.mime_type,
+                contents: match r.contents {
+                    WitContents::Text(text) => ResourceContents::Text(text),
+                    WitContents::Blob(data) => ResourceContents::Blob(data),
+                },
+            },
         }
     }
 }

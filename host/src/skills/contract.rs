@@ -218,6 +218,17 @@ impl From<wit::ToolResult> for ToolResult {
     }
 }
 
+/// What `handle` returned, its blocks replaced by those the call set (the `blocks` import).
+impl From<crate::sandbox::Handled> for ToolResult {
+    fn from((result, blocks): crate::sandbox::Handled) -> Self {
+        let mut result = ToolResult::from(result);
+        if let Some(blocks) = blocks {
+            result.blocks = blocks.into_iter().map(Into::into).collect();
+        }
+        result
+    }
+}
+
 impl From<wit::PreflightDecision> for Preflight {
     fn from(d: wit::PreflightDecision) -> Self {
         let kind = match d.kind {

@@ -472,7 +472,7 @@ impl Loader {
             files: None,
         };
         let env = CallEnv { caps: Arc::new(caps), limits: self.policy.for_skill(&manifest.limits) };
-        let (defs, info) = component.describe(&env).await.map_err(|e| e.to_string())?.value;
+        let (defs, info, _) = component.describe(&env).await.map_err(|e| e.to_string())?.value;
         let tools = defs.into_iter().map(|def| ToolSpec::new(NAME, def.into())).collect::<Result<Vec<_>, _>>()?;
         let location = builtin::location("function runtime");
         let skill = Skill::new(NAME.into(), location, builtin::prompt(""), serde_json::json!({}));
@@ -570,7 +570,8 @@ impl Loader {
             return Ok(Some(Candidate::Unavailable(name)));
         }
         let described = component.describe(&env).await.map_err(|e| problem(e.to_string()))?;
-        let (defs, info) = described.value;
+        let (defs, info, served) = described.value;
+        let served = super::served::Served::checked(served).map_err(&problem)?;
         let mut seen = HashSet::new();
         let mut tools = Vec::new();
         for def in defs {
@@ -582,7 +583,7 @@ impl Loader {
         let exports_scheduled = component.hooks().names().contains(&"scheduled");
         let schedule = self.schedule(&name, manifest, exports_scheduled).map_err(problem)?;
         let mut skill = skill.with_component(component, env, tools, info.into());
-        skill.schedule = schedule;
+        (skill.schedule, skill.served) = (schedule, served);
         Ok(Some(Candidate::Loaded(Box::new(skill))))
     }
 
@@ -740,23 +741,26 @@ fn granted_env(skill: &str, asked: &[String], granted: &[String], quiet: bool) -
 }
 
 /// Skills that serve their tools to MCP clients under bare names (`[mcp] names = "bare"`)
-/// may not share one (a full name, `<skill>__<tool>`, never equals a bare one: tool names
+/// may not share one, nor their prompts (a full name, `<skill>__<tool>`, never equals a bare one: names
 /// have no `__`): every skill involved fails to load, its problem naming the others.
 fn reject_bare_collisions(set: &mut SkillSet) {
-    let mut owners: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    let mut owners: BTreeMap<(&str, &str), Vec<&str>> = BTreeMap::new();
     for skill in set.skills.values().filter(|s| s.mcp_names == super::manifest::McpNames::Bare) {
         let tools =
             skill.tools.iter().map(|t| t.name.as_str()).chain(skill.scripts.iter().map(|s| s.spec.name.as_str()));
         for tool in tools {
-            owners.entry(tool).or_default().push(&skill.name);
+            owners.entry(("tools", tool)).or_default().push(&skill.name);
+        }
+        for prompt in &skill.served.prompts {
+            owners.entry(("prompts", &prompt.name)).or_default().push(&skill.name);
         }
     }
     let mut problems = Vec::new();
-    for (tool, skills) in owners.iter().filter(|(_, skills)| skills.len() > 1) {
+    for ((kind, name), skills) in owners.iter().filter(|(_, skills)| skills.len() > 1) {
         for skill in skills {
             let others: Vec<String> = skills.iter().filter(|s| *s != skill).map(|s| format!("`{s}`")).collect();
             let message = format!(
-                "[mcp] names = \"bare\": MCP clients would see two tools named `{tool}` (skills `{skill}` and {})",
+                "[mcp] names = \"bare\": MCP clients would see two {kind} named `{name}` (skills `{skill}` and {})",
                 others.join(", ")
             );
             problems.push((skill.to_string(), message));

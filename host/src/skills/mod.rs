@@ -17,6 +17,7 @@ pub mod new;
 pub mod oci;
 pub mod prompt;
 pub mod script;
+pub mod served;
 pub mod skill;
 
 pub use loader::{FatalLoadError, LoadMode, LoadProblem, Loader, PendingPrompt, SkillSet};

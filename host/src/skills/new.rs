@@ -63,6 +63,7 @@ const RUST_SDK: &[(&str, &str)] = &[
     ("skill-sdk/src/result.rs", include_str!("../../../skill-sdk/src/result.rs")),
     ("skill-sdk/src/progress.rs", include_str!("../../../skill-sdk/src/progress.rs")),
     ("skill-sdk/src/route.rs", include_str!("../../../skill-sdk/src/route.rs")),
+    ("skill-sdk/src/served.rs", include_str!("../../../skill-sdk/src/served.rs")),
     ("skill-sdk/src/state.rs", include_str!("../../../skill-sdk/src/state.rs")),
     ("skill-sdk/src/tool.rs", include_str!("../../../skill-sdk/src/tool.rs")),
 ];

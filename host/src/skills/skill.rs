@@ -1,9 +1,12 @@
 //! A loaded skill: its prompt, its validated tools, its facts, and the component that runs
 //! them.
 
+use super::content::Content;
 use super::contract::{Asked, Human, Preflight, Target, ToolDef, ToolHints, ToolResult};
 use super::prompt::Prompt;
 use super::script::ScriptTool;
+use super::served::{Prompted, ServeError};
+use crate::sandbox::bindings::guest::resources::ReadError;
 use crate::sandbox::bindings::types as wit;
 use crate::sandbox::{CallContext, CallEnv, CallError, Outcome, SkillComponent};
 use std::path::PathBuf;
@@ -168,6 +171,8 @@ pub struct Skill {
     pub preapproved: Vec<String>,
     /// How MCP clients see its tools' names (`[mcp] names`).
     pub mcp_names: super::manifest::McpNames,
+    /// What it serves MCP clients beyond tools (resources, templates, prompts).
+    pub served: super::served::Served,
     /// What runs its tools and hooks.
     runtime: Runtime,
 }
@@ -239,6 +244,7 @@ impl Skill {
             schedule: None,
             preapproved: Vec::new(),
             mcp_names: Default::default(),
+            served: Default::default(),
             runtime: Runtime::Prompt,
         }
     }
@@ -415,6 +421,62 @@ impl Skill {
         let (component, env) = self.component()?;
         let answer = component.tool_target(env, tool, &input.to_string(), caller).await?;
         Some(answer.map(|o| o.value.map(Target::from)))
+    }
+
+    /// `resources.read-resource` of `uri`: its contents (embedded resources).
+    pub async fn read_resource(&self, uri: &str, caller: &CallContext) -> Result<Vec<Content>, ServeError> {
+        let (component, env) = self.component().ok_or(ServeError::NotFound)?;
+        let outcome = component.read_resource(env, uri, &self.own(caller)).await.ok_or(ServeError::NotFound)?;
+        match outcome.map_err(|e| ServeError::Failed(e.to_string()))?.value {
+            Ok(contents) => Ok(contents.into_iter().map(super::served::embedded).collect()),
+            Err(ReadError::NotFound) => Err(ServeError::NotFound),
+            Err(ReadError::Failed(why)) => Err(ServeError::Failed(why)),
+        }
+    }
+
+    /// `prompts.get-prompt` of `name` (unprefixed) with `arguments`, after checking that the
+    /// prompt exists and every required argument is given.
+    pub async fn get_prompt(
+        &self,
+        name: &str,
+        arguments: Vec<(String, String)>,
+        caller: &CallContext,
+    ) -> Result<Prompted, ServeError> {
+        let def = self.served.prompt(name).ok_or(ServeError::NotFound)?;
+        let missing: Vec<&str> = def
+            .arguments
+            .iter()
+            .filter(|a| a.required && !arguments.iter().any(|(given, _)| *given == a.name))
+            .map(|a| a.name.as_str())
+            .collect();
+        if !missing.is_empty() {
+            return Err(ServeError::InvalidArguments(format!("missing required arguments: {}", missing.join(", "))));
+        }
+        let (component, env) = self.component().ok_or(ServeError::NotFound)?;
+        let outcome =
+            component.get_prompt(env, name, arguments, &self.own(caller)).await.ok_or(ServeError::NotFound)?;
+        Ok(outcome.map_err(|e| ServeError::Failed(e.to_string()))?.value?.into())
+    }
+
+    /// `prompts.complete` of `argument` of prompt `name`: at most 100 values; none when the
+    /// skill cannot say (no such prompt or argument, a failed hook).
+    pub async fn complete(
+        &self,
+        name: &str,
+        argument: &str,
+        value: &str,
+        context: Vec<(String, String)>,
+    ) -> Vec<String> {
+        let known = self.served.prompt(name).is_some_and(|p| p.arguments.iter().any(|a| a.name == argument));
+        let Some((component, env)) = self.component().filter(|_| known) else { return Vec::new() };
+        match component.complete(env, name, argument, value, context).await {
+            Some(Ok(outcome)) => outcome.value.into_iter().take(100).collect(),
+            Some(Err(e)) => {
+                tracing::warn!(skill = %self.name, prompt = name, "completion failed: {e}");
+                Vec::new()
+            }
+            None => Vec::new(),
+        }
     }
 
     /// `tool-result-empty` for a successful raw result of `tool`.

@@ -9,12 +9,15 @@
 
 use crate::config::OverrideLevel;
 use crate::llm::ToolDecl;
+use crate::skills::content::ResourceContents;
 use crate::skills::contract::{Content, Human};
 use crate::skills::skill::split_exposed;
 use crate::skills::{SkillSet, ToolSpec};
 use crate::tools::ToolOutcome;
 use base64::Engine as _;
-use rmcp::model::{CallToolResult, ContentBlock, Resource, Tool, ToolAnnotations};
+use rmcp::model::{
+    CallToolResult, ContentBlock, Resource, ResourceContents as ResourceContents_, Tool, ToolAnnotations,
+};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -110,7 +113,25 @@ fn structured(outcome: &ToolOutcome) -> Option<Value> {
     serde_json::from_str(text).ok()
 }
 
-fn block(content: &Content) -> ContentBlock {
+/// The contents of an embedded resource as MCP carries them (bytes base64-encoded).
+pub(super) fn embedded(uri: &str, mime_type: &Option<String>, contents: &ResourceContents) -> ResourceContents_ {
+    match contents {
+        ResourceContents::Text(text) => ResourceContents_::TextResourceContents {
+            uri: uri.to_owned(),
+            mime_type: mime_type.clone(),
+            text: text.clone(),
+            meta: None,
+        },
+        ResourceContents::Blob(data) => ResourceContents_::BlobResourceContents {
+            uri: uri.to_owned(),
+            mime_type: mime_type.clone(),
+            blob: base64::engine::general_purpose::STANDARD.encode(data),
+            meta: None,
+        },
+    }
+}
+
+pub(super) fn block(content: &Content) -> ContentBlock {
     match content {
         Content::Text(text) | Content::Json(text) => ContentBlock::text(text.clone()),
         Content::Image { mime_type, data } => {
@@ -122,5 +143,9 @@ fn block(content: &Content) -> ContentBlock {
             resource.description = description.clone();
             ContentBlock::resource_link(resource)
         }
+        Content::Audio { mime_type, data } => {
+            ContentBlock::audio(base64::engine::general_purpose::STANDARD.encode(data), mime_type.clone())
+        }
+        Content::Resource { uri, mime_type, contents } => ContentBlock::resource(embedded(uri, mime_type, contents)),
     }
 }

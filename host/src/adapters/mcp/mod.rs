@@ -32,6 +32,7 @@ mod names;
 mod notify;
 pub mod request_state;
 pub mod resources;
+mod served;
 mod stdio;
 
 pub use http::http_app;
@@ -43,10 +44,11 @@ use crate::sandbox::{CallContext, ConversationBy};
 use elicit::Round;
 use parking_lot::Mutex;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, GetPromptRequestParams, GetPromptResponse, GetPromptResult,
-    Implementation, ListPromptsResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams, Prompt,
-    PromptMessage, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Role, ServerCapabilities,
-    ServerConfig, SubscriptionFilter,
+    CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult, CompletionInfo,
+    GetPromptRequestParams, GetPromptResponse, GetPromptResult, Implementation, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams, Prompt, PromptMessage,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Reference, Role, ServerCapabilities,
+    ServerConfig, SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, Peer, RequestContext, RoleServer, SubscriptionContext, SubscriptionSink};
 use rmcp::{ErrorData, ServerHandler};
@@ -135,6 +137,21 @@ impl SkillServer {
         self.shared.engine.clone()
     }
 
+    /// The context a resource read or a prompt of a skill runs in: this session's channel,
+    /// and from 2026-07-28 the agent as the conversation.
+    fn served_context(&self, context: &RequestContext<RoleServer>) -> CallContext {
+        let conversation_by = if elicit::inline(context) { ConversationBy::Agent } else { ConversationBy::Channel };
+        let agent = self.shared.engine.settings().agent.clone();
+        CallContext { agent, conversation_by, ..CallContext::standalone(&self.session.channel) }
+    }
+
+    /// `Ok` for a resource some skill serves (a file or one of its own), else not found.
+    fn known_resource(&self, uri: &str) -> Result<(), ErrorData> {
+        let skills = self.engine().skills();
+        let file = uri.starts_with(resources::SCHEME) && resources::read(&skills, uri).is_ok();
+        if file || served::owner(&skills, uri).is_some() { Ok(()) } else { Err(served::not_found(uri)) }
+    }
+
     /// Which `log` records of a call the client hears: the session's level up to 2025-11-25;
     /// from 2026-07-28, which has no sessions, the level the request names in its `_meta`
     /// (`io.modelcontextprotocol/logLevel`), and none without one.
@@ -152,7 +169,7 @@ impl SkillServer {
     }
 }
 
-/// Tells every connected client that the tool and prompt lists changed.
+/// Tells every connected client that the tool, prompt and resource lists changed.
 async fn tell_lists_changed(shared: &Shared) {
     let peers = {
         let mut peers = shared.peers.lock();
@@ -162,11 +179,13 @@ async fn tell_lists_changed(shared: &Shared) {
     for peer in peers {
         let _ = peer.notify_tool_list_changed().await;
         let _ = peer.notify_prompt_list_changed().await;
+        let _ = peer.notify_resource_list_changed().await;
     }
     let listeners = shared.listeners.lock().clone();
     for (_, sink) in listeners {
         let _ = sink.notify_tool_list_changed().await;
         let _ = sink.notify_prompt_list_changed().await;
+        let _ = sink.notify_resource_list_changed().await;
     }
 }
 
@@ -223,6 +242,9 @@ impl ServerHandler for SkillServer {
             .enable_prompts()
             .enable_prompts_list_changed()
             .enable_resources()
+            .enable_resources_list_changed()
+            .enable_resources_subscribe()
+            .enable_completions()
             .enable_logging()
             .build();
         // The protocol version stays rmcp's latest: `initialize` negotiates it (module docs).
@@ -232,7 +254,7 @@ impl ServerHandler for SkillServer {
     }
 
     fn accepted_subscription_filter(&self, _: &SubscriptionFilter) -> Option<SubscriptionFilter> {
-        Some(SubscriptionFilter::builder().tools_list_changed().prompts_list_changed().build())
+        Some(SubscriptionFilter::builder().tools_list_changed().prompts_list_changed().resources_list_changed().build())
     }
 
     async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
@@ -360,16 +382,67 @@ impl ServerHandler for SkillServer {
         _: Option<PaginatedRequestParams>,
         _: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
-        Ok(ListResourcesResult::with_all_items(resources::list(&self.engine().skills())))
+        let skills = self.engine().skills();
+        let mut listed = resources::list(&skills);
+        listed.extend(served::resources(&skills));
+        Ok(ListResourcesResult::with_all_items(listed))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _: Option<PaginatedRequestParams>,
+        _: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        Ok(ListResourceTemplatesResult::with_all_items(served::templates(&self.engine().skills())))
     }
 
     async fn read_resource(
         &self,
         request: ReadResourceRequestParams,
-        _: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
-        let contents = resources::read(&self.engine().skills(), &request.uri)?;
-        Ok(ReadResourceResult::new(vec![contents]).into())
+        let skills = self.engine().skills();
+        if request.uri.starts_with(resources::SCHEME) {
+            return Ok(ReadResourceResult::new(vec![resources::read(&skills, &request.uri)?]).into());
+        }
+        let skill = served::owner(&skills, &request.uri).ok_or_else(|| served::not_found(&request.uri))?;
+        let contents = served::read(skill, &request.uri, &self.served_context(&context)).await?;
+        Ok(ReadResourceResult::new(contents).into())
+    }
+
+    // A subscription is accepted for a resource that is served; a skill's resources change
+    // only when its skills are reloaded, which `notifications/resources/list_changed` tells.
+    async fn subscribe(&self, request: SubscribeRequestParams, _: RequestContext<RoleServer>) -> Result<(), ErrorData> {
+        self.known_resource(&request.uri)
+    }
+
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.known_resource(&request.uri)
+    }
+
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        _: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, ErrorData> {
+        let skills = self.engine().skills();
+        let values = match &request.r#ref {
+            Reference::Prompt(reference) => match served::prompt(&skills, &reference.name) {
+                Some((skill, prompt)) => {
+                    let context = request.context.and_then(|c| c.arguments).unwrap_or_default();
+                    let (argument, value) = (&request.argument.name, &request.argument.value);
+                    skill.complete(prompt, argument, value, context.into_iter().collect()).await
+                }
+                None => Vec::new(),
+            },
+            _ => Vec::new(),
+        };
+        let info = CompletionInfo::new(values).map_err(|e| ErrorData::internal_error(e, None))?;
+        Ok(CompleteResult::new(info))
     }
 
     async fn list_prompts(
@@ -387,16 +460,25 @@ impl ServerHandler for SkillServer {
             };
             Prompt::new(s.name.clone(), Some(description), None)
         });
-        Ok(ListPromptsResult::with_all_items(prompts.collect()))
+        Ok(ListPromptsResult::with_all_items(prompts.chain(served::prompts(&skills)).collect()))
     }
 
     async fn get_prompt(
         &self,
         request: GetPromptRequestParams,
-        _: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
         let engine = self.engine();
         let skills = engine.skills();
+        if let Some((skill, prompt)) = served::prompt(&skills, &request.name) {
+            // Argument values are strings; anything else is passed as its JSON text.
+            let text = |v: Value| match v {
+                Value::String(s) => s,
+                other => other.to_string(),
+            };
+            let arguments = request.arguments.unwrap_or_default().into_iter().map(|(k, v)| (k, text(v))).collect();
+            return Ok(served::get(skill, prompt, arguments, &self.served_context(&context)).await?.into());
+        }
         let skill = skills
             .skills
             .get(&request.name)

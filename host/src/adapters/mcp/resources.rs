@@ -13,7 +13,7 @@ use std::io::Read as _;
 use std::path::Path;
 
 /// The URI scheme of skill resources.
-pub const SCHEME: &str = "skill://";
+pub const SCHEME: &str = crate::skills::served::FILES_SCHEME;
 /// The largest file served, in bytes.
 pub const MAX_RESOURCE_BYTES: u64 = 1 << 20;
 

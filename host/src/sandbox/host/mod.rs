@@ -1,5 +1,6 @@
 //! One file per WIT import interface: the skill's only ways out of the sandbox.
 
+mod blocks;
 pub(in crate::sandbox) mod http;
 pub(super) mod log;
 mod mcp;

@@ -1,9 +1,10 @@
 //! Tools for what an MCP client sees beyond text: `log_levels` (one `log` record per level,
 //! one field a credential), `progress(steps, pause_ms)` (reports `1..=steps` of `steps`),
-//! `picture` (text, a 1x1 PNG and a resource link), `structured(sum?)` (a JSON block under an
+//! `picture` (text, a 1x1 PNG and a resource link), `recording(bytes)` (text, `bytes` of
+//! audio, and two embedded resources: text and bytes, through the `blocks` import), `structured(sum?)` (a JSON block under an
 //! output schema: `{"sum": <n>}`, or `{"sum": "oops"}` when `broken`), and hints on `echo`.
 
-use skill_sdk::{Block, Tool, ToolResult, Value, json, log, progress};
+use skill_sdk::{Block, ResourceContents, Tool, ToolResult, Value, json, log, progress};
 
 /// A 1x1 red PNG.
 pub const PIXEL: [u8; 69] = [
@@ -26,6 +27,11 @@ pub fn tools() -> Vec<Tool> {
             } }),
         ),
         Tool::without_input("picture", "Return text, an image and a resource link."),
+        Tool::with_schema(
+            "recording",
+            "Return text, `bytes` bytes of audio and two embedded resources.",
+            json!({ "type": "object", "properties": { "bytes": { "type": "integer", "minimum": 0, "maximum": 4_000_000 } } }),
+        ),
         Tool::with_schema(
             "structured",
             "Return a structured sum.",
@@ -68,6 +74,13 @@ pub fn handle(name: &str, input: &Value) -> Option<ToolResult> {
                 mime_type: Some("text/markdown".into()),
                 description: None,
             })
+        }
+        "recording" => {
+            let bytes = input["bytes"].as_u64().unwrap_or(16) as usize;
+            ToolResult::ok("a recording")
+                .with_audio("audio/wav", vec![128; bytes])
+                .with_resource("skill://probe/notes.txt", Some("text/plain"), ResourceContents::Text("notes".into()))
+                .with_resource("skill://probe/raw.bin", None, ResourceContents::Blob(vec![1, 2, 3]))
         }
         "structured" => {
             let sum = if input["broken"].as_bool() == Some(true) { json!("oops") } else { json!(3) };

@@ -1,0 +1,244 @@
+//! What a skill serves to MCP clients beyond tools, in the host's own form: resources under
+//! its own URIs, resource templates, and prompts with arguments (the optional `resources` and
+//! `prompts` exports, listed once when the skill loads).
+
+use super::content::{Content, ResourceContents};
+use crate::sandbox::ServedLists;
+use crate::sandbox::bindings::guest::prompts as wit_prompts;
+use crate::sandbox::bindings::skillhost::skill::blocks as wit_blocks;
+
+/// The scheme of the resources the host serves from a skill's own files
+/// (`skill://<skill>/<path>`); a skill's own resources use any other.
+pub const FILES_SCHEME: &str = "skill://";
+
+/// Everything a skill serves beyond tools (empty for a component without the exports).
+#[derive(Debug, Clone, Default)]
+pub struct Served {
+    /// Resources under the skill's own URIs.
+    pub resources: Vec<ResourceDef>,
+    /// Families of resources under URI templates.
+    pub templates: Vec<ResourceDef>,
+    /// Prompts with arguments.
+    pub prompts: Vec<PromptDef>,
+}
+
+/// One resource, or one template (`uri` is then the RFC 6570 template).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResourceDef {
+    /// Its URI, or its template.
+    pub uri: String,
+    /// Its name.
+    pub name: String,
+    /// A human-readable title.
+    pub title: Option<String>,
+    /// What it is.
+    pub description: Option<String>,
+    /// Its MIME type, when known.
+    pub mime_type: Option<String>,
+}
+
+/// One prompt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PromptDef {
+    /// Its name (unprefixed).
+    pub name: String,
+    /// A human-readable title.
+    pub title: Option<String>,
+    /// What it is for.
+    pub description: String,
+    /// Its arguments.
+    pub arguments: Vec<PromptArgument>,
+}
+
+/// One argument of a prompt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PromptArgument {
+    /// Its name.
+    pub name: String,
+    /// What it is.
+    pub description: Option<String>,
+    /// Whether the prompt needs it.
+    pub required: bool,
+}
+
+/// Who speaks a prompt's message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// The user.
+    User,
+    /// The assistant.
+    Assistant,
+}
+
+/// A prompt made from its arguments.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Prompted {
+    /// What it is, when the skill says.
+    pub description: Option<String>,
+    /// Its messages: who speaks, and what (text, an image, audio or an embedded resource).
+    pub messages: Vec<(Role, Content)>,
+}
+
+/// Why a resource or prompt was not served.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ServeError {
+    /// The skill serves nothing of that name or URI.
+    #[error("not found")]
+    NotFound,
+    /// The client's arguments do not fit, described.
+    #[error("invalid arguments: {0}")]
+    InvalidArguments(String),
+    /// Serving it failed, described.
+    #[error("{0}")]
+    Failed(String),
+}
+
+impl Served {
+    /// The lists a component gave, checked: no resource under `skill://` (the host's own
+    /// files), prompt names as tool names are, nothing listed twice.
+    pub(super) fn checked(lists: ServedLists) -> Result<Served, String> {
+        let resource = |uri: String, name: String, title, description, mime_type| {
+            if uri.starts_with(FILES_SCHEME) {
+                return Err(format!("resource `{uri}`: `skill://` is the host's own scheme"));
+            }
+            Ok(ResourceDef { uri, name, title, description, mime_type })
+        };
+        let resources = lists
+            .resources
+            .into_iter()
+            .map(|r| resource(r.uri, r.name, r.title, r.description, r.mime_type))
+            .collect::<Result<Vec<_>, _>>()?;
+        let templates = lists
+            .templates
+            .into_iter()
+            .map(|t| resource(t.uri_template, t.name, t.title, t.description, t.mime_type))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut prompts = Vec::new();
+        for p in lists.prompts {
+            crate::config::check_name(&p.name).map_err(|e| format!("prompt name `{}` {e}", p.name))?;
+            let arguments = p
+                .arguments
+                .into_iter()
+                .map(|a| PromptArgument { name: a.name, description: a.description, required: a.required })
+                .collect();
+            prompts.push(PromptDef { name: p.name, title: p.title, description: p.description, arguments });
+        }
+        for (kind, names) in [
+            ("resource", resources.iter().chain(&templates).map(|r| r.uri.as_str()).collect::<Vec<_>>()),
+            ("prompt", prompts.iter().map(|p| p.name.as_str()).collect()),
+        ] {
+            let mut seen = std::collections::HashSet::new();
+            if let Some(twice) = names.into_iter().find(|n| !seen.insert(*n)) {
+                return Err(format!("{kind} `{twice}` is listed twice"));
+            }
+        }
+        Ok(Served { resources, templates, prompts })
+    }
+
+    /// Whether the skill serves `uri`: a resource it lists, or one of its templates matches.
+    pub fn serves(&self, uri: &str) -> bool {
+        self.resources.iter().any(|r| r.uri == uri) || self.templates.iter().any(|t| matches_template(&t.uri, uri))
+    }
+
+    /// The prompt called `name` (unprefixed).
+    pub fn prompt(&self, name: &str) -> Option<&PromptDef> {
+        self.prompts.iter().find(|p| p.name == name)
+    }
+}
+
+/// Whether `uri` is one of `template`'s resources (RFC 6570 level 1: `{name}` stands for one
+/// or more characters other than `/`, `?` and `#`).
+pub fn matches_template(template: &str, uri: &str) -> bool {
+    let Some(open) = template.find('{') else { return template == uri };
+    let Some(close) = template[open..].find('}').map(|c| open + c) else { return template == uri };
+    let (literal, rest) = (&template[..open], &template[close + 1..]);
+    let Some(tail) = uri.strip_prefix(literal) else { return false };
+    let value_end = tail.find(['/', '?', '#']).unwrap_or(tail.len());
+    // Try every non-empty value length up to the next separator (the rest may start with text).
+    (1..=value_end).any(|len| matches_template(rest, &tail[len..]))
+}
+
+/// An embedded resource of the WIT as the host has it.
+pub(super) fn embedded(r: wit_blocks::EmbeddedResource) -> Content {
+    let contents = match r.contents {
+        wit_blocks::ResourceContents::Text(text) => ResourceContents::Text(text),
+        wit_blocks::ResourceContents::Blob(data) => ResourceContents::Blob(data),
+    };
+    Content::Resource { uri: r.uri, mime_type: r.mime_type, contents }
+}
+
+impl From<wit_prompts::PromptResult> for Prompted {
+    fn from(r: wit_prompts::PromptResult) -> Self {
+        let messages = r
+            .messages
+            .into_iter()
+            .map(|m| {
+                let role = match m.role {
+                    wit_prompts::Role::User => Role::User,
+                    wit_prompts::Role::Assistant => Role::Assistant,
+                };
+                let content = match m.content {
+                    wit_prompts::PromptContent::Text(text) => Content::Text(text),
+                    wit_prompts::PromptContent::Image(i) => Content::Image { mime_type: i.mime_type, data: i.data },
+                    wit_prompts::PromptContent::Audio(a) => Content::Audio { mime_type: a.mime_type, data: a.data },
+                    wit_prompts::PromptContent::Embedded(e) => embedded(e),
+                };
+                (role, content)
+            })
+            .collect();
+        Prompted { description: r.description, messages }
+    }
+}
+
+impl From<wit_prompts::PromptError> for ServeError {
+    fn from(e: wit_prompts::PromptError) -> Self {
+        match e {
+            wit_prompts::PromptError::NotFound => ServeError::NotFound,
+            wit_prompts::PromptError::InvalidArguments(why) => ServeError::InvalidArguments(why),
+            wit_prompts::PromptError::Failed(why) => ServeError::Failed(why),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Served, matches_template};
+    use crate::sandbox::ServedLists;
+    use crate::sandbox::bindings::guest::{prompts, resources};
+
+    fn resource(uri: &str) -> resources::ResourceDef {
+        resources::ResourceDef { uri: uri.into(), name: "r".into(), title: None, description: None, mime_type: None }
+    }
+
+    fn prompt(name: &str) -> prompts::PromptDef {
+        prompts::PromptDef { name: name.into(), title: None, description: "d".into(), arguments: Vec::new() }
+    }
+
+    #[test]
+    fn what_a_skill_serves_is_checked_when_it_loads() {
+        let lists = |resources, prompts| ServedLists { resources, templates: Vec::new(), prompts };
+        assert!(Served::checked(lists(vec![resource("test://a")], vec![prompt("p")])).is_ok());
+        let files = Served::checked(lists(vec![resource("skill://x/a.md")], vec![])).unwrap_err();
+        assert!(files.contains("host's own scheme"), "{files}");
+        let twice = Served::checked(lists(vec![resource("test://a"), resource("test://a")], vec![])).unwrap_err();
+        assert!(twice.contains("listed twice"), "{twice}");
+        let bad = Served::checked(lists(vec![], vec![prompt("Bad Name")])).unwrap_err();
+        assert!(bad.contains("prompt name `Bad Name`"), "{bad}");
+        let same = Served::checked(lists(vec![], vec![prompt("p"), prompt("p")])).unwrap_err();
+        assert!(same.contains("prompt `p` is listed twice"), "{same}");
+    }
+
+    #[test]
+    fn a_template_matches_its_resources_only() {
+        let t = "test://template/{id}/data";
+        assert!(matches_template(t, "test://template/123/data"));
+        assert!(matches_template(t, "test://template/a-b/data"));
+        for other in
+            ["test://template//data", "test://template/1/2/data", "test://template/1/datas", "test://other/1/data"]
+        {
+            assert!(!matches_template(t, other), "{other}");
+        }
+        assert!(matches_template("x://{a}-{b}", "x://1-2"));
+        assert!(matches_template("x://plain", "x://plain") && !matches_template("x://plain", "x://plain2"));
+    }
+}
