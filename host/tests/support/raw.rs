@@ -67,9 +67,18 @@ impl Raw {
         self.child.id()
     }
 
-    /// Whether the server writes nothing for `time`.
+    /// Whether the server writes nothing but notifications for `time` (a skill joining may
+    /// announce changed lists meanwhile).
     pub fn quiet_for(&self, time: Duration) -> bool {
-        self.lines.recv_timeout(time).is_err()
+        let until = std::time::Instant::now() + time;
+        while let Some(left) = until.checked_duration_since(std::time::Instant::now()) {
+            match self.lines.recv_timeout(left) {
+                Ok(line) if serde_json::from_str::<Value>(&line).is_ok_and(|m| m.get("id").is_none()) => continue,
+                Ok(_) => return false,
+                Err(_) => return true,
+            }
+        }
+        true
     }
 
     /// Whether the server is still alive: the child runs and answers a ping.
