@@ -13,7 +13,7 @@
 //! DELETE ends a session (202); a session it does not name is unknown (404), as after.
 
 use super::SkillServer;
-use super::stdio::{Line, META_VERSION, REMOVED_WHEN_STATELESS, STATELESS_REVISION, classify};
+use super::stdio::{Line, META_VERSION, REMOVED_WHEN_STATELESS, STATELESS_REVISION, classify, removed};
 use crate::adapters::auth::{self, Token};
 use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
@@ -174,8 +174,7 @@ fn removed_by_header(line: Line, headers: &HeaderMap) -> Line {
             let Some(id) = message.id.as_deref().and_then(|id| serde_json::from_str::<Value>(id).ok()) else {
                 return line;
             };
-            let message = format!("Method not found: `{method}` is not part of protocol revision {STATELESS_REVISION}");
-            Line::Answer(json!({"jsonrpc": "2.0", "id": id, "error": {"code": METHOD_NOT_FOUND, "message": message}}))
+            Line::Answer(removed(id, method))
         }
         _ => line,
     }

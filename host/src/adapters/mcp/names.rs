@@ -18,6 +18,10 @@ pub(super) fn bare<'a>(skills: &SkillSet, exposed: &'a str) -> Option<&'a str> {
 /// The name the model knows for the tool an MCP client calls `served`, when that is a bare
 /// skill's tool; `None`: `served` is the model's name already (or no tool's).
 pub(super) fn exposed(skills: &SkillSet, served: &str) -> Option<String> {
+    // Tool names have no `__`: a name with one is the model's already (every `tools/call`).
+    if served.contains(SEPARATOR) {
+        return None;
+    }
     let mut bare = skills.skills.values().filter(|s| s.mcp_names == McpNames::Bare);
     let skill = bare.find(|s| s.tool(served).is_some() || s.script(served).is_some())?;
     Some(format!("{}{SEPARATOR}{served}", skill.name))

@@ -107,6 +107,11 @@ impl PartialEq for ClientMessage {
     }
 }
 
+/// The answer to a request for `method`, which [`STATELESS_REVISION`] removed, asked at it.
+pub(super) fn removed(id: Value, method: &str) -> Value {
+    error(id, -32601, format!("Method not found: `{method}` is not part of protocol revision {STATELESS_REVISION}"))
+}
+
 fn error(id: Value, code: i64, message: impl Into<String>) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message.into()}})
 }
@@ -202,8 +207,7 @@ fn classify_message(message: Value) -> Line {
         && object.contains_key("id")
         && message["params"]["_meta"][META_VERSION] == STATELESS_REVISION
     {
-        let why = format!("Method not found: `{m}` is not part of protocol revision {STATELESS_REVISION}");
-        return Line::Answer(error(id, -32601, why));
+        return Line::Answer(removed(id, m));
     }
     let decoded = serde_json::from_value::<ClientJsonRpcMessage>(message.clone());
     if let Ok(decoded) = &decoded {
