@@ -42,3 +42,126 @@ impl Person for Nobody {
         Answer::Unavailable("nobody can be asked here".into())
     }
 }
+
+/// One request of a skill's round (the `ask` import), under the skill's own key.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Request {
+    /// A form for a person: the message, and the JSON Schema of the answer (passed on as it is).
+    Form {
+        /// What is asked.
+        message: String,
+        /// The answer's JSON Schema (an object schema).
+        schema: serde_json::Value,
+    },
+    /// A completion from the model of whoever drives the call.
+    Sampling(Sampling),
+    /// The MCP client's roots.
+    Roots,
+}
+
+impl Request {
+    /// The MCP method that carries it.
+    pub fn method(&self) -> &'static str {
+        match self {
+            Request::Form { .. } => "elicitation/create",
+            Request::Sampling(_) => "sampling/createMessage",
+            Request::Roots => "roots/list",
+        }
+    }
+}
+
+/// A sampling request.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Sampling {
+    /// The conversation to complete.
+    pub messages: Vec<Said>,
+    /// The system prompt, if any.
+    pub system_prompt: Option<String>,
+    /// The longest completion, in tokens.
+    pub max_tokens: u32,
+}
+
+/// One message of a sampling request: `assistant` when `by_assistant`, else `user`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Said {
+    /// Said by the assistant (else by the user).
+    pub by_assistant: bool,
+    /// The text.
+    pub text: String,
+}
+
+/// What a person did with a form.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FormAction {
+    /// Filled it in.
+    Accept,
+    /// Said no.
+    Decline,
+    /// Dismissed it.
+    Cancel,
+}
+
+/// One of an MCP client's roots.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Root {
+    /// Its URI.
+    pub uri: String,
+    /// Its name, if it has one.
+    pub name: Option<String>,
+}
+
+/// The answer to one [`Request`].
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Reply {
+    /// A form's answer: with `Accept`, its content (a JSON object).
+    Form {
+        /// What the person did.
+        action: FormAction,
+        /// The content, with `Accept`.
+        content: Option<serde_json::Value>,
+    },
+    /// A model's completion.
+    Sampled {
+        /// Its text.
+        text: String,
+        /// The model that wrote it.
+        model: String,
+        /// Why it stopped, if said.
+        stop_reason: Option<String>,
+    },
+    /// The client's roots.
+    Roots {
+        /// The roots.
+        roots: Vec<Root>,
+    },
+    /// Nobody here can answer this request; why.
+    Unavailable {
+        /// Why.
+        why: String,
+    },
+}
+
+/// A round of requests, in the skill's order.
+pub type Round = Vec<(String, Request)>;
+/// A round's answers, in the same order.
+pub type Replies = Vec<(String, Reply)>;
+
+/// Why a round got no answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unanswered {
+    /// Nobody answered within `human.timeout_seconds`.
+    TimedOut,
+    /// The person, or the end of the turn, cancelled it.
+    Cancelled,
+    /// The round goes to the client in the call's result instead (an MCP `input_required`
+    /// result at 2026-07-28): the call stops here, and runs again with the answers.
+    Suspended,
+}
+
+/// Every request of `round` answered `Unavailable` with `why`.
+pub fn unavailable(round: &Round, why: &str) -> Replies {
+    round.iter().map(|(key, _)| (key.clone(), Reply::Unavailable { why: why.to_owned() })).collect()
+}

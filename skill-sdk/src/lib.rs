@@ -77,9 +77,11 @@
 //! - [`memory`], [`state`], [`http`], [`mcp`], [`notify`], [`route`], [`log`], [`progress`]:
 //!   the host's imports, each with its own error type; all of them convert into [`Error`], so `?` works
 //!   in handlers.
+//! - [`ask`]: asking whoever drives the call (a form, sampling, roots), mid-call.
 //! - [`hooks`]: the optional hook traits and their answer types.
 #![deny(missing_docs)]
 
+pub mod ask;
 #[doc(hidden)]
 pub mod bindings;
 mod context;

@@ -6,7 +6,7 @@
 //! the [`super::gate`].
 
 use crate::broker::{Broker, Entry, Kind, Opening, Outcome, Scope, Waiting, Watch};
-use crate::person::{Answer, Question};
+use crate::person::{Answer, Question, Replies, Round, Unanswered};
 use crate::tools::{Level, ToolSource};
 use serde_json::Value;
 use std::sync::{Arc, Weak};
@@ -140,6 +140,14 @@ pub trait Counterpart: Send + Sync {
     async fn ended(&self, entry: &Entry, outcome: &Outcome) -> bool {
         let _ = (entry, outcome);
         true
+    }
+
+    /// Answers a skill's round as it is (an MCP client: its elicitation, sampling and
+    /// roots), or `None` to have the engine ask the person each form and the turn's model
+    /// each sampling (the default).
+    async fn inquire(&self, round: &Round) -> Option<Result<Replies, Unanswered>> {
+        let _ = round;
+        None
     }
 
     /// The decision on `request`, for a counterpart without a desk; nobody decides by default.

@@ -25,7 +25,7 @@ use super::round::{NestedRunner, Nesting, Round};
 use super::tool_budget::TurnBudget;
 use super::turn::{Beginning, Engine};
 use crate::llm::Message;
-use crate::person::{Answer, Question};
+use crate::person::{Answer, Question, Reply, Sampling};
 use crate::sandbox::{CallContext, RouteAttributes};
 use crate::tools::{NestedTarget, NestedTurn, Tools};
 use std::time::Duration;
@@ -54,6 +54,38 @@ impl NestedRunner for Engine {
 
     async fn join_skill(&self, skill: &str) -> Result<Vec<String>, String> {
         self.joined(skill).await.map_err(|e| e.to_string())
+    }
+
+    /// One request to the agent's model with the sampling's messages and system prompt, no
+    /// tools, at most the agent's own `max_tokens`.
+    async fn sample(&self, sampling: &Sampling, outer: &Round<'_>) -> Result<Reply, String> {
+        let provider = self.provider().ok_or("the agent has no model to sample from")?;
+        let messages = sampling
+            .messages
+            .iter()
+            .map(|m| match m.by_assistant {
+                true => Message::assistant(vec![crate::llm::Block::Text(m.text.clone())]),
+                false => Message::user(m.text.clone()),
+            })
+            .collect();
+        let model = self.settings().model.clone();
+        let request = crate::llm::Request {
+            model: model.clone(),
+            system: sampling.system_prompt.clone().unwrap_or_default(),
+            messages,
+            tools: Vec::new(),
+            tool_choice: crate::llm::ToolChoice::Auto,
+            max_tokens: sampling.max_tokens.min(self.settings().max_tokens),
+        };
+        let response = provider.complete(&request, &mut |_| {}).await.map_err(|e| format!("the model failed: {e}"))?;
+        outer.spent.add(response.usage);
+        let stop_reason = match &response.stop {
+            crate::llm::StopReason::EndTurn => "endTurn".to_owned(),
+            crate::llm::StopReason::MaxTokens => "maxTokens".to_owned(),
+            crate::llm::StopReason::ToolUse => "toolUse".to_owned(),
+            crate::llm::StopReason::Other(other) => other.clone(),
+        };
+        Ok(Reply::Sampled { text: response.text(), model, stop_reason: Some(stop_reason) })
     }
 
     async fn run_delegated(&self, turn: NestedTurn, outer: &Round<'_>, chain: &[String]) -> Result<String, String> {

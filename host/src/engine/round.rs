@@ -11,7 +11,7 @@ use super::events::{EngineEvent, EventSink};
 use super::gate::{Decision, Gate, Resume};
 use super::tool_budget::TurnBudget;
 use crate::llm::{Block, ToolDecl};
-use crate::person::{Answer, Question};
+use crate::person::{Answer, Person, Question, Replies, Reply, Request, Round as AskRound, Sampling, Unanswered};
 use crate::sandbox::CallContext;
 use crate::tools::{
     CallScope, CoverageEntry, Level, NestedTurn, Prepared, ToolCall, ToolInfo, ToolOutcome, ToolSource, Tools,
@@ -169,6 +169,10 @@ pub trait NestedRunner: Send + Sync {
     /// Answers `turn`'s task, delegated to this agent by a call of `outer`'s; `chain` ends
     /// with the delegating agent.
     async fn run_delegated(&self, turn: NestedTurn, outer: &Round<'_>, chain: &[String]) -> Result<String, String>;
+
+    /// A completion of `sampling` by the agent's own model, for a skill's `ask` during a
+    /// call of `outer`'s (its tokens count toward the turn's); `Err`: why there is none.
+    async fn sample(&self, sampling: &Sampling, outer: &Round<'_>) -> Result<Reply, String>;
 
     /// Waits (bounded) until the skill called `skill`, compiling when the turn began, has
     /// joined this agent; its tools then ([`CallScope::join_skill`]).
@@ -456,6 +460,41 @@ impl CallScope for Round<'_> {
         self.gate.timeout()
     }
 
+    /// The counterpart's own answer when it takes rounds as they are (MCP); else each form
+    /// asked of the person ([`CallScope::ask`]), each sampling by the turn's model, and
+    /// roots unavailable. The waits are not charged to the turn's time.
+    async fn inquire(&self, skill: &str, round: AskRound) -> Result<Replies, Unanswered> {
+        let asked = tokio::time::timeout(self.gate.timeout(), self.counterpart.inquire(&round));
+        match self.deadline.paused(asked).await {
+            Ok(Some(answered)) => return answered,
+            Ok(None) => {}
+            Err(_) => return Err(Unanswered::TimedOut),
+        }
+        let mut replies = Replies::with_capacity(round.len());
+        for (key, request) in round {
+            let reply = match request {
+                Request::Form { message, schema } => {
+                    crate::tools::inquire::form(&ScopePerson(self), skill, &message, &schema).await
+                }
+                Request::Sampling(sampling) => match self.nesting {
+                    Some(nesting) => {
+                        let sampled = nesting.runner.sample(&sampling, self);
+                        let bounded = tokio::time::timeout(self.gate.timeout(), sampled);
+                        match self.deadline.paused(bounded).await {
+                            Ok(Ok(reply)) => reply,
+                            Ok(Err(why)) => Reply::Unavailable { why },
+                            Err(_) => return Err(Unanswered::TimedOut),
+                        }
+                    }
+                    None => Reply::Unavailable { why: crate::tools::inquire::NO_SAMPLING.into() },
+                },
+                Request::Roots => Reply::Unavailable { why: crate::tools::inquire::NO_ROOTS.into() },
+            };
+            replies.push((key, reply));
+        }
+        Ok(replies)
+    }
+
     fn checkpoint(&self, id: &str) -> Option<String> {
         let checkpoint = self.durable?.question_checkpoint(id)?;
         serde_json::to_string(&checkpoint).ok()
@@ -511,4 +550,14 @@ impl CallScope for Round<'_> {
 fn deadline_error(started: Instant) -> ToolOutcome {
     let error = json!({"error": "the turn's time budget ran out before the tool finished", "kind": "turn_deadline"});
     ToolOutcome::error(&error, started.elapsed())
+}
+
+/// A round's person, as a skill's form asks them ([`CallScope::ask`]).
+struct ScopePerson<'a, 'b>(&'a Round<'b>);
+
+#[async_trait::async_trait]
+impl Person for ScopePerson<'_, '_> {
+    async fn ask(&self, question: Question) -> Answer {
+        CallScope::ask(self.0, question).await
+    }
 }

@@ -28,8 +28,13 @@ pub async fn elicit(server: &str, params: ElicitRequestParams, person: &dyn Pers
         // Only form mode is declared; a URL request is refused rather than opened.
         _ => return ElicitResult::new(ElicitationAction::Decline),
     };
-    let fields = fields(&schema);
-    let context = format!("MCP server `{server}` asks: {message}");
+    form(&format!("MCP server `{server}` asks: {message}"), &schema, person).await
+}
+
+/// Asks the form of `schema` (an object schema) through `person`, field by field, each
+/// question opening with `context`.
+pub async fn form(context: &str, schema: &Value, person: &dyn Person) -> ElicitResult {
+    let fields = fields(schema);
     if fields.is_empty() {
         let question =
             Question { prompt: format!("{context}\nAccept?"), choices: vec!["accept".into(), DECLINE.into()] };
@@ -43,7 +48,7 @@ pub async fn elicit(server: &str, params: ElicitRequestParams, person: &dyn Pers
     }
     let mut content = Map::new();
     for field in &fields {
-        match ask_field(&context, field, person).await {
+        match ask_field(context, field, person).await {
             Ok(Some(value)) => {
                 content.insert(field.name.clone(), value);
             }

@@ -5,7 +5,7 @@
 wasmtime::component::bindgen!({
     path: "../wit",
     world: "skill-with-hooks",
-    imports: { default: async },
+    imports: { default: async, "skillhost:skill/ask.ask": async | trappable },
     exports: { default: async },
     additional_derives: [PartialEq, Eq],
 });

@@ -69,12 +69,12 @@ impl CommandComponent {
         // The same limits as a skill call's (`component.rs`).
         let mut store = limited_store(self.pre.engine(), HostState::for_command(env, operation.clone(), wasi, logs));
         let pre = self.pre.clone();
-        let deadline = store.data().deadline;
+        let clock = store.data().deadline.clone();
         let work = async {
             let command = pre.instantiate_async(&mut store).await?;
             command.wasi_cli_run().call_run(&mut store).await
         };
-        let result = match bounded(deadline, work).await {
+        let result = match bounded(&clock, work).await {
             Ok(Ok(())) => Ok(0),
             Ok(Err(())) => Ok(1),
             Err(error) => match error.downcast_ref::<I32Exit>() {

@@ -13,6 +13,7 @@ use super::capabilities::Capabilities;
 use super::error::{CallError, LoadError};
 use super::failure::{bounded, classify, limited_store};
 use super::host_state::{CallContext, HostState, RouteAttributes};
+use super::inquirer::Inquirer;
 use super::limits::Limits;
 use super::observer::Observer;
 use super::output::LogRecord;
@@ -109,12 +110,15 @@ struct Serving {
     /// The conversation (the `state` import's namespace); `None` for the lifecycle hooks
     /// (`describe`, `is-available`, `startup`, `scheduled`), which serve none.
     conversation: Option<Conversation>,
+    /// Who answers the call's `ask` rounds (tool calls, resource reads and prompts only).
+    inquirer: Option<Inquirer>,
 }
 
 impl Serving {
     /// A run for a call made in `ctx`, with its route attributes.
     fn call(ctx: &CallContext) -> Self {
-        Serving { route: ctx.route.clone(), observer: None, conversation: Some(ctx.conversation()) }
+        let (route, conversation, inquirer) = (ctx.route.clone(), Some(ctx.conversation()), ctx.inquirer.clone());
+        Serving { route, observer: None, conversation, inquirer }
     }
 
     /// A run for a hook about a call made in `ctx`, which gets no route attributes.
@@ -557,7 +561,8 @@ impl SkillComponent {
         };
         store.data_mut().begin(serving.route, serving.conversation, operation);
         store.data_mut().observer = serving.observer;
-        let deadline = store.data().deadline;
+        store.data_mut().inquirer = serving.inquirer;
+        let clock = store.data().deadline.clone();
         let (pre, warm) = (&self.pre, &self.warm);
         let work = async {
             let instance = match ready {
@@ -571,7 +576,7 @@ impl SkillComponent {
             call(&mut store, instance).await
         };
         // Classify before taking the logs: a crash report quotes the guest's last stderr.
-        let result = bounded(deadline, work).await.map_err(|error| classify(&store, &env.limits, error));
+        let result = bounded(&clock, work).await.map_err(|error| classify(&store, &env.limits, error));
         let result = result.and_then(|value| accept(&value).map(|()| value));
         let fuel_used = env.limits.fuel.saturating_sub(store.get_fuel().unwrap_or(0));
         let memory_bytes = store.data().limiter.used();
@@ -588,6 +593,8 @@ impl SkillComponent {
         }
         match result {
             Ok(value) => Ok(Outcome { value, logs, logs_dropped, fuel_used, elapsed: started.elapsed(), memory_bytes }),
+            // Not a failure: the call stopped at a question its client answers in a retry.
+            Err(CallError::Suspended) => Err(CallError::Suspended),
             Err(error) => {
                 // The cause's kind only: a crash report quotes the guest's stderr (a panic
                 // message), which may hold a secret, so the full text is debug detail.

@@ -78,6 +78,11 @@ pub enum CallError {
     /// The host could not run the call.
     #[error("the host could not run the skill: {0}")]
     Host(String),
+    /// The call asked a round (the `ask` import) that goes to the client in the call's
+    /// result (an MCP `input_required` result): it stopped there, and runs again with the
+    /// answers. Not a failure of the skill.
+    #[error("the skill asked for input, which the client is given to answer")]
+    Suspended,
 }
 
 impl CallError {
@@ -92,6 +97,7 @@ impl CallError {
             CallError::Trap(_) => "trap",
             CallError::Busy => "busy",
             CallError::Host(_) => "host",
+            CallError::Suspended => "input_required",
         }
     }
 }

@@ -1,10 +1,11 @@
 //! Why a call failed, from wasmtime's error and what the store recorded: each cause a
 //! [`CallError`] variant.
 
+use super::clock::Clock;
 use super::error::{CallError, in_mib};
 use super::host_state::HostState;
 use super::limits::Limits;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use wasmtime::{Store, Trap};
 
 /// The error [`bounded`] ends a call with at its deadline.
@@ -27,23 +28,23 @@ pub const YIELD_FUEL: u64 = 2_000_000;
 const DEADLINE_GRACE: Duration = Duration::from_millis(250);
 
 /// Runs a call's `work` (instantiation and the call, or a warm instance's instantiation)
-/// until `deadline`, ending it with [`DeadlineHit`] past it. The deadline is checked
+/// until `clock` runs out, ending it with [`DeadlineHit`] past it. The deadline is checked
 /// whenever the call is polled, which is after every [`YIELD_FUEL`] of guest code, and after
 /// every host import that waited. A call parked in a host import is not polled: a timer
-/// [`DEADLINE_GRACE`] after the deadline is the backstop for that.
+/// [`DEADLINE_GRACE`] after the deadline is the backstop for that. A wait for a person (the
+/// `ask` import) stops the clock.
 pub(super) async fn bounded<T>(
-    deadline: Instant,
+    clock: &Clock,
     work: impl std::future::Future<Output = wasmtime::Result<T>>,
 ) -> wasmtime::Result<T> {
     let mut work = std::pin::pin!(work);
     let checked = std::future::poll_fn(|cx| {
-        if Instant::now() >= deadline {
+        if clock.is_spent() {
             return std::task::Poll::Ready(Err(wasmtime::Error::new(DeadlineHit)));
         }
         work.as_mut().poll(cx)
     });
-    let backstop = tokio::time::Instant::from_std(deadline + DEADLINE_GRACE);
-    tokio::time::timeout_at(backstop, checked).await.unwrap_or_else(|_| Err(wasmtime::Error::new(DeadlineHit)))
+    clock.bound(DEADLINE_GRACE, checked).await.unwrap_or_else(|| Err(wasmtime::Error::new(DeadlineHit)))
 }
 
 /// A store holding `state` under its limits: its fuel (yielding every [`YIELD_FUEL`], where
@@ -73,6 +74,9 @@ impl std::error::Error for DeadlineHit {}
 pub(super) fn classify(store: &Store<HostState>, limits: &Limits, error: wasmtime::Error) -> CallError {
     if error.downcast_ref::<DeadlineHit>().is_some() {
         return CallError::Deadline(limits.timeout);
+    }
+    if error.downcast_ref::<super::host::Suspended>().is_some() {
+        return CallError::Suspended;
     }
     let state = store.data();
     match error.downcast_ref::<Trap>() {

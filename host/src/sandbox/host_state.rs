@@ -2,7 +2,9 @@
 //! granted capabilities, and the call's log buffer and route attributes.
 
 use super::capabilities::{Capabilities, SKILL_FOLDER, SkillFiles};
+use super::clock::Clock;
 use super::component::CallEnv;
+use super::inquirer::Inquirer;
 use super::limits::{Limits, MemoryLimiter};
 use super::observer::Observer;
 use super::output::{LogBuffer, LogRecord};
@@ -10,7 +12,6 @@ use crate::store::state::Conversation;
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Instant;
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
@@ -104,6 +105,8 @@ pub struct CallContext {
     /// Who hears the call's log records and progress as it runs (an MCP client's session);
     /// `None` for everyone else.
     pub observer: Option<Observer>,
+    /// Who answers the call's `ask` rounds (the person, the MCP client); `None`: nobody.
+    pub inquirer: Option<Inquirer>,
 }
 
 impl CallContext {
@@ -118,6 +121,7 @@ impl CallContext {
             route: RouteAttributes::default(),
             user_message: None,
             observer: None,
+            inquirer: None,
         }
     }
 
@@ -145,7 +149,8 @@ pub struct HostState {
     pub(crate) conversation: Option<Conversation>,
     /// What is being run, for log attribution.
     pub(crate) operation: String,
-    pub(crate) deadline: Instant,
+    /// The call's wall-clock deadline, stopped while the call waits for a person.
+    pub(crate) deadline: Clock,
     /// The call's limits (the host imports read the skill's storage quotas from them).
     pub(crate) limits: Limits,
     /// Who hears the call's log records and progress (`handle` calls only).
@@ -154,6 +159,8 @@ pub struct HostState {
     pub(crate) notices: u32,
     /// The result's blocks the call set (`blocks.set-result-blocks`), taken when it returns.
     pub(crate) result_blocks: Option<Vec<crate::sandbox::bindings::skillhost::skill::blocks::Block>>,
+    /// Who answers the call's `ask` rounds; `None`: nobody can be asked.
+    pub(crate) inquirer: Option<Inquirer>,
 }
 
 impl HostState {
@@ -171,11 +178,12 @@ impl HostState {
             route: RouteAttributes::default(),
             conversation: None,
             operation: String::new(),
-            deadline: Instant::now() + limits.timeout,
+            deadline: Clock::starting_now(limits.timeout),
             limits: *limits,
             observer: None,
             notices: 0,
             result_blocks: None,
+            inquirer: None,
         }
     }
 
@@ -185,7 +193,8 @@ impl HostState {
         self.route = route;
         self.conversation = conversation;
         self.operation = operation;
-        self.deadline = Instant::now() + self.limits.timeout;
+        self.deadline.restart(self.limits.timeout);
+        self.inquirer = None;
         self.notices = 0;
         self.result_blocks = None;
     }
@@ -203,11 +212,12 @@ impl HostState {
             route: RouteAttributes::default(),
             conversation: None,
             operation,
-            deadline: Instant::now() + limits.timeout,
+            deadline: Clock::starting_now(limits.timeout),
             limits,
             observer: None,
             notices: 0,
             result_blocks: None,
+            inquirer: None,
         }
     }
 

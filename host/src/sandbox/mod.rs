@@ -9,6 +9,7 @@ pub mod bindings;
 mod cache;
 pub mod capabilities;
 mod capture;
+pub mod clock;
 mod command;
 mod component;
 mod error;
@@ -16,6 +17,7 @@ mod failure;
 mod functions;
 mod host;
 mod host_state;
+pub mod inquirer;
 pub mod limits;
 pub mod observer;
 pub mod output;
@@ -26,6 +28,7 @@ pub use capabilities::{
     Capabilities, HostList, McpBridge, McpCallError, Notice, Notifier, NotifyError, NotifyFuture, NotifyGrant,
     SKILL_FOLDER, SkillFiles,
 };
+pub use clock::Clock;
 pub use command::{CommandComponent, Exit, Invocation};
 pub use component::{
     CallEnv, Described, Handled, Hooks, Outcome, ServedLists, SkillComponent, TOOLS_INTERFACE, wit_context,
@@ -33,6 +36,7 @@ pub use component::{
 pub use error::{CallError, LoadError};
 pub use failure::YIELD_FUEL;
 pub use host_state::{CallContext, ConversationBy, HostState, RouteAttributes};
+pub use inquirer::{Inquirer, Inquiries};
 pub use limits::{LimitPolicy, Limits};
 pub use observer::{CallObserver, Observer};
 pub use warm::WARM_INSTANCES;

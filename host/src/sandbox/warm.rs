@@ -128,8 +128,8 @@ impl Warm {
             }
             let (started, mut store) = (Instant::now(), make(pre, env));
             // Bounded as a call's own instantiation is: by fuel, and by the timeout from now.
-            let deadline = store.data().deadline;
-            match bounded(deadline, pre.instantiate_async(&mut store)).await {
+            let clock = store.data().deadline.clone();
+            match bounded(&clock, pre.instantiate_async(&mut store)).await {
                 Ok(instance) => {
                     self.note(started.elapsed());
                     self.lock().ready.push(Ready { store, instance });

@@ -48,6 +48,7 @@ const JS: &[(&str, &str)] =
 
 /// The Rust SDK's sources, for a binary that is not run from its checkout.
 const RUST_SDK: &[(&str, &str)] = &[
+    ("skill-sdk/src/ask.rs", include_str!("../../../skill-sdk/src/ask.rs")),
     ("skill-sdk/Cargo.toml", include_str!("../../../skill-sdk/Cargo.toml")),
     ("skill-sdk/src/bindings.rs", include_str!("../../../skill-sdk/src/bindings.rs")),
     ("skill-sdk/src/context.rs", include_str!("../../../skill-sdk/src/context.rs")),

@@ -28,6 +28,7 @@
 
 pub mod coverage;
 pub mod declared;
+pub mod inquire;
 pub mod joining;
 pub mod level;
 pub mod load_skill;
@@ -52,7 +53,7 @@ pub use sub_agent::SubAgents;
 pub use target::ToolTarget;
 
 use crate::llm::ToolDecl;
-use crate::person::{Answer, Question};
+use crate::person::{Answer, Question, Replies, Round, Unanswered};
 use crate::sandbox::CallContext;
 use serde_json::Value;
 use std::sync::Arc;
@@ -131,6 +132,15 @@ pub trait CallScope: Send + Sync {
     async fn ask(&self, question: Question) -> Answer {
         let _ = question;
         Answer::Unavailable("nobody can be asked here".into())
+    }
+
+    /// Answers a round `skill` asks mid-call (its `ask` import): by whoever drives the call
+    /// (an MCP client takes it as it is; a person is asked each form; a turn's model
+    /// samples), bounded by `human.timeout_seconds`, the wait not charged to the turn's
+    /// time. Nobody by default: every request unavailable.
+    async fn inquire(&self, skill: &str, round: Round) -> Result<Replies, Unanswered> {
+        let _ = skill;
+        Ok(crate::person::unavailable(&round, "nobody can be asked here"))
     }
 
     /// The turn written down (as JSON) with call `id` waiting on a person's answer, when

@@ -126,7 +126,8 @@ impl ToolSource for SkillTools {
         }
     }
 
-    async fn execute(&self, call: ToolCall<'_>, _scope: &dyn CallScope) -> ToolOutcome {
+    /// The call, its `ask` rounds answered by `scope` meanwhile.
+    async fn execute(&self, call: ToolCall<'_>, scope: &dyn CallScope) -> ToolOutcome {
         let started = Instant::now();
         let Some((skill, tool)) = self.find(call.name) else {
             return ToolOutcome::error(
@@ -134,7 +135,11 @@ impl ToolSource for SkillTools {
                 started.elapsed(),
             );
         };
-        match skill.call(&tool.name, call.input, call.ctx).await {
+        let (inquirer, inquiries) = crate::sandbox::Inquirer::pair();
+        let ctx = crate::sandbox::CallContext { inquirer: Some(inquirer), ..call.ctx.clone() };
+        let run = skill.call(&tool.name, call.input, &ctx);
+        let called = inquiries.answering(run, |round| scope.inquire(&skill.name, round)).await;
+        match called {
             Ok(outcome) => {
                 // The sandbox's figures, on the call's span (`execute_tool`) when traced.
                 let span = tracing::Span::current();
@@ -157,6 +162,9 @@ impl ToolSource for SkillTools {
                     coverage,
                     blocks,
                 }
+            }
+            Err(e @ ToolError::Call(crate::sandbox::CallError::Suspended)) => {
+                ToolOutcome::error(&e.to_model_json(), started.elapsed())
             }
             Err(e) => {
                 tracing::warn!(tool = %call.name, kind = e.kind(), "tool call failed");

@@ -139,7 +139,8 @@ impl Gated<'_> {
         };
         let expires = expires_at.duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
         let arguments = arguments_hash(self.input);
-        let claims = Claims { entry: entry.id, tool: name.to_owned(), arguments, expires };
+        let claims =
+            Claims { entry: entry.id, tool: name.to_owned(), arguments, expires, inquiry: false, approved: false };
         let state = match self.keys.sign(&claims).await {
             Ok(state) => state,
             Err(e) => return Round::Decided(ApprovalOutcome::Unavailable(e.to_string())),
@@ -153,7 +154,8 @@ impl Gated<'_> {
             Ok(claims) => claims,
             Err(refused) => return Round::Refused(refused),
         };
-        if claims.tool != self.request.name.as_ref() || claims.arguments != arguments_hash(self.input) {
+        if claims.inquiry || claims.tool != self.request.name.as_ref() || claims.arguments != arguments_hash(self.input)
+        {
             return Round::Refused(Refused::OtherCall);
         }
         let answer = responses.get(KEY).and_then(|a| serde_json::from_value::<ElicitResult>(a.clone()).ok());

@@ -27,6 +27,7 @@
 mod content;
 mod elicit;
 mod http;
+mod inquire;
 mod logging;
 mod names;
 mod notify;
@@ -40,6 +41,7 @@ pub use http::http_app;
 use crate::engine::gate::new_id;
 use crate::engine::tool_budget::TurnBudget;
 use crate::engine::{ApprovalOutcome, ApprovalRequest, Counterpart, Engine, NoEvents};
+use crate::person::{Replies, Round as AskRound, Unanswered};
 use crate::sandbox::{CallContext, ConversationBy};
 use elicit::Round;
 use parking_lot::Mutex;
@@ -169,6 +171,103 @@ impl SkillServer {
     }
 }
 
+/// How a call at 2026-07-28 goes on.
+enum Inline {
+    /// Answer it with this question (the call's approval).
+    Ask(rmcp::model::InputRequiredResult),
+    /// Run it, with the approval its retry carried (or why there is none) and the skill's
+    /// rounds.
+    Run(ApprovalOutcome, Box<inquire::Rounds>),
+}
+
+/// Why a call at 2026-07-28 has no approval: it was asked through `input_required` or not
+/// at all, never by a request to the client.
+const NO_ELICITATION: &str = "this MCP client cannot ask one (no elicitation support)";
+
+impl SkillServer {
+    /// From 2026-07-28: the approval a retry carries (or the question to ask for it), and
+    /// the skill's rounds answered so far.
+    async fn inline(
+        &self,
+        engine: &Engine,
+        request: &CallToolRequestParams,
+        context: &RequestContext<RoleServer>,
+        input: &Value,
+        ctx: &CallContext,
+        bound: &inquire::Call<'_>,
+    ) -> Result<Inline, ErrorData> {
+        let keys = &self.shared.keys;
+        let (state, responses) = (request.request_state.as_deref(), request.input_responses.as_ref());
+        let capabilities = context.client_capabilities();
+        // A retry answering the skill's own round; an approval an earlier round took comes
+        // with it.
+        if state.and_then(request_state::peek).is_some_and(|c| c.inquiry) {
+            let rounds = inquire::Rounds::begin(engine, keys, bound, capabilities, state, responses).await?;
+            let answered = match rounds.approved() {
+                true => ApprovalOutcome::Approved,
+                false => ApprovalOutcome::Unavailable(NO_ELICITATION.into()),
+            };
+            return Ok(Inline::Run(answered, Box::new(rounds)));
+        }
+        let gated = match elicit::can_elicit(context) {
+            true => engine.gated_level(&request.name, input, ctx).await,
+            false => None,
+        };
+        let Some(level) = gated else {
+            let rounds = inquire::Rounds::begin(engine, keys, bound, capabilities, None, responses).await?;
+            return Ok(Inline::Run(ApprovalOutcome::Unavailable(NO_ELICITATION.into()), Box::new(rounds)));
+        };
+        // A gated call is answered with the question; its retry carries the answer, which
+        // the gate then receives as the decision.
+        let gated = elicit::Gated { engine, keys, request, input, level };
+        let answered = match gated.round().await {
+            Round::Ask(question) => return Ok(Inline::Ask(question)),
+            Round::Decided(outcome) => outcome,
+            // The suite requires an error, not a result: nothing runs.
+            Round::Refused(refused) => return Err(ErrorData::invalid_params(refused.to_string(), None)),
+        };
+        let mut rounds = inquire::Rounds::begin(engine, keys, bound, capabilities, None, None).await?;
+        rounds.approve(answered == ApprovalOutcome::Approved);
+        Ok(Inline::Run(answered, Box::new(rounds)))
+    }
+}
+
+impl SkillServer {
+    /// Runs a skill's resource read or prompt (`work`, given its context) with its `ask`
+    /// rounds answered by the client: on the session up to 2025-11-25; from 2026-07-28 from
+    /// the `retry` (its state and responses), or stopped at the first round the client must
+    /// answer (`Err`: the question to answer the request with).
+    async fn answering<T, F>(
+        &self,
+        context: &RequestContext<RoleServer>,
+        bound: &inquire::Call<'_>,
+        retry: (Option<&str>, Option<&rmcp::model::InputResponses>),
+        work: impl FnOnce(CallContext) -> F,
+    ) -> Result<Result<T, rmcp::model::InputRequiredResult>, ErrorData>
+    where
+        F: std::future::Future<Output = Result<T, ErrorData>>,
+    {
+        let engine = self.engine();
+        let (inquirer, inquiries) = crate::sandbox::Inquirer::pair();
+        let ctx = CallContext { inquirer: Some(inquirer), ..self.served_context(context) };
+        let timeout = Duration::from_secs(engine.settings().human.timeout_seconds);
+        if !elicit::inline(context) {
+            let ask = |round: AskRound| async move {
+                let asked = tokio::time::timeout(timeout, inquire::on_session(context, &round)).await;
+                asked.map_err(|_| Unanswered::TimedOut)
+            };
+            return inquiries.answering(work(ctx), ask).await.map(Ok);
+        }
+        let (keys, capabilities) = (&self.shared.keys, context.client_capabilities());
+        let rounds = inquire::Rounds::begin(&engine, keys, bound, capabilities, retry.0, retry.1).await?;
+        let out = inquiries.answering(work(ctx), |round| std::future::ready(rounds.inquire(round))).await;
+        match rounds.finish(&engine, keys, bound).await? {
+            Some(question) => Ok(Err(question)),
+            None => out.map(Ok),
+        }
+    }
+}
+
 /// Tells every connected client that the tool, prompt and resource lists changed.
 async fn tell_lists_changed(shared: &Shared) {
     let peers = {
@@ -201,21 +300,31 @@ fn session_channel() -> String {
 }
 
 /// Asks the client's user: through `elicitation/create` up to 2025-11-25; from 2026-07-28
-/// the question was asked in an earlier round trip, and `Answered` carries its decision.
-enum Elicit<'a> {
-    /// Send the client an elicitation request and wait for the answer.
-    Request(&'a RequestContext<RoleServer>),
-    /// The decision the client's retry carried (or why there is none).
-    Answered(ApprovalOutcome),
+/// the question was asked in an earlier round trip, and `answered` carries its decision.
+/// A skill's own rounds go to the client likewise ([`inquire`]).
+struct Elicit<'a> {
+    /// The request.
+    context: &'a RequestContext<RoleServer>,
+    /// From 2026-07-28: the decision the client's retry carried (or why there is none).
+    answered: Option<ApprovalOutcome>,
+    /// From 2026-07-28: the skill's rounds, answered from the retry.
+    rounds: Option<&'a inquire::Rounds>,
 }
 
 #[async_trait::async_trait]
 impl Counterpart for Elicit<'_> {
+    async fn inquire(&self, round: &AskRound) -> Option<Result<Replies, Unanswered>> {
+        Some(match self.rounds {
+            Some(rounds) => rounds.inquire(round.clone()),
+            None => Ok(inquire::on_session(self.context, round).await),
+        })
+    }
+
     async fn decide(&self, request: ApprovalRequest) -> ApprovalOutcome {
-        let context = match self {
-            Elicit::Answered(outcome) => return outcome.clone(),
-            Elicit::Request(context) => context,
-        };
+        if let Some(outcome) = &self.answered {
+            return outcome.clone();
+        }
+        let context = self.context;
         if !elicit::can_elicit(context) {
             return ApprovalOutcome::Unavailable("this MCP client cannot ask one (no elicitation support)".into());
         }
@@ -326,28 +435,16 @@ impl ServerHandler for SkillServer {
             ..CallContext::standalone(&self.session.channel)
         };
         let name = request.name.to_string();
-        let mut counterpart = Elicit::Request(&context);
-        // From 2026-07-28 a gated call is answered with the question; its retry carries the
-        // answer, which the gate then receives as the decision.
-        if inline
-            && elicit::can_elicit(&context)
-            && let Some(level) = engine.gated_level(&name, &input, &ctx).await
-        {
-            let gated =
-                elicit::Gated { engine: &engine, keys: &self.shared.keys, request: &request, input: &input, level };
-            match gated.round().await {
-                Round::Ask(question) => return Ok(question.into()),
-                Round::Decided(outcome) => counterpart = Elicit::Answered(outcome),
-                // The suite requires an error, not a result: nothing runs.
-                Round::Refused(refused) => return Err(ErrorData::invalid_params(refused.to_string(), None)),
-            }
-        } else if inline {
-            // Asked through `input_required` or not at all; never by a request to the client.
-            counterpart = Elicit::Answered(ApprovalOutcome::Unavailable(
-                "this MCP client cannot ask one (no elicitation support)".into(),
-            ));
-        }
-        let call = (format!("mcp-{}", context.id), name, input);
+        let (keys, bound) = (&self.shared.keys, inquire::Call { name: format!("tool:{name}"), arguments: &input });
+        let (answered, rounds) = match inline {
+            true => match self.inline(&engine, &request, &context, &input, &ctx, &bound).await? {
+                Inline::Ask(question) => return Ok(question.into()),
+                Inline::Run(answered, rounds) => (Some(answered), Some(rounds)),
+            },
+            false => (None, None),
+        };
+        let counterpart = Elicit { context: &context, answered, rounds: rounds.as_deref() };
+        let call = (format!("mcp-{}", context.id), name, input.clone());
         // `notifications/cancelled` cancels the token: dropping the call drops the guest's
         // store, which stops it; no result is sent for a cancelled request.
         let run = engine.call_tool(call, &ctx, &NoEvents, &counterpart, &self.session.budget);
@@ -361,6 +458,12 @@ impl ServerHandler for SkillServer {
         let Some(record) = record else {
             return Err(ErrorData::new(rmcp::model::ErrorCode(-32800), "the request was cancelled", None));
         };
+        // The skill stopped at a round its client answers in a retry.
+        if let Some(rounds) = &rounds
+            && let Some(ask) = rounds.finish(&engine, keys, &bound).await?
+        {
+            return Ok(ask.into());
+        }
         let skills = engine.skills();
         let spec = content::spec_of(&skills, &request.name);
         Ok(content::result(&record.outcome, spec).into())
@@ -406,8 +509,13 @@ impl ServerHandler for SkillServer {
             return Ok(ReadResourceResult::new(vec![resources::read(&skills, &request.uri)?]).into());
         }
         let skill = served::owner(&skills, &request.uri).ok_or_else(|| served::not_found(&request.uri))?;
-        let contents = served::read(skill, &request.uri, &self.served_context(&context)).await?;
-        Ok(ReadResourceResult::new(contents).into())
+        let bound = inquire::Call { name: format!("resource:{}", request.uri), arguments: &Value::Null };
+        let retry = (request.request_state.as_deref(), request.input_responses.as_ref());
+        let read = |ctx: CallContext| async move { served::read(skill, &request.uri, &ctx).await };
+        match self.answering(&context, &bound, retry, read).await? {
+            Ok(contents) => Ok(ReadResourceResult::new(contents).into()),
+            Err(question) => Ok(question.into()),
+        }
     }
 
     // A subscription is accepted for a resource that is served; a skill's resources change
@@ -476,8 +584,16 @@ impl ServerHandler for SkillServer {
                 Value::String(s) => s,
                 other => other.to_string(),
             };
-            let arguments = request.arguments.unwrap_or_default().into_iter().map(|(k, v)| (k, text(v))).collect();
-            return Ok(served::get(skill, prompt, arguments, &self.served_context(&context)).await?.into());
+            let given = Value::Object(request.arguments.clone().unwrap_or_default());
+            let arguments: Vec<_> =
+                request.arguments.unwrap_or_default().into_iter().map(|(k, v)| (k, text(v))).collect();
+            let bound = inquire::Call { name: format!("prompt:{}", request.name), arguments: &given };
+            let retry = (request.request_state.as_deref(), request.input_responses.as_ref());
+            let get = |ctx: CallContext| async move { served::get(skill, prompt, arguments, &ctx).await };
+            return match self.answering(&context, &bound, retry, get).await? {
+                Ok(result) => Ok(result.into()),
+                Err(question) => Ok(question.into()),
+            };
         }
         let skill = skills
             .skills

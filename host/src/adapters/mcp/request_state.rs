@@ -40,6 +40,12 @@ pub struct Claims {
     /// When it stops counting, in Unix seconds.
     #[serde(rename = "x")]
     pub expires: u64,
+    /// A round of the skill's own questions ([`super::inquire`]) rather than an approval.
+    #[serde(rename = "q", default, skip_serializing_if = "std::ops::Not::not")]
+    pub inquiry: bool,
+    /// The call was approved in an earlier round.
+    #[serde(rename = "p", default, skip_serializing_if = "std::ops::Not::not")]
+    pub approved: bool,
 }
 
 /// Why a `requestState` was not accepted: each a JSON-RPC -32602 whose message says which.
@@ -57,6 +63,11 @@ pub enum Refused {
     /// Its answer already counted.
     #[error("invalid requestState: its answer was already counted (a replay), or the approval no longer waits")]
     Replayed,
+    /// A round of the skill's own questions already answered otherwise.
+    #[error(
+        "invalid requestState: that round was already answered differently; retry with the latest round's requestState"
+    )]
+    Answered,
     /// The keys cannot be read or written.
     #[error("the requestState cannot be checked now: {0}")]
     Unavailable(String),
@@ -158,6 +169,12 @@ impl Keys {
     }
 }
 
+/// What `state` claims, unverified: only to choose which path verifies it.
+pub fn peek(state: &str) -> Option<Claims> {
+    let payload = state.split('.').nth(2)?;
+    B64.decode(payload).ok().and_then(|p| serde_json::from_slice(&p).ok())
+}
+
 fn mac(key: &[u8], signed: &str) -> Vec<u8> {
     let mut mac = HmacSha256::new_from_slice(key).expect("HMAC takes a key of any length");
     mac.update(signed.as_bytes());
@@ -170,7 +187,8 @@ mod tests {
     use serde_json::json;
 
     fn claims(expires: u64) -> Claims {
-        Claims { entry: "e1".into(), tool: "probe__echo".into(), arguments: arguments_hash(&json!({"a": 1})), expires }
+        let arguments = arguments_hash(&json!({"a": 1}));
+        Claims { entry: "e1".into(), tool: "probe__echo".into(), arguments, expires, inquiry: false, approved: false }
     }
 
     #[tokio::test]

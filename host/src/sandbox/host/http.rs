@@ -51,7 +51,7 @@ impl Host for HostState {
 impl HostState {
     /// The guest's timeout, never past the call's own deadline; `None` if that has passed.
     fn request_timeout(&self, asked_ms: Option<u32>) -> Option<Duration> {
-        let remaining = self.deadline.checked_duration_since(Instant::now())?;
+        let remaining = Some(self.deadline.remaining()).filter(|d| !d.is_zero())?;
         let asked = asked_ms.map(|ms| Duration::from_millis(ms.into())).unwrap_or(remaining);
         Some(asked.min(remaining)).filter(|d| !d.is_zero())
     }

@@ -1,5 +1,6 @@
 //! One file per WIT import interface: the skill's only ways out of the sandbox.
 
+mod ask;
 mod blocks;
 pub(in crate::sandbox) mod http;
 pub(super) mod log;
@@ -12,5 +13,6 @@ mod state;
 
 use super::bindings::skillhost::skill::types;
 use super::host_state::HostState;
+pub(super) use ask::Suspended;
 
 impl types::Host for HostState {}

@@ -5,7 +5,6 @@ use crate::config::Destination;
 use crate::sandbox::bindings::skillhost::skill::notify::{Error, Host};
 use crate::sandbox::capabilities::{Notice, NotifyError};
 use crate::sandbox::host_state::HostState;
-use std::time::Instant;
 
 /// At most this many messages per call.
 pub const MAX_NOTICES_PER_CALL: u32 = 20;
@@ -47,7 +46,7 @@ impl HostState {
         let Some(notifier) = grant.notifier.clone() else {
             return Err(Error::Unavailable("no chat adapter runs in this process".into()));
         };
-        let remaining = self.deadline.checked_duration_since(Instant::now()).unwrap_or_default();
+        let remaining = self.deadline.remaining();
         let notice = Notice { skill: &skill, destination: &destination, text, wake };
         match tokio::time::timeout(remaining, notifier.send(notice)).await {
             Ok(Ok(())) => Ok(()),

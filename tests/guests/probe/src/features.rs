@@ -2,9 +2,15 @@
 //! one field a credential), `progress(steps, pause_ms)` (reports `1..=steps` of `steps`),
 //! `picture` (text, a 1x1 PNG and a resource link), `recording(bytes)` (text, `bytes` of
 //! audio, and two embedded resources: text and bytes, through the `blocks` import), `structured(sum?)` (a JSON block under an
-//! output schema: `{"sum": <n>}`, or `{"sum": "oops"}` when `broken`), and hints on `echo`.
+//! output schema: `{"sum": <n>}`, or `{"sum": "oops"}` when `broken`), hints on `echo`, and
+//! `ask(requests, rounds?)`: `rounds` rounds (default 1) of the `ask` import, each asking
+//! `requests` (key -> `{"form": {"message", "schema"}}`, `{"sampling": {"prompt",
+//! "max_tokens"}}` or `{"roots": {}}`, keys suffixed with the round after the first), each
+//! round counted first in state key `asked` (a side effect before the question); the answers
+//! by key, or the error.
 
-use skill_sdk::{Block, ResourceContents, Tool, ToolResult, Value, json, log, progress};
+use skill_sdk::ask::{self, Answer, Request};
+use skill_sdk::{Block, ResourceContents, Tool, ToolResult, Value, json, log, progress, state};
 
 /// A 1x1 red PNG.
 pub const PIXEL: [u8; 69] = [
@@ -27,6 +33,14 @@ pub fn tools() -> Vec<Tool> {
             } }),
         ),
         Tool::without_input("picture", "Return text, an image and a resource link."),
+        Tool::with_schema(
+            "ask",
+            "Ask `requests` (key -> form, sampling or roots) in `rounds` rounds; the answers by key.",
+            json!({ "type": "object", "properties": {
+                "requests": { "type": "object" },
+                "rounds": { "type": "integer", "minimum": 1, "maximum": 5 },
+            }, "required": ["requests"] }),
+        ),
         Tool::with_schema(
             "recording",
             "Return text, `bytes` bytes of audio and two embedded resources.",
@@ -82,10 +96,56 @@ pub fn handle(name: &str, input: &Value) -> Option<ToolResult> {
                 .with_resource("skill://probe/notes.txt", Some("text/plain"), ResourceContents::Text("notes".into()))
                 .with_resource("skill://probe/raw.bin", None, ResourceContents::Blob(vec![1, 2, 3]))
         }
+        "ask" => asked(input),
         "structured" => {
             let sum = if input["broken"].as_bool() == Some(true) { json!("oops") } else { json!(3) };
             ToolResult::ok("1 + 2").with_json(json!({ "sum": sum }))
         }
         _ => return None,
     })
+}
+
+/// `ask`: its rounds, each counted in state first; the answers by key.
+fn asked(input: &Value) -> ToolResult {
+    let rounds = input["rounds"].as_u64().unwrap_or(1);
+    let mut answers = skill_sdk::serde_json::Map::new();
+    for round in 1..=rounds {
+        let count = state::get("asked").ok().flatten().and_then(|c| c.parse::<u64>().ok()).unwrap_or(0);
+        let _ = state::set("asked", &(count + 1).to_string());
+        let suffix = if round == 1 { String::new() } else { format!("_{round}") };
+        let requests = input["requests"].as_object().into_iter().flatten().map(|(key, r)| {
+            let text = |field: &str| r.pointer(field).and_then(Value::as_str).unwrap_or_default().to_owned();
+            let request = if r.get("form").is_some() {
+                Request::form(text("/form/message"), r["form"]["schema"].clone())
+            } else if r.get("sampling").is_some() {
+                let tokens = r["sampling"]["max_tokens"].as_u64().unwrap_or(50) as u32;
+                Request::sampling(text("/sampling/prompt"), tokens)
+            } else {
+                Request::Roots
+            };
+            (format!("{key}{suffix}"), request)
+        });
+        match ask::ask(requests.collect::<Vec<_>>()) {
+            Ok(got) => {
+                for (key, answer) in got.0 {
+                    answers.insert(key, described(answer));
+                }
+            }
+            Err(e) => return ToolResult::failed(json!({ "error": e.to_string() })),
+        }
+    }
+    ToolResult::ok(Value::Object(answers))
+}
+
+fn described(answer: Answer) -> Value {
+    match answer {
+        Answer::Form { action, content } => json!({ "form": { "action": action.as_str(), "content": content } }),
+        Answer::Sampled { text, model, stop_reason } => {
+            json!({ "sampled": { "text": text, "model": model, "stop_reason": stop_reason } })
+        }
+        Answer::Roots(roots) => {
+            json!({ "roots": roots.into_iter().map(|(uri, name)| json!({ "uri": uri, "name": name })).collect::<Vec<_>>() })
+        }
+        Answer::Unavailable(why) => json!({ "unavailable": why }),
+    }
 }

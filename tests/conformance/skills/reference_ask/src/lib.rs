@@ -1,0 +1,229 @@
+//! The reference tools of the official MCP conformance suite that ask the client mid-call,
+//! through the `ask` import, with the reference names and behaviour:
+//!
+//! - up to 2025-11-25, where the host sends each request on the client's session:
+//!   `test_sampling`, `test_elicitation`, `test_elicitation_sep1034_defaults` (a form whose
+//!   fields have defaults) and `test_elicitation_sep1330_enums` (every enum form);
+//! - from 2026-07-28, where the host answers the call with `input_required` and the client's
+//!   retry runs the tool again from the start: `test_input_required_result_*` (a form,
+//!   sampling, roots, several requests in one round, two rounds, and requests the client
+//!   may not support), and the prompt `test_input_required_result_prompt`.
+//!
+//! Every tool is the same code at both revisions: the skill only asks; the host decides how
+//! the question travels, keeps the answers between rounds, checks the `requestState` and
+//! leaves out what the client did not declare. Nothing in the host knows these names.
+
+use skill_sdk::ask::{self, Answer, Answers, Request};
+use skill_sdk::{
+    Block, Context, Error, PromptDef, PromptError, Prompted, Prompts, Skill, Tool, ToolResult, Value, json,
+};
+use std::collections::BTreeMap;
+
+struct ReferenceAsk;
+
+/// A form of one required string property `field`.
+fn one_string(message: &str, field: &str) -> Request {
+    Request::form(message, json!({"type": "object", "properties": {field: {"type": "string"}}, "required": [field]}))
+}
+
+/// A form's action and content, as the reference tools print them.
+fn described(answers: &Answers, key: &str) -> String {
+    match answers.get(key) {
+        Some(Answer::Form { action, content }) => {
+            let content = content.clone().unwrap_or(Value::Null);
+            format!("action={}, content={content}", action.as_str())
+        }
+        Some(Answer::Unavailable(why)) => format!("action=unavailable ({why})"),
+        _ => "action=none".into(),
+    }
+}
+
+/// The string `field` of the form accepted under `key`.
+fn field(answers: &Answers, key: &str, field: &str) -> Option<String> {
+    answers.accepted(key)?.get(field)?.as_str().map(str::to_owned)
+}
+
+fn asked(name: &str, input: &Value) -> Result<ToolResult, ask::AskError> {
+    let text = |key: &str| input.get(key).and_then(Value::as_str).unwrap_or_default().to_owned();
+    Ok(match name {
+        "test_sampling" => {
+            let answers = ask::ask([("sample", Request::sampling(text("prompt"), 100))])?;
+            match answers.get("sample") {
+                Some(Answer::Sampled { text, .. }) => ToolResult::text(format!("LLM response: {text}")),
+                other => ToolResult::text(format!("LLM response: none ({other:?})")),
+            }
+        }
+        "test_elicitation" => {
+            let answers = ask::ask([("response", one_string(&text("message"), "response"))])?;
+            ToolResult::text(format!("User response: {}", described(&answers, "response")))
+        }
+        "test_elicitation_sep1034_defaults" => {
+            let schema = json!({
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string", "description": "User name", "default": "John Doe"},
+                    "age": {"type": "integer", "description": "User age", "default": 30},
+                    "score": {"type": "number", "description": "User score", "default": 95.5},
+                    "status": {"type": "string", "description": "User status", "enum": ["active", "inactive", "pending"], "default": "active"},
+                    "verified": {"type": "boolean", "description": "Verification status", "default": true}
+                },
+                "required": []
+            });
+            let form = Request::form("Please review and update the form fields with defaults", schema);
+            let answers = ask::ask([("defaults", form)])?;
+            ToolResult::text(format!("Elicitation completed: {}", described(&answers, "defaults")))
+        }
+        "test_elicitation_sep1330_enums" => {
+            let schema = json!({
+                "type": "object",
+                "properties": {
+                    "untitledSingle": {"type": "string", "description": "Choose an option", "enum": ["option1", "option2", "option3"]},
+                    "titledSingle": {"type": "string", "description": "Choose a titled option", "oneOf": [
+                        {"const": "value1", "title": "First Option"},
+                        {"const": "value2", "title": "Second Option"},
+                        {"const": "value3", "title": "Third Option"}
+                    ]},
+                    "legacyEnum": {"type": "string", "description": "Choose a legacy option", "enum": ["opt1", "opt2", "opt3"], "enumNames": ["Option One", "Option Two", "Option Three"]},
+                    "untitledMulti": {"type": "array", "description": "Choose multiple options", "minItems": 1, "maxItems": 3, "items": {"type": "string", "enum": ["option1", "option2", "option3"]}},
+                    "titledMulti": {"type": "array", "description": "Choose multiple titled options", "minItems": 1, "maxItems": 3, "items": {"anyOf": [
+                        {"const": "value1", "title": "First Choice"},
+                        {"const": "value2", "title": "Second Choice"},
+                        {"const": "value3", "title": "Third Choice"}
+                    ]}}
+                },
+                "required": []
+            });
+            let answers = ask::ask([("enums", Request::form("Please select options from the enum fields", schema))])?;
+            ToolResult::text(format!("Elicitation completed: {}", described(&answers, "enums")))
+        }
+        "test_input_required_result_elicitation" => {
+            let answers = ask::ask([("user_name", one_string("What is your name?", "name"))])?;
+            match field(&answers, "user_name", "name") {
+                Some(name) => ToolResult::text(format!("Hello, {name}!")),
+                None => ToolResult::text(format!("No name given: {}", described(&answers, "user_name"))),
+            }
+        }
+        "test_input_required_result_sampling" => {
+            let answers = ask::ask([("sample_request", Request::sampling("What is the capital of France?", 100))])?;
+            ToolResult::text(format!("Sampling result: {}", answers.sampled("sample_request").unwrap_or("(none)")))
+        }
+        "test_input_required_result_list_roots" => {
+            let answers = ask::ask([("roots_request", Request::Roots)])?;
+            match answers.get("roots_request") {
+                Some(Answer::Roots(roots)) => ToolResult::text(format!("Found {} root(s)", roots.len())),
+                other => ToolResult::text(format!("No roots: {other:?}")),
+            }
+        }
+        "test_input_required_result_request_state" | "test_input_required_result_tampered_state" => {
+            let schema = json!({"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]});
+            let answers = ask::ask([("confirm", Request::form("Please confirm", schema))])?;
+            let ok = answers.accepted("confirm").and_then(|c| c["ok"].as_bool()) == Some(true);
+            match (ok, name) {
+                (true, "test_input_required_result_request_state") => {
+                    ToolResult::text("state-ok: requestState validated")
+                }
+                (true, _) => ToolResult::text("integrity-ok: state verified"),
+                (false, _) => ToolResult::text(format!("Not confirmed: {}", described(&answers, "confirm"))),
+            }
+        }
+        "test_input_required_result_multiple_inputs" => {
+            let answers = ask::ask([
+                ("user_name", one_string("What is your name?", "name")),
+                ("greeting", Request::sampling("Generate a greeting", 50)),
+                ("client_roots", Request::Roots),
+            ])?;
+            let name = field(&answers, "user_name", "name").unwrap_or_default();
+            let greeting = answers.sampled("greeting").unwrap_or_default();
+            let roots = match answers.get("client_roots") {
+                Some(Answer::Roots(roots)) => roots.len(),
+                _ => 0,
+            };
+            ToolResult::text(format!("All inputs received: name={name}, greeting={greeting}, roots={roots}"))
+        }
+        "test_input_required_result_multi_round" => {
+            let first = ask::ask([("step1", one_string("Step 1: What is your name?", "name"))])?;
+            let name = field(&first, "step1", "name").unwrap_or_default();
+            let second = ask::ask([("step2", one_string("Step 2: What is your favorite color?", "color"))])?;
+            let color = field(&second, "step2", "color").unwrap_or_default();
+            ToolResult::text(format!("Multi-round complete for {name} who likes {color}"))
+        }
+        "test_input_required_result_capabilities" => {
+            let answers = ask::ask([
+                ("elicit_input", one_string("Please provide input", "input")),
+                ("sample_input", Request::sampling("Sample request", 50)),
+            ])?;
+            let answered: Vec<&str> = answers
+                .0
+                .iter()
+                .filter(|(_, a)| !matches!(a, Answer::Unavailable(_)))
+                .map(|(k, _)| k.as_str())
+                .collect();
+            match answered.is_empty() {
+                true => ToolResult::text("No supported capabilities declared"),
+                false => ToolResult::text(format!("Completed with: {}", answered.join(", "))),
+            }
+        }
+        _ => return Ok(ToolResult::failed(format!("unknown tool `{name}`"))),
+    })
+}
+
+impl Skill for ReferenceAsk {
+    fn tools() -> Vec<Tool> {
+        let prompt = json!({"type": "object", "properties": {"prompt": {"type": "string", "description": "The prompt to send to the LLM"}}, "required": ["prompt"]});
+        let message = json!({"type": "object", "properties": {"message": {"type": "string", "description": "The message to show the user"}}, "required": ["message"]});
+        let mut tools = vec![
+            Tool::with_schema("test_sampling", "Tests server-initiated sampling (LLM completion request)", prompt),
+            Tool::with_schema("test_elicitation", "Tests server-initiated elicitation (user input request)", message),
+            Tool::without_input(
+                "test_elicitation_sep1034_defaults",
+                "Tests elicitation with default values per SEP-1034",
+            ),
+            Tool::without_input(
+                "test_elicitation_sep1330_enums",
+                "Tests elicitation with enum schema improvements per SEP-1330",
+            ),
+        ];
+        for (name, description) in [
+            ("elicitation", "MRTR: asks the user's name through elicitation"),
+            ("sampling", "MRTR: asks the client's model a question"),
+            ("list_roots", "MRTR: asks for the client's roots"),
+            ("request_state", "MRTR: asks for a confirmation, with request state"),
+            ("multiple_inputs", "MRTR: asks for a name, a greeting and the roots in one round"),
+            ("multi_round", "MRTR: asks a name, then a color, in two rounds"),
+            ("tampered_state", "MRTR: asks for a confirmation; a tampered state is refused"),
+            ("capabilities", "MRTR: asks only what the client declared it can answer"),
+        ] {
+            tools.push(Tool::without_input(format!("test_input_required_result_{name}"), description));
+        }
+        tools
+    }
+
+    fn handle(name: &str, input: Value, _ctx: &Context) -> Result<ToolResult, Error> {
+        match asked(name, &input) {
+            Ok(result) => Ok(result),
+            Err(e) => Ok(ToolResult::failed(format!("the question got no answer: {e}"))),
+        }
+    }
+}
+
+impl Prompts for ReferenceAsk {
+    fn prompts() -> Vec<PromptDef> {
+        vec![PromptDef::new("test_input_required_result_prompt", "MRTR: prompt that requires elicitation input")]
+    }
+
+    fn get_prompt(name: &str, _arguments: &BTreeMap<String, String>, _ctx: &Context) -> Result<Prompted, PromptError> {
+        if name != "test_input_required_result_prompt" {
+            return Err(PromptError::NotFound);
+        }
+        let form = one_string("What context should the prompt use?", "context");
+        let answers = ask::ask([("user_context", form)]).map_err(|e| PromptError::Failed(e.to_string()))?;
+        let context = field(&answers, "user_context", "context").unwrap_or_default();
+        Ok(Prompted::default().user(Block::Text(format!("Prompt with context: {context}"))))
+    }
+
+    fn complete(_name: &str, _argument: &str, _value: &str, _context: &BTreeMap<String, String>) -> Vec<String> {
+        Vec::new()
+    }
+}
+
+skill_sdk::export!(ReferenceAsk, hooks: [prompts]);
