@@ -32,6 +32,7 @@ import * as rawMcp from "skillhost:skill/mcp@0.1.0";
 import * as rawRoute from "skillhost:skill/route@0.1.0";
 import * as rawProgress from "skillhost:skill/progress@0.1.0";
 import * as rawNotify from "skillhost:skill/notify@0.1.0";
+import * as rawAsk from "skillhost:skill/ask@0.1.0";
 import { getEnvironment } from "wasi:cli/environment@0.2.10";
 
 const OPTIONAL = Symbol("optional");
@@ -206,6 +207,54 @@ export const http = {
 export const mcp = {
   callTool: (server, tool, args = {}) => host("mcp", () => rawMcp.callTool(server, tool, JSON.stringify(args))),
 };
+
+/**
+ * Asking whoever drives the call, mid-call, in one round: named requests under your own
+ * keys, each answered (or found unavailable) under the same key.
+ *
+ *   const answers = ask.ask({ user: ask.form("What is your name?", schema), roots: ask.roots() });
+ *   // answers.user: { kind: "form", action: "accept", content: { name: "Ada" } }
+ *
+ * An MCP client gets the requests as they are (elicitation, sampling, roots); a person in
+ * chat or the API is asked each form; a turn's own model samples; `skillhost call` asks a
+ * form on the terminal. What nobody there can answer is `{ kind: "unavailable", why }`. From
+ * MCP 2026-07-28 a call that asks runs again from the start once the client answered, and
+ * `ask` returns the recorded answers: do side effects after the question. A round with no
+ * answers throws `HostError` (`timed-out`, `cancelled`, `invalid`).
+ */
+export const ask = {
+  /** A form: `message`, answered to fit `schema` (an object schema, passed on untouched). */
+  form: (message, schema) => ({ tag: "form", val: { message, schema: JSON.stringify(schema) } }),
+  /** Sampling of `prompt` (or of `messages`: [role, text] pairs) by the caller's model. */
+  sampling: (prompt, { maxTokens = 100, systemPrompt, messages } = {}) => ({
+    tag: "sampling",
+    val: {
+      messages: (messages ?? [["user", prompt]]).map(([role, text]) => ({ role, text })),
+      systemPrompt,
+      maxTokens,
+    },
+  }),
+  /** The MCP client's roots. */
+  roots: () => ({ tag: "roots" }),
+  /** Asks `requests` (key -> form, sampling or roots) in one round; the answers by key. */
+  ask: (requests) => {
+    const answers = host("ask", () => rawAsk.ask(Object.entries(requests)));
+    return Object.fromEntries(answers.map(([key, answer]) => [key, described(answer)]));
+  },
+};
+
+function described({ tag, val }) {
+  switch (tag) {
+    case "form":
+      return { kind: "form", action: val.action, content: val.content === undefined ? undefined : JSON.parse(val.content) };
+    case "sampled":
+      return { kind: "sampled", text: val.text, model: val.model, stopReason: val.stopReason };
+    case "roots":
+      return { kind: "roots", roots: val.map(({ uri, name }) => ({ uri, name })) };
+    default:
+      return { kind: "unavailable", why: val };
+  }
+}
 
 /**
  * Messages the skill sends on its own (`[capabilities] notify = true` in skill.toml, each

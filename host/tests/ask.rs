@@ -228,3 +228,40 @@ fn over_mcp_at_2026_each_round_is_a_retry_that_runs_the_tool_again() {
     let counted: Value = serde_json::from_str(counted["result"]["content"][0]["text"].as_str().unwrap()).unwrap();
     assert_eq!(counted["value"], "7", "{counted}");
 }
+
+/// The Python SDK's `skillhost.ask` (`reader_py`, built with componentize-py): unavailable
+/// under `call` without a terminal, and over MCP at 2026-07-28 a round its retry answers.
+#[test]
+fn a_python_skill_asks_through_its_sdk() {
+    let ws = Workspace::new();
+    ws.add_skill("skills", "reader_py", guests::READER_PY, "");
+    let yaml = "skills:\n  paths: [skills]\n  builtins: []\nstate:\n  filesystem: {path: state}\n";
+    std::fs::write(ws.path().join("config.yaml"), yaml).unwrap();
+    let out = skillhost(&ws, &["call", "reader_py__ask_name", r#"{"message": "Who is there?"}"#], "");
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    let answers: Value = serde_json::from_str(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", out.stdout));
+    assert_eq!(answers["name"]["kind"], "unavailable", "{answers}");
+    assert!(answers["name"]["why"].as_str().unwrap().contains("terminal"), "{answers}");
+
+    let mut raw = Raw::start(&ws);
+    let meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}, "roots": {}}
+    });
+    let arguments = json!({"message": "Who is there?"});
+    let params = json!({"name": "reader_py__ask_name", "arguments": arguments, "_meta": meta});
+    let first = raw.request("tools/call", params.clone());
+    assert_eq!(first["result"]["resultType"], "input_required", "{first}");
+    assert_eq!(first["result"]["inputRequests"]["name"]["params"]["message"], "Who is there?", "{first}");
+    assert_eq!(first["result"]["inputRequests"]["roots"]["method"], "roots/list", "{first}");
+    let mut retry = params;
+    retry["requestState"] = first["result"]["requestState"].clone();
+    retry["inputResponses"] = json!({
+        "name": {"action": "accept", "content": {"name": "Ada"}},
+        "roots": {"roots": [{"uri": "file:///work", "name": "work"}]}
+    });
+    let last = raw.request("tools/call", retry);
+    let answers: Value = serde_json::from_str(last["result"]["content"][0]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(answers["name"], json!({"kind": "form", "action": "accept", "content": {"name": "Ada"}}), "{answers}");
+    assert_eq!(answers["roots"], json!({"kind": "roots", "roots": [{"uri": "file:///work", "name": "work"}]}));
+}

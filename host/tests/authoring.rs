@@ -181,3 +181,44 @@ fn skill_md_frontmatter_and_the_prompt_cap_as_the_cli_reports_them() {
     assert_eq!(code, 1, "broken is still a problem: {stdout}");
     assert!(!stderr.contains("max_prompt_bytes"), "the operator raised the cap: {stderr}");
 }
+
+/// The JS SDK's `ask` (componentize-js): under `call` on a terminal the form is asked there
+/// and its answer read; without one, every request is unavailable with why.
+#[test]
+fn a_js_skill_asks_through_its_sdk() {
+    js_toolchain_installed();
+    let ws = Workspace::new();
+    let dir = ws.path().join("skills/asker");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("skill.toml"), "[build]\nkind = \"js\"\njs_entry = \"app.js\"\n").unwrap();
+    std::fs::write(dir.join("prompt.md"), "Asks for a name.\n").unwrap();
+    let app = r#"import { ask, tool, string } from "./skillhost.js";
+const schema = { type: "object", properties: { name: { type: "string" } }, required: ["name"] };
+export const tools = [
+  tool({
+    name: "ask_name",
+    description: "Asks for a name.",
+    input: { message: string("What to ask.") },
+    run({ message }) {
+      return ask.ask({ name: ask.form(message, schema), capital: ask.sampling("Capital of France?", { maxTokens: 20 }) });
+    },
+  }),
+];
+"#;
+    std::fs::write(dir.join("app.js"), app).unwrap();
+    let (code, stdout, stderr) = skillhost(&ws, &["skill", "build", "skills/asker"]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    let (code, stdout, stderr) = skillhost(&ws, &["call", "asker__ask_name", r#"{"message": "Who is there?"}"#]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    let out: serde_json::Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    assert_eq!(out["name"]["kind"], "unavailable", "{out}");
+    assert!(out["capital"]["why"].as_str().unwrap().contains("no model can be sampled here"), "{out}");
+
+    let bin = env!("CARGO_BIN_EXE_skillhost");
+    let command = format!("{bin} call asker__ask_name '{{\"message\": \"Who is there?\"}}'");
+    let (code, screen) = skillhost_tests::run_on_terminal(ws.path(), &command, "Ada\n");
+    assert_eq!(code, 0, "{screen}");
+    assert!(screen.contains("Skill `asker` asks: Who is there?"), "{screen}");
+    assert!(screen.contains(r#""content": {"#) && screen.contains(r#""name": "Ada""#), "{screen}");
+    assert!(screen.contains(r#""action": "accept""#), "{screen}");
+}

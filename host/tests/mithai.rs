@@ -83,6 +83,20 @@ fn call_runs_a_memory_skill_with_its_grant() {
     assert_eq!(std::fs::read_to_string(ws.path().join("mem/incidents.md")).unwrap(), "- db-2 down\n");
 }
 
+/// `ctx["ask"]` (the shim over the `ask` import): a form asked on the terminal under `call`.
+#[test]
+fn ctx_ask_asks_whoever_drives_the_call() {
+    let ws = Workspace::new();
+    copy_fixture(&ws, "notes", Some(guests::MITHAI_NOTES));
+    config(&ws, "");
+    let bin = env!("CARGO_BIN_EXE_skillhost");
+    let (code, screen) = skillhost_tests::run_on_terminal(ws.path(), &format!("{bin} call notes__ask_owner"), "Ada\n");
+    assert_eq!(code, 0, "{screen}");
+    assert!(screen.contains("Skill `notes` asks: Who owns these notes?"), "{screen}");
+    let compact: String = screen.split_whitespace().collect();
+    assert!(compact.contains(r#""owner":{"action":"accept","content":{"owner":"Ada"},"kind":"form"}"#), "{screen}");
+}
+
 /// The 1-based line of the fixture's `tools.py` holding `needle`.
 fn line_of(name: &str, needle: &str) -> usize {
     let source = std::fs::read_to_string(fixture(name).join("tools.py")).unwrap();

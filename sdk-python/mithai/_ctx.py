@@ -4,7 +4,9 @@
 ``read_json``, ``search``; false when the skill has no memory grant, so ``if memory:`` skips),
 ``state`` (``get``, ``set``, ``delete``, ``keys``; values kept as JSON), ``logger`` (``info``,
 ``warning``, ``error``, ... with keyword fields), ``channel_id``, ``user_id``,
-``tool_route_context`` and ``mcp_execution_metadata`` (a handler may set ``is_empty``).
+``tool_route_context`` and ``mcp_execution_metadata`` (a handler may set ``is_empty``), and
+``ask``, which asks whoever drives the call mid-call (:mod:`skillhost.ask`):
+``ctx["ask"]({"owner": ctx["ask"].form("Who owns this?", schema)})``.
 """
 
 import json
@@ -12,6 +14,7 @@ import traceback
 from typing import Any, Dict, List, Optional
 
 from skillhost import HostError, log, mcp, notify
+from skillhost import ask as _ask
 from skillhost import memory as _memory
 from skillhost import state as _state
 
@@ -121,6 +124,19 @@ class McpManager:
         return mcp.call_tool(server_name, tool_name, arguments or {})
 
 
+class Ask:
+    """``ctx["ask"]``: one round of requests to whoever drives the call, by key (see
+    :mod:`skillhost.ask`); ``form``, ``sampling`` and ``roots`` make the requests."""
+
+    form = staticmethod(_ask.form)
+    sampling = staticmethod(_ask.sampling)
+    roots = staticmethod(_ask.roots)
+
+    def __call__(self, requests: Dict[str, Dict[str, Any]]) -> Dict[str, Dict[str, Any]]:
+        """The answers by key; a round with none raises ``skillhost.HostError``."""
+        return _ask.ask(requests)
+
+
 class Adapter:
     """What ``bind(engine, adapter)`` receives as ``adapter``: ``send`` posts through the agent's
     chat adapters (the ``notify`` import). ``channel`` is ``slack:<id>`` / ``telegram:<id>``, or a
@@ -151,4 +167,5 @@ def make(config: Dict[str, Any], channel_id: str, user_id: Optional[str], route_
         "user_id": user_id,
         "tool_route_context": route_context,
         "mcp_execution_metadata": {},
+        "ask": Ask(),
     }

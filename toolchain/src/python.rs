@@ -13,6 +13,7 @@ use std::process::{Command, Stdio};
 /// The Python SDK's files (`sdk-python/skillhost/`), bundled into every SDK skill.
 pub const PYTHON_SDK: &[(&str, &str)] = &[
     ("skillhost/__init__.py", include_str!("../../sdk-python/skillhost/__init__.py")),
+    ("skillhost/ask.py", include_str!("../../sdk-python/skillhost/ask.py")),
     ("skillhost/_errors.py", include_str!("../../sdk-python/skillhost/_errors.py")),
     ("skillhost/_exports.py", include_str!("../../sdk-python/skillhost/_exports.py")),
     ("skillhost/_folder.py", include_str!("../../sdk-python/skillhost/_folder.py")),
