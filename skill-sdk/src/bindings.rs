@@ -70,3 +70,4 @@ hook_world! { tool_result_empty, "hook-tool-result-empty", "export_tool_result_e
 hook_world! { tool_target, "hook-tool-target", "export_tool_target", uses_types }
 hook_world! { resources, "hook-resources", "export_resources", uses_types_and_blocks }
 hook_world! { prompts, "hook-prompts", "export_prompts", uses_types_and_blocks }
+hook_world! { client_capabilities, "hook-client-capabilities", "export_client_capabilities" }

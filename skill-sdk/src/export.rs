@@ -186,6 +186,17 @@ impl<S: crate::Prompts> b::prompts::exports::skillhost::skill::prompts::Guest fo
     }
 }
 
+impl<S: crate::ClientCapabilities> b::client_capabilities::exports::skillhost::skill::client_capabilities::Guest
+    for Glue<S>
+{
+    fn required() -> Vec<(String, Vec<String>)> {
+        S::required()
+            .into_iter()
+            .map(|(tool, needs)| (tool.into(), needs.iter().map(|n| n.to_string()).collect()))
+            .collect()
+    }
+}
+
 /// Exports a [`Skill`] as the component's `tools` interface, plus the hooks you name.
 ///
 /// ```ignore
@@ -194,9 +205,10 @@ impl<S: crate::Prompts> b::prompts::exports::skillhost::skill::prompts::Guest fo
 /// ```
 ///
 /// Hook names: `resolve_human`, `is_available`, `startup`, `scheduled`, `before_mcp_call`,
-/// `observe_mcp_result`, `tool_result_empty`, `tool_target`, and the MCP exports `resources`
-/// and `prompts`. Each needs the matching trait ([`ResolveHuman`](crate::ResolveHuman),
-/// [`Resources`](crate::Resources), [`Prompts`](crate::Prompts), ...) implemented on the
+/// `observe_mcp_result`, `tool_result_empty`, `tool_target`, and the MCP exports `resources`,
+/// `prompts` and `client_capabilities`. Each needs the matching trait
+/// ([`ResolveHuman`](crate::ResolveHuman), [`Resources`](crate::Resources),
+/// [`Prompts`](crate::Prompts), [`ClientCapabilities`](crate::ClientCapabilities), ...) implemented on the
 /// skill type. Use the macro
 /// once per crate.
 #[macro_export]
@@ -247,6 +259,9 @@ macro_rules! __export_hook {
     (prompts, $glue:ident) => {
         $crate::__export_hook!(@world prompts, export_prompts, $glue);
     };
+    (client_capabilities, $glue:ident) => {
+        $crate::__export_hook!(@world client_capabilities, export_client_capabilities, $glue);
+    };
     (@world $module:ident, $export:ident, $glue:ident) => {
         $crate::bindings::$module::$export!($glue with_types_in $crate::bindings::$module);
     };
@@ -254,7 +269,7 @@ macro_rules! __export_hook {
         compile_error!(concat!(
             "unknown hook `", stringify!($other), "`; expected one of: resolve_human, ",
             "is_available, startup, scheduled, before_mcp_call, observe_mcp_result, tool_result_empty, ",
-            "tool_target, resources, prompts",
+            "tool_target, resources, prompts, client_capabilities",
         ));
     };
 }

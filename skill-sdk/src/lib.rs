@@ -107,7 +107,9 @@ pub use hooks::{
     ToolResultEmpty, ToolTarget,
 };
 pub use result::{Block, Content, Coverage, CoverageStatus, ResourceContents, ResultState, ToolResult};
-pub use served::{Embedded, PromptDef, PromptError, Prompted, Prompts, ReadError, ResourceDef, Resources};
+pub use served::{
+    ClientCapabilities, Embedded, PromptDef, PromptError, Prompted, Prompts, ReadError, ResourceDef, Resources,
+};
 pub use tool::{Approval, McpUse, SkillInfo, Tool};
 
 pub use schemars;

@@ -225,3 +225,11 @@ pub enum PromptError {
     /// Making it failed, described.
     Failed(String),
 }
+
+/// The MCP client capabilities some tools cannot run without: export it with
+/// `export!(S, hooks: [client_capabilities])`. Served over MCP, a call of such a tool from a
+/// client that did not declare one of them is refused before it runs (-32021).
+pub trait ClientCapabilities {
+    /// Each tool that needs capabilities (`"sampling"`, `"elicitation"`, `"roots"`), with them.
+    fn required() -> Vec<(&'static str, &'static [&'static str])>;
+}

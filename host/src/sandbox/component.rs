@@ -40,6 +40,7 @@ pub struct Hooks {
     tool_target: Option<guest::tool_target::GuestIndices>,
     resources: Option<guest::resources::GuestIndices>,
     prompts: Option<guest::prompts::GuestIndices>,
+    client_capabilities: Option<guest::client_capabilities::GuestIndices>,
 }
 
 impl std::fmt::Debug for Hooks {
@@ -62,6 +63,7 @@ impl Hooks {
             ("tool-target", self.tool_target.is_some()),
             ("resources", self.resources.is_some()),
             ("prompts", self.prompts.is_some()),
+            ("client-capabilities", self.client_capabilities.is_some()),
         ];
         all.into_iter().filter(|(_, present)| *present).map(|(name, _)| name).collect()
     }
@@ -172,6 +174,7 @@ impl SkillComponent {
             tool_target: guest::tool_target::GuestIndices::new(&pre).ok(),
             resources: guest::resources::GuestIndices::new(&pre).ok(),
             prompts: guest::prompts::GuestIndices::new(&pre).ok(),
+            client_capabilities: guest::client_capabilities::GuestIndices::new(&pre).ok(),
         };
         let typechecked = Arc::default();
         Ok(SkillComponent { pre, tools, handle_export, typechecked, hooks, warm: Warm::new(warm) })
@@ -212,6 +215,9 @@ impl SkillComponent {
                     if let Some(prompts) = &this.hooks.prompts {
                         served.prompts = prompts.load(&mut *store, &instance)?.call_list_prompts(&mut *store).await?;
                     }
+                    if let Some(needs) = &this.hooks.client_capabilities {
+                        served.client_needs = needs.load(&mut *store, &instance)?.call_required(&mut *store).await?;
+                    }
                     Ok((list, info, served))
                 })
             })
@@ -241,7 +247,8 @@ impl SkillComponent {
             tool_result_empty,
             tool_target,
             resources,
-            prompts
+            prompts,
+            client_capabilities
         );
         Ok(())
     }
@@ -622,6 +629,8 @@ pub struct ServedLists {
     pub templates: Vec<guest::resources::ResourceTemplate>,
     /// `prompts.list-prompts`.
     pub prompts: Vec<guest::prompts::PromptDef>,
+    /// `client-capabilities.required`: the tools that need client capabilities, with them.
+    pub client_needs: Vec<(String, Vec<String>)>,
 }
 
 /// What `describe` finds: the tools, the skill's facts, and what it serves beyond tools.

@@ -20,7 +20,13 @@ pub struct Served {
     pub templates: Vec<ResourceDef>,
     /// Prompts with arguments.
     pub prompts: Vec<PromptDef>,
+    /// The MCP client capabilities each tool that needs some cannot run without, by tool
+    /// (its own name).
+    pub client_needs: std::collections::BTreeMap<String, Vec<String>>,
 }
+
+/// The client capabilities a tool may need.
+pub const CLIENT_CAPABILITIES: [&str; 3] = ["sampling", "elicitation", "roots"];
 
 /// One resource, or one template (`uri` is then the RFC 6570 template).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -132,7 +138,19 @@ impl Served {
                 return Err(format!("{kind} `{twice}` is listed twice"));
             }
         }
-        Ok(Served { resources, templates, prompts })
+        let mut client_needs = std::collections::BTreeMap::new();
+        for (tool, needs) in lists.client_needs {
+            if let Some(unknown) = needs.iter().find(|n| !CLIENT_CAPABILITIES.contains(&n.as_str())) {
+                return Err(format!(
+                    "tool `{tool}` needs client capability `{unknown}`; one of {}",
+                    CLIENT_CAPABILITIES.join(", ")
+                ));
+            }
+            if client_needs.insert(tool.clone(), needs).is_some() {
+                return Err(format!("the client capabilities of tool `{tool}` are listed twice"));
+            }
+        }
+        Ok(Served { resources, templates, prompts, client_needs })
     }
 
     /// Whether the skill serves `uri`: a resource it lists, or one of its templates matches.
@@ -216,7 +234,8 @@ mod tests {
 
     #[test]
     fn what_a_skill_serves_is_checked_when_it_loads() {
-        let lists = |resources, prompts| ServedLists { resources, templates: Vec::new(), prompts };
+        let lists =
+            |resources, prompts| ServedLists { resources, templates: Vec::new(), prompts, ..Default::default() };
         assert!(Served::checked(lists(vec![resource("test://a")], vec![prompt("p")])).is_ok());
         let files = Served::checked(lists(vec![resource("skill://x/a.md")], vec![])).unwrap_err();
         assert!(files.contains("host's own scheme"), "{files}");
@@ -226,6 +245,16 @@ mod tests {
         assert!(bad.contains("prompt name `Bad Name`"), "{bad}");
         let same = Served::checked(lists(vec![], vec![prompt("p"), prompt("p")])).unwrap_err();
         assert!(same.contains("prompt `p` is listed twice"), "{same}");
+        let needs = |n: &[(&str, &[&str])]| ServedLists {
+            client_needs: n.iter().map(|(t, c)| (t.to_string(), c.iter().map(|c| c.to_string()).collect())).collect(),
+            ..Default::default()
+        };
+        let served = Served::checked(needs(&[("ask", &["sampling", "roots"])])).unwrap();
+        assert_eq!(served.client_needs["ask"], ["sampling", "roots"]);
+        let unknown = Served::checked(needs(&[("ask", &["telepathy"])])).unwrap_err();
+        assert!(unknown.contains("client capability `telepathy`"), "{unknown}");
+        let again = Served::checked(needs(&[("ask", &["sampling"]), ("ask", &["roots"])])).unwrap_err();
+        assert!(again.contains("listed twice"), "{again}");
     }
 
     #[test]

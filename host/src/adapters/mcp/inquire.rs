@@ -45,6 +45,26 @@ pub fn able(request: &Request, capabilities: Option<&ClientCapabilities>) -> Res
     }
 }
 
+/// The refusal of a call of `tool`, which needs the client capabilities `needs`, when the
+/// client did not declare them all: -32021 with `data.requiredCapabilities` (HTTP 400).
+pub fn lacking(tool: &str, needs: &[String], capabilities: Option<&ClientCapabilities>) -> Option<ErrorData> {
+    let declared = |need: &str| match need {
+        "sampling" => capabilities.is_some_and(|c| c.sampling.is_some()),
+        "elicitation" => capabilities.is_some_and(|c| c.elicitation.is_some()),
+        _ => capabilities.is_some_and(|c| c.roots.is_some()),
+    };
+    let missing: Vec<&String> = needs.iter().filter(|n| !declared(n)).collect();
+    if missing.is_empty() {
+        return None;
+    }
+    let required: serde_json::Map<String, Value> = missing.iter().map(|n| ((*n).clone(), json!({}))).collect();
+    let names: Vec<&str> = missing.iter().map(|n| n.as_str()).collect();
+    let message =
+        format!("tool `{tool}` needs the client capabilities {}, which this client did not declare", names.join(", "));
+    let data = json!({"requiredCapabilities": required});
+    Some(ErrorData::new(rmcp::model::ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY, message, Some(data)))
+}
+
 /// The request's `params` as MCP carries them.
 pub fn params(request: &Request) -> Value {
     match request {

@@ -171,6 +171,18 @@ impl SkillServer {
     }
 }
 
+/// `Err` when tool `name` needs a client capability the client did not declare: it does not
+/// run.
+fn needs_met(engine: &Engine, name: &str, context: &RequestContext<RoleServer>) -> Result<(), ErrorData> {
+    let Some((skill, tool)) = crate::skills::skill::split_exposed(name) else { return Ok(()) };
+    let skills = engine.skills();
+    let Some(needs) = skills.skills.get(skill).and_then(|s| s.served.client_needs.get(tool)) else { return Ok(()) };
+    match inquire::lacking(name, needs, context.client_capabilities().as_ref()) {
+        Some(refusal) => Err(refusal),
+        None => Ok(()),
+    }
+}
+
 /// How a call at 2026-07-28 goes on.
 enum Inline {
     /// Answer it with this question (the call's approval).
@@ -420,6 +432,7 @@ impl ServerHandler for SkillServer {
         if loaded.tools.find(&request.name).is_none() {
             return Err(ErrorData::invalid_params(format!("Unknown tool: {}", request.name), None));
         }
+        needs_met(&engine, &request.name, &context)?;
         let input = Value::Object(request.arguments.clone().unwrap_or_default());
         let token =
             request.meta.as_ref().and_then(|m| m.get_progress_token()).or_else(|| context.meta.get_progress_token());

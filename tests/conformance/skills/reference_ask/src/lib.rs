@@ -7,7 +7,11 @@
 //! - from 2026-07-28, where the host answers the call with `input_required` and the client's
 //!   retry runs the tool again from the start: `test_input_required_result_*` (a form,
 //!   sampling, roots, several requests in one round, two rounds, and requests the client
-//!   may not support), and the prompt `test_input_required_result_prompt`.
+//!   may not support), and the prompt `test_input_required_result_prompt`;
+//! - the diagnostic tools of `server-stateless`: `test_missing_capability`, which needs the
+//!   client's sampling (declared through `client-capabilities`: the host refuses a client
+//!   without it, -32021, before the tool runs), and `test_streaming_elicitation`, whose form
+//!   travels in the call's result at 2026-07-28, never as a request on the stream.
 //!
 //! Every tool is the same code at both revisions: the skill only asks; the host decides how
 //! the question travels, keeps the answers between rounds, checks the `requestState` and
@@ -15,7 +19,8 @@
 
 use skill_sdk::ask::{self, Answer, Answers, Request};
 use skill_sdk::{
-    Block, Context, Error, PromptDef, PromptError, Prompted, Prompts, Skill, Tool, ToolResult, Value, json,
+    Block, ClientCapabilities, Context, Error, PromptDef, PromptError, Prompted, Prompts, Skill, Tool, ToolResult,
+    Value, json,
 };
 use std::collections::BTreeMap;
 
@@ -147,6 +152,11 @@ fn asked(name: &str, input: &Value) -> Result<ToolResult, ask::AskError> {
             let color = field(&second, "step2", "color").unwrap_or_default();
             ToolResult::text(format!("Multi-round complete for {name} who likes {color}"))
         }
+        "test_missing_capability" => ToolResult::text("Success"),
+        "test_streaming_elicitation" => {
+            let answers = ask::ask([("confirm", one_string("Streaming elicitation: confirm to continue", "confirm"))])?;
+            ToolResult::text(format!("Streaming complete: {}", described(&answers, "confirm")))
+        }
         "test_input_required_result_capabilities" => {
             let answers = ask::ask([
                 ("elicit_input", one_string("Please provide input", "input")),
@@ -182,6 +192,11 @@ impl Skill for ReferenceAsk {
                 "test_elicitation_sep1330_enums",
                 "Tests elicitation with enum schema improvements per SEP-1330",
             ),
+            Tool::without_input("test_missing_capability", "Needs the client's sampling capability"),
+            Tool::without_input(
+                "test_streaming_elicitation",
+                "Asks a form while it runs, never as a request on the stream",
+            ),
         ];
         for (name, description) in [
             ("elicitation", "MRTR: asks the user's name through elicitation"),
@@ -206,6 +221,12 @@ impl Skill for ReferenceAsk {
     }
 }
 
+impl ClientCapabilities for ReferenceAsk {
+    fn required() -> Vec<(&'static str, &'static [&'static str])> {
+        vec![("test_missing_capability", &["sampling"])]
+    }
+}
+
 impl Prompts for ReferenceAsk {
     fn prompts() -> Vec<PromptDef> {
         vec![PromptDef::new("test_input_required_result_prompt", "MRTR: prompt that requires elicitation input")]
@@ -226,4 +247,4 @@ impl Prompts for ReferenceAsk {
     }
 }
 
-skill_sdk::export!(ReferenceAsk, hooks: [prompts]);
+skill_sdk::export!(ReferenceAsk, hooks: [prompts, client_capabilities]);
