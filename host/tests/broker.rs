@@ -260,6 +260,48 @@ async fn an_mcp_approval_asked_on_one_replica_is_answered_on_the_other_once() {
     assert_eq!(runs(&ws), "x", "nothing more ran");
 }
 
+/// A skill's own rounds over `/mcp` at 2026-07-28 behind two replicas sharing the broker:
+/// asked on one, each retry answered on the other in turn, the call completes with both
+/// answers; another answer to a round already answered is refused on either replica.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_skills_rounds_over_mcp_are_answered_on_any_replica() {
+    let pg = Postgres::start();
+    let llm = LlmServer::start(Vec::new()).await;
+    let extra = format!(
+        "llm:\n  provider: anthropic\n  model: m\n  max_tokens: 100\n  anthropic: {{api_key: k, base_url: '{}'}}\n",
+        llm.url()
+    );
+    let ws = workspace(&pg, "rounds", &extra);
+    let one = support::api::ApiProcess::start(&ws).await;
+    let two = support::api::ApiProcess::start(&ws).await;
+    let form = json!({"form": {"message": "Name?", "schema": {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}}});
+    let arguments = json!({"requests": {"name": form}, "rounds": 2});
+    let call = |state: Option<&str>, responses: Value| {
+        let mut params = json!({"name": "probe__ask", "arguments": arguments.clone()});
+        if let Some(state) = state {
+            params["requestState"] = json!(state);
+            params["inputResponses"] = responses;
+        }
+        params
+    };
+    let accept = |key: &str, name: &str| json!({key: {"action": "accept", "content": {"name": name}}});
+
+    let first = mcp(one.base(), 1, call(None, Value::Null)).await;
+    assert_eq!(first["result"]["resultType"], "input_required", "{first} {}", one.stderr());
+    let round_one = first["result"]["requestState"].as_str().unwrap().to_owned();
+    let second = mcp(two.base(), 2, call(Some(&round_one), accept("name", "Ada"))).await;
+    assert!(second["result"]["inputRequests"]["name_2"].is_object(), "{second} {}", two.stderr());
+    let round_two = second["result"]["requestState"].as_str().unwrap().to_owned();
+    let last = mcp(one.base(), 3, call(Some(&round_two), accept("name_2", "Bea"))).await;
+    assert_eq!(last["result"]["resultType"], "complete", "{last}");
+    let answers: Value = serde_json::from_str(last["result"]["content"][0]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(answers["name"]["form"]["content"]["name"], "Ada", "recorded on the other replica: {answers}");
+    assert_eq!(answers["name_2"]["form"]["content"]["name"], "Bea", "{answers}");
+    for (id, base) in [(4, one.base()), (5, two.base())] {
+        refused_because(&mcp(base, id, call(Some(&round_one), accept("name", "Bob"))).await, "answered differently");
+    }
+}
+
 /// Two agents, each with its Telegram bot, on one database: a press on b's bot carrying the
 /// approval id a's bot asked is refused (answered "no longer waiting", as an unknown id) and
 /// changes nothing; the press on a's own prompt decides it and the call runs once.
