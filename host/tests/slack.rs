@@ -197,6 +197,28 @@ async fn a_free_question_is_answered_by_a_reply_in_the_thread() {
     assert_eq!(llm.requests().len(), 2, "the reply answered; it started no turn");
 }
 
+/// A skill's form (the `ask` import) is asked in the conversation's thread like any question,
+/// and the reply there is the field's answer the tool receives.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_skills_form_is_asked_in_the_thread_and_answered_by_a_reply() {
+    let form = json!({"form": {"message": "Who is on call?", "schema": {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}}});
+    let ask = Answer::default().call("a1", "probe__ask", json!({"requests": {"oncall": form}}));
+    let llm = LlmServer::start(vec![ask.into(), Answer::text(&["Paging them."]).into()]).await;
+    let slack = SlackServer::start().await;
+    let ws = workspace(&llm, &slack, "approve", "", "");
+    ws.add_skill("skills", "probe", skillhost_tests::guests::PROBE, "");
+    let _running = run(&ws, &slack).await;
+
+    let sent = slack.mention("C1", "U1", "who is on call?");
+    let question = slack.wait_for_message("C1", |m| m.text.contains("Who is on call?"), WAIT).await;
+    assert!(question.text.contains("Skill `probe` asks"), "{}", question.text);
+    assert_eq!(question.thread_ts.as_deref(), Some(sent.ts.as_str()), "asked in the conversation's thread");
+    slack.message("C1", "U1", "Ada", Some(&sent.ts));
+    slack.wait_for_message("C1", |m| m.text.contains("Paging them."), WAIT).await;
+    let result: Value = serde_json::from_str(support::tool_results(&llm, 1)[0]["content"].as_str().unwrap()).unwrap();
+    assert_eq!(result["oncall"], json!({"form": {"action": "accept", "content": {"name": "Ada"}}}), "{result}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_retried_event_is_handled_once_and_a_dropped_socket_is_replaced() {
     let llm = LlmServer::start(vec![work(), Answer::text(&["Once."]).into()]).await;
