@@ -1,9 +1,7 @@
 //! The reference tools of the official MCP conformance suite that ask the client mid-call,
-//! through the `ask` import, with the reference names and behaviour:
+//! through the `ask` import, with the reference names and behaviour (those that sample and
+//! elicit on the session up to 2025-11-25 are the Python skill `reference_python`'s):
 //!
-//! - up to 2025-11-25, where the host sends each request on the client's session:
-//!   `test_sampling`, `test_elicitation`, `test_elicitation_sep1034_defaults` (a form whose
-//!   fields have defaults) and `test_elicitation_sep1330_enums` (every enum form);
 //! - from 2026-07-28, where the host answers the call with `input_required` and the client's
 //!   retry runs the tool again from the start: `test_input_required_result_*` (a form,
 //!   sampling, roots, several requests in one round, two rounds, and requests the client
@@ -48,59 +46,8 @@ fn field(answers: &Answers, key: &str, field: &str) -> Option<String> {
     answers.accepted(key)?.get(field)?.as_str().map(str::to_owned)
 }
 
-fn asked(name: &str, input: &Value) -> Result<ToolResult, ask::AskError> {
-    let text = |key: &str| input.get(key).and_then(Value::as_str).unwrap_or_default().to_owned();
+fn asked(name: &str) -> Result<ToolResult, ask::AskError> {
     Ok(match name {
-        "test_sampling" => {
-            let answers = ask::ask([("sample", Request::sampling(text("prompt"), 100))])?;
-            match answers.get("sample") {
-                Some(Answer::Sampled { text, .. }) => ToolResult::text(format!("LLM response: {text}")),
-                other => ToolResult::text(format!("LLM response: none ({other:?})")),
-            }
-        }
-        "test_elicitation" => {
-            let answers = ask::ask([("response", one_string(&text("message"), "response"))])?;
-            ToolResult::text(format!("User response: {}", described(&answers, "response")))
-        }
-        "test_elicitation_sep1034_defaults" => {
-            let schema = json!({
-                "type": "object",
-                "properties": {
-                    "name": {"type": "string", "description": "User name", "default": "John Doe"},
-                    "age": {"type": "integer", "description": "User age", "default": 30},
-                    "score": {"type": "number", "description": "User score", "default": 95.5},
-                    "status": {"type": "string", "description": "User status", "enum": ["active", "inactive", "pending"], "default": "active"},
-                    "verified": {"type": "boolean", "description": "Verification status", "default": true}
-                },
-                "required": []
-            });
-            let form = Request::form("Please review and update the form fields with defaults", schema);
-            let answers = ask::ask([("defaults", form)])?;
-            ToolResult::text(format!("Elicitation completed: {}", described(&answers, "defaults")))
-        }
-        "test_elicitation_sep1330_enums" => {
-            let schema = json!({
-                "type": "object",
-                "properties": {
-                    "untitledSingle": {"type": "string", "description": "Choose an option", "enum": ["option1", "option2", "option3"]},
-                    "titledSingle": {"type": "string", "description": "Choose a titled option", "oneOf": [
-                        {"const": "value1", "title": "First Option"},
-                        {"const": "value2", "title": "Second Option"},
-                        {"const": "value3", "title": "Third Option"}
-                    ]},
-                    "legacyEnum": {"type": "string", "description": "Choose a legacy option", "enum": ["opt1", "opt2", "opt3"], "enumNames": ["Option One", "Option Two", "Option Three"]},
-                    "untitledMulti": {"type": "array", "description": "Choose multiple options", "minItems": 1, "maxItems": 3, "items": {"type": "string", "enum": ["option1", "option2", "option3"]}},
-                    "titledMulti": {"type": "array", "description": "Choose multiple titled options", "minItems": 1, "maxItems": 3, "items": {"anyOf": [
-                        {"const": "value1", "title": "First Choice"},
-                        {"const": "value2", "title": "Second Choice"},
-                        {"const": "value3", "title": "Third Choice"}
-                    ]}}
-                },
-                "required": []
-            });
-            let answers = ask::ask([("enums", Request::form("Please select options from the enum fields", schema))])?;
-            ToolResult::text(format!("Elicitation completed: {}", described(&answers, "enums")))
-        }
         "test_input_required_result_elicitation" => {
             let answers = ask::ask([("user_name", one_string("What is your name?", "name"))])?;
             match field(&answers, "user_name", "name") {
@@ -179,19 +126,7 @@ fn asked(name: &str, input: &Value) -> Result<ToolResult, ask::AskError> {
 
 impl Skill for ReferenceAsk {
     fn tools() -> Vec<Tool> {
-        let prompt = json!({"type": "object", "properties": {"prompt": {"type": "string", "description": "The prompt to send to the LLM"}}, "required": ["prompt"]});
-        let message = json!({"type": "object", "properties": {"message": {"type": "string", "description": "The message to show the user"}}, "required": ["message"]});
         let mut tools = vec![
-            Tool::with_schema("test_sampling", "Tests server-initiated sampling (LLM completion request)", prompt),
-            Tool::with_schema("test_elicitation", "Tests server-initiated elicitation (user input request)", message),
-            Tool::without_input(
-                "test_elicitation_sep1034_defaults",
-                "Tests elicitation with default values per SEP-1034",
-            ),
-            Tool::without_input(
-                "test_elicitation_sep1330_enums",
-                "Tests elicitation with enum schema improvements per SEP-1330",
-            ),
             Tool::without_input("test_missing_capability", "Needs the client's sampling capability"),
             Tool::without_input(
                 "test_streaming_elicitation",
@@ -213,8 +148,8 @@ impl Skill for ReferenceAsk {
         tools
     }
 
-    fn handle(name: &str, input: Value, _ctx: &Context) -> Result<ToolResult, Error> {
-        match asked(name, &input) {
+    fn handle(name: &str, _input: Value, _ctx: &Context) -> Result<ToolResult, Error> {
+        match asked(name) {
             Ok(result) => Ok(result),
             Err(e) => Ok(ToolResult::failed(format!("the question got no answer: {e}"))),
         }
