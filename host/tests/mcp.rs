@@ -467,3 +467,36 @@ fn calls_in_flight_together_are_answered_by_their_ids() {
     }
     assert!(raw.answers_a_ping());
 }
+
+/// A skill whose tool list depends on what it finds (the probe's memory names one more tool)
+/// says its tools changed (the `lists` import): `skillhost mcp` describes it again, tells the
+/// client `notifications/tools/list_changed`, and lists and runs the new tool.
+#[test]
+fn a_skill_that_says_its_tools_changed_is_described_again_and_the_client_told() {
+    let ws = Workspace::new();
+    ws.add_skill("skills", "probe", guests::PROBE, "[capabilities]\nmemory = true\n");
+    let config = "skills:\n  paths: [skills]\n  builtins: []\n  grants:\n    probe: {memory: true}\n\
+                  learning:\n  memory:\n    filesystem: {path: memory}\nstate:\n  filesystem: {path: state}\n";
+    std::fs::write(ws.path().join("config.yaml"), config).unwrap();
+    let mut raw = Raw::start(&ws);
+    raw.initialize("2025-11-25");
+    let listed = |raw: &mut Raw| -> Vec<String> {
+        let tools = raw.request("tools/list", json!({}));
+        tools["result"]["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap().to_owned()).collect()
+    };
+    assert!(!listed(&mut raw).contains(&"probe__grown".to_owned()));
+    let (written, _) = raw.call("probe__memory_write", json!({"path": "probe_extra_tool.txt", "content": "grown"}));
+    assert_eq!(written["result"]["isError"], false, "{written}");
+    assert!(!listed(&mut raw).contains(&"probe__grown".to_owned()), "nothing said yet: the list stands");
+
+    let (told, _) = raw.call("probe__lists_changed", json!({}));
+    assert_eq!(told["result"]["isError"], false, "{told}");
+    let changed = (0..50).find_map(|_| {
+        let message = raw.next_within(Duration::from_secs(10));
+        (message["method"] == "notifications/tools/list_changed").then_some(message)
+    });
+    assert!(changed.is_some(), "the client is told its tool list changed");
+    assert!(listed(&mut raw).contains(&"probe__grown".to_owned()), "described again");
+    let (grown, _) = raw.call("probe__grown", json!({}));
+    assert_eq!(grown["result"]["content"][0]["text"], r#"{"extra":"grown"}"#, "{grown}");
+}

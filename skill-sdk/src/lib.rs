@@ -78,6 +78,7 @@
 //!   the host's imports, each with its own error type; all of them convert into [`Error`], so `?` works
 //!   in handlers.
 //! - [`ask`]: asking whoever drives the call (a form, sampling, roots), mid-call.
+//! - [`lists`]: telling the host a list of the skill changed while it serves.
 //! - [`hooks`]: the optional hook traits and their answer types.
 #![deny(missing_docs)]
 
@@ -89,6 +90,7 @@ mod error;
 mod export;
 pub mod hooks;
 pub mod http;
+pub mod lists;
 pub mod log;
 pub mod mcp;
 pub mod memory;

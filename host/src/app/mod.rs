@@ -7,6 +7,7 @@
 //! as the manager, which the app and every agent's tools hold.
 
 pub mod names;
+mod relist;
 pub mod reload;
 pub mod schedule;
 pub mod serve;
@@ -84,6 +85,8 @@ pub struct Agent {
     mcp: Arc<McpManager>,
     /// Its guard on MCP tools that post to Slack (kept across reloads with what it learned).
     slack_guard: crate::mcp::SlackPostingGuard,
+    /// The skills that said their lists changed, until [`App::relisting`] takes the queue.
+    relisted: parking_lot::Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<String>>>,
 }
 
 impl Agent {
@@ -380,6 +383,8 @@ async fn build_agent(
     loader.mcp = mcp.is_configured().then(|| slack_guard::bridge(mcp, &guard));
     let outbox = Outbox::new();
     loader.notifier = Some(outbox.clone() as Arc<dyn Notifier>);
+    let (relists, relisted) = relist::Relists::channel();
+    loader.lists = Some(Arc::new(relists));
     let set = Arc::new(loader.load_all(options.mode).await.with_context(|| who.clone())?);
     check_loading(&set, &config).with_context(|| who.clone())?;
     let tools = tools_for(mcp, &set, &config, &loader.memory, &guard).await;
@@ -405,6 +410,7 @@ async fn build_agent(
         loader,
         mcp: mcp.clone(),
         slack_guard: guard,
+        relisted: parking_lot::Mutex::new(Some(relisted)),
     })
 }
 

@@ -40,6 +40,7 @@ pub async fn serve(app: App, adapter: Option<AdapterKind>) -> anyhow::Result<()>
     // Skills the start left to compile join while the adapters serve.
     tokio::spawn(app.clone().load_pending());
     tokio::spawn(reloader.clone().on_hangup());
+    app.relisting();
     let (stop, stopping) = watch::channel(false);
     // After the adapters are made: a skill's first run can already reach them.
     let schedules = super::schedule::start(&app.agents, &stopping);

@@ -35,6 +35,7 @@ pub async fn run(args: McpArgs, config: Option<&Path>) -> anyhow::Result<ExitCod
     app.announce_pending();
     tokio::spawn(app.clone().load_pending());
     tokio::spawn(reload_on_hangup(app.clone()));
+    app.relisting();
     mcp::stdio(server).await?;
     Ok(ExitCode::SUCCESS)
 }

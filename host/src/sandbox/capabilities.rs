@@ -62,6 +62,24 @@ pub trait Notifier: Send + Sync {
     fn send<'a>(&'a self, notice: Notice<'a>) -> NotifyFuture<'a>;
 }
 
+/// Which list of a skill changed (the `lists` import).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListKind {
+    /// Its tools.
+    Tools,
+    /// Its prompts.
+    Prompts,
+    /// Its resources.
+    Resources,
+}
+
+/// Hears that a skill's lists changed while it serves: the app, which describes the skill
+/// again and swaps it in. Absent where nothing serves (`call`, `skill list`).
+pub trait ListsWatcher: Send + Sync {
+    /// `skill`'s `which` list changed; must not block.
+    fn changed(&self, skill: &str, which: ListKind);
+}
+
 /// What a skill may send (the `notify` import).
 #[derive(Clone, Default)]
 pub struct NotifyGrant {
@@ -175,6 +193,8 @@ pub struct Capabilities {
     pub notify: NotifyGrant,
     /// Its own files, when its manifest asks (`files = "self"`; no grant needed).
     pub files: Option<SkillFiles>,
+    /// Who hears that its lists changed (the `lists` import).
+    pub lists: Option<Arc<dyn ListsWatcher>>,
 }
 
 impl Capabilities {

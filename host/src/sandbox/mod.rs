@@ -25,8 +25,8 @@ mod warm;
 
 pub use cache::ComponentCache;
 pub use capabilities::{
-    Capabilities, HostList, McpBridge, McpCallError, Notice, Notifier, NotifyError, NotifyFuture, NotifyGrant,
-    SKILL_FOLDER, SkillFiles,
+    Capabilities, HostList, ListKind, ListsWatcher, McpBridge, McpCallError, Notice, Notifier, NotifyError,
+    NotifyFuture, NotifyGrant, SKILL_FOLDER, SkillFiles,
 };
 pub use clock::Clock;
 pub use command::{CommandComponent, Exit, Invocation};

@@ -14,8 +14,8 @@ use super::prompt::{self, Prompt};
 use super::skill::{Skill, ToolSpec, split_exposed};
 use crate::config::{Builtin, Grant, LoadedConfig};
 use crate::sandbox::{
-    CallEnv, Capabilities, HostList, LimitPolicy, McpBridge, Notifier, NotifyGrant, Sandbox, SkillComponent,
-    SkillFiles, Wasm,
+    CallEnv, Capabilities, HostList, LimitPolicy, ListsWatcher, McpBridge, Notifier, NotifyGrant, Sandbox,
+    SkillComponent, SkillFiles, Wasm,
 };
 use crate::store::{MemoryStore, StateStore};
 use std::collections::{BTreeMap, HashSet};
@@ -136,6 +136,9 @@ pub struct Loader {
     pub mcp: Option<Arc<dyn McpBridge>>,
     /// Who delivers the skills' own messages (the agent's chat adapters), when serving.
     pub notifier: Option<Arc<dyn Notifier>>,
+    /// Who hears that a skill's lists changed (the app, which describes it again), when
+    /// serving.
+    pub lists: Option<Arc<dyn ListsWatcher>>,
     policy: LimitPolicy,
     /// The skills whose `startup` ran in this loader (and its clones), for [`LoadMode::Join`].
     started: Arc<parking_lot::Mutex<HashSet<String>>>,
@@ -177,7 +180,7 @@ impl Loader {
         let state = StateStore::from_config(&c.state, |p| config.resolve(p))?;
         let memory = MemoryStore::from_config(&config, |name| std::env::var(name).ok())?;
         let (started, pulled) = (Arc::default(), Arc::default());
-        Ok(Loader { sandbox, config, state, memory, mcp: None, notifier: None, policy, started, pulled })
+        Ok(Loader { sandbox, config, state, memory, mcp: None, notifier: None, lists: None, policy, started, pulled })
     }
 
     /// The operator's limit policy.
@@ -449,6 +452,20 @@ impl Loader {
         }
     }
 
+    /// Loads one skill folder again as serving does (its `is-available` asked, its
+    /// `startup` not run): a skill that said its lists changed, described anew.
+    pub async fn relist(&self, dir: &Path) -> Result<Skill, LoadProblem> {
+        let unnamed =
+            |message: String| LoadProblem { skill: dir.display().to_string(), file: dir.to_path_buf(), message };
+        match self.load_dir(dir, LoadMode::Join).await {
+            Ok(Some(Candidate::Loaded(skill))) => Ok(*skill),
+            Ok(Some(Candidate::Unavailable(name))) => Err(unnamed(format!("skill `{name}` is not available now"))),
+            Ok(None) => Err(unnamed("not a skill folder any more: no prompt.md or SKILL.md".into())),
+            Err(Failure::Problem(problem)) => Err(problem),
+            Err(Failure::Fatal(e)) => Err(unnamed(e.0)),
+        }
+    }
+
     /// The function runtime (`host/runtime/function`), embedded in the binary, that runs the
     /// code of declared `function` and `code_execution` records: no capability at all (no
     /// memory, state, network, environment, MCP or notify, whatever the grants say), the
@@ -470,6 +487,7 @@ impl Loader {
             env: Vec::new(),
             notify: NotifyGrant { asked: false, granted: Vec::new(), notifier: None },
             files: None,
+            lists: None,
         };
         let env = CallEnv { caps: Arc::new(caps), limits: self.policy.for_skill(&manifest.limits) };
         let (defs, info, _) = component.describe(&env).await.map_err(|e| e.to_string())?.value;
@@ -693,6 +711,7 @@ impl Loader {
             env,
             notify: NotifyGrant { asked: asked.notify, granted: grant.notify.clone(), notifier: self.notifier.clone() },
             files,
+            lists: self.lists.clone(),
         };
         CallEnv { caps: Arc::new(caps), limits: self.policy.for_skill(&manifest.limits) }
     }

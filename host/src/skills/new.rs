@@ -57,6 +57,7 @@ const RUST_SDK: &[(&str, &str)] = &[
     ("skill-sdk/src/hooks.rs", include_str!("../../../skill-sdk/src/hooks.rs")),
     ("skill-sdk/src/http.rs", include_str!("../../../skill-sdk/src/http.rs")),
     ("skill-sdk/src/lib.rs", include_str!("../../../skill-sdk/src/lib.rs")),
+    ("skill-sdk/src/lists.rs", include_str!("../../../skill-sdk/src/lists.rs")),
     ("skill-sdk/src/log.rs", include_str!("../../../skill-sdk/src/log.rs")),
     ("skill-sdk/src/mcp.rs", include_str!("../../../skill-sdk/src/mcp.rs")),
     ("skill-sdk/src/memory.rs", include_str!("../../../skill-sdk/src/memory.rs")),

@@ -3,6 +3,7 @@
 mod ask;
 mod blocks;
 pub(in crate::sandbox) mod http;
+mod lists;
 pub(super) mod log;
 mod mcp;
 mod memory;

@@ -8,7 +8,9 @@
 //! `route_get(key?)`, `ctx`, `echo` (returns its input unchanged, for benchmarks),
 //! `counter` (increments a guest global: a fresh instance per call always answers 1),
 //! `spin(rounds)` (CPU-bound work for benchmarks: `rounds` steps of a hash chain) and
-//! `mcp_call(server, tool, arguments?)`; and the MCP feature tools of [`features`].
+//! `mcp_call(server, tool, arguments?)`; `lists_changed` (tells the host its tools changed,
+//! the `lists` import) and, when its memory holds `probe_extra_tool.txt`, one more tool named
+//! by that file (answering `{"extra": <name>}`); and the MCP feature tools of [`features`].
 
 mod features;
 
@@ -61,6 +63,14 @@ impl Skill for Probe {
             }),
         ];
         tools.extend(features::tools());
+        tools.push(Tool::without_input("lists_changed", "Tell the host this skill's tools changed."));
+        // A list that depends on what the skill finds: a tool its memory names, if any.
+        if let Ok(Some(extra)) = memory::read(EXTRA_TOOL) {
+            let name = extra.trim().to_owned();
+            if !name.is_empty() && name.chars().all(|c| c.is_ascii_lowercase() || c == '_') {
+                tools.push(Tool::without_input(name, "A tool the skill's memory names."));
+            }
+        }
         tools
     }
 
@@ -110,10 +120,20 @@ impl Skill for Probe {
                 let arguments = input.get("arguments").cloned().unwrap_or_else(|| json!({}));
                 answer(mcp::call_tool(&arg("server"), &arg("tool"), &arguments).map(|text| json!({ "result": text })))
             }
+            "lists_changed" => {
+                skill_sdk::lists::changed(skill_sdk::lists::List::Tools);
+                ToolResult::ok(json!({ "told": true }))
+            }
+            other if memory::read(EXTRA_TOOL).ok().flatten().is_some_and(|e| e.trim() == other) => {
+                ToolResult::ok(json!({ "extra": other }))
+            }
             _ => return Err(Error::unknown_tool(name)),
         })
     }
 }
+
+/// The memory file naming one more tool.
+const EXTRA_TOOL: &str = "probe_extra_tool.txt";
 
 /// A hash chain (splitmix64 over a small table) the optimizer cannot fold: real work whose
 /// cost grows linearly with `rounds`, touching memory as well as registers.

@@ -9,13 +9,17 @@
 //! - the diagnostic tools of `server-stateless`: `test_missing_capability`, which needs the
 //!   client's sampling (declared through `client-capabilities`: the host refuses a client
 //!   without it, -32021, before the tool runs), and `test_streaming_elicitation`, whose form
-//!   travels in the call's result at 2026-07-28, never as a request on the stream.
+//!   travels in the call's result at 2026-07-28, never as a request on the stream; and
+//!   `test_trigger_tool_change` / `test_trigger_prompt_change`, which say (the `lists`
+//!   import) that the skill's tools or prompts changed: the host describes the skill again
+//!   and tells MCP clients.
 //!
 //! Every tool is the same code at both revisions: the skill only asks; the host decides how
 //! the question travels, keeps the answers between rounds, checks the `requestState` and
 //! leaves out what the client did not declare. Nothing in the host knows these names.
 
 use skill_sdk::ask::{self, Answer, Answers, Request};
+use skill_sdk::lists::{self, List};
 use skill_sdk::{
     Block, ClientCapabilities, Context, Error, PromptDef, PromptError, Prompted, Prompts, Skill, Tool, ToolResult,
     Value, json,
@@ -100,6 +104,14 @@ fn asked(name: &str) -> Result<ToolResult, ask::AskError> {
             ToolResult::text(format!("Multi-round complete for {name} who likes {color}"))
         }
         "test_missing_capability" => ToolResult::text("Success"),
+        "test_trigger_tool_change" => {
+            lists::changed(List::Tools);
+            ToolResult::text("Mutation triggered")
+        }
+        "test_trigger_prompt_change" => {
+            lists::changed(List::Prompts);
+            ToolResult::text("Mutation triggered")
+        }
         "test_streaming_elicitation" => {
             let answers = ask::ask([("confirm", one_string("Streaming elicitation: confirm to continue", "confirm"))])?;
             ToolResult::text(format!("Streaming complete: {}", described(&answers, "confirm")))
@@ -128,6 +140,8 @@ impl Skill for ReferenceAsk {
     fn tools() -> Vec<Tool> {
         let mut tools = vec![
             Tool::without_input("test_missing_capability", "Needs the client's sampling capability"),
+            Tool::without_input("test_trigger_tool_change", "Says the skill's tools changed"),
+            Tool::without_input("test_trigger_prompt_change", "Says the skill's prompts changed"),
             Tool::without_input(
                 "test_streaming_elicitation",
                 "Asks a form while it runs, never as a request on the stream",
