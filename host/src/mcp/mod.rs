@@ -14,6 +14,7 @@
 pub mod client;
 pub mod elicit;
 mod handler;
+mod listening;
 pub mod oauth;
 pub mod slack_guard;
 mod sse;

@@ -11,6 +11,7 @@
 //! ("conflict initialized response id"), failing the first attempt at every slow server.
 
 use super::handler::Handler;
+use super::listening::Listening;
 use super::oauth::OAuth;
 use super::sse::SseTransport;
 use crate::config::{McpProtocol, McpServer};
@@ -86,17 +87,27 @@ async fn open(
         McpServer::Streamablehttp { url, headers, .. } => {
             let config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
             let http = http_client(headers)?;
-            match oauth {
+            let (session, opened) = match oauth {
                 Some(oauth) => {
                     let client = oauth.client(http).await.map_err(anyhow::Error::from)?;
+                    let (client, opened) = Listening::new(client);
                     let transport = StreamableHttpClientTransport::with_client(client, config);
-                    Ok(handler.serve_with_lifecycle(transport, lifecycle).await?)
+                    (handler.serve_with_lifecycle(transport, lifecycle).await?, opened)
                 }
                 None => {
-                    let transport = StreamableHttpClientTransport::with_client(http, config);
-                    Ok(handler.serve_with_lifecycle(transport, lifecycle).await?)
+                    let (client, opened) = Listening::new(http);
+                    let transport = StreamableHttpClientTransport::with_client(client, config);
+                    (handler.serve_with_lifecycle(transport, lifecycle).await?, opened)
                 }
+            };
+            // A session with a handshake has a standalone stream, opened after it: what the
+            // server sends there must not be lost to a first call that overtook it.
+            let stateful =
+                session.peer_info().is_some_and(|info| info.protocol_version < ProtocolVersion::V_2026_07_28);
+            if stateful {
+                opened.wait(super::listening::WAIT).await;
             }
+            Ok(session)
         }
     }
 }
