@@ -33,6 +33,7 @@ import * as rawRoute from "skillhost:skill/route@0.1.0";
 import * as rawProgress from "skillhost:skill/progress@0.1.0";
 import * as rawNotify from "skillhost:skill/notify@0.1.0";
 import * as rawAsk from "skillhost:skill/ask@0.1.0";
+import * as rawLists from "skillhost:skill/lists@0.1.0";
 import { getEnvironment } from "wasi:cli/environment@0.2.10";
 
 const OPTIONAL = Symbol("optional");
@@ -240,6 +241,18 @@ export const ask = {
   ask: (requests) => {
     const answers = host("ask", () => rawAsk.ask(Object.entries(requests)));
     return Object.fromEntries(answers.map(([key, answer]) => [key, described(answer)]));
+  },
+};
+
+/**
+ * Telling the host that a list of the skill changed while it serves: `lists.changed("tools")`
+ * (or `"prompts"`, `"resources"`). The host describes the skill again and tells MCP clients;
+ * a no-op where nothing serves (`skillhost call`).
+ */
+export const lists = {
+  changed: (which) => {
+    if (!["tools", "prompts", "resources"].includes(which)) throw new Error(`which list? ${which}`);
+    rawLists.changed(which);
   },
 };
 

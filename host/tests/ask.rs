@@ -194,6 +194,9 @@ fn over_mcp_at_2026_each_round_is_a_retry_that_runs_the_tool_again() {
     assert_eq!(result["resultType"], "input_required", "{first}");
     assert_eq!(result["inputRequests"]["name"]["method"], "elicitation/create", "{first}");
     let one = result["requestState"].as_str().unwrap().to_owned();
+    // A retry without answers decides nothing: the round is asked again.
+    let bare = call_2026(&mut raw, &arguments, json!({"requestState": one}));
+    assert_eq!(bare["result"]["inputRequests"]["name"]["method"], "elicitation/create", "{bare}");
 
     let second = call_2026(&mut raw, &arguments, json!({"requestState": one, "inputResponses": accept("name", "Ada")}));
     assert_eq!(second["result"]["resultType"], "input_required", "{second}");
@@ -220,13 +223,14 @@ fn over_mcp_at_2026_each_round_is_a_retry_that_runs_the_tool_again() {
     assert_eq!(answers["name"]["form"]["content"]["name"], "Ada", "round one, from the record: {answers}");
     assert_eq!(answers["name_2"]["form"]["content"]["name"], "Bea", "{answers}");
 
-    // Each run counted its rounds before asking: 1 (asked), 2 (answered, asked again), 2 (the
-    // repeated retry), 2 (the last): the side effect before a question repeats.
+    // Each run counted its rounds before asking: 1 (asked), 1 (the bare retry), 2 (answered,
+    // asked again), 2 (the repeated retry), 2 (the last): what a tool does before a question
+    // happens again on each retry.
     let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}});
     let counted =
         raw.request("tools/call", json!({"name": "probe__state_get", "arguments": {"key": "asked"}, "_meta": meta}));
     let counted: Value = serde_json::from_str(counted["result"]["content"][0]["text"].as_str().unwrap()).unwrap();
-    assert_eq!(counted["value"], "7", "{counted}");
+    assert_eq!(counted["value"], "8", "{counted}");
 }
 
 /// The Python SDK's `skillhost.ask` (`reader_py`, built with componentize-py): unavailable
@@ -264,4 +268,21 @@ fn a_python_skill_asks_through_its_sdk() {
     let answers: Value = serde_json::from_str(last["result"]["content"][0]["text"].as_str().unwrap()).unwrap();
     assert_eq!(answers["name"], json!({"kind": "form", "action": "accept", "content": {"name": "Ada"}}), "{answers}");
     assert_eq!(answers["roots"], json!({"kind": "roots", "roots": [{"uri": "file:///work", "name": "work"}]}));
+}
+
+/// The Python SDK's `skillhost.lists`: a Python skill says its tools changed over `skillhost
+/// mcp`, and the client is told its tool list changed.
+#[test]
+fn a_python_skill_says_its_tools_changed() {
+    let ws = Workspace::new();
+    ws.add_skill("skills", "reader_py", guests::READER_PY, "");
+    let yaml = "skills:\n  paths: [skills]\n  builtins: []\nstate:\n  filesystem: {path: state}\n";
+    std::fs::write(ws.path().join("config.yaml"), yaml).unwrap();
+    let mut raw = Raw::start(&ws);
+    raw.initialize("2025-11-25");
+    let (told, _) = raw.call("reader_py__lists_changed", json!({}));
+    assert_eq!(told["result"]["isError"], false, "{told}");
+    let changed =
+        (0..50).any(|_| raw.next_within(Duration::from_secs(20))["method"] == "notifications/tools/list_changed");
+    assert!(changed, "the client is told its tool list changed");
 }

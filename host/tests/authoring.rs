@@ -192,7 +192,7 @@ fn a_js_skill_asks_through_its_sdk() {
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("skill.toml"), "[build]\nkind = \"js\"\njs_entry = \"app.js\"\n").unwrap();
     std::fs::write(dir.join("prompt.md"), "Asks for a name.\n").unwrap();
-    let app = r#"import { ask, tool, string } from "./skillhost.js";
+    let app = r#"import { ask, lists, tool, string } from "./skillhost.js";
 const schema = { type: "object", properties: { name: { type: "string" } }, required: ["name"] };
 export const tools = [
   tool({
@@ -201,6 +201,15 @@ export const tools = [
     input: { message: string("What to ask.") },
     run({ message }) {
       return ask.ask({ name: ask.form(message, schema), capital: ask.sampling("Capital of France?", { maxTokens: 20 }) });
+    },
+  }),
+  tool({
+    name: "touch",
+    description: "Says its tools changed.",
+    input: {},
+    run() {
+      lists.changed("tools");
+      return { told: true };
     },
   }),
 ];
@@ -221,4 +230,7 @@ export const tools = [
     assert!(screen.contains("Skill `asker` asks: Who is there?"), "{screen}");
     assert!(screen.contains(r#""content": {"#) && screen.contains(r#""name": "Ada""#), "{screen}");
     assert!(screen.contains(r#""action": "accept""#), "{screen}");
+    // `lists.changed` links and runs (under `call` nothing serves: a no-op).
+    let (code, stdout, stderr) = skillhost(&ws, &["call", "asker__touch", "{}"]);
+    assert_eq!((code, stdout.contains(r#""told": true"#)), (0, true), "{stdout}{stderr}");
 }

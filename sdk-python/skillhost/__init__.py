@@ -36,13 +36,14 @@ manifest says ``state = "skill"``.
 
 The host's imports are the modules :mod:`skillhost.log`, :mod:`skillhost.memory`,
 :mod:`skillhost.state`, :mod:`skillhost.http`, :mod:`skillhost.mcp`, :mod:`skillhost.notify`,
-:mod:`skillhost.route` and :mod:`skillhost.progress`, and :mod:`skillhost.ask` (asking whoever
-drives the call, mid-call); a failed import raises :class:`HostError`.
+:mod:`skillhost.route` and :mod:`skillhost.progress`, :mod:`skillhost.ask` (asking whoever
+drives the call, mid-call) and :mod:`skillhost.lists` (a list of the skill changed while it
+serves); a failed import raises :class:`HostError`.
 """
 
 from ._tool import Context, Coverage, Image, Json, McpDecision, Param, ResourceLink, Target, ToolError, ToolResult, tool
 from ._errors import HostError
-from . import ask, http, log, mcp, memory, notify, progress, route, state
+from . import ask, http, lists, log, mcp, memory, notify, progress, route, state
 
 __all__ = [
     "Context",
@@ -59,6 +60,7 @@ __all__ = [
     "tool",
     "ask",
     "http",
+    "lists",
     "log",
     "mcp",
     "memory",

@@ -20,6 +20,7 @@ pub const PYTHON_SDK: &[(&str, &str)] = &[
     ("skillhost/_schema.py", include_str!("../../sdk-python/skillhost/_schema.py")),
     ("skillhost/_tool.py", include_str!("../../sdk-python/skillhost/_tool.py")),
     ("skillhost/http.py", include_str!("../../sdk-python/skillhost/http.py")),
+    ("skillhost/lists.py", include_str!("../../sdk-python/skillhost/lists.py")),
     ("skillhost/log.py", include_str!("../../sdk-python/skillhost/log.py")),
     ("skillhost/mcp.py", include_str!("../../sdk-python/skillhost/mcp.py")),
     ("skillhost/memory.py", include_str!("../../sdk-python/skillhost/memory.py")),

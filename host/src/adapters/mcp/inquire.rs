@@ -227,13 +227,16 @@ impl Rounds {
         let recorded: Vec<Replies> =
             serde_json::from_value(kept["recorded"].clone()).map_err(|_| refused(Refused::Tampered))?;
         // The retry's answer to the round, recorded once: repeating the same retry is
-        // accepted again, a different answer to the same round is not.
-        let answer = serde_json::to_string(&responses).unwrap_or_default();
-        match engine.broker().decide(&claims.entry, client, Decision::Answer(answer)).await {
-            Ok(_) => {}
-            Err(DecideError::Unavailable(why)) => return Err(refused(Refused::Unavailable(why))),
-            Err(DecideError::Conflict(_)) => return Err(refused(Refused::Answered)),
-            Err(_) => return Err(refused(Refused::Expired)),
+        // accepted again, a different answer to the same round is not. A retry without
+        // answers decides nothing: the round is asked again.
+        if let Some(responses) = responses {
+            let answer = serde_json::to_string(responses).unwrap_or_default();
+            match engine.broker().decide(&claims.entry, client, Decision::Answer(answer)).await {
+                Ok(_) => {}
+                Err(DecideError::Unavailable(why)) => return Err(refused(Refused::Unavailable(why))),
+                Err(DecideError::Conflict(_)) => return Err(refused(Refused::Answered)),
+                Err(_) => return Err(refused(Refused::Expired)),
+            }
         }
         rounds.retried = recorded.len();
         *rounds.answered.get_mut() = recorded;
