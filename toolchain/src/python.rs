@@ -13,12 +13,12 @@ use std::process::{Command, Stdio};
 /// The Python SDK's files (`sdk-python/skillhost/`), bundled into every SDK skill.
 pub const PYTHON_SDK: &[(&str, &str)] = &[
     ("skillhost/__init__.py", include_str!("../../sdk-python/skillhost/__init__.py")),
-    ("skillhost/ask.py", include_str!("../../sdk-python/skillhost/ask.py")),
     ("skillhost/_errors.py", include_str!("../../sdk-python/skillhost/_errors.py")),
     ("skillhost/_exports.py", include_str!("../../sdk-python/skillhost/_exports.py")),
     ("skillhost/_folder.py", include_str!("../../sdk-python/skillhost/_folder.py")),
     ("skillhost/_schema.py", include_str!("../../sdk-python/skillhost/_schema.py")),
     ("skillhost/_tool.py", include_str!("../../sdk-python/skillhost/_tool.py")),
+    ("skillhost/ask.py", include_str!("../../sdk-python/skillhost/ask.py")),
     ("skillhost/http.py", include_str!("../../sdk-python/skillhost/http.py")),
     ("skillhost/lists.py", include_str!("../../sdk-python/skillhost/lists.py")),
     ("skillhost/log.py", include_str!("../../sdk-python/skillhost/log.py")),
