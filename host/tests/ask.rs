@@ -256,6 +256,12 @@ fn a_python_skill_asks_through_its_sdk() {
     let params = json!({"name": "reader_py__ask_name", "arguments": arguments, "_meta": meta});
     let first = raw.request("tools/call", params.clone());
     assert_eq!(first["result"]["resultType"], "input_required", "{first}");
+    // Its `required_client_capabilities` hook: a client that answers no forms is refused.
+    let mut bare = params.clone();
+    bare["_meta"]["io.modelcontextprotocol/clientCapabilities"] = json!({});
+    let refused = raw.request("tools/call", bare);
+    assert_eq!(refused["error"]["code"], -32021, "{refused}");
+    assert_eq!(refused["error"]["data"]["requiredCapabilities"], json!({"elicitation": {}}), "{refused}");
     assert_eq!(first["result"]["inputRequests"]["name"]["params"]["message"], "Who is there?", "{first}");
     assert_eq!(first["result"]["inputRequests"]["roots"]["method"], "roots/list", "{first}");
     let mut retry = params;

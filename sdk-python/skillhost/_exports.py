@@ -213,3 +213,12 @@ class ToolTarget:
         if not isinstance(answer, Target):
             return None
         return types.Target(answer.target, answer.query_kind)
+
+
+class ClientCapabilities:
+    """``required_client_capabilities()`` -> ``{tool: ["sampling" | "elicitation" | "roots", ...]}``:
+    the MCP client capabilities those tools cannot run without."""
+
+    def required(self):
+        answer = _hook("required_client_capabilities")() or {}
+        return [(str(tool), [str(need) for need in needs]) for tool, needs in answer.items()]

@@ -52,6 +52,11 @@ pub const PYTHON_HOOKS: &[PythonHook] = &[
     PythonHook { function: "observe_mcp_result", interface: "observe-mcp-result", class: "ObserveMcpResult" },
     PythonHook { function: "tool_result_empty", interface: "tool-result-empty", class: "ToolResultEmpty" },
     PythonHook { function: "tool_target", interface: "tool-target", class: "ToolTarget" },
+    PythonHook {
+        function: "required_client_capabilities",
+        interface: "client-capabilities",
+        class: "ClientCapabilities",
+    },
 ];
 
 /// Whether a module's source imports the SDK (`import skillhost` / `from skillhost...`).
