@@ -15,7 +15,9 @@
 //
 // Hooks are exported functions of the entry module, found by name at build time:
 // resolveHuman, isAvailable, startup, scheduled (every `[schedule] every` of skill.toml while
-// `skillhost run` serves), beforeMcpCall, observeMcpResult, toolResultEmpty, toolTarget. Facts about the skill are an exported `info` object
+// `skillhost run` serves), beforeMcpCall, observeMcpResult, toolResultEmpty, toolTarget,
+// requiredClientCapabilities (`{ tool: ["sampling" | "elicitation" | "roots"] }`: what an MCP
+// client must offer for those tools to run). Facts about the skill are an exported `info` object
 // ({ mcpTools: [{ server, tools }], mcpServers, mcpPrerequisites, verify }).
 // `isAvailable(config)` and `startup(config)` receive the skill's config block; credentials
 // are in `env`: exactly the variables skill.toml names ([capabilities] env) and the operator
@@ -423,6 +425,12 @@ export function exportsOf(skill) {
       toolTarget(toolName, input) {
         const r = skill.toolTarget(toolName, JSON.parse(input));
         return r ? { target: r.target ?? undefined, queryKind: r.queryKind ?? undefined } : undefined;
+      },
+    },
+    clientCapabilities: {
+      required() {
+        const needs = skill.requiredClientCapabilities() ?? {};
+        return Object.entries(needs).map(([tool, caps]) => [tool, caps.map(String)]);
       },
     },
   };

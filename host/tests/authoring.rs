@@ -213,6 +213,9 @@ export const tools = [
     },
   }),
 ];
+export function requiredClientCapabilities() {
+  return { ask_name: ["elicitation"] };
+}
 "#;
     std::fs::write(dir.join("app.js"), app).unwrap();
     let (code, stdout, stderr) = skillhost(&ws, &["skill", "build", "skills/asker"]);
@@ -230,6 +233,10 @@ export const tools = [
     assert!(screen.contains("Skill `asker` asks: Who is there?"), "{screen}");
     assert!(screen.contains(r#""content": {"#) && screen.contains(r#""name": "Ada""#), "{screen}");
     assert!(screen.contains(r#""action": "accept""#), "{screen}");
+    // Its `requiredClientCapabilities` is the `client-capabilities` hook, read at load.
+    let (code, stdout, stderr) = skillhost(&ws, &["skill", "list"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("hooks: client-capabilities"), "{stdout}");
     // `lists.changed` links and runs (under `call` nothing serves: a no-op).
     let (code, stdout, stderr) = skillhost(&ws, &["call", "asker__touch", "{}"]);
     assert_eq!((code, stdout.contains(r#""told": true"#)), (0, true), "{stdout}{stderr}");

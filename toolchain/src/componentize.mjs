@@ -28,8 +28,9 @@ const HOOKS = {
   observeMcpResult: "observe-mcp-result",
   toolResultEmpty: "tool-result-empty",
   toolTarget: "tool-target",
+  requiredClientCapabilities: "client-capabilities",
 };
-const EXPORT_NAME = { isAvailable: "availability" };
+const EXPORT_NAME = { isAvailable: "availability", requiredClientCapabilities: "clientCapabilities" };
 
 function modules(dir) {
   return readdirSync(dir).flatMap((name) => {
