@@ -72,9 +72,10 @@ fn call_on_a_terminal_asks_the_form_there() {
     assert_eq!(printed["name"], json!({"form": {"action": "accept", "content": {"name": "Ada"}}}), "{screen}");
 }
 
-/// In a turn over the API: the form is asked in the stream and answered after the skill's
-/// 1 s deadline would have passed; the agent's own model samples (its request carries the
-/// skill's prompt and no tools); roots are unavailable.
+/// In a turn over the API: the form is asked in the stream and answered after both the
+/// skill's 1 s deadline and the turn's 3 s budget would have passed (a wait for a person
+/// counts against neither); the agent's own model samples (its request carries the skill's
+/// prompt and no tools); roots are unavailable.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn in_a_turn_the_person_answers_the_form_and_the_agents_model_samples() {
     let llm = LlmServer::start(vec![
@@ -84,7 +85,7 @@ async fn in_a_turn_the_person_answers_the_form_and_the_agents_model_samples() {
     ])
     .await;
     let extra = format!(
-        "adapter:\n  type: api\nllm:\n  provider: anthropic\n  model: test-model\n  max_tokens: 500\n  anthropic: {{api_key: test, base_url: '{}'}}\n",
+        "adapter:\n  type: api\nengine:\n  session:\n    deadline_seconds: 3\nllm:\n  provider: anthropic\n  model: test-model\n  max_tokens: 500\n  anthropic: {{api_key: test, base_url: '{}'}}\n",
         llm.url()
     );
     let ws = probe_workspace("[limits]\ntimeout_ms = 1000\n", &extra);
@@ -92,8 +93,8 @@ async fn in_a_turn_the_person_answers_the_form_and_the_agents_model_samples() {
     let mut stream = api.stream("who am I?", "c").await;
     let asked = stream.until("question_requested").await.pop().unwrap();
     assert!(asked.data["prompt"].as_str().unwrap().contains("Skill `probe` asks: What is your name?"), "{asked:?}");
-    // Longer than the call's own deadline: the wait for the person does not count.
-    tokio::time::sleep(Duration::from_millis(1600)).await;
+    // Longer than the call's own deadline and the turn's: the wait for the person does not count.
+    tokio::time::sleep(Duration::from_millis(3500)).await;
     api.answer(asked.data["question_id"].as_str().unwrap(), "Ada").await;
     let done = stream.until("run_completed").await;
     assert_eq!(done.last().unwrap().data["text"], "Done.", "{}", api.stderr());

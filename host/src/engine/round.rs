@@ -398,7 +398,9 @@ impl Round<'_> {
             otel.status_code = tracing::field::Empty,
         );
         let run = source.execute(call, self).instrument(span.clone());
-        let outcome = tokio::time::timeout_at(deadline, run).await.unwrap_or_else(|_| deadline_error(started));
+        // Bound by the turn's clock itself, not the instant it showed when the call began: a
+        // wait for a person during the call (a skill's `ask`, a server's elicitation) stops it.
+        let outcome = self.deadline.bound(Duration::ZERO, run).await.unwrap_or_else(|| deadline_error(started));
         span.record("skillhost.outcome", if outcome.is_error { "error" } else { "ok" });
         if outcome.is_error {
             span.record("otel.status_code", "ERROR");
