@@ -441,26 +441,23 @@ impl Loader {
 
     /// Loads and checks one skill folder without running its hooks (`skill build`).
     pub async fn load_one(&self, dir: &Path) -> Result<Skill, LoadProblem> {
-        let unnamed =
-            |message: String| LoadProblem { skill: dir.display().to_string(), file: dir.to_path_buf(), message };
-        match self.load_dir(dir, LoadMode::Validate).await {
-            Ok(Some(Candidate::Loaded(skill))) => Ok(*skill),
-            Ok(Some(Candidate::Unavailable(name))) => Err(unnamed(format!("skill `{name}` is not available"))),
-            Ok(None) => Err(unnamed("not a skill folder: no prompt.md or SKILL.md".into())),
-            Err(Failure::Problem(problem)) => Err(problem),
-            Err(Failure::Fatal(e)) => Err(unnamed(e.0)),
-        }
+        self.one_folder(dir, LoadMode::Validate).await
     }
 
     /// Loads one skill folder again as serving does (its `is-available` asked, its
     /// `startup` not run): a skill that said its lists changed, described anew.
     pub async fn relist(&self, dir: &Path) -> Result<Skill, LoadProblem> {
+        self.one_folder(dir, LoadMode::Join).await
+    }
+
+    /// One skill folder loaded in `mode`, or why not.
+    async fn one_folder(&self, dir: &Path, mode: LoadMode) -> Result<Skill, LoadProblem> {
         let unnamed =
             |message: String| LoadProblem { skill: dir.display().to_string(), file: dir.to_path_buf(), message };
-        match self.load_dir(dir, LoadMode::Join).await {
+        match self.load_dir(dir, mode).await {
             Ok(Some(Candidate::Loaded(skill))) => Ok(*skill),
-            Ok(Some(Candidate::Unavailable(name))) => Err(unnamed(format!("skill `{name}` is not available now"))),
-            Ok(None) => Err(unnamed("not a skill folder any more: no prompt.md or SKILL.md".into())),
+            Ok(Some(Candidate::Unavailable(name))) => Err(unnamed(format!("skill `{name}` is not available"))),
+            Ok(None) => Err(unnamed("not a skill folder: no prompt.md or SKILL.md".into())),
             Err(Failure::Problem(problem)) => Err(problem),
             Err(Failure::Fatal(e)) => Err(unnamed(e.0)),
         }
