@@ -163,19 +163,26 @@ async fn another_agent_can_neither_see_nor_decide_and_the_owner_decides_on_any_r
 /// A JSON-RPC request to `/mcp` at 2026-07-28 (no session; the revision in the header and in
 /// `_meta`, the client able to answer forms): its response.
 async fn mcp(base: &str, id: u64, params: Value) -> Value {
+    rpc(base, id, "tools/call", params, json!({"elicitation": {"form": {}}})).await
+}
+
+/// A `method` request to `/mcp` at 2026-07-28 from a client declaring `capabilities`: its
+/// response.
+async fn rpc(base: &str, id: u64, method: &str, params: Value, capabilities: Value) -> Value {
     let mut params = params;
     params["_meta"] = json!({
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}}
+        "io.modelcontextprotocol/clientCapabilities": capabilities
     });
-    let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params});
+    let name = params["name"].as_str().or(params["taskId"].as_str()).unwrap_or_default().to_owned();
+    let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
     let response = reqwest::Client::new()
         .post(format!("{base}/mcp"))
         .bearer_auth(support::api::TOKEN)
         .header("accept", "application/json, text/event-stream")
         .header("mcp-protocol-version", "2026-07-28")
-        .header("mcp-method", "tools/call")
-        .header("mcp-name", params["name"].as_str().unwrap_or_default())
+        .header("mcp-method", method)
+        .header("mcp-name", name)
         .json(&body)
         .send()
         .await
@@ -208,21 +215,31 @@ fn refused_because(answer: &Value, why: &str) {
     assert!(answer["error"]["message"].as_str().unwrap().contains(why), "{answer}");
 }
 
-/// `/mcp` at 2026-07-28 behind two replicas: asked on one, answered on the other, the call
-/// runs once; a tampered state, a replay, an expired one and a retry with other arguments
-/// are each refused with -32602 saying which, and run nothing.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn an_mcp_approval_asked_on_one_replica_is_answered_on_the_other_once() {
-    let pg = Postgres::start();
+/// Two replicas over database `db` of `pg`, `probe__memory_write` asking for approval (and
+/// the LLM server they are configured with, never asked).
+async fn gated_replicas(
+    pg: &Postgres,
+    db: &str,
+) -> (Workspace, support::api::ApiProcess, support::api::ApiProcess, LlmServer) {
     let llm = LlmServer::start(Vec::new()).await;
     let extra = format!(
         "human:\n  overrides: {{probe__memory_write: approve}}\n\
          llm:\n  provider: anthropic\n  model: m\n  max_tokens: 100\n  anthropic: {{api_key: k, base_url: '{}'}}\n",
         llm.url()
     );
-    let ws = workspace(&pg, "mcp", &extra);
+    let ws = workspace(pg, db, &extra);
     let one = support::api::ApiProcess::start(&ws).await;
     let two = support::api::ApiProcess::start(&ws).await;
+    (ws, one, two, llm)
+}
+
+/// `/mcp` at 2026-07-28 behind two replicas: asked on one, answered on the other, the call
+/// runs once; a tampered state, a replay, an expired one and a retry with other arguments
+/// are each refused with -32602 saying which, and run nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_mcp_approval_asked_on_one_replica_is_answered_on_the_other_once() {
+    let pg = Postgres::start();
+    let (ws, one, two, _llm) = gated_replicas(&pg, "mcp").await;
     let arguments = append();
 
     let state = asked(one.base(), &arguments).await;
@@ -300,6 +317,60 @@ async fn a_skills_rounds_over_mcp_are_answered_on_any_replica() {
     for (id, base) in [(4, one.base()), (5, two.base())] {
         refused_because(&mcp(base, id, call(Some(&round_one), accept("name", "Bob"))).await, "answered differently");
     }
+}
+
+/// A client that answers forms and polls tasks.
+fn tasking() -> Value {
+    json!({"elicitation": {"form": {}}, "extensions": {"io.modelcontextprotocol/tasks": {}}})
+}
+
+/// Polls task `task` on `base` until its status is `status` (or a final one).
+async fn until(base: &str, task: &str, status: &str) -> Value {
+    let started = Instant::now();
+    loop {
+        let got = rpc(base, 9, "tasks/get", json!({"taskId": task}), tasking()).await;
+        let now = got["result"]["status"].as_str().unwrap_or_default().to_owned();
+        if now == status || ["completed", "failed", "cancelled"].contains(&now.as_str()) {
+            return got;
+        }
+        assert!(started.elapsed() < support::PROCESS_LIMIT, "task {task} never got to {status}: {got}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Tasks of the MCP Tasks extension over `/mcp` behind two replicas sharing PostgreSQL: a
+/// gated call made a task on one is read and answered (its approval) on the other, which
+/// wakes the first, where it runs once; a task cancelled on the other replica stops on the
+/// one running it (told by `NOTIFY`), before the tool would have finished.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_task_runs_on_one_replica_and_is_answered_and_cancelled_on_the_other() {
+    let pg = Postgres::start();
+    let (ws, one, two, _llm) = gated_replicas(&pg, "tasks").await;
+
+    let params = json!({"name": "probe__memory_write", "arguments": append()});
+    let created = rpc(one.base(), 1, "tools/call", params, tasking()).await;
+    assert_eq!(created["result"]["resultType"], "task", "{created} {}", one.stderr());
+    let task = created["result"]["taskId"].as_str().unwrap().to_owned();
+    let asked = until(two.base(), &task, "input_required").await;
+    assert_eq!(asked["result"]["inputRequests"]["approval"]["method"], "elicitation/create", "{asked}");
+    let answer = json!({"taskId": task, "inputResponses": approve(true)});
+    let ack = rpc(two.base(), 2, "tasks/update", answer, tasking()).await;
+    assert_eq!(ack["result"], json!({"resultType": "complete"}), "{ack}");
+    let done = until(two.base(), &task, "completed").await;
+    assert_eq!(done["result"]["result"]["isError"], false, "{done} {}", one.stderr());
+    assert_eq!(runs(&ws), "x", "ran once, on the replica that took the call");
+
+    let slow = json!({"name": "probe__task", "arguments": {"ms": 4000, "mark": "late"}});
+    let created = rpc(one.base(), 3, "tools/call", slow, tasking()).await;
+    let task = created["result"]["taskId"].as_str().unwrap().to_owned();
+    let ack = rpc(two.base(), 4, "tasks/cancel", json!({"taskId": task}), tasking()).await;
+    assert_eq!(ack["result"], json!({"resultType": "complete"}), "{ack}");
+    assert_eq!(until(one.base(), &task, "cancelled").await["result"]["status"], "cancelled");
+    tokio::time::sleep(Duration::from_millis(4500)).await;
+    let tasks = std::fs::read_to_string(ws.path().join("memory/tasks.txt")).unwrap_or_default();
+    assert_eq!(tasks, "", "the call stopped on the replica running it");
+    let unknown = rpc(two.base(), 5, "tasks/get", json!({"taskId": "nobody-made-this"}), tasking()).await;
+    assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
 }
 
 /// Two agents, each with its Telegram bot, on one database: a press on b's bot carrying the

@@ -1,7 +1,8 @@
 //! `/mcp` of `skillhost run --adapter api`, as a process, against clients nobody here wrote:
 //! the official MCP conformance suite's frozen requirement sets for 2026-07-28 and
 //! 2025-11-25 (every scored scenario passing, but those listed in
-//! `tests/conformance/server-<revision>.yaml` when there is one), the official Python SDK's
+//! `tests/conformance/server-<revision>.yaml` when there is one; the Tasks extension's
+//! scenarios, run with 2026-07-28's set, passing too), the official Python SDK's
 //! client in its default mode, and the streamable HTTP transport's rules checked one by one (statuses, JSON-RPC
 //! error bodies, `MCP-Protocol-Version`, sessions ended by DELETE, version negotiation).
 //! `.ci/run` installs the suite, the Node it runs on and the SDK.
@@ -148,7 +149,28 @@ async fn requirements_pass(revision: &str) {
     } else {
         assert!(stdout.contains("=== SUMMARY ==="), "the suite ran no scenario:\n{stdout}");
     }
+    // The Tasks extension's scenarios run with 2026-07-28's set, not scored: every one
+    // passes (`tasks-status-notifications` is skipped by the suite itself).
+    if revision == "2026-07-28" {
+        for scenario in TASK_SCENARIOS {
+            assert!(stdout.contains(&format!("✓ {scenario}:")), "{scenario} did not pass:\n{stdout}");
+        }
+    }
 }
+
+/// The suite's scenarios of the Tasks extension (`io.modelcontextprotocol/tasks`).
+const TASK_SCENARIOS: [&str; 10] = [
+    "tasks-lifecycle",
+    "tasks-capability-negotiation",
+    "tasks-wire-fields",
+    "tasks-request-state-removal",
+    "tasks-mrtr-input",
+    "tasks-request-headers",
+    "tasks-dispatch-and-envelope",
+    "tasks-status-notifications",
+    "tasks-required-task-error",
+    "tasks-mrtr-composition",
+];
 
 /// The Python SDK's client as it comes (no mode given: it discovers, at 2026-07-28) lists
 /// and calls tools over streamable HTTP behind the bearer token.

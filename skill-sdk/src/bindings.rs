@@ -71,3 +71,4 @@ hook_world! { tool_target, "hook-tool-target", "export_tool_target", uses_types 
 hook_world! { resources, "hook-resources", "export_resources", uses_types_and_blocks }
 hook_world! { prompts, "hook-prompts", "export_prompts", uses_types_and_blocks }
 hook_world! { client_capabilities, "hook-client-capabilities", "export_client_capabilities" }
+hook_world! { task_support, "hook-task-support", "export_task_support" }

@@ -197,6 +197,24 @@ impl<S: crate::ClientCapabilities> b::client_capabilities::exports::skillhost::s
     }
 }
 
+impl<S: crate::TaskSupport> b::task_support::exports::skillhost::skill::task_support::Guest for Glue<S> {
+    fn tools() -> Vec<b::task_support::exports::skillhost::skill::task_support::TaskTool> {
+        use b::task_support::exports::skillhost::skill::task_support::{Support, TaskTool};
+        S::tasks()
+            .into_iter()
+            .map(|(name, task)| {
+                let (support, detaches) = match task {
+                    crate::Task::Optional => (Support::Optional, false),
+                    crate::Task::Required => (Support::Required, false),
+                    crate::Task::Detaches => (Support::Required, true),
+                    crate::Task::MayDetach => (Support::Optional, true),
+                };
+                TaskTool { name: name.into(), support, detaches }
+            })
+            .collect()
+    }
+}
+
 /// Exports a [`Skill`] as the component's `tools` interface, plus the hooks you name.
 ///
 /// ```ignore
@@ -206,7 +224,7 @@ impl<S: crate::ClientCapabilities> b::client_capabilities::exports::skillhost::s
 ///
 /// Hook names: `resolve_human`, `is_available`, `startup`, `scheduled`, `before_mcp_call`,
 /// `observe_mcp_result`, `tool_result_empty`, `tool_target`, and the MCP exports `resources`,
-/// `prompts` and `client_capabilities`. Each needs the matching trait
+/// `prompts`, `client_capabilities` and `task_support`. Each needs the matching trait
 /// ([`ResolveHuman`](crate::ResolveHuman), [`Resources`](crate::Resources),
 /// [`Prompts`](crate::Prompts), [`ClientCapabilities`](crate::ClientCapabilities), ...) implemented on the
 /// skill type. Use the macro
@@ -262,6 +280,9 @@ macro_rules! __export_hook {
     (client_capabilities, $glue:ident) => {
         $crate::__export_hook!(@world client_capabilities, export_client_capabilities, $glue);
     };
+    (task_support, $glue:ident) => {
+        $crate::__export_hook!(@world task_support, export_task_support, $glue);
+    };
     (@world $module:ident, $export:ident, $glue:ident) => {
         $crate::bindings::$module::$export!($glue with_types_in $crate::bindings::$module);
     };
@@ -269,7 +290,7 @@ macro_rules! __export_hook {
         compile_error!(concat!(
             "unknown hook `", stringify!($other), "`; expected one of: resolve_human, ",
             "is_available, startup, scheduled, before_mcp_call, observe_mcp_result, tool_result_empty, ",
-            "tool_target, resources, prompts, client_capabilities",
+            "tool_target, resources, prompts, client_capabilities, task_support",
         ));
     };
 }

@@ -79,6 +79,7 @@
 //!   in handlers.
 //! - [`ask`]: asking whoever drives the call (a form, sampling, roots), mid-call.
 //! - [`lists`]: telling the host a list of the skill changed while it serves.
+//! - [`tasks`]: going on as a task of the MCP Tasks extension.
 //! - [`hooks`]: the optional hook traits and their answer types.
 #![deny(missing_docs)]
 
@@ -100,6 +101,7 @@ mod result;
 pub mod route;
 mod served;
 pub mod state;
+pub mod tasks;
 mod tool;
 
 pub use context::Context;
@@ -110,7 +112,8 @@ pub use hooks::{
 };
 pub use result::{Block, Content, Coverage, CoverageStatus, ResourceContents, ResultState, ToolResult};
 pub use served::{
-    ClientCapabilities, Embedded, PromptDef, PromptError, Prompted, Prompts, ReadError, ResourceDef, Resources,
+    ClientCapabilities, Embedded, PromptDef, PromptError, Prompted, Prompts, ReadError, ResourceDef, Resources, Task,
+    TaskSupport,
 };
 pub use tool::{Approval, McpUse, SkillInfo, Tool};
 

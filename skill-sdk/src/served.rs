@@ -233,3 +233,26 @@ pub trait ClientCapabilities {
     /// Each tool that needs capabilities (`"sampling"`, `"elicitation"`, `"roots"`), with them.
     fn required() -> Vec<(&'static str, &'static [&'static str])>;
 }
+
+/// How a tool runs as a task of the MCP Tasks extension (a call that goes on in the
+/// background while its client polls `tasks/get`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Task {
+    /// As a task when the client declared the extension; else answered in the call.
+    Optional,
+    /// Only as a task: a client without the extension is refused (-32021).
+    Required,
+    /// Only as a task, which begins when the tool calls [`crate::tasks::detach`]: what it
+    /// asks before that travels in the call's own `input_required` results.
+    Detaches,
+    /// As [`Task::Detaches`] when the client declared the extension; else answered in the call
+    /// (`detach` then returns `false`).
+    MayDetach,
+}
+
+/// The tools that run as MCP tasks: export it with `export!(S, hooks: [task_support])`. A
+/// tool not listed never does.
+pub trait TaskSupport {
+    /// Each tool that may run as a task, with how.
+    fn tasks() -> Vec<(&'static str, Task)>;
+}

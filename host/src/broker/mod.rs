@@ -25,6 +25,7 @@
 pub mod form;
 mod local;
 pub mod present;
+pub mod tasks;
 
 use crate::store::StateStore;
 use crate::store::state::postgres::decisions::{Announced, Decided, Decisions};
@@ -232,6 +233,10 @@ pub struct Broker {
     waiters: Mutex<HashMap<String, Waiter>>,
     /// Every change to an entry seen here (opened, decided, ended), for live views.
     changes: broadcast::Sender<String>,
+    /// The tasks of this process (the in-process backend's).
+    local_tasks: tasks::LocalTasks,
+    /// What wakes each task running here, by id.
+    task_wakes: Mutex<HashMap<String, Arc<tokio::sync::Notify>>>,
 }
 
 impl std::fmt::Debug for Broker {
@@ -251,7 +256,13 @@ impl Broker {
     }
 
     fn with(backend: Backend) -> Broker {
-        Broker { backend, waiters: Mutex::default(), changes: broadcast::channel(256).0 }
+        Broker {
+            backend,
+            waiters: Mutex::default(),
+            changes: broadcast::channel(256).0,
+            local_tasks: tasks::LocalTasks::default(),
+            task_wakes: Mutex::default(),
+        }
     }
 
     /// The broker `state` calls for: shared by the replicas when it is PostgreSQL (with a
@@ -469,6 +480,11 @@ impl Broker {
     async fn take(&self, announced: Vec<Announced>) {
         let Backend::Shared(shared) = &self.backend else { return };
         for Announced { id, by, outcome } in announced {
+            // A task running here was answered or cancelled.
+            if by.as_deref() == Some("task") {
+                self.wake_task(&id);
+                continue;
+            }
             let opened = match self.waiters.lock().get(&id) {
                 None => continue,
                 Some(waiter) => waiter.entry.clone(),
@@ -665,6 +681,7 @@ async fn deliver(broker: Weak<Broker>, mut decided: broadcast::Receiver<Announce
         let announced = match one {
             Some(announced) => vec![announced],
             None => {
+                broker.wake_tasks();
                 let ids = broker.decided_here().await;
                 ids.into_iter().map(|id| Announced { id, by: None, outcome: None }).collect()
             }

@@ -41,6 +41,7 @@ pub struct Hooks {
     resources: Option<guest::resources::GuestIndices>,
     prompts: Option<guest::prompts::GuestIndices>,
     client_capabilities: Option<guest::client_capabilities::GuestIndices>,
+    task_support: Option<guest::task_support::GuestIndices>,
 }
 
 impl std::fmt::Debug for Hooks {
@@ -64,6 +65,7 @@ impl Hooks {
             ("resources", self.resources.is_some()),
             ("prompts", self.prompts.is_some()),
             ("client-capabilities", self.client_capabilities.is_some()),
+            ("task-support", self.task_support.is_some()),
         ];
         all.into_iter().filter(|(_, present)| *present).map(|(name, _)| name).collect()
     }
@@ -114,13 +116,15 @@ struct Serving {
     conversation: Option<Conversation>,
     /// Who answers the call's `ask` rounds (tool calls, resource reads and prompts only).
     inquirer: Option<Inquirer>,
+    /// Who takes the call on as a task (tool calls from MCP clients only).
+    detacher: Option<Arc<dyn super::host_state::Detacher>>,
 }
 
 impl Serving {
     /// A run for a call made in `ctx`, with its route attributes.
     fn call(ctx: &CallContext) -> Self {
         let (route, conversation, inquirer) = (ctx.route.clone(), Some(ctx.conversation()), ctx.inquirer.clone());
-        Serving { route, observer: None, conversation, inquirer }
+        Serving { route, observer: None, conversation, inquirer, detacher: ctx.detacher.clone() }
     }
 
     /// A run for a hook about a call made in `ctx`, which gets no route attributes.
@@ -175,6 +179,7 @@ impl SkillComponent {
             resources: guest::resources::GuestIndices::new(&pre).ok(),
             prompts: guest::prompts::GuestIndices::new(&pre).ok(),
             client_capabilities: guest::client_capabilities::GuestIndices::new(&pre).ok(),
+            task_support: guest::task_support::GuestIndices::new(&pre).ok(),
         };
         let typechecked = Arc::default();
         Ok(SkillComponent { pre, tools, handle_export, typechecked, hooks, warm: Warm::new(warm) })
@@ -218,6 +223,9 @@ impl SkillComponent {
                     if let Some(needs) = &this.hooks.client_capabilities {
                         served.client_needs = needs.load(&mut *store, &instance)?.call_required(&mut *store).await?;
                     }
+                    if let Some(tasks) = &this.hooks.task_support {
+                        served.task_tools = tasks.load(&mut *store, &instance)?.call_tools(&mut *store).await?;
+                    }
                     Ok((list, info, served))
                 })
             })
@@ -248,7 +256,8 @@ impl SkillComponent {
             tool_target,
             resources,
             prompts,
-            client_capabilities
+            client_capabilities,
+            task_support
         );
         Ok(())
     }
@@ -569,6 +578,7 @@ impl SkillComponent {
         store.data_mut().begin(serving.route, serving.conversation, operation);
         store.data_mut().observer = serving.observer;
         store.data_mut().inquirer = serving.inquirer;
+        store.data_mut().detacher = serving.detacher;
         let clock = store.data().deadline.clone();
         let (pre, warm) = (&self.pre, &self.warm);
         let work = async {
@@ -631,6 +641,8 @@ pub struct ServedLists {
     pub prompts: Vec<guest::prompts::PromptDef>,
     /// `client-capabilities.required`: the tools that need client capabilities, with them.
     pub client_needs: Vec<(String, Vec<String>)>,
+    /// `task-support.tools`: the tools that may run as MCP tasks.
+    pub task_tools: Vec<guest::task_support::TaskTool>,
 }
 
 /// What `describe` finds: the tools, the skill's facts, and what it serves beyond tools.

@@ -107,6 +107,19 @@ pub struct CallContext {
     pub observer: Option<Observer>,
     /// Who answers the call's `ask` rounds (the person, the MCP client); `None`: nobody.
     pub inquirer: Option<Inquirer>,
+    /// Who takes the call on as a task when its tool detaches (`tasks.detach`); `None`: the
+    /// call cannot go on as one.
+    pub detacher: Option<Arc<dyn Detacher>>,
+}
+
+/// Who takes a call on as a task of the MCP Tasks extension when its tool calls
+/// `tasks.detach`: the MCP adapter, for a tool that may and a client that declared the
+/// extension. The sandbox knows nothing of tasks.
+#[async_trait::async_trait]
+pub trait Detacher: Send + Sync + std::fmt::Debug {
+    /// The call goes on as a task from here (recorded before this returns `true`); `false`
+    /// when it cannot, and the call goes on as it is.
+    async fn detach(&self) -> bool;
 }
 
 impl CallContext {
@@ -122,6 +135,7 @@ impl CallContext {
             user_message: None,
             observer: None,
             inquirer: None,
+            detacher: None,
         }
     }
 
@@ -161,6 +175,8 @@ pub struct HostState {
     pub(crate) result_blocks: Option<Vec<crate::sandbox::bindings::skillhost::skill::blocks::Block>>,
     /// Who answers the call's `ask` rounds; `None`: nobody can be asked.
     pub(crate) inquirer: Option<Inquirer>,
+    /// Who takes the call on as a task (`tasks.detach`), until it did.
+    pub(crate) detacher: Option<Arc<dyn Detacher>>,
 }
 
 impl HostState {
@@ -184,6 +200,7 @@ impl HostState {
             notices: 0,
             result_blocks: None,
             inquirer: None,
+            detacher: None,
         }
     }
 
@@ -195,6 +212,7 @@ impl HostState {
         self.operation = operation;
         self.deadline.restart(self.limits.timeout);
         self.inquirer = None;
+        self.detacher = None;
         self.notices = 0;
         self.result_blocks = None;
     }
@@ -218,6 +236,7 @@ impl HostState {
             notices: 0,
             result_blocks: None,
             inquirer: None,
+            detacher: None,
         }
     }
 

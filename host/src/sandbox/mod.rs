@@ -35,7 +35,7 @@ pub use component::{
 };
 pub use error::{CallError, LoadError};
 pub use failure::YIELD_FUEL;
-pub use host_state::{CallContext, ConversationBy, HostState, RouteAttributes};
+pub use host_state::{CallContext, ConversationBy, Detacher, HostState, RouteAttributes};
 pub use inquirer::{Inquirer, Inquiries};
 pub use limits::{LimitPolicy, Limits};
 pub use observer::{CallObserver, Observer};

@@ -598,6 +598,9 @@ impl Loader {
         if let Some(stray) = served.client_needs.keys().find(|t| !seen.contains(*t)) {
             return Err(problem(format!("client-capabilities names tool `{stray}`, which the skill does not have")));
         }
+        if let Some(stray) = served.tasks.keys().find(|t| !seen.contains(*t)) {
+            return Err(problem(format!("task-support names tool `{stray}`, which the skill does not have")));
+        }
         let exports_scheduled = component.hooks().names().contains(&"scheduled");
         let schedule = self.schedule(&name, manifest, exports_scheduled).map_err(problem)?;
         let mut skill = skill.with_component(component, env, tools, info.into());

@@ -67,6 +67,7 @@ const RUST_SDK: &[(&str, &str)] = &[
     ("skill-sdk/src/route.rs", include_str!("../../../skill-sdk/src/route.rs")),
     ("skill-sdk/src/served.rs", include_str!("../../../skill-sdk/src/served.rs")),
     ("skill-sdk/src/state.rs", include_str!("../../../skill-sdk/src/state.rs")),
+    ("skill-sdk/src/tasks.rs", include_str!("../../../skill-sdk/src/tasks.rs")),
     ("skill-sdk/src/tool.rs", include_str!("../../../skill-sdk/src/tool.rs")),
 ];
 

@@ -23,6 +23,19 @@ pub struct Served {
     /// The MCP client capabilities each tool that needs some cannot run without, by tool
     /// (its own name).
     pub client_needs: std::collections::BTreeMap<String, Vec<String>>,
+    /// How each tool that may run as an MCP task does, by tool (its own name); a tool not
+    /// here never does.
+    pub tasks: std::collections::BTreeMap<String, TaskSupport>,
+}
+
+/// How a tool may run as a task of the MCP Tasks extension (the `task-support` export).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TaskSupport {
+    /// Only as a task (a client without the extension is refused); else when the client
+    /// declared it.
+    pub required: bool,
+    /// The task begins when the tool calls `tasks.detach`, not with the call.
+    pub detaches: bool,
 }
 
 /// The client capabilities a tool may need.
@@ -150,7 +163,19 @@ impl Served {
                 return Err(format!("the client capabilities of tool `{tool}` are listed twice"));
             }
         }
-        Ok(Served { resources, templates, prompts, client_needs })
+        let mut tasks = std::collections::BTreeMap::new();
+        for tool in lists.task_tools {
+            use crate::sandbox::bindings::guest::task_support::Support;
+            let required = match tool.support {
+                Support::Forbidden => continue,
+                Support::Optional => false,
+                Support::Required => true,
+            };
+            if tasks.insert(tool.name.clone(), TaskSupport { required, detaches: tool.detaches }).is_some() {
+                return Err(format!("the task support of tool `{}` is listed twice", tool.name));
+            }
+        }
+        Ok(Served { resources, templates, prompts, client_needs, tasks })
     }
 
     /// Whether the skill serves `uri`: a resource it lists, or one of its templates matches.
@@ -255,6 +280,16 @@ mod tests {
         assert!(unknown.contains("client capability `telepathy`"), "{unknown}");
         let again = Served::checked(needs(&[("ask", &["sampling"]), ("ask", &["roots"])])).unwrap_err();
         assert!(again.contains("listed twice"), "{again}");
+        use crate::sandbox::bindings::guest::task_support::{Support, TaskTool};
+        let tasks = |t: &[(&str, Support)]| ServedLists {
+            task_tools: t.iter().map(|(n, s)| TaskTool { name: n.to_string(), support: *s, detaches: false }).collect(),
+            ..Default::default()
+        };
+        let served = Served::checked(tasks(&[("a", Support::Required), ("b", Support::Forbidden)])).unwrap();
+        assert_eq!(served.tasks["a"], super::TaskSupport { required: true, detaches: false });
+        assert!(!served.tasks.contains_key("b"), "a forbidden tool is simply not a task tool");
+        let twice = Served::checked(tasks(&[("a", Support::Optional), ("a", Support::Required)])).unwrap_err();
+        assert!(twice.contains("task support of tool `a` is listed twice"), "{twice}");
     }
 
     #[test]

@@ -125,7 +125,11 @@ async fn guard(State(front): State<Front>, request: Request, next: Next) -> Resp
         _ => None,
     }
     .unwrap_or(Value::Null);
-    let response = next.run(request).await;
+    let calls_tool = matches!(&body, Some((Line::Forward(m), _)) if m.method.as_deref() == Some("tools/call"));
+    let mut response = next.run(request).await;
+    if calls_tool {
+        response = task_handles(response);
+    }
     // rmcp answers 415 to a JSON body only when it cannot decode it, after its `Host`,
     // `Origin`, `Accept` and `Content-Type` checks passed.
     if response.status() == StatusCode::UNSUPPORTED_MEDIA_TYPE
@@ -304,6 +308,21 @@ async fn rewrite(response: Response, id: &Value, headers: &HeaderMap) -> Respons
         rewritten.headers_mut().insert(name, value.clone());
     }
     rewritten
+}
+
+/// A `tools/call`'s response with each task handle in it put on the wire as
+/// [`super::tasks::on_wire`] says (a JSON body, or the events of an SSE stream).
+fn task_handles(response: Response) -> Response {
+    use futures::StreamExt as _;
+    let (mut parts, body) = response.into_parts();
+    parts.headers.remove(header::CONTENT_LENGTH);
+    let chunks = body.into_data_stream().map(|chunk| {
+        chunk.map(|bytes| match super::tasks::on_wire_chunk(&bytes) {
+            Some(rewritten) => Bytes::from(rewritten),
+            None => bytes,
+        })
+    });
+    Response::from_parts(parts, Body::from_stream(chunks))
 }
 
 /// The JSON-RPC code of a refusal with `status`.

@@ -35,6 +35,7 @@ pub mod request_state;
 pub mod resources;
 mod served;
 mod stdio;
+pub mod tasks;
 
 pub use http::http_app;
 
@@ -48,9 +49,9 @@ use parking_lot::Mutex;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult, CompletionInfo,
     GetPromptRequestParams, GetPromptResponse, GetPromptResult, Implementation, ListPromptsResult,
-    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams, Prompt, PromptMessage,
-    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Reference, Role, ServerCapabilities,
-    ServerConfig, SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProgressToken, Prompt,
+    PromptMessage, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Reference, Role,
+    ServerCapabilities, ServerConfig, SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, Peer, RequestContext, RoleServer, SubscriptionContext, SubscriptionSink};
 use rmcp::{ErrorData, ServerHandler};
@@ -183,6 +184,22 @@ fn needs_met(engine: &Engine, name: &str, context: &RequestContext<RoleServer>) 
     }
 }
 
+/// `Err` when tool `name` cannot run for this client: it needs a client capability the
+/// client did not declare, or runs only as a task and the client did not declare the Tasks
+/// extension. Else how it may run as a task.
+fn admitted(
+    engine: &Engine,
+    name: &str,
+    context: &RequestContext<RoleServer>,
+) -> Result<Option<crate::skills::served::TaskSupport>, ErrorData> {
+    needs_met(engine, name, context)?;
+    let support = tasks::support(engine, name);
+    match support.is_some_and(|s| s.required) && !tasks::declared(context) {
+        true => Err(tasks::refusal()),
+        false => Ok(support),
+    }
+}
+
 /// How a call at 2026-07-28 goes on.
 enum Inline {
     /// Answer it with this question (the call's approval).
@@ -245,6 +262,123 @@ impl SkillServer {
 }
 
 impl SkillServer {
+    /// From 2026-07-28, for a client that declared the Tasks extension: the call as a task
+    /// ([`tasks`]), when its tool may run as one or it waits on a person; `None`: it runs as
+    /// any call. A tool that `detaches` runs in the call until it does: answered with its
+    /// result, its next round (`input_required`), or its task.
+    async fn as_task(
+        &self,
+        engine: &Arc<Engine>,
+        request: &CallToolRequestParams,
+        context: &RequestContext<RoleServer>,
+        input: &Value,
+        support: Option<crate::skills::served::TaskSupport>,
+    ) -> Result<Option<CallToolResponse>, ErrorData> {
+        if !elicit::inline(context) || !tasks::declared(context) {
+            return Ok(None);
+        }
+        let name = request.name.to_string();
+        let ctx =
+            CallContext { conversation_by: ConversationBy::Agent, ..CallContext::standalone(&self.session.channel) };
+        let detaches = support.is_some_and(|s| s.detaches);
+        let starts_now = match support {
+            Some(support) => !support.detaches,
+            // A call waiting on a person: its approval is the task's first question.
+            None => {
+                request.request_state.is_none()
+                    && elicit::can_elicit(context)
+                    && engine.gated_level(&name, input, &ctx).await.is_some()
+            }
+        };
+        if !starts_now && !detaches {
+            return Ok(None);
+        }
+        let capabilities = context.client_capabilities();
+        let bound = inquire::Call { name: format!("tool:{name}"), arguments: input };
+        let side = match starts_now {
+            true => tasks::TaskSide::new(engine.clone(), name.clone(), capabilities, None, None),
+            false => match self.inline(engine, request, context, input, &ctx, &bound).await? {
+                Inline::Ask(question) => return Ok(Some(question.into())),
+                Inline::Run(answered, rounds) => {
+                    tasks::TaskSide::new(engine.clone(), name.clone(), capabilities, Some(answered), Some(rounds))
+                }
+            },
+        };
+        let created = match starts_now {
+            true => Some(side.begin().await?),
+            false => None,
+        };
+        let detached = side.on_detach();
+        let detacher: Option<Arc<dyn crate::sandbox::Detacher>> = detaches.then(|| side.clone() as _);
+        // The call runs in the background: a task outlives its request.
+        let (done, outcome) = tokio::sync::oneshot::channel();
+        let (runner_engine, session, runner) = (engine.clone(), self.session.clone(), side.clone());
+        let (ctx, call) = (CallContext { detacher, ..ctx }, (format!("mcp-{}", context.id), name, input.clone()));
+        let work = tokio::spawn(async move {
+            let run = async { runner_engine.call_tool(call, &ctx, &NoEvents, &*runner, &session.budget).await.outcome };
+            let _ = done.send(runner.run(run).await);
+        });
+        match created {
+            Some(created) => Ok(Some(CallToolResponse::Task(created))),
+            None => self.detaching(engine, context, &side, &bound, (outcome, detached, work)).await.map(Some),
+        }
+    }
+
+    /// The answer to a call that may detach (running as `work`): its result or next round
+    /// when it ends first (`outcome`), its task when it detaches first (`detached`).
+    async fn detaching(
+        &self,
+        engine: &Engine,
+        context: &RequestContext<RoleServer>,
+        side: &tasks::TaskSide,
+        bound: &inquire::Call<'_>,
+        (outcome, mut detached, work): Detaching,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let task = |begun: Result<rmcp::model::CreateTaskResult, ErrorData>| begun.map(CallToolResponse::Task);
+        let outcome = tokio::select! {
+            outcome = outcome => outcome.ok().flatten(),
+            begun = &mut detached => {
+                return begun.map_err(|_| ErrorData::internal_error("the call ended as it detached", None)).and_then(task);
+            }
+            () = context.ct.cancelled() => {
+                work.abort();
+                return Err(ErrorData::new(rmcp::model::ErrorCode(-32800), "the request was cancelled", None));
+            }
+        };
+        let Some(outcome) = outcome else {
+            // It became a task (and ended) before its answer was read.
+            let begun = detached.await.map_err(|_| ErrorData::internal_error("the call ended without a result", None));
+            return begun.and_then(task);
+        };
+        if let Some(rounds) = side.rounds()
+            && let Some(ask) = rounds.finish(engine, &self.shared.keys, bound).await?
+        {
+            return Ok(ask.into());
+        }
+        let skills = engine.skills();
+        Ok(content::result(&outcome, content::spec_of(&skills, &request_name(bound))).into())
+    }
+}
+
+/// What a detaching call's handler waits on: the call's outcome (`None` once it is a task),
+/// its task, and the call itself.
+type Detaching = (
+    tokio::sync::oneshot::Receiver<Option<crate::tools::ToolOutcome>>,
+    tokio::sync::oneshot::Receiver<Result<rmcp::model::CreateTaskResult, ErrorData>>,
+    tokio::task::JoinHandle<()>,
+);
+
+/// The progress token of a call: in its params' `_meta`, or the request's.
+fn progress_token(request: &CallToolRequestParams, context: &RequestContext<RoleServer>) -> Option<ProgressToken> {
+    request.meta.as_ref().and_then(|m| m.get_progress_token()).or_else(|| context.meta.get_progress_token())
+}
+
+/// The tool a bound call names (`tool:<name>`).
+fn request_name(bound: &inquire::Call<'_>) -> String {
+    bound.name.strip_prefix("tool:").unwrap_or(&bound.name).to_owned()
+}
+
+impl SkillServer {
     /// Runs a skill's resource read or prompt (`work`, given its context) with its `ask`
     /// rounds answered by the client: on the session up to 2025-11-25; from 2026-07-28 from
     /// the `retry` (its state and responses), or stopped at the first round the client must
@@ -278,6 +412,16 @@ impl SkillServer {
             None => out.map(Ok),
         }
     }
+}
+
+/// The error for a task this agent does not have (or has forgotten).
+fn unknown_task(id: &str) -> ErrorData {
+    ErrorData::invalid_params(format!("no task `{id}` (unknown, or past its time to live)"), None)
+}
+
+/// The error for a task that cannot be read now.
+fn unreadable(e: crate::broker::BrokerError) -> ErrorData {
+    ErrorData::internal_error(format!("the task cannot be read: {e}"), None)
 }
 
 /// Tells every connected client that the tool, prompt and resource lists changed.
@@ -367,11 +511,50 @@ impl ServerHandler for SkillServer {
             .enable_resources_subscribe()
             .enable_completions()
             .enable_logging()
+            .enable_tasks()
             .build();
         // The protocol version stays rmcp's latest: `initialize` negotiates it (module docs).
         ServerConfig::new(capabilities)
             .with_server_info(Implementation::new(self.shared.name.clone(), env!("CARGO_PKG_VERSION")))
             .with_instructions("Tools of WebAssembly skills run by skillhost.")
+    }
+
+    async fn get_task(
+        &self,
+        request: rmcp::model::GetTaskParams,
+        _: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::GetTaskResult, ErrorData> {
+        let engine = self.engine();
+        let entry = engine.broker().task(&request.task_id, engine.agent()).await.map_err(unreadable)?;
+        let entry = entry.ok_or_else(|| unknown_task(&request.task_id))?;
+        Ok(rmcp::model::GetTaskResult::new(tasks::detailed(&entry)))
+    }
+
+    async fn update_task(
+        &self,
+        request: rmcp::model::UpdateTaskParams,
+        _: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let engine = self.engine();
+        let responses = tasks::responses(&request.input_responses);
+        match engine.broker().task_answer(&request.task_id, engine.agent(), &responses).await {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(unknown_task(&request.task_id)),
+            Err(e) => Err(unreadable(e)),
+        }
+    }
+
+    async fn cancel_task(
+        &self,
+        request: rmcp::model::CancelTaskParams,
+        _: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let engine = self.engine();
+        match engine.broker().task_cancel(&request.task_id, engine.agent()).await {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(unknown_task(&request.task_id)),
+            Err(e) => Err(unreadable(e)),
+        }
     }
 
     fn accepted_subscription_filter(&self, _: &SubscriptionFilter) -> Option<SubscriptionFilter> {
@@ -432,10 +615,12 @@ impl ServerHandler for SkillServer {
         if loaded.tools.find(&request.name).is_none() {
             return Err(ErrorData::invalid_params(format!("Unknown tool: {}", request.name), None));
         }
-        needs_met(&engine, &request.name, &context)?;
+        let support = admitted(&engine, &request.name, &context)?;
         let input = Value::Object(request.arguments.clone().unwrap_or_default());
-        let token =
-            request.meta.as_ref().and_then(|m| m.get_progress_token()).or_else(|| context.meta.get_progress_token());
+        if let Some(response) = self.as_task(&engine, &request, &context, &input, support).await? {
+            return Ok(response);
+        }
+        let token = progress_token(&request, &context);
         let inline = elicit::inline(&context);
         let (direct, threshold) = (context.extensions.get(), self.log_threshold(&request, &context, inline));
         let forwarding = notify::Forwarding::start(context.peer.clone(), direct, threshold, token);

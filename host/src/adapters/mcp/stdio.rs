@@ -385,8 +385,8 @@ impl Session {
     }
 }
 
-/// Copies the session's output to stdout, line by line, gathering batch answers and noting
-/// the negotiated revision.
+/// Copies the session's output to stdout, line by line, gathering batch answers, noting
+/// the negotiated revision, and putting task handles on the wire ([`super::tasks::on_wire`]).
 async fn pump(mut from: impl AsyncBufRead + Unpin, out: mpsc::UnboundedSender<String>, shared: SharedState) {
     let mut line = String::new();
     loop {
@@ -395,7 +395,8 @@ async fn pump(mut from: impl AsyncBufRead + Unpin, out: mpsc::UnboundedSender<St
             Ok(0) | Err(_) => return,
             Ok(_) => {}
         }
-        let text = line.trim_end();
+        let rewritten = super::tasks::on_wire_text(line.trim_end());
+        let text = rewritten.as_deref().unwrap_or(line.trim_end());
         let peek: Option<Peek> = serde_json::from_str(text).ok();
         let mut shared = lock(&shared);
         // Only the `initialize` answer names the revision: once it is known, no line is
@@ -522,7 +523,7 @@ async fn call_directly(
     let mut context = RequestContext::new(id.clone(), peer);
     (context.ct, context.meta, context.extensions) = (ct, meta, extensions);
     let answer = match server.handle_request(request, context).await {
-        Ok(result) => ServerJsonRpcMessage::response(result, id.clone()),
+        Ok(result) => ServerJsonRpcMessage::response(super::tasks::on_wire(result), id.clone()),
         Err(error) => ServerJsonRpcMessage::error(error, Some(id.clone())),
     };
     let text = serde_json::to_string(&answer).unwrap_or_else(|e| {

@@ -11,6 +11,7 @@ mod notify;
 mod progress;
 mod route;
 mod state;
+mod tasks;
 
 use super::bindings::skillhost::skill::types;
 use super::host_state::HostState;

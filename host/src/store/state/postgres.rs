@@ -10,6 +10,7 @@
 //! serialization failure are run again.
 
 pub mod decisions;
+pub mod tasks;
 mod tls;
 pub mod waiting;
 
@@ -159,6 +160,19 @@ pub const MIGRATIONS: &[(i32, &str, &str)] = &[
         CREATE FUNCTION skillhost_state_uncounted(ns text) RETURNS boolean LANGUAGE sql IMMUTABLE AS
             $$ SELECT ns = 'inflight' OR ns = 'approvals' OR ns LIKE 'approvals-%' $$;
         DELETE FROM skillhost_state_usage WHERE skillhost_state_uncounted(ns);",
+    ),
+    (
+        8,
+        "tasks of the MCP Tasks extension",
+        // The replica running it; its status; the requests still unanswered and the answers
+        // taken while `input_required` (JSON objects); the result or error (JSON text).
+        "CREATE TABLE skillhost_tasks (
+            id text PRIMARY KEY, agent text NOT NULL, tool text NOT NULL, replica text NOT NULL,
+            status text NOT NULL, message text, created_at double precision NOT NULL,
+            updated_at double precision NOT NULL, expires_at double precision NOT NULL,
+            requests jsonb, responses jsonb, outcome text);
+        CREATE INDEX skillhost_tasks_expiry ON skillhost_tasks (expires_at);
+        CREATE INDEX skillhost_tasks_running ON skillhost_tasks (replica) WHERE status IN ('working', 'input_required');",
     ),
 ];
 

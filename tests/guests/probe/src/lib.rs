@@ -10,7 +10,9 @@
 //! `spin(rounds)` (CPU-bound work for benchmarks: `rounds` steps of a hash chain) and
 //! `mcp_call(server, tool, arguments?)`; `lists_changed` (tells the host its tools changed,
 //! the `lists` import) and, when its memory holds `probe_extra_tool.txt`, one more tool named
-//! by that file (answering `{"extra": <name>}`); and the MCP feature tools of [`features`].
+//! by that file (answering `{"extra": <name>}`); `task(ms?, mark?)` (sleeps, then appends
+//! `mark` to memory `tasks.txt`; its `task-support` is `optional`: an MCP task for a client
+//! that declared the Tasks extension); and the MCP feature tools of [`features`].
 
 mod features;
 
@@ -64,6 +66,14 @@ impl Skill for Probe {
         ];
         tools.extend(features::tools());
         tools.push(Tool::without_input("lists_changed", "Tell the host this skill's tools changed."));
+        tools.push(Tool::with_schema(
+            "task",
+            "Sleep `ms` (a task when the MCP client can poll one), then append `mark` to memory `tasks.txt`.",
+            json!({ "type": "object", "properties": {
+                "ms": { "type": "integer", "minimum": 0, "maximum": 600000 },
+                "mark": { "type": "string" },
+            } }),
+        ));
         // A list that depends on what the skill finds: a tool its memory names, if any.
         if let Ok(Some(extra)) = memory::read(EXTRA_TOOL) {
             let name = extra.trim().to_owned();
@@ -119,6 +129,13 @@ impl Skill for Probe {
             "mcp_call" => {
                 let arguments = input.get("arguments").cloned().unwrap_or_else(|| json!({}));
                 answer(mcp::call_tool(&arg("server"), &arg("tool"), &arguments).map(|text| json!({ "result": text })))
+            }
+            "task" => {
+                std::thread::sleep(std::time::Duration::from_millis(input["ms"].as_u64().unwrap_or(0)));
+                match input["mark"].as_str() {
+                    Some(mark) => answer(memory_write("tasks.txt", mark, "append")),
+                    None => ToolResult::ok(json!({ "slept": input["ms"] })),
+                }
             }
             "lists_changed" => {
                 skill_sdk::lists::changed(skill_sdk::lists::List::Tools);
@@ -197,4 +214,11 @@ fn answer<E: Kind>(outcome: Result<Value, E>) -> ToolResult {
     }
 }
 
-skill_sdk::export!(Probe);
+/// `task` may run as an MCP task.
+impl skill_sdk::TaskSupport for Probe {
+    fn tasks() -> Vec<(&'static str, skill_sdk::Task)> {
+        vec![("task", skill_sdk::Task::Optional)]
+    }
+}
+
+skill_sdk::export!(Probe, hooks: [task_support]);

@@ -247,6 +247,7 @@ impl Decisions {
     /// turns it left written down are resumed by another replica at once.
     pub async fn retire(&self) -> Result<(), StateError> {
         self.retired.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.retire_tasks().await?;
         let c = self.pg.client().await?;
         c.execute(
             "UPDATE skillhost_interactions SET outcome = 'cancelled',
@@ -545,6 +546,7 @@ impl Decisions {
         .await
         .map_err(|e| self.pg.error(e))?;
         self.sweep_waiting().await?;
+        self.sweep_tasks().await?;
         c.execute(
             "DELETE FROM skillhost_replicas WHERE seen_at < extract(epoch FROM clock_timestamp())::float8 - $1",
             &[&retention],
