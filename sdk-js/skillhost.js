@@ -17,7 +17,8 @@
 // resolveHuman, isAvailable, startup, scheduled (every `[schedule] every` of skill.toml while
 // `skillhost run` serves), beforeMcpCall, observeMcpResult, toolResultEmpty, toolTarget,
 // requiredClientCapabilities (`{ tool: ["sampling" | "elicitation" | "roots"] }`: what an MCP
-// client must offer for those tools to run). Facts about the skill are an exported `info` object
+// client must offer for those tools to run), taskSupport (`{ tool: "optional" | "required" |
+// "detaches" | "may_detach" }`: the tools that run as MCP tasks; see `tasks.detach`). Facts about the skill are an exported `info` object
 // ({ mcpTools: [{ server, tools }], mcpServers, mcpPrerequisites, verify }).
 // `isAvailable(config)` and `startup(config)` receive the skill's config block; credentials
 // are in `env`: exactly the variables skill.toml names ([capabilities] env) and the operator
@@ -36,6 +37,7 @@ import * as rawProgress from "skillhost:skill/progress@0.1.0";
 import * as rawNotify from "skillhost:skill/notify@0.1.0";
 import * as rawAsk from "skillhost:skill/ask@0.1.0";
 import * as rawLists from "skillhost:skill/lists@0.1.0";
+import * as rawTasks from "skillhost:skill/tasks@0.1.0";
 import { getEnvironment } from "wasi:cli/environment@0.2.10";
 
 const OPTIONAL = Symbol("optional");
@@ -258,6 +260,15 @@ export const lists = {
   },
 };
 
+/**
+ * Going on as a task of the MCP Tasks extension: a tool that the exported `taskSupport()`
+ * marks `"detaches"` gathers what it needs first, then calls `tasks.detach()`: the client gets
+ * the task at once and the tool goes on in the background. `false` where the call cannot.
+ */
+export const tasks = {
+  detach: () => rawTasks.detach(),
+};
+
 function described({ tag, val }) {
   switch (tag) {
     case "form":
@@ -431,6 +442,21 @@ export function exportsOf(skill) {
       required() {
         const needs = skill.requiredClientCapabilities() ?? {};
         return Object.entries(needs).map(([tool, caps]) => [tool, caps.map(String)]);
+      },
+    },
+    taskSupport: {
+      tools() {
+        const kinds = {
+          optional: ["optional", false],
+          required: ["required", false],
+          detaches: ["required", true],
+          may_detach: ["optional", true],
+        };
+        return Object.entries(skill.taskSupport() ?? {}).map(([name, kind]) => {
+          if (!(kind in kinds)) throw new Error(`taskSupport: tool ${name} is ${kind}; one of ${Object.keys(kinds)}`);
+          const [support, detaches] = kinds[kind];
+          return { name, support, detaches };
+        });
       },
     },
   };

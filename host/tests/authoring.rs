@@ -192,7 +192,7 @@ fn a_js_skill_asks_through_its_sdk() {
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("skill.toml"), "[build]\nkind = \"js\"\njs_entry = \"app.js\"\n").unwrap();
     std::fs::write(dir.join("prompt.md"), "Asks for a name.\n").unwrap();
-    let app = r#"import { ask, lists, tool, string } from "./skillhost.js";
+    let app = r#"import { ask, lists, tasks, tool, string } from "./skillhost.js";
 const schema = { type: "object", properties: { name: { type: "string" } }, required: ["name"] };
 export const tools = [
   tool({
@@ -212,9 +212,20 @@ export const tools = [
       return { told: true };
     },
   }),
+  tool({
+    name: "later",
+    description: "Goes on as an MCP task when it can.",
+    input: {},
+    run() {
+      return { detached: tasks.detach() };
+    },
+  }),
 ];
 export function requiredClientCapabilities() {
   return { ask_name: ["elicitation"] };
+}
+export function taskSupport() {
+  return { later: "may_detach" };
 }
 "#;
     std::fs::write(dir.join("app.js"), app).unwrap();
@@ -236,8 +247,11 @@ export function requiredClientCapabilities() {
     // Its `requiredClientCapabilities` is the `client-capabilities` hook, read at load.
     let (code, stdout, stderr) = skillhost(&ws, &["skill", "list"]);
     assert_eq!(code, 0, "{stderr}");
-    assert!(stdout.contains("hooks: client-capabilities"), "{stdout}");
+    assert!(stdout.contains("hooks: client-capabilities, task-support"), "{stdout}");
     // `lists.changed` links and runs (under `call` nothing serves: a no-op).
     let (code, stdout, stderr) = skillhost(&ws, &["call", "asker__touch", "{}"]);
     assert_eq!((code, stdout.contains(r#""told": true"#)), (0, true), "{stdout}{stderr}");
+    // `tasks.detach` links and runs; under `call` the call cannot become a task.
+    let (code, stdout, stderr) = skillhost(&ws, &["call", "asker__later", "{}"]);
+    assert_eq!((code, stdout.contains(r#""detached": false"#)), (0, true), "{stdout}{stderr}");
 }

@@ -144,3 +144,24 @@ fn a_cancelled_task_stops_and_stays_cancelled() {
     let again = request(&mut raw, "tasks/cancel", json!({"taskId": task}), tasking());
     assert_eq!(again["result"], json!({"resultType": "complete"}), "{again}");
 }
+
+/// The Python SDK (`reader_py`, built with componentize-py): `task_support()` and
+/// `skillhost.tasks.detach()`. A client that can poll gets a task, whose result says the tool
+/// detached; one that cannot gets the result in the call, where `detach` said no.
+#[test]
+fn a_python_tool_detaches_into_a_task_only_for_a_client_that_can_poll_it() {
+    let ws = Workspace::new();
+    ws.add_skill("skills", "reader_py", guests::READER_PY, "");
+    let yaml = "skills:\n  paths: [skills]\n  builtins: []\nstate:\n  filesystem: {path: state}\n";
+    std::fs::write(ws.path().join("config.yaml"), yaml).unwrap();
+    let mut raw = Raw::start(&ws);
+    let task = task_of(&call(&mut raw, "reader_py__greet_later", json!({"name": "Ada"}), tasking()));
+    let done = until(&mut raw, &task, "completed");
+    let text = done["result"]["result"]["content"][0]["text"].as_str().unwrap_or_default().to_owned();
+    let said: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {done}"));
+    assert_eq!(said, json!({"greeting": "Hello, Ada!", "detached": true}), "{done}");
+    let plain = call(&mut raw, "reader_py__greet_later", json!({"name": "Bea"}), json!({}));
+    let text = plain["result"]["content"][0]["text"].as_str().unwrap_or_default().to_owned();
+    let said: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {plain}"));
+    assert_eq!(said, json!({"greeting": "Hello, Bea!", "detached": false}), "{plain}");
+}

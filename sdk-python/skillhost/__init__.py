@@ -37,13 +37,15 @@ manifest says ``state = "skill"``.
 The host's imports are the modules :mod:`skillhost.log`, :mod:`skillhost.memory`,
 :mod:`skillhost.state`, :mod:`skillhost.http`, :mod:`skillhost.mcp`, :mod:`skillhost.notify`,
 :mod:`skillhost.route` and :mod:`skillhost.progress`, :mod:`skillhost.ask` (asking whoever
-drives the call, mid-call) and :mod:`skillhost.lists` (a list of the skill changed while it
-serves); a failed import raises :class:`HostError`.
+drives the call, mid-call), :mod:`skillhost.lists` (a list of the skill changed while it
+serves) and :mod:`skillhost.tasks` (going on as an MCP task); a failed import raises
+:class:`HostError`. A module-level ``task_support()`` returning ``{tool: "optional" |
+"required" | "detaches" | "may_detach"}`` says which tools run as MCP tasks.
 """
 
 from ._tool import Context, Coverage, Image, Json, McpDecision, Param, ResourceLink, Target, ToolError, ToolResult, tool
 from ._errors import HostError
-from . import ask, http, lists, log, mcp, memory, notify, progress, route, state
+from . import ask, http, lists, log, mcp, memory, notify, progress, route, state, tasks
 
 __all__ = [
     "Context",
@@ -68,4 +70,5 @@ __all__ = [
     "progress",
     "route",
     "state",
+    "tasks",
 ]

@@ -222,3 +222,28 @@ class ClientCapabilities:
     def required(self):
         answer = _hook("required_client_capabilities")() or {}
         return [(str(tool), [str(need) for need in needs]) for tool, needs in answer.items()]
+
+
+class TaskSupport:
+    """``task_support()`` -> ``{tool: "optional" | "required" | "detaches" | "may_detach"}``: the
+    tools that may run as tasks of the MCP Tasks extension (``detaches``: only as a task, which
+    begins when the tool calls ``skillhost.tasks.detach()``; ``may_detach``: likewise when the
+    client can poll one)."""
+
+    def tools(self):
+        from wit_world.exports import task_support as wit
+
+        kinds = {
+            "optional": (wit.Support.OPTIONAL, False),
+            "required": (wit.Support.REQUIRED, False),
+            "detaches": (wit.Support.REQUIRED, True),
+            "may_detach": (wit.Support.OPTIONAL, True),
+        }
+        answer = _hook("task_support")() or {}
+        tools = []
+        for name, kind in answer.items():
+            if kind not in kinds:
+                raise ValueError(f"task_support: tool {name!r} is {kind!r}; one of {', '.join(kinds)}")
+            support, detaches = kinds[kind]
+            tools.append(wit.TaskTool(str(name), support, detaches))
+        return tools

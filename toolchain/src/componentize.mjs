@@ -29,6 +29,7 @@ const HOOKS = {
   toolResultEmpty: "tool-result-empty",
   toolTarget: "tool-target",
   requiredClientCapabilities: "client-capabilities",
+  taskSupport: "task-support",
 };
 const EXPORT_NAME = { isAvailable: "availability", requiredClientCapabilities: "clientCapabilities" };
 

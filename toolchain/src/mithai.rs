@@ -47,6 +47,9 @@ fn entry_module(hooks: &[PythonHook]) -> String {
     for hook in hooks {
         writeln!(py, "{0} = _wit.{0}", hook.class).unwrap();
     }
+    for binding in crate::python::SDK_BINDINGS {
+        writeln!(py, "import wit_world.imports.{binding}").unwrap();
+    }
     py
 }
 
