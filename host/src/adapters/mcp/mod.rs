@@ -24,6 +24,7 @@
 //! reference files as read-only resources ([`resources`]), typed results, `outputSchema`
 //! and `annotations` ([`content`]).
 
+mod catalog;
 mod content;
 mod elicit;
 mod http;
@@ -151,7 +152,8 @@ impl SkillServer {
     /// `Ok` for a resource some skill serves (a file or one of its own), else not found.
     fn known_resource(&self, uri: &str) -> Result<(), ErrorData> {
         let skills = self.engine().skills();
-        let file = uri.starts_with(resources::SCHEME) && resources::read(&skills, uri).is_ok();
+        let file = uri.starts_with(resources::SCHEME)
+            && (resources::read(&skills, uri).is_ok() || catalog::Catalog::of(&skills).read(uri).is_some());
         if file || served::owner(&skills, uri).is_some() { Ok(()) } else { Err(served::not_found(uri)) }
     }
 
@@ -512,6 +514,7 @@ impl ServerHandler for SkillServer {
             .enable_completions()
             .enable_logging()
             .enable_tasks()
+            .enable_skills_with_directory_read()
             .build();
         // The protocol version stays rmcp's latest: `initialize` negotiates it (module docs).
         ServerConfig::new(capabilities)
@@ -555,6 +558,33 @@ impl ServerHandler for SkillServer {
             Ok(false) => Err(unknown_task(&request.task_id)),
             Err(e) => Err(unreadable(e)),
         }
+    }
+
+    async fn list_skills(
+        &self,
+        _: Option<PaginatedRequestParams>,
+        _: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListSkillsResult, ErrorData> {
+        let catalog = catalog::Catalog::of(&self.engine().skills());
+        Ok(rmcp::model::ListSkillsResult::with_all_items(catalog.skills))
+    }
+
+    async fn get_skill(
+        &self,
+        request: rmcp::model::GetSkillRequestParams,
+        _: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::GetSkillResult, ErrorData> {
+        let catalog = catalog::Catalog::of(&self.engine().skills());
+        Ok(rmcp::model::GetSkillResult::new(catalog.get(&request.uri)?))
+    }
+
+    async fn read_resource_directory(
+        &self,
+        request: rmcp::model::ReadResourceDirectoryRequestParams,
+        _: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ReadResourceDirectoryResult, ErrorData> {
+        let catalog = catalog::Catalog::of(&self.engine().skills());
+        Ok(rmcp::model::ReadResourceDirectoryResult::with_all_items(catalog.directory(&request.uri)?))
     }
 
     fn accepted_subscription_filter(&self, _: &SubscriptionFilter) -> Option<SubscriptionFilter> {
@@ -684,7 +714,16 @@ impl ServerHandler for SkillServer {
         _: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
         let skills = self.engine().skills();
-        let mut listed = resources::list(&skills);
+        // A skill's SKILL.md is listed once, as the Skills extension serves it (by the name it
+        // is served under); under its host name it is still read.
+        let catalog = catalog::Catalog::of(&skills);
+        let mut listed: Vec<_> = resources::list(&skills).into_iter().filter(|r| !catalog.lists(&r.uri)).collect();
+        for file in catalog.listed() {
+            if !listed.iter().any(|r| r.uri == file.uri) {
+                listed.push(file);
+            }
+        }
+        listed.sort_by(|a, b| a.uri.cmp(&b.uri));
         listed.extend(served::resources(&skills));
         Ok(ListResourcesResult::with_all_items(listed))
     }
@@ -704,6 +743,9 @@ impl ServerHandler for SkillServer {
     ) -> Result<ReadResourceResponse, ErrorData> {
         let skills = self.engine().skills();
         if request.uri.starts_with(resources::SCHEME) {
+            if let Some(file) = catalog::Catalog::of(&skills).read(&request.uri) {
+                return Ok(ReadResourceResult::new(vec![file]).into());
+            }
             return Ok(ReadResourceResult::new(vec![resources::read(&skills, &request.uri)?]).into());
         }
         let skill = served::owner(&skills, &request.uri).ok_or_else(|| served::not_found(&request.uri))?;

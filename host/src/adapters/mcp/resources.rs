@@ -58,8 +58,12 @@ pub(super) fn read(skills: &SkillSet, uri: &str) -> Result<ResourceContents, Err
         tracing::warn!(%uri, "resource not served: {e}");
         ErrorData::invalid_params(format!("resource `{uri}` cannot be read: {e}"), None)
     })?;
-    let mime = mime_type(path);
-    Ok(match String::from_utf8(bytes) {
+    Ok(contents(uri, mime_type(path), bytes))
+}
+
+/// `bytes` served as `uri`: UTF-8 text as text, anything else as a base64 blob.
+pub(super) fn contents(uri: &str, mime: &str, bytes: Vec<u8>) -> ResourceContents {
+    match String::from_utf8(bytes) {
         Ok(text) if !text.contains('\0') => ResourceContents::TextResourceContents {
             uri: uri.to_owned(),
             mime_type: Some(mime.into()),
@@ -68,7 +72,7 @@ pub(super) fn read(skills: &SkillSet, uri: &str) -> Result<ResourceContents, Err
         },
         Ok(text) => blob(uri, mime, text.as_bytes()),
         Err(e) => blob(uri, mime, e.as_bytes()),
-    })
+    }
 }
 
 fn blob(uri: &str, mime: &str, bytes: &[u8]) -> ResourceContents {
@@ -78,7 +82,7 @@ fn blob(uri: &str, mime: &str, bytes: &[u8]) -> ResourceContents {
 
 /// Reads `dir/path` when it resolves (symlinks followed) to a regular file inside `dir` of
 /// at most [`MAX_RESOURCE_BYTES`].
-fn read_confined(dir: &Path, path: &str) -> Result<Vec<u8>, Unreadable> {
+pub(super) fn read_confined(dir: &Path, path: &str) -> Result<Vec<u8>, Unreadable> {
     let root = dir.canonicalize().map_err(Unreadable::Folder)?;
     let file = root.join(path).canonicalize()?;
     if !file.starts_with(&root) {
@@ -99,7 +103,7 @@ fn read_confined(dir: &Path, path: &str) -> Result<Vec<u8>, Unreadable> {
 
 /// Why a skill's file is not served as a resource.
 #[derive(Debug, thiserror::Error)]
-enum Unreadable {
+pub(super) enum Unreadable {
     /// The skill's folder itself.
     #[error("the skill folder: {0}")]
     Folder(std::io::Error),
@@ -118,7 +122,7 @@ enum Unreadable {
 }
 
 /// The MIME type of a file, by its extension.
-fn mime_type(path: &str) -> &'static str {
+pub(super) fn mime_type(path: &str) -> &'static str {
     let extension = path.rsplit_once('.').map(|(_, e)| e.to_ascii_lowercase()).unwrap_or_default();
     match extension.as_str() {
         "md" | "markdown" => "text/markdown",
