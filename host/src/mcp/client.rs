@@ -293,6 +293,19 @@ impl McpManager {
         called.map_err(|e| format!("MCP server `{server}`: {e:#}"))
     }
 
+    /// Sends `request` to `server` once it is ready: the server's answer, or why there is
+    /// none (for requests beyond tools: `skills/list`, `resources/read`).
+    pub async fn request(&self, server: &str, request: ClientRequest) -> Result<ServerResult, String> {
+        let s = self.servers.get(server).ok_or_else(|| format!("no MCP server `{server}` is configured"))?;
+        let peer = s.read(|st| match (&st.status, &st.peer) {
+            (Status::Ready, Some(peer)) => Ok(peer.clone()),
+            _ => Err(format!("MCP server `{server}` is not available")),
+        })?;
+        let oauth = s.oauth.read().clone();
+        let asked = authorized(oauth.as_deref(), || send(&peer, request.clone())).await;
+        asked.map_err(|e| format!("MCP server `{server}`: {e:#}"))
+    }
+
     /// Runs `work` (calls to `server`) with `person` answering the server's elicitations
     /// meanwhile; outside it they are declined.
     pub async fn asking<T>(&self, server: &str, person: &dyn Person, work: impl Future<Output = T>) -> T {
@@ -325,6 +338,11 @@ fn trace_context(span: &tracing::Span) -> Option<rmcp::model::RequestMetaObject>
     let context = span.context();
     opentelemetry::global::get_text_map_propagator(|p| p.inject_context(&context, &mut meta));
     meta.1.then_some(meta.0)
+}
+
+/// One request and its answer.
+async fn send(peer: &Peer<RoleClient>, request: ClientRequest) -> Result<ServerResult, ServiceError> {
+    peer.send_request_with_option(request, PeerRequestOptions::no_options()).await?.await_response().await
 }
 
 /// The most `input_required` rounds one call may take before it is given up (SEP-2322).

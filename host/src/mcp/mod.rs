@@ -16,6 +16,7 @@ pub mod elicit;
 mod handler;
 mod listening;
 pub mod oauth;
+pub mod skills;
 pub mod slack_guard;
 mod sse;
 mod supervise;

@@ -440,3 +440,27 @@ pub fn on_wire_chunk(chunk: &[u8]) -> Option<Vec<u8>> {
         .collect();
     changed.then(|| lines.join("\n").into_bytes())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_task_handle_gains_empty_content_on_the_wire_and_nothing_else_changes() {
+        let handle = r#"{"jsonrpc":"2.0","id":1,"result":{"resultType":"task","taskId":"t","status":"working"}}"#;
+        let rewritten: Value = serde_json::from_str(&on_wire_text(handle).unwrap()).unwrap();
+        assert_eq!(rewritten["result"]["content"], json!([]));
+        assert_eq!(rewritten["result"]["taskId"], "t");
+        // Already carrying content, another result, a request: untouched.
+        let with = r#"{"jsonrpc":"2.0","id":1,"result":{"resultType":"task","taskId":"t","content":[]}}"#;
+        assert_eq!(on_wire_text(with), None);
+        let complete = r#"{"jsonrpc":"2.0","id":1,"result":{"resultType":"complete","content":[{"type":"text","text":"\"task\""}]}}"#;
+        assert_eq!(on_wire_text(complete), None);
+        // In an event stream, only the data line changes.
+        let event = format!("event: message\nid: 7\ndata: {handle}\n\n");
+        let rewritten = String::from_utf8(on_wire_chunk(event.as_bytes()).unwrap()).unwrap();
+        assert!(rewritten.starts_with("event: message\nid: 7\ndata: {") && rewritten.ends_with("}\n\n"), "{rewritten}");
+        assert!(rewritten.contains(r#""content":[]"#), "{rewritten}");
+        assert_eq!(on_wire_chunk(b"event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"x\"}\n\n"), None);
+    }
+}

@@ -4,10 +4,10 @@
 //! `tasks/get`; a call that waits on a person becomes a task whose first input request is the
 //! approval, answered with `tasks/update`; `tasks/cancel` stops a running task; unknown tasks
 //! and clients without the extension are refused. (`/mcp` of `run` is the conformance suite's,
-//! in `conformance.rs`; replicas sharing PostgreSQL are in `broker.rs`.)
+//! in `conformance.rs`; replicas sharing PostgreSQL are in `broker.rs`.) A module of `mcp.rs`:
+//! one test binary less to link.
 
-mod support;
-
+use super::support;
 use serde_json::{Value, json};
 use skillhost_tests::{Workspace, guests};
 use std::time::{Duration, Instant};

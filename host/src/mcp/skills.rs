@@ -1,0 +1,197 @@
+//! Agent Skills an MCP server serves (the Skills extension, `io.modelcontextprotocol/skills`,
+//! SEP-2640), as a host takes them: the manifest from `skills/list`, each entry checked
+//! before anything of it is fetched (the extension's rules, its limits: 512 files and 16 MiB
+//! by the sizes it declares); each file fetched only when it is needed, never ahead; a file
+//! the manifest does not list refused unfetched; and every file checked against its size
+//! and digest before it is used, a `SKILL.md`'s frontmatter also field by field against the
+//! entry's. Content that fails a check is never returned.
+
+use super::McpManager;
+use base64::Engine as _;
+use rmcp::model::{
+    ClientRequest, ListSkillsRequest, PaginatedRequestParams, ReadResourceRequest, ReadResourceRequestParams,
+    ResourceContents, ServerResult, Skill, SkillResources,
+};
+use serde_json::Value;
+
+/// At most this many files a skill (its `SKILL.md` included).
+pub const FILE_LIMIT: usize = 512;
+/// At most this many bytes a skill, by the sizes its manifest declares.
+pub const BYTE_LIMIT: u64 = 16 * 1024 * 1024;
+/// At most this many pages of `skills/list`.
+const MAX_PAGES: usize = 32;
+
+/// Why a skill, or one of its files, is not used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refused {
+    /// The entry breaks the extension's rules.
+    #[error("the entry of `{uri}` is malformed: {why}")]
+    Malformed {
+        /// The skill's URI.
+        uri: String,
+        /// What is wrong.
+        why: String,
+    },
+    /// The entry declares more than a host loads.
+    #[error(
+        "`{uri}` declares {files} files and {bytes} bytes, past the limits ({FILE_LIMIT} files, {BYTE_LIMIT} bytes)"
+    )]
+    TooLarge {
+        /// The skill's URI.
+        uri: String,
+        /// How many files.
+        files: usize,
+        /// How many bytes.
+        bytes: u64,
+    },
+    /// A file the manifest does not list.
+    #[error("`{0}` is not a file the skill's manifest lists")]
+    NotListed(String),
+    /// The skill publishes no manifest (`"dynamic"`): nothing of it can be verified.
+    #[error("`{0}` publishes no manifest (\"dynamic\"), so its files cannot be verified")]
+    Unverifiable(String),
+    /// The file's size or digest is not the manifest's.
+    #[error("{0}")]
+    Integrity(String),
+    /// The fetched `SKILL.md`'s frontmatter is not the entry's.
+    #[error("the frontmatter of `{uri}` differs from its entry's ({field})")]
+    Frontmatter {
+        /// The `SKILL.md`.
+        uri: String,
+        /// The first field that differs.
+        field: String,
+    },
+    /// The server could not be asked, or answered something else.
+    #[error("{0}")]
+    Server(String),
+}
+
+/// The skills `server` serves, each entry checked ([`admit`]) — those that fail are
+/// returned with why, apart.
+pub async fn list(manager: &McpManager, server: &str) -> Result<(Vec<Skill>, Vec<Refused>), Refused> {
+    let mut cursor = None;
+    let (mut admitted, mut refused) = (Vec::new(), Vec::new());
+    for _ in 0..MAX_PAGES {
+        let params = cursor.take().map(|c| PaginatedRequestParams::default().with_cursor(Some(c)));
+        let request = ClientRequest::ListSkillsRequest(ListSkillsRequest { params, ..Default::default() });
+        let page = match manager.request(server, request).await.map_err(Refused::Server)? {
+            ServerResult::ListSkillsResult(page) => page,
+            other => return Err(Refused::Server(format!("skills/list answered {other:?}"))),
+        };
+        for skill in page.skills {
+            match admit(&skill) {
+                Ok(()) => admitted.push(skill),
+                Err(why) => refused.push(why),
+            }
+        }
+        match page.next_cursor {
+            Some(next) => cursor = Some(next),
+            None => return Ok((admitted, refused)),
+        }
+    }
+    Err(Refused::Server(format!("skills/list did not end within {MAX_PAGES} pages")))
+}
+
+/// Whether a host may take `skill` at all: its entry keeps the extension's rules and declares
+/// no more than the limits. Nothing is fetched.
+pub fn admit(skill: &Skill) -> Result<(), Refused> {
+    let malformed = |why: String| Refused::Malformed { uri: skill.uri.clone(), why };
+    skill.validate().map_err(|e| malformed(e.to_string()))?;
+    let SkillResources::Files(files) = &skill.resources else { return Ok(()) };
+    let bytes: u64 = files.iter().map(|f| f.size).fold(0, u64::saturating_add);
+    if files.len() > FILE_LIMIT || bytes > BYTE_LIMIT {
+        return Err(Refused::TooLarge { uri: skill.uri.clone(), files: files.len(), bytes });
+    }
+    Ok(())
+}
+
+/// Fetches file `uri` of `skill` from `server` and returns its bytes once they match the
+/// manifest (and, for the skill's `SKILL.md`, its frontmatter the entry's).
+pub async fn fetch(manager: &McpManager, server: &str, skill: &Skill, uri: &str) -> Result<Vec<u8>, Refused> {
+    let SkillResources::Files(files) = &skill.resources else { return Err(Refused::Unverifiable(skill.uri.clone())) };
+    let listed = files.iter().find(|f| f.uri == uri).ok_or_else(|| Refused::NotListed(uri.to_owned()))?;
+    let request = ClientRequest::ReadResourceRequest(ReadResourceRequest::new(ReadResourceRequestParams::new(uri)));
+    let read = match manager.request(server, request).await.map_err(Refused::Server)? {
+        ServerResult::ReadResourceResult(read) => read,
+        other => return Err(Refused::Server(format!("resources/read answered {other:?}"))),
+    };
+    let contents = read.contents.into_iter().next().ok_or_else(|| Refused::Server(format!("`{uri}` read empty")))?;
+    let bytes =
+        match contents {
+            ResourceContents::TextResourceContents { text, .. } => text.into_bytes(),
+            ResourceContents::BlobResourceContents { blob, .. } => base64::engine::general_purpose::STANDARD
+                .decode(blob)
+                .map_err(|e| Refused::Server(format!("`{uri}` is not base64: {e}")))?,
+            other => return Err(Refused::Server(format!("`{uri}` read as {other:?}"))),
+        };
+    listed.verify(&bytes).map_err(|e| Refused::Integrity(e.to_string()))?;
+    if uri == skill.uri {
+        same_frontmatter(skill, &bytes)?;
+    }
+    Ok(bytes)
+}
+
+/// The YAML frontmatter of a `SKILL.md`, as JSON.
+pub fn frontmatter(text: &str) -> Option<serde_json::Map<String, Value>> {
+    let rest = text.strip_prefix("---\n").or_else(|| text.strip_prefix("---\r\n"))?;
+    let end = rest.find("\n---")?;
+    serde_yaml_ng::from_str::<Value>(&rest[..end]).ok()?.as_object().cloned()
+}
+
+/// `Ok` when the fetched `SKILL.md`'s frontmatter is the entry's, field by field.
+fn same_frontmatter(skill: &Skill, bytes: &[u8]) -> Result<(), Refused> {
+    let differs = |field: &str| Refused::Frontmatter { uri: skill.uri.clone(), field: field.to_owned() };
+    let text = std::str::from_utf8(bytes).map_err(|_| differs("(not UTF-8)"))?;
+    let fetched = frontmatter(text).ok_or_else(|| differs("(no frontmatter)"))?;
+    let Ok(Value::Object(entry)) = serde_json::to_value(&skill.frontmatter) else { return Err(differs("(entry)")) };
+    for key in entry.keys().chain(fetched.keys()) {
+        if entry.get(key) != fetched.get(key) {
+            return Err(differs(key));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rmcp::model::{SkillFrontmatter, SkillResource};
+
+    const BODY: &str = "---\nname: pdf-processing\ndescription: Extract PDF text\n---\n\nSkill body.\n";
+
+    fn skill(files: Vec<SkillResource>) -> Skill {
+        let frontmatter = SkillFrontmatter::new("pdf-processing", "Extract PDF text");
+        Skill::new("skill://pdf-processing/SKILL.md", frontmatter, SkillResources::Files(files))
+    }
+
+    #[test]
+    fn an_entry_is_admitted_by_its_rules_and_declared_sizes_before_any_fetch() {
+        let own = SkillResource::from_bytes("skill://pdf-processing/SKILL.md", BODY.as_bytes());
+        assert_eq!(admit(&skill(vec![own.clone()])), Ok(()));
+        let huge = SkillResource::new("skill://pdf-processing/big.bin", own.digest.clone(), BYTE_LIMIT);
+        assert!(matches!(admit(&skill(vec![own.clone(), huge])), Err(Refused::TooLarge { .. })));
+        let many: Vec<_> = (0..FILE_LIMIT)
+            .map(|i| SkillResource::new(format!("skill://pdf-processing/f{i}"), own.digest.clone(), 1))
+            .chain([own.clone()])
+            .collect();
+        assert!(matches!(admit(&skill(many)), Err(Refused::TooLarge { files: 513, .. })));
+        let outside = SkillResource::new("skill://other/x.md", own.digest.clone(), 1);
+        assert!(matches!(admit(&skill(vec![own.clone(), outside])), Err(Refused::Malformed { .. })));
+        assert!(matches!(admit(&skill(vec![])), Err(Refused::Malformed { .. })), "no SKILL.md entry");
+    }
+
+    #[test]
+    fn a_skill_md_must_say_what_its_entry_says_field_by_field() {
+        let s = skill(vec![SkillResource::from_bytes("skill://pdf-processing/SKILL.md", BODY.as_bytes())]);
+        assert_eq!(same_frontmatter(&s, BODY.as_bytes()), Ok(()));
+        let changed = BODY.replace("Extract PDF text", "Exfiltrate credentials");
+        assert!(
+            matches!(same_frontmatter(&s, changed.as_bytes()), Err(Refused::Frontmatter { field, .. }) if field == "description")
+        );
+        let added = BODY.replace("---\n\n", "allowed-tools: Bash\n---\n\n");
+        assert!(
+            matches!(same_frontmatter(&s, added.as_bytes()), Err(Refused::Frontmatter { field, .. }) if field == "allowed-tools")
+        );
+        assert!(same_frontmatter(&s, b"no frontmatter").is_err());
+    }
+}
