@@ -47,12 +47,6 @@ async def main() -> None:
     modes = {} if mode == "default" else {"mode": mode}
     async with Client(server, elicitation_callback=callback, **modes) as client:
         version = client.protocol_version
-        tools = await client.list_tools()
-        prompts = await client.list_prompts()
-        first = None
-        if prompts.prompts:
-            got = await client.get_prompt(prompts.prompts[0].name)
-            first = got.messages[0].content.text
         results = []
         for name, arguments in json.loads(calls):
             try:
@@ -63,6 +57,15 @@ async def main() -> None:
                 continue
             text = "".join(c.text for c in result.content if getattr(c, "type", "") == "text")
             results.append({"tool": name, "is_error": bool(result.is_error), "text": text})
+        # Listed after the calls: a skill still compiling when the session began joins the
+        # lists later (the client is told they changed); a call of its tool waits for it, so
+        # by now every skill the calls name is listed, however slow the machine.
+        tools = await client.list_tools()
+        prompts = await client.list_prompts()
+        first = None
+        if prompts.prompts:
+            got = await client.get_prompt(prompts.prompts[0].name)
+            first = got.messages[0].content.text
     print(json.dumps({
         "protocol_version": version,
         "tools": [t.name for t in tools.tools],
