@@ -75,6 +75,18 @@ impl Server {
         f(&self.state.read())
     }
 
+    /// Its session, when it is ready; else why it is not available.
+    fn ready_peer(&self) -> Result<Peer<RoleClient>, String> {
+        let server = &self.name;
+        self.read(|st| match (&st.status, &st.peer) {
+            (Status::Ready, Some(peer)) => Ok(peer.clone()),
+            (Status::Down(why), _) => {
+                Err(format!("MCP server `{server}` is not available ({why}); it is being restarted"))
+            }
+            _ => Err(format!("MCP server `{server}` is not available; it is starting")),
+        })
+    }
+
     fn filter(&self) -> &ToolFilter {
         match &self.config {
             McpServer::Stdio { tools, .. } | McpServer::Sse { tools, .. } | McpServer::Streamablehttp { tools, .. } => {
@@ -259,13 +271,7 @@ impl McpManager {
         if !allows(s.filter(), tool) {
             return Err(format!("tool `{tool}` of MCP server `{server}` is not offered (mcp_servers.{server}.tools)"));
         }
-        let peer = s.read(|st| match (&st.status, &st.peer) {
-            (Status::Ready, Some(peer)) => Ok(peer.clone()),
-            (Status::Down(why), _) => {
-                Err(format!("MCP server `{server}` is not available ({why}); it is being restarted"))
-            }
-            _ => Err(format!("MCP server `{server}` is not available; it is starting")),
-        })?;
+        let peer = s.ready_peer()?;
         let mut request = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
         let oauth = s.oauth.read().clone();
         let span = tracing::info_span!(
@@ -297,10 +303,7 @@ impl McpManager {
     /// none (for requests beyond tools: `skills/list`, `resources/read`).
     pub async fn request(&self, server: &str, request: ClientRequest) -> Result<ServerResult, String> {
         let s = self.servers.get(server).ok_or_else(|| format!("no MCP server `{server}` is configured"))?;
-        let peer = s.read(|st| match (&st.status, &st.peer) {
-            (Status::Ready, Some(peer)) => Ok(peer.clone()),
-            _ => Err(format!("MCP server `{server}` is not available")),
-        })?;
+        let peer = s.ready_peer()?;
         let oauth = s.oauth.read().clone();
         let asked = authorized(oauth.as_deref(), || send(&peer, request.clone())).await;
         asked.map_err(|e| format!("MCP server `{server}`: {e:#}"))

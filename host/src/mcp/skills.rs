@@ -7,6 +7,7 @@
 //! entry's. Content that fails a check is never returned.
 
 use super::McpManager;
+use crate::skills::prompt;
 use base64::Engine as _;
 use rmcp::model::{
     ClientRequest, ListSkillsRequest, PaginatedRequestParams, ReadResourceRequest, ReadResourceRequestParams,
@@ -131,18 +132,13 @@ pub async fn fetch(manager: &McpManager, server: &str, skill: &Skill, uri: &str)
     Ok(bytes)
 }
 
-/// The YAML frontmatter of a `SKILL.md`, as JSON.
-pub fn frontmatter(text: &str) -> Option<serde_json::Map<String, Value>> {
-    let rest = text.strip_prefix("---\n").or_else(|| text.strip_prefix("---\r\n"))?;
-    let end = rest.find("\n---")?;
-    serde_yaml_ng::from_str::<Value>(&rest[..end]).ok()?.as_object().cloned()
-}
-
 /// `Ok` when the fetched `SKILL.md`'s frontmatter is the entry's, field by field.
 fn same_frontmatter(skill: &Skill, bytes: &[u8]) -> Result<(), Refused> {
     let differs = |field: &str| Refused::Frontmatter { uri: skill.uri.clone(), field: field.to_owned() };
     let text = std::str::from_utf8(bytes).map_err(|_| differs("(not UTF-8)"))?;
-    let fetched = frontmatter(text).ok_or_else(|| differs("(no frontmatter)"))?;
+    // Split and read as the loader reads a local `SKILL.md`.
+    let (yaml, _) = prompt::split_skill_md(text).map_err(|_| differs("(no frontmatter)"))?;
+    let fetched = prompt::frontmatter(yaml).map_err(|_| differs("(no frontmatter)"))?;
     let Ok(Value::Object(entry)) = serde_json::to_value(&skill.frontmatter) else { return Err(differs("(entry)")) };
     for key in entry.keys().chain(fetched.keys()) {
         if entry.get(key) != fetched.get(key) {

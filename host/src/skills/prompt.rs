@@ -144,8 +144,9 @@ fn list_references(dir: &Path, prefix: &str, out: &mut Vec<String>) {
     }
 }
 
-/// Parses `SKILL.md`: a `---` line, YAML frontmatter, a `---` line, then the body.
-pub fn parse_skill_md(text: &str) -> Result<Prompt, String> {
+/// A `SKILL.md`'s YAML frontmatter and its body: a `---` line (after an optional byte-order
+/// mark), the YAML, a `---` line, then the body.
+pub(crate) fn split_skill_md(text: &str) -> Result<(&str, &str), String> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let mut lines = text.split_inclusive('\n');
     let opening = lines.next().unwrap_or("");
@@ -163,7 +164,12 @@ pub fn parse_skill_md(text: &str) -> Result<Prompt, String> {
         consumed += line.len();
     }
     let yaml_end = yaml_end.ok_or("frontmatter is not closed by a `---` line")?;
-    let yaml = &text[opening.len()..yaml_end];
+    Ok((&text[opening.len()..yaml_end], text.get(consumed..).unwrap_or("")))
+}
+
+/// Parses `SKILL.md`: a `---` line, YAML frontmatter, a `---` line, then the body.
+pub fn parse_skill_md(text: &str) -> Result<Prompt, String> {
+    let (yaml, body) = split_skill_md(text)?;
     let frontmatter = frontmatter(yaml)?;
     let tools = match frontmatter.contains_key("tools") {
         true => tools_block(yaml)?,
@@ -180,7 +186,7 @@ pub fn parse_skill_md(text: &str) -> Result<Prompt, String> {
         }
         Some(_) => return Err("`allowed-tools` must be a list of tool names".into()),
     };
-    let body = text.get(consumed..).unwrap_or("").trim().to_string();
+    let body = body.trim().to_string();
     Ok(Prompt {
         name: Some(name),
         description,
@@ -201,7 +207,7 @@ fn tools_block(yaml: &str) -> Result<Option<serde_yaml_ng::Value>, String> {
 }
 
 /// The frontmatter as a map of top-level keys (YAML; JSON values keep what it holds).
-fn frontmatter(yaml: &str) -> Result<BTreeMap<String, serde_json::Value>, String> {
+pub(crate) fn frontmatter(yaml: &str) -> Result<BTreeMap<String, serde_json::Value>, String> {
     if yaml.trim().is_empty() {
         return Ok(BTreeMap::new());
     }
