@@ -142,6 +142,7 @@ const KEYS: &[(&str, By)] = &[
     ("mcp_servers.*.headers.*", Code("host/src/mcp/transport.rs", "http_client(headers)")),
     ("mcp_servers.*.tools", Code("host/src/mcp/client.rs", "s.filter()")),
     ("mcp_servers.*.slack_posting_tools", Code("host/src/app/slack_guard.rs", "slack_posting_tools()")),
+    ("mcp_servers.*.skills", Code("host/src/app/mod.rs", "server.serves_skills()")),
     ("mcp_servers.*.auth.client_id", Code("host/src/mcp/oauth.rs", "client_id")),
     ("mcp_servers.*.auth.client_secret", Code("host/src/mcp/oauth.rs", "client_secret")),
     ("mcp_servers.*.auth.scopes", Code("host/src/mcp/oauth.rs", "scopes")),

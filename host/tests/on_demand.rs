@@ -12,7 +12,7 @@ use skillhost::engine::History;
 use skillhost::store::StateStore;
 use skillhost_tests::llm_server::{Answer, Reply};
 use skillhost_tests::{Workspace, guests};
-use support::{Finished, Llm, llm, llm_config, skillhost};
+use support::{Llm, chat, llm, llm_config, skillhost, system};
 
 /// How many prompt-only SKILL.md skills the workspace holds (the probe is one more).
 const SKILLS: usize = 15;
@@ -52,16 +52,6 @@ fn workspace(llm: &Llm, extra: &str) -> Workspace {
     );
     std::fs::write(ws.path().join("config.yaml"), yaml).unwrap();
     ws
-}
-
-fn chat(ws: &Workspace, stdin: &str) -> Finished {
-    let done = skillhost(ws, &["chat"], stdin);
-    assert_eq!(done.code, 0, "{}{}", done.stdout, done.stderr);
-    done
-}
-
-fn system(llm: &Llm, n: usize) -> String {
-    llm.server.body(n)["system"].as_str().unwrap_or_default().to_owned()
 }
 
 fn tool_names(llm: &Llm, n: usize) -> Vec<String> {

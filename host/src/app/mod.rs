@@ -390,6 +390,7 @@ async fn build_agent(
     let tools = tools_for(mcp, &set, &config, &loader.memory, &guard).await;
     let mut settings = EngineSettings::from_config(&config, loader.memory.clone());
     settings.agent = name.clone();
+    settings.remote_skills = remote_skills(mcp, &config, &loader.state).await;
     let engine = Engine::new(set.clone(), tools, provider, settings, loader.state.clone()).with_peers(peers.clone());
     let engine = Arc::new(engine);
     let mut adapters = config.config.adapter.kinds();
@@ -476,6 +477,31 @@ async fn tools_for(
         sources.push(crate::tools::mcp::start_for(mcp, set.clone(), &extra, guardrails, slack.clone()).await);
     }
     Tools::new(sources)
+}
+
+/// The skills the agent imports from MCP servers: those of every server with `skills: true`
+/// that its `skills.allowed` admits (all, when it is unset), started here. `None` when none.
+async fn remote_skills(
+    mcp: &Arc<McpManager>,
+    config: &LoadedConfig,
+    state: &crate::store::StateStore,
+) -> Option<Arc<crate::tools::RemoteSkills>> {
+    let allowed = config.config.skills.allowed.as_ref();
+    let servers: Vec<String> = (config.config.mcp_servers.iter())
+        .filter(|(name, server)| server.serves_skills() && allowed.is_none_or(|a| a.contains(name)))
+        .map(|(name, _)| name.clone())
+        .collect();
+    if servers.is_empty() {
+        return None;
+    }
+    mcp.start(servers.iter().map(String::as_str));
+    mcp.wait_started(crate::mcp::client::CONNECT_TIMEOUT).await;
+    for server in &servers {
+        if let Some(crate::mcp::Status::Down(why)) = mcp.status(server) {
+            eprintln!("warning: MCP server `{server}` is not available ({why}); retrying in the background");
+        }
+    }
+    Some(Arc::new(crate::tools::RemoteSkills::new(mcp.clone(), servers, state.clone())))
 }
 
 /// What the declared tools of `config` may reach: each one's `http_hosts` grant, the memory

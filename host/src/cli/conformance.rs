@@ -47,7 +47,8 @@ pub async fn run(args: ConformanceArgs) -> anyhow::Result<ExitCode> {
         Err(_) => McpProtocol::Auto,
     };
     let (headers, tools, slack_posting_tools) = (BTreeMap::new(), ToolFilter::All, Vec::new());
-    let server = McpServer::Streamablehttp { url: args.url, headers, tools, auth, slack_posting_tools, protocol };
+    let server =
+        McpServer::Streamablehttp { url: args.url, headers, tools, auth, slack_posting_tools, protocol, skills: false };
     let manager = McpManager::new(&BTreeMap::from([(NAME.to_owned(), server)]));
     manager.set_people(true);
     manager.set_browser(Browser::Fetch);

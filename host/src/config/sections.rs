@@ -806,6 +806,9 @@ pub enum McpServer {
         /// Which protocol lifecycle to start with.
         #[serde(default)]
         protocol: McpProtocol,
+        /// Import the skills it serves (the Skills extension) into on-demand loading.
+        #[serde(default)]
+        skills: bool,
     },
     /// The legacy HTTP+SSE transport.
     Sse {
@@ -820,6 +823,9 @@ pub enum McpServer {
         /// The tools (as the server lists them) that post to Slack, for the external-channel guard.
         #[serde(default)]
         slack_posting_tools: Vec<String>,
+        /// Import the skills it serves (the Skills extension) into on-demand loading.
+        #[serde(default)]
+        skills: bool,
     },
     /// The streamable HTTP transport.
     Streamablehttp {
@@ -840,6 +846,9 @@ pub enum McpServer {
         /// Which protocol lifecycle to start with.
         #[serde(default)]
         protocol: McpProtocol,
+        /// Import the skills it serves (the Skills extension) into on-demand loading.
+        #[serde(default)]
+        skills: bool,
     },
 }
 
@@ -901,6 +910,16 @@ impl McpServer {
         match self {
             McpServer::Stdio { protocol, .. } | McpServer::Streamablehttp { protocol, .. } => *protocol,
             McpServer::Sse { .. } => McpProtocol::Handshake,
+        }
+    }
+
+    /// `skills`: whether the skills it serves are imported into on-demand loading, as
+    /// `<server>/<skill>`.
+    pub fn serves_skills(&self) -> bool {
+        match self {
+            McpServer::Stdio { skills, .. }
+            | McpServer::Sse { skills, .. }
+            | McpServer::Streamablehttp { skills, .. } => *skills,
         }
     }
 

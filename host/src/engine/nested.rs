@@ -92,9 +92,8 @@ impl NestedRunner for Engine {
         // A conversation of its own: nothing loaded on demand yet, nothing kept after; with
         // every skill it may be offered, like any turn.
         let loaded = self.ready_for_turn().await.map_err(|e| format!("agent not ready: {e}"))?;
-        let skills = TurnSkills::fresh(&loaded.on_demand, &loaded.tools);
-        let (system, tools) =
-            (self.system_prompt(&loaded, &skills.carried).await, loaded.with_sub_agents(&skills.tools));
+        let skills = TurnSkills::fresh(&loaded.on_demand, &loaded.tools).await;
+        let (system, tools) = (self.system_prompt(&loaded, &skills).await, loaded.with_sub_agents(&skills.tools));
         let budget = self.tool_budget();
         self.nested_turn(system, &tools, turn, outer, &budget, chain).await
     }

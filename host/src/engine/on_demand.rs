@@ -16,6 +16,8 @@ use std::sync::Arc;
 
 /// The on-demand skills of one turn.
 pub(super) struct TurnSkills {
+    /// The turn's on-demand skills: the agent's, and those its MCP servers serve now.
+    pub catalog: Arc<OnDemand>,
     /// The agent's tools, behind the turn's `load_skill` when some skill loads on demand.
     pub tools: Tools,
     /// Loaded skills whose load the history no longer holds: the system prompt carries them.
@@ -33,24 +35,31 @@ impl TurnSkills {
         conversation: &str,
         messages: &[Message],
     ) -> Result<Self, StateError> {
+        let mut catalog = OnDemand::for_turn(catalog).await;
         if catalog.is_empty() {
-            return Ok(Self::fresh(catalog, tools));
+            return Ok(Self::fresh_over(catalog, tools));
         }
         let saved = history.loaded_skills(conversation).await?;
         let in_messages = catalog.loaded_in(messages);
         let carried = saved.iter().filter(|s| catalog.contains(s) && !in_messages.contains(*s)).cloned().collect();
+        OnDemand::fetch_carried(&mut catalog, &carried).await;
         let loader = Arc::new(LoadSkill::new(catalog.clone(), saved.union(&in_messages).cloned().collect()));
-        Ok(TurnSkills { tools: tools.with_first(loader.clone()), carried, loader: Some(loader), saved })
+        Ok(TurnSkills { catalog, tools: tools.with_first(loader.clone()), carried, loader: Some(loader), saved })
     }
 
     /// A conversation with nothing loaded and no history (a nested turn's).
-    pub fn fresh(catalog: &Arc<OnDemand>, tools: &Tools) -> Self {
+    pub async fn fresh(catalog: &Arc<OnDemand>, tools: &Tools) -> Self {
+        Self::fresh_over(OnDemand::for_turn(catalog).await, tools)
+    }
+
+    fn fresh_over(catalog: Arc<OnDemand>, tools: &Tools) -> Self {
         let none = BTreeSet::new();
         if catalog.is_empty() {
-            return TurnSkills { tools: tools.clone(), carried: none.clone(), loader: None, saved: none };
+            return TurnSkills { catalog, tools: tools.clone(), carried: none.clone(), loader: None, saved: none };
         }
         let loader = Arc::new(LoadSkill::new(catalog.clone(), BTreeSet::new()));
-        TurnSkills { tools: tools.with_first(loader.clone()), carried: none.clone(), loader: Some(loader), saved: none }
+        let tools = tools.with_first(loader.clone());
+        TurnSkills { catalog, tools, carried: none.clone(), loader: Some(loader), saved: none }
     }
 
     /// The write saving the conversation's loaded skills, when the turn changed them.

@@ -51,9 +51,19 @@ fn catalog(on_demand: &OnDemand) -> String {
          you get its instructions (and its tools, if it has any) for the rest of the conversation. Each skill's files \
          are in its folder.\n"
     );
+    if on_demand.listed().any(|s| s.remote.is_some()) {
+        text.insert_str(
+            text.len() - 1,
+            &format!(" Those of a skill an MCP server serves are read with `{LOAD_SKILL}` and its `file`."),
+        );
+    }
     for skill in on_demand.listed() {
         let description = skill.description.split_whitespace().collect::<Vec<_>>().join(" ");
-        text.push_str(&format!("\n- `{}`: {description} (folder: {})", skill.name, skill.dir.display()));
+        let from = match &skill.remote {
+            Some(remote) => format!("served by MCP server `{}`", remote.server),
+            None => format!("folder: {}", skill.dir.display()),
+        };
+        text.push_str(&format!("\n- `{}`: {description} ({from})", skill.name));
     }
     text
 }

@@ -57,6 +57,8 @@ pub struct EngineSettings {
     pub loading: Loading,
     /// `skills.loading_overrides`: per skill, over `loading`.
     pub loading_overrides: BTreeMap<String, Loading>,
+    /// The skills its MCP servers serve (`mcp_servers.<name>.skills`), listed each turn.
+    pub remote_skills: Option<Arc<crate::tools::RemoteSkills>>,
 }
 
 impl EngineSettings {
@@ -76,6 +78,7 @@ impl EngineSettings {
             agent: None,
             loading: c.skills.loading,
             loading_overrides: c.skills.loading_overrides.clone(),
+            remote_skills: None,
         }
     }
 
@@ -144,7 +147,8 @@ pub struct Loaded {
 
 impl Loaded {
     fn new(skills: Arc<SkillSet>, tools: Tools, settings: &EngineSettings) -> Self {
-        let on_demand = Arc::new(OnDemand::new(&skills, |s| settings.loading_of(s), &tools.decls()));
+        let on_demand = OnDemand::new(&skills, |s| settings.loading_of(s), &tools.decls());
+        let on_demand = Arc::new(on_demand.with_remote(settings.remote_skills.clone()));
         let sub_agents = Arc::new(SubAgents::new(&skills, |s| settings.loading_of(s)));
         Loaded { skills, tools, on_demand, sub_agents }
     }
@@ -304,13 +308,14 @@ impl Engine {
         &self.gate
     }
 
-    /// The system prompt of one of its turns; `carried`: on-demand skills the conversation
-    /// loaded earlier. Sub-agent skills' bodies are their own turns' prompts, never this one's.
-    pub(super) async fn system_prompt(&self, loaded: &Loaded, carried: &std::collections::BTreeSet<String>) -> String {
+    /// The system prompt of one of its turns, with the turn's on-demand skills (those the
+    /// conversation loaded earlier carried). Sub-agent skills' bodies are their own turns'
+    /// prompts, never this one's.
+    pub(super) async fn system_prompt(&self, loaded: &Loaded, turn: &TurnSkills) -> String {
         let memory = prompt::read_memory(&self.settings.memory).await;
         let left_out = |name: &str| loaded.sub_agents.contains(name);
-        let bot = &self.settings.system_prompt;
-        prompt::system_prompt(bot, &loaded.skills, &loaded.on_demand, carried, memory.as_deref(), &left_out)
+        let (bot, on_demand) = (&self.settings.system_prompt, &turn.catalog);
+        prompt::system_prompt(bot, &loaded.skills, on_demand, &turn.carried, memory.as_deref(), &left_out)
     }
 
     /// The approval counts behind auto-promotion.
@@ -657,7 +662,7 @@ impl Engine {
         for skill in compiling.iter().filter(|s| skills.carried.contains(*s)) {
             deadline.paused(self.joined(skill)).await?;
         }
-        let system = self.system_prompt(&loaded, &skills.carried).await;
+        let system = self.system_prompt(&loaded, &skills).await;
         let ctx = CallContext {
             agent: self.settings.agent.clone(),
             user_id: req.user_id.clone(),

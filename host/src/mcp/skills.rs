@@ -5,15 +5,22 @@
 //! the manifest does not list refused unfetched; and every file checked against its size
 //! and digest before it is used, a `SKILL.md`'s frontmatter also field by field against the
 //! entry's. Content that fails a check is never returned.
+//!
+//! A host that imports a server's skills also holds it to what it first served: the first
+//! manifest seen of each skill is accepted (its digest set recorded in the state store,
+//! which replicas share), and a manifest that differs from the accepted one is refused until
+//! the operator accepts it ([`accept`], `skillhost skill accept <server> <skill>`).
 
 use super::McpManager;
 use crate::skills::prompt;
+use crate::store::StateStore;
 use base64::Engine as _;
 use rmcp::model::{
     ClientRequest, ListSkillsRequest, PaginatedRequestParams, ReadResourceRequest, ReadResourceRequestParams,
     ResourceContents, ServerResult, Skill, SkillResources,
 };
 use serde_json::Value;
+use std::collections::BTreeMap;
 
 /// At most this many files a skill (its `SKILL.md` included).
 pub const FILE_LIMIT: usize = 512;
@@ -65,6 +72,129 @@ pub enum Refused {
     /// The server could not be asked, or answered something else.
     #[error("{0}")]
     Server(String),
+    /// The manifest differs from the one accepted earlier.
+    #[error(
+        "MCP server `{server}` changed skill `{name}` since it was accepted ({changes}); it is not used until an \
+         operator runs `skillhost skill accept {server} {name}`"
+    )]
+    Changed {
+        /// The server.
+        server: String,
+        /// The skill's name.
+        name: String,
+        /// What changed, file by file.
+        changes: String,
+    },
+    /// The state store could not be read or written.
+    #[error("the accepted manifests cannot be read or written: {0}")]
+    Store(String),
+}
+
+/// Where accepted manifests are kept: key `<server>/<skill>`.
+pub const NAMESPACE: &str = "mcp-skills";
+
+/// How a listed skill stands against the manifest accepted earlier.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Standing {
+    /// Its manifest is the accepted one.
+    Accepted,
+    /// Seen for the first time: its manifest is now the accepted one.
+    FirstSeen,
+}
+
+/// An accepted manifest: each file's URI with its digest and size, who accepted it, when.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+struct Record {
+    files: BTreeMap<String, String>,
+    by: String,
+    at: u64,
+}
+
+impl Record {
+    fn of(skill: &Skill, by: &str) -> Result<Self, Refused> {
+        let at = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        Ok(Record { files: digest_set(skill)?, by: by.to_owned(), at })
+    }
+
+    fn text(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+}
+
+/// `skill`'s files by URI, each as `<digest> <size>`: what acceptance compares. A skill
+/// without a manifest has none to accept.
+fn digest_set(skill: &Skill) -> Result<BTreeMap<String, String>, Refused> {
+    let SkillResources::Files(files) = &skill.resources else { return Err(Refused::Unverifiable(skill.uri.clone())) };
+    Ok(files.iter().map(|f| (f.uri.clone(), format!("{} {}", f.digest, f.size))).collect())
+}
+
+/// What differs from `old` to `new`, file by file (`added`, `changed`, `removed`).
+fn changes(old: &BTreeMap<String, String>, new: &BTreeMap<String, String>) -> String {
+    let mut said = Vec::new();
+    for (uri, entry) in new {
+        match old.get(uri) {
+            None => said.push(format!("added {uri}")),
+            Some(was) if was != entry => said.push(format!("changed {uri}")),
+            Some(_) => {}
+        }
+    }
+    said.extend(old.keys().filter(|uri| !new.contains_key(*uri)).map(|uri| format!("removed {uri}")));
+    said.join(", ")
+}
+
+fn key(server: &str, skill: &Skill) -> String {
+    format!("{server}/{}", skill.name())
+}
+
+fn store_error(e: impl std::fmt::Display) -> Refused {
+    Refused::Store(e.to_string())
+}
+
+/// Whether `skill` as `server` lists it now may be used: its manifest is the accepted one,
+/// or the first seen (then recorded as accepted, and logged). A different one is
+/// [`Refused::Changed`].
+pub async fn standing(state: &StateStore, server: &str, skill: &Skill) -> Result<Standing, Refused> {
+    let (key, record) = (key(server, skill), Record::of(skill, "first-seen")?);
+    let accepted = match state.get(NAMESPACE, &key).await.map_err(store_error)? {
+        Some(text) => text,
+        None if state.create(NAMESPACE, &key, &record.text()).await.map_err(store_error)? => {
+            tracing::info!(
+                server,
+                skill = skill.name(),
+                files = record.files.len(),
+                "MCP skill accepted on first sight"
+            );
+            return Ok(Standing::FirstSeen);
+        }
+        // Another replica recorded it first: compare with that.
+        None => state.get(NAMESPACE, &key).await.map_err(store_error)?.unwrap_or_default(),
+    };
+    let accepted: Record = serde_json::from_str(&accepted).map_err(store_error)?;
+    match accepted.files == record.files {
+        true => Ok(Standing::Accepted),
+        false => Err(Refused::Changed {
+            server: server.to_owned(),
+            name: skill.name().to_owned(),
+            changes: changes(&accepted.files, &record.files),
+        }),
+    }
+}
+
+/// Records `skill`'s manifest as `server`'s accepted one (the operator's word); returns what
+/// changed from the one accepted before (`None`: there was none).
+pub async fn accept(state: &StateStore, server: &str, skill: &Skill) -> Result<Option<String>, Refused> {
+    let (key, record) = (key(server, skill), Record::of(skill, "operator")?);
+    let before = state.get(NAMESPACE, &key).await.map_err(store_error)?;
+    state.set(NAMESPACE, &key, &record.text()).await.map_err(store_error)?;
+    let before = before.and_then(|text| serde_json::from_str::<Record>(&text).ok());
+    let changed = before.map(|b| changes(&b.files, &record.files));
+    tracing::info!(
+        server,
+        skill = skill.name(),
+        changes = changed.as_deref().unwrap_or("first"),
+        "MCP skill accepted by the operator"
+    );
+    Ok(changed)
 }
 
 /// The skills `server` serves, each entry checked ([`admit`]) — those that fail are
@@ -189,5 +319,33 @@ mod tests {
             matches!(same_frontmatter(&s, added.as_bytes()), Err(Refused::Frontmatter { field, .. }) if field == "allowed-tools")
         );
         assert!(same_frontmatter(&s, b"no frontmatter").is_err());
+    }
+
+    #[tokio::test]
+    async fn the_first_manifest_is_accepted_and_a_changed_one_waits_for_the_operator() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = StateStore::new(dir.path());
+        let own = SkillResource::from_bytes("skill://pdf-processing/SKILL.md", BODY.as_bytes());
+        let first = skill(vec![own.clone()]);
+        assert_eq!(standing(&state, "docs", &first).await, Ok(Standing::FirstSeen));
+        assert_eq!(standing(&state, "docs", &first).await, Ok(Standing::Accepted));
+        assert_eq!(standing(&state, "other", &first).await, Ok(Standing::FirstSeen), "per server");
+        let extra = SkillResource::from_bytes("skill://pdf-processing/references/forms.md", b"forms");
+        let grown = skill(vec![own.clone(), extra.clone()]);
+        let refused = standing(&state, "docs", &grown).await.unwrap_err();
+        assert!(refused.to_string().contains("added skill://pdf-processing/references/forms.md"), "{refused}");
+        assert!(refused.to_string().contains("skillhost skill accept docs pdf-processing"), "{refused}");
+        let edited = SkillResource::from_bytes("skill://pdf-processing/references/forms.md", b"f0rms");
+        assert_eq!(
+            accept(&state, "docs", &grown).await,
+            Ok(Some("added skill://pdf-processing/references/forms.md".into()))
+        );
+        assert_eq!(standing(&state, "docs", &grown).await, Ok(Standing::Accepted));
+        let refused = standing(&state, "docs", &skill(vec![own.clone(), edited])).await.unwrap_err();
+        assert!(refused.to_string().contains("changed skill://pdf-processing/references/forms.md"), "{refused}");
+        let refused = standing(&state, "docs", &first).await.unwrap_err();
+        assert!(refused.to_string().contains("removed skill://pdf-processing/references/forms.md"), "{refused}");
+        let dynamic = Skill::new("skill://live/SKILL.md", SkillFrontmatter::new("live", "x"), SkillResources::Dynamic);
+        assert!(matches!(standing(&state, "docs", &dynamic).await, Err(Refused::Unverifiable(_))));
     }
 }

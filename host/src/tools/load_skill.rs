@@ -5,13 +5,19 @@
 //! `<skill>__<tool>` name, whichever source offers it) are withheld until then. A call of a
 //! withheld tool is answered at once with an error telling the model to load the skill.
 //!
+//! Skills MCP servers serve (`mcp_servers.<name>.skills: true`) join the list each turn as
+//! `<server>/<skill>` ([`super::remote_skills`]): their instructions are fetched and verified
+//! when they load, and each of their files when the model reads it (`load_skill`'s `file`).
+//!
 //! A [`LoadSkill`] is made per turn with the conversation's loaded skills; the engine keeps
 //! them across turns. The name has no `__`, so no skill's, server's or adapter's tool
 //! (`<prefix>__<tool>`) can take it.
 
+use super::remote_skills::{Remote, RemoteSkills};
 use super::{CallScope, Level, PromotionKey, ToolCall, ToolInfo, ToolOutcome, ToolSource};
 use crate::config::Loading;
 use crate::llm::{Block, Message, ToolDecl};
+use crate::mcp::skills::Refused;
 use crate::skills::SkillSet;
 use crate::skills::skill::split_exposed;
 use parking_lot::Mutex;
@@ -25,7 +31,7 @@ use std::time::{Duration, Instant};
 pub const LOAD_SKILL: &str = "load_skill";
 
 /// One on-demand skill as the system prompt lists it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Listed {
     /// The skill's name (what `load_skill` takes).
     pub name: String,
@@ -40,12 +46,26 @@ pub struct Listed {
     /// Its component was still compiling when the engine was given this list: loading it
     /// waits until it joins ([`CallScope::join_skill`]).
     pub pending: bool,
+    /// Served by an MCP server (`None`: a local skill): `text` is fetched when it loads.
+    pub remote: Option<Remote>,
+}
+
+impl Listed {
+    /// A skill an MCP server serves, listed as `name` (`<server>/<skill>`).
+    pub fn remote(name: String, description: String, remote: Remote) -> Self {
+        let (dir, text, tools) = (PathBuf::new(), String::new(), Vec::new());
+        Listed { name, description, dir, text, tools, pending: false, remote: Some(remote) }
+    }
 }
 
 /// The on-demand skills of one agent, by name.
 #[derive(Debug, Clone, Default)]
 pub struct OnDemand {
     skills: BTreeMap<String, Listed>,
+    /// Skills of MCP servers refused this turn, with why (for the model that asks for one).
+    refused: BTreeMap<String, String>,
+    /// The servers whose skills join the list each turn ([`OnDemand::for_turn`]).
+    remote: Option<Arc<RemoteSkills>>,
 }
 
 impl OnDemand {
@@ -65,6 +85,7 @@ impl OnDemand {
                     text: skill.prompt.system_text(&skill.dir),
                     tools: tools.collect(),
                     pending: false,
+                    remote: None,
                 };
                 (skill.name.clone(), listed)
             })
@@ -79,10 +100,44 @@ impl OnDemand {
                 text: pending.prompt.system_text(&pending.dir),
                 tools: Vec::new(),
                 pending: true,
+                remote: None,
             };
             skills.entry(pending.name.clone()).or_insert(listed);
         }
-        OnDemand { skills }
+        OnDemand { skills, ..OnDemand::default() }
+    }
+
+    /// The same list, with the skills of `remote`'s servers joining it each turn.
+    pub fn with_remote(self, remote: Option<Arc<RemoteSkills>>) -> Self {
+        OnDemand { remote, ..self }
+    }
+
+    /// The list of one turn: this one, with the skills the servers serve now.
+    pub async fn for_turn(this: &Arc<Self>) -> Arc<Self> {
+        let Some(remote) = &this.remote else { return this.clone() };
+        let listing = remote.list().await;
+        let mut turn = OnDemand::clone(this);
+        for listed in listing.listed {
+            turn.skills.entry(listed.name.clone()).or_insert(listed);
+        }
+        turn.refused = listing.refused;
+        Arc::new(turn)
+    }
+
+    /// Fetches the instructions of the served skills among `carried` (the system prompt
+    /// carries their text); one that cannot be fetched says so instead.
+    pub async fn fetch_carried(this: &mut Arc<Self>, carried: &BTreeSet<String>) {
+        let Some(source) = this.remote.clone() else { return };
+        let remotes: Vec<(String, Remote)> =
+            carried.iter().filter_map(|name| Some((name.clone(), this.skills.get(name)?.remote.clone()?))).collect();
+        for (name, remote) in remotes {
+            let text = source.instructions(&name, &remote).await.unwrap_or_else(|why| {
+                format!("(Its instructions could not be fetched again: {why}. Load it again with `{LOAD_SKILL}`.)")
+            });
+            if let Some(listed) = Arc::make_mut(this).skills.get_mut(&name) {
+                listed.text = text;
+            }
+        }
     }
 
     /// The on-demand skills still compiling when this list was made: a turn does not wait
@@ -205,14 +260,39 @@ impl LoadSkill {
                 "invalid_input",
             ));
         };
-        self.catalog
-            .get(skill)
-            .ok_or_else(|| error(format!("no skill `{skill}` to load; skills to load: {}", names()), "unknown_skill"))
+        self.catalog.get(skill).ok_or_else(|| match self.catalog.refused.get(skill) {
+            Some(why) => error(why.clone(), "skill_refused"),
+            None => error(format!("no skill `{skill}` to load; skills to load: {}", names()), "unknown_skill"),
+        })
+    }
+
+    /// Loads a skill an MCP server serves (its verified instructions), or reads one of its
+    /// files (`file`).
+    async fn load_remote(&self, skill: &Listed, remote: &Remote, file: Option<&str>) -> Result<String, ToolOutcome> {
+        let refused = |why: Refused| error(why.to_string(), "skill_refused");
+        let Some(source) = &self.catalog.remote else {
+            return Err(error(format!("skill `{}` is no longer served", skill.name), "unknown_skill"));
+        };
+        if let Some(path) = file {
+            return source.file(&skill.name, remote, path).await.map_err(refused);
+        }
+        let text = source.instructions(&skill.name, remote).await.map_err(refused)?;
+        self.loaded.lock().insert(skill.name.clone());
+        Ok(loaded_text(&Listed { text, ..skill.clone() }))
     }
 }
 
 fn error(message: String, kind: &str) -> ToolOutcome {
     ToolOutcome::error(&json!({"error": message, "kind": kind}), Duration::ZERO)
+}
+
+/// The `file` a `load_skill` input names, if any.
+fn file_of(input: &Value) -> Result<Option<&str>, ToolOutcome> {
+    match input.get("file") {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(path)) => Ok(Some(path)),
+        Some(_) => Err(error("`file` must be a path (a string)".into(), "invalid_input")),
+    }
 }
 
 fn not_loaded(tool: &str, skill: &str) -> ToolOutcome {
@@ -238,6 +318,14 @@ fn loaded_text(skill: &Listed) -> String {
 impl ToolSource for LoadSkill {
     fn decls(&self) -> Vec<ToolDecl> {
         let names: Vec<&String> = self.catalog.skills.keys().collect();
+        let mut properties = json!({"skill": {"type": "string", "enum": names, "description": "The skill's name."}});
+        if self.catalog.skills.values().any(|s| s.remote.is_some()) {
+            properties["file"] = json!({
+                "type": "string",
+                "description": "For a skill an MCP server serves: one of its files, by the path its load lists; \
+                                returns that file instead of loading the skill.",
+            });
+        }
         vec![ToolDecl {
             name: LOAD_SKILL.into(),
             description: "Loads one of the skills listed under \"Skills to load\" in the system prompt: returns its \
@@ -246,7 +334,7 @@ impl ToolSource for LoadSkill {
                 .into(),
             input_schema: json!({
                 "type": "object",
-                "properties": {"skill": {"type": "string", "enum": names, "description": "The skill's name."}},
+                "properties": properties,
                 "required": ["skill"],
                 "additionalProperties": false,
             })
@@ -264,7 +352,7 @@ impl ToolSource for LoadSkill {
 
     fn check(&self, name: &str, input: &Value) -> Result<(), ToolOutcome> {
         if name == LOAD_SKILL {
-            return self.requested(input).map(|_| ());
+            return file_of(input).and_then(|_| self.requested(input)).map(|_| ());
         }
         match self.withheld_by(name) {
             Some(skill) => Err(not_loaded(name, skill)),
@@ -285,10 +373,27 @@ impl ToolSource for LoadSkill {
         if let Some(skill) = self.withheld_by(call.name) {
             return not_loaded(call.name, skill);
         }
-        let skill = match self.requested(call.input) {
-            Ok(skill) => skill,
+        let (skill, file) = match self.requested(call.input).and_then(|s| Ok((s, file_of(call.input)?))) {
+            Ok(found) => found,
             Err(outcome) => return outcome,
         };
+        match (&skill.remote, file) {
+            (Some(remote), file) => {
+                return match self.load_remote(skill, remote, file).await {
+                    Ok(text) => ToolOutcome::text(text, started.elapsed()),
+                    Err(outcome) => outcome,
+                };
+            }
+            (None, Some(_)) => {
+                let message = format!(
+                    "`file` reads a file of a skill an MCP server serves; the files of `{}` are in its folder {}",
+                    skill.name,
+                    skill.dir.display()
+                );
+                return error(message, "invalid_input");
+            }
+            (None, None) => {}
+        }
         // A skill still compiling when the turn began is waited for, and its tools are
         // offered once it joined.
         let text = match skill.pending {

@@ -19,6 +19,8 @@
 //! - [`declared`]: [`DeclaredTools`], the tools declared in config (`skills.declared`).
 //! - [`load_skill`]: [`LoadSkill`], the built-in `load_skill` of on-demand `SKILL.md` skills,
 //!   one per turn, which withholds their tools until they are loaded.
+//! - [`remote_skills`]: [`RemoteSkills`], the skills MCP servers serve
+//!   (`mcp_servers.<name>.skills`), listed each turn, verified when they load.
 //! - [`joining`]: [`Joining`], the tools of on-demand skills that join while a turn runs.
 //! - [`sub_agent`]: [`SubAgents`], the `<skill>__run` tool of each `sub_agent` SKILL.md skill,
 //!   a nested turn ([`CallScope::nested`]) that withholds the skill's own tools from the outer
@@ -34,6 +36,7 @@ pub mod level;
 pub mod load_skill;
 pub mod mcp;
 pub mod outcome;
+pub mod remote_skills;
 pub mod script;
 pub mod skill;
 pub mod sub_agent;
@@ -47,6 +50,7 @@ pub use level::{CONFIRMATION_CHALLENGE, Level, PromotionKey};
 pub use load_skill::{LOAD_SKILL, LoadSkill, OnDemand};
 pub use mcp::McpTools;
 pub use outcome::{ToolOutcome, generically_empty};
+pub use remote_skills::RemoteSkills;
 pub use script::ScriptTools;
 pub use skill::SkillTools;
 pub use sub_agent::SubAgents;

@@ -130,6 +130,18 @@ pub fn skillhost(ws: &Workspace, args: &[&str], stdin: &str) -> Finished {
     run_bounded(command, stdin)
 }
 
+/// `skillhost chat` in `ws` with `stdin` typed in, which must succeed.
+pub fn chat(ws: &Workspace, stdin: &str) -> Finished {
+    let done = skillhost(ws, &["chat"], stdin);
+    assert_eq!(done.code, 0, "{}{}", done.stdout, done.stderr);
+    done
+}
+
+/// The system prompt of the scripted LLM's request `n`.
+pub fn system(llm: &Llm, n: usize) -> String {
+    llm.server.body(n)["system"].as_str().unwrap_or_default().to_owned()
+}
+
 /// The scripted LLM server, on its own runtime while the test thread waits on a process.
 pub struct Llm {
     _runtime: tokio::runtime::Runtime,
