@@ -1,8 +1,11 @@
 //! `skillhost mcp` as a process, driven by a real MCP client: the official `mcp` Python SDK
 //! (`tests/mcp/client.py`, installed under `tests/mcp/pylib` by `.ci/run`) over stdio,
 //! including approvals through elicitation, at the newest protocol revision and the older
-//! ones; and raw JSON-RPC for the revisions the SDK no longer asks for.
+//! ones; and raw JSON-RPC for the revisions the SDK no longer asks for. Modules: the Tasks
+//! extension (`mcp/tasks.rs`); Agent Skills taken from MCP servers (`mcp/remote_skills.rs`).
 
+#[path = "mcp/remote_skills.rs"]
+mod remote_skills;
 mod support;
 #[path = "mcp/tasks.rs"]
 mod tasks;

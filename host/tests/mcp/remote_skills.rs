@@ -6,8 +6,7 @@
 //! `skillhost skill accept`. A lying server (`tests/mcp/lying_skills_server.py`) shows each
 //! check refusing: a flipped byte, a grown file, a changed frontmatter, a file not listed.
 
-mod support;
-
+use super::support;
 use serde_json::{Value, json};
 use skillhost_tests::Workspace;
 use skillhost_tests::llm_server::{Answer, Reply};
