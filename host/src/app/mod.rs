@@ -501,7 +501,8 @@ async fn remote_skills(
             eprintln!("warning: MCP server `{server}` is not available ({why}); retrying in the background");
         }
     }
-    Some(Arc::new(crate::tools::RemoteSkills::new(mcp.clone(), servers, state.clone())))
+    let max_bytes = config.config.skills.max_prompt_bytes;
+    Some(Arc::new(crate::tools::RemoteSkills::new(mcp.clone(), servers, state.clone(), max_bytes)))
 }
 
 /// What the declared tools of `config` may reach: each one's `http_hosts` grant, the memory

@@ -55,6 +55,16 @@ pub enum Refused {
     /// A file the manifest does not list.
     #[error("`{0}` is not a file the skill's manifest lists")]
     NotListed(String),
+    /// A file larger than the host reads into a model's context (`skills.max_prompt_bytes`).
+    #[error("`{uri}` is {size} bytes by its manifest, past skills.max_prompt_bytes ({cap} bytes)")]
+    TooLong {
+        /// The file.
+        uri: String,
+        /// Its size, as the manifest declares it.
+        size: u64,
+        /// The cap.
+        cap: u64,
+    },
     /// The skill publishes no manifest (`"dynamic"`): nothing of it can be verified.
     #[error("`{0}` publishes no manifest (\"dynamic\"), so its files cannot be verified")]
     Unverifiable(String),
@@ -239,8 +249,22 @@ pub fn admit(skill: &Skill) -> Result<(), Refused> {
 /// Fetches file `uri` of `skill` from `server` and returns its bytes once they match the
 /// manifest (and, for the skill's `SKILL.md`, its frontmatter the entry's).
 pub async fn fetch(manager: &McpManager, server: &str, skill: &Skill, uri: &str) -> Result<Vec<u8>, Refused> {
+    fetch_within(manager, server, skill, uri, u64::MAX).await
+}
+
+/// [`fetch`], refusing unfetched a file whose manifest entry says it is larger than `cap`.
+pub async fn fetch_within(
+    manager: &McpManager,
+    server: &str,
+    skill: &Skill,
+    uri: &str,
+    cap: u64,
+) -> Result<Vec<u8>, Refused> {
     let SkillResources::Files(files) = &skill.resources else { return Err(Refused::Unverifiable(skill.uri.clone())) };
     let listed = files.iter().find(|f| f.uri == uri).ok_or_else(|| Refused::NotListed(uri.to_owned()))?;
+    if listed.size > cap {
+        return Err(Refused::TooLong { uri: uri.to_owned(), size: listed.size, cap });
+    }
     let request = ClientRequest::ReadResourceRequest(ReadResourceRequest::new(ReadResourceRequestParams::new(uri)));
     let read = match manager.request(server, request).await.map_err(Refused::Server)? {
         ServerResult::ReadResourceResult(read) => read,

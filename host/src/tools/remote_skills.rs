@@ -61,6 +61,8 @@ pub struct RemoteSkills {
     manager: Arc<McpManager>,
     servers: Vec<String>,
     state: StateStore,
+    /// `skills.max_prompt_bytes`: no file larger (by its manifest) is fetched.
+    max_bytes: u64,
     /// What was last logged of each server or skill, so a refusal is logged once until it changes.
     said: Mutex<BTreeMap<String, String>>,
 }
@@ -72,9 +74,10 @@ impl std::fmt::Debug for RemoteSkills {
 }
 
 impl RemoteSkills {
-    /// The skills of `servers` (configured, with `skills: true`), accepted in `state`.
-    pub fn new(manager: Arc<McpManager>, servers: Vec<String>, state: StateStore) -> Self {
-        RemoteSkills { manager, servers, state, said: Mutex::default() }
+    /// The skills of `servers` (configured, with `skills: true`), accepted in `state`, none
+    /// of whose files larger than `max_bytes` (`skills.max_prompt_bytes`) is fetched.
+    pub fn new(manager: Arc<McpManager>, servers: Vec<String>, state: StateStore, max_bytes: u64) -> Self {
+        RemoteSkills { manager, servers, state, max_bytes, said: Mutex::default() }
     }
 
     /// Lists every server's skills now, each admitted and accepted, or refused with why.
@@ -133,7 +136,7 @@ impl RemoteSkills {
     /// What loading skill `name` returns: its `SKILL.md`'s body, fetched and verified, then
     /// its other files by path.
     pub async fn instructions(&self, name: &str, remote: &Remote) -> Result<String, Refused> {
-        let fetched = skills::fetch(&self.manager, &remote.server, &remote.skill, &remote.skill.uri).await;
+        let fetched = self.fetch(remote, &remote.skill.uri).await;
         let text = String::from_utf8(self.checked(name, fetched)?).map_err(|e| Refused::Integrity(e.to_string()))?;
         let (_, body) = prompt::split_skill_md(&text).map_err(Refused::Integrity)?;
         let mut text = body.trim().to_owned();
@@ -154,11 +157,15 @@ impl RemoteSkills {
     /// it is when it is not text.
     pub async fn file(&self, name: &str, remote: &Remote, path: &str) -> Result<String, Refused> {
         let uri = format!("{}{path}", remote.base());
-        let bytes = self.checked(name, skills::fetch(&self.manager, &remote.server, &remote.skill, &uri).await)?;
+        let bytes = self.checked(name, self.fetch(remote, &uri).await)?;
         Ok(match String::from_utf8(bytes) {
             Ok(text) => text,
             Err(e) => format!("`{path}` is not text ({} bytes, verified against the manifest)", e.into_bytes().len()),
         })
+    }
+
+    async fn fetch(&self, remote: &Remote, uri: &str) -> Result<Vec<u8>, Refused> {
+        skills::fetch_within(&self.manager, &remote.server, &remote.skill, uri, self.max_bytes).await
     }
 
     /// `fetched`, with a refusal logged.

@@ -42,6 +42,16 @@ fn consumer(llm: &Llm, servers: &str) -> Workspace {
     ws
 }
 
+/// The `mcp_servers` entry of the lying server, logging its reads to `log`.
+fn lying(log: &tempfile::NamedTempFile) -> String {
+    let fixture = support::repo().join("tests/mcp/lying_skills_server.py");
+    format!(
+        "  lying:\n    transport: stdio\n    command: python3\n    args: ['{}', '{}']\n    skills: true\n",
+        fixture.display(),
+        log.path().display()
+    )
+}
+
 #[test]
 fn a_served_skill_loads_verified_and_a_changed_one_waits_for_accept() {
     let llm = llm(vec![
@@ -136,12 +146,7 @@ fn a_served_skill_loads_verified_and_a_changed_one_waits_for_accept() {
 #[test]
 fn content_that_is_not_what_the_manifest_says_is_refused() {
     let log = tempfile::NamedTempFile::new().unwrap();
-    let fixture = support::repo().join("tests/mcp/lying_skills_server.py");
-    let entry = format!(
-        "  lying:\n    transport: stdio\n    command: python3\n    args: ['{}', '{}']\n    skills: true\n",
-        fixture.display(),
-        log.path().display()
-    );
+    let entry = lying(&log);
     let llm = llm(vec![
         call("t1", json!({"skill": "lying/honest"})),
         call("t2", json!({"skill": "lying/honest", "file": "secret.md"})),
@@ -190,12 +195,7 @@ fn content_that_is_not_what_the_manifest_says_is_refused() {
 #[test]
 fn a_served_skill_loaded_earlier_is_carried_verified() {
     let log = tempfile::NamedTempFile::new().unwrap();
-    let fixture = support::repo().join("tests/mcp/lying_skills_server.py");
-    let entry = format!(
-        "  lying:\n    transport: stdio\n    command: python3\n    args: ['{}', '{}']\n    skills: true\n",
-        fixture.display(),
-        log.path().display()
-    );
+    let entry = lying(&log);
     let llm = llm(vec![text("Carried.")]);
     let ws = consumer(&llm, &entry);
     // As after the history's oldest exchanges, the loads among them, were trimmed.
@@ -209,4 +209,33 @@ fn a_served_skill_loaded_earlier_is_carried_verified() {
     assert!(prompt.contains("# Skill `lying/grown` (loaded earlier in this conversation)"), "{prompt}");
     assert!(prompt.contains("could not be fetched again: skill://grown/SKILL.md is 102 bytes"), "{prompt}");
     assert!(!prompt.contains("APPENDED") && !prompt.contains("GROWN-BODY"), "{prompt}");
+}
+
+#[test]
+fn a_served_file_past_max_prompt_bytes_is_refused_unfetched() {
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let llm = llm(vec![
+        call("t1", json!({"skill": "lying/honest"})),
+        call("t2", json!({"skill": "lying/honest", "file": "references/forms.md"})),
+        text("Done."),
+    ]);
+    let ws = consumer(&llm, &lying(&log));
+    let config = ws.path().join("config.yaml");
+    let yaml = std::fs::read_to_string(&config)
+        .unwrap()
+        .replace("  builtins: []\n", "  builtins: []\n  max_prompt_bytes: 80\n");
+    std::fs::write(&config, yaml).unwrap();
+    chat(&ws, "go\n");
+    let (refused, is_error) = result(&llm, 1);
+    assert!(
+        is_error
+            && refused.contains(
+                "skill://honest/SKILL.md` is 87 bytes by its manifest, past skills.max_prompt_bytes (80 bytes)"
+            ),
+        "{refused}"
+    );
+    let (forms, is_error) = result(&llm, 2);
+    assert!(!is_error && forms.contains("FORMS-TEXT"), "a smaller file reads: {forms}");
+    let read = std::fs::read_to_string(log.path()).unwrap();
+    assert_eq!(read, "skill://honest/references/forms.md\n", "the larger file is never fetched");
 }
