@@ -6,6 +6,7 @@ mod conformance;
 mod init;
 mod mcp;
 mod oci;
+mod remote_skills;
 mod skill;
 pub mod telemetry;
 

@@ -74,7 +74,7 @@ pub async fn run(cmd: SkillCommand, config: Option<&Path>) -> anyhow::Result<Exi
         SkillCommand::List => list(config).await,
         SkillCommand::Validate => validate(config).await,
         SkillCommand::New { name, lang, dir } => new_skill(&name, lang, dir.as_deref()),
-        SkillCommand::Accept { server, skill } => accept(config, &server, &skill).await,
+        SkillCommand::Accept { server, skill } => super::remote_skills::accept(config, &server, &skill).await,
         SkillCommand::Push(args) => super::oci::push(args, &super::loader(super::load_config(config)?)?).await,
         SkillCommand::Pull(args) => super::oci::pull(args).await,
         SkillCommand::Keygen { out } => super::oci::keygen(&out),
@@ -99,56 +99,11 @@ pub async fn run(cmd: SkillCommand, config: Option<&Path>) -> anyhow::Result<Exi
     }
 }
 
-/// `skill accept`: connects to the one server, lists its skills, records the named one's
-/// manifest as accepted, and says what changed from the one accepted before.
-async fn accept(config: Option<&Path>, server: &str, skill: &str) -> anyhow::Result<ExitCode> {
-    use skillhost::mcp::{McpManager, client::CONNECT_TIMEOUT, skills};
-    let loaded = super::load_config(config)?;
-    let c = &loaded.config;
-    let Some(entry) = c.mcp_servers.get(server) else {
-        let names: Vec<&str> = c.mcp_servers.keys().map(String::as_str).collect();
-        anyhow::bail!("no MCP server `{server}` in mcp_servers (configured: {})", names.join(", "));
-    };
-    if !entry.serves_skills() {
-        anyhow::bail!(
-            "mcp_servers.{server}.skills is not true: its skills are not imported, so there is none to accept"
-        );
-    }
-    let state = skillhost::store::StateStore::from_config(&c.state, |p| loaded.resolve(p))?;
-    let manager = McpManager::new(&std::collections::BTreeMap::from([(server.to_owned(), entry.clone())]));
-    manager.set_state(state.clone());
-    manager.start([server]);
-    if !manager.wait_ready(server, CONNECT_TIMEOUT).await {
-        let status = manager.status(server).map(|s| format!("{s:?}")).unwrap_or_default();
-        anyhow::bail!("MCP server `{server}` did not come up within {} s ({status})", CONNECT_TIMEOUT.as_secs());
-    }
-    let (admitted, refused) = skills::list(&manager, server).await?;
-    let Some(found) = admitted.iter().find(|s| s.name() == skill) else {
-        for why in &refused {
-            eprintln!("not usable: {why}");
-        }
-        let names: Vec<&str> = admitted.iter().map(|s| s.name()).collect();
-        anyhow::bail!("MCP server `{server}` serves no usable skill `{skill}` (it serves: {})", names.join(", "));
-    };
-    let files = match &found.resources {
-        skillhost::mcp::rmcp::model::SkillResources::Files(files) => files.len(),
-        _ => 0,
-    };
-    match skills::accept(&state, server, found).await? {
-        Some(changes) if changes.is_empty() => {
-            println!("`{server}/{skill}` ({files} files) was already the accepted one")
-        }
-        Some(changes) => println!("accepted `{server}/{skill}` ({files} files): {changes}"),
-        None => println!("accepted `{server}/{skill}` ({files} files), accepted for the first time"),
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
 async fn list(config: Option<&Path>) -> anyhow::Result<ExitCode> {
     let config = super::load_config(config)?;
     let overrides = config.config.human.overrides.clone();
     let resident = skillhost::app::resident_budget(&config.config.sandbox);
-    let set = super::loader(config)?.load_all(LoadMode::Inspect).await?;
+    let set = super::loader(config.clone())?.load_all(LoadMode::Inspect).await?;
     for skill in set.skills.values() {
         let kind = skill.kind();
         println!("{}  ({kind}, {})", skill.name, skill.dir.display());
@@ -185,6 +140,7 @@ async fn list(config: Option<&Path>) -> anyhow::Result<ExitCode> {
         }
     }
     println!("sandbox: skills' memory kept resident between calls: {resident}");
+    super::remote_skills::list(&config).await;
     report_problems(&set);
     Ok(ExitCode::SUCCESS)
 }

@@ -165,38 +165,50 @@ fn store_error(e: impl std::fmt::Display) -> Refused {
 /// [`Refused::Changed`].
 pub async fn standing(state: &StateStore, server: &str, skill: &Skill) -> Result<Standing, Refused> {
     let (key, record) = (key(server, skill), Record::of(skill, "first-seen")?);
-    let accepted = match state.get(NAMESPACE, &key).await.map_err(store_error)? {
-        Some(text) => text,
+    let accepted = match accepted(state, &key).await? {
+        Some(accepted) => accepted,
         None if state.create(NAMESPACE, &key, &record.text()).await.map_err(store_error)? => {
-            tracing::info!(
-                server,
-                skill = skill.name(),
-                files = record.files.len(),
-                "MCP skill accepted on first sight"
-            );
+            let (skill, files) = (skill.name(), record.files.len());
+            tracing::info!(server, skill, files, "MCP skill accepted on first sight");
             return Ok(Standing::FirstSeen);
         }
         // Another replica recorded it first: compare with that.
-        None => state.get(NAMESPACE, &key).await.map_err(store_error)?.unwrap_or_default(),
+        None => accepted(state, &key).await?.ok_or_else(|| store_error("the accepted manifest vanished"))?,
     };
-    let accepted: Record = serde_json::from_str(&accepted).map_err(store_error)?;
-    match accepted.files == record.files {
-        true => Ok(Standing::Accepted),
-        false => Err(Refused::Changed {
-            server: server.to_owned(),
-            name: skill.name().to_owned(),
-            changes: changes(&accepted.files, &record.files),
-        }),
+    same(server, skill, &accepted, &record).map(|()| Standing::Accepted)
+}
+
+/// `Ok` when `now` lists the files `accepted` does, each with the same digest and size.
+fn same(server: &str, skill: &Skill, accepted: &Record, now: &Record) -> Result<(), Refused> {
+    if accepted.files == now.files {
+        return Ok(());
     }
+    let (server, name) = (server.to_owned(), skill.name().to_owned());
+    Err(Refused::Changed { server, name, changes: changes(&accepted.files, &now.files) })
+}
+
+/// How `skill` stands, without recording anything (`skill list`): `None` when no manifest of
+/// it was accepted yet (the next turn that lists it accepts it), else [`standing`]'s answer.
+pub async fn peek(state: &StateStore, server: &str, skill: &Skill) -> Result<Option<Result<(), Refused>>, Refused> {
+    let record = Record::of(skill, "first-seen")?;
+    let Some(accepted) = accepted(state, &key(server, skill)).await? else { return Ok(None) };
+    Ok(Some(same(server, skill, &accepted, &record)))
+}
+
+/// The manifest accepted under `key`, if any.
+async fn accepted(state: &StateStore, key: &str) -> Result<Option<Record>, Refused> {
+    let Some(text) = state.get(NAMESPACE, key).await.map_err(store_error)? else { return Ok(None) };
+    serde_json::from_str(&text).map(Some).map_err(store_error)
 }
 
 /// Records `skill`'s manifest as `server`'s accepted one (the operator's word); returns what
 /// changed from the one accepted before (`None`: there was none).
 pub async fn accept(state: &StateStore, server: &str, skill: &Skill) -> Result<Option<String>, Refused> {
     let (key, record) = (key(server, skill), Record::of(skill, "operator")?);
-    let before = state.get(NAMESPACE, &key).await.map_err(store_error)?;
+    // A record that cannot be read is replaced like a missing one (the write says if the
+    // store is down).
+    let before = accepted(state, &key).await.unwrap_or(None);
     state.set(NAMESPACE, &key, &record.text()).await.map_err(store_error)?;
-    let before = before.and_then(|text| serde_json::from_str::<Record>(&text).ok());
     let changed = before.map(|b| changes(&b.files, &record.files));
     tracing::info!(
         server,
@@ -351,11 +363,15 @@ mod tests {
         let state = StateStore::new(dir.path());
         let own = SkillResource::from_bytes("skill://pdf-processing/SKILL.md", BODY.as_bytes());
         let first = skill(vec![own.clone()]);
+        assert_eq!(peek(&state, "docs", &first).await, Ok(None));
+        assert_eq!(peek(&state, "docs", &first).await, Ok(None), "a peek records nothing");
         assert_eq!(standing(&state, "docs", &first).await, Ok(Standing::FirstSeen));
+        assert_eq!(peek(&state, "docs", &first).await, Ok(Some(Ok(()))));
         assert_eq!(standing(&state, "docs", &first).await, Ok(Standing::Accepted));
         assert_eq!(standing(&state, "other", &first).await, Ok(Standing::FirstSeen), "per server");
         let extra = SkillResource::from_bytes("skill://pdf-processing/references/forms.md", b"forms");
         let grown = skill(vec![own.clone(), extra.clone()]);
+        assert!(matches!(peek(&state, "docs", &grown).await, Ok(Some(Err(Refused::Changed { .. })))));
         let refused = standing(&state, "docs", &grown).await.unwrap_err();
         assert!(refused.to_string().contains("added skill://pdf-processing/references/forms.md"), "{refused}");
         assert!(refused.to_string().contains("skillhost skill accept docs pdf-processing"), "{refused}");

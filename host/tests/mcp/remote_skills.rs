@@ -10,7 +10,7 @@ use super::support;
 use serde_json::{Value, json};
 use skillhost_tests::Workspace;
 use skillhost_tests::llm_server::{Answer, Reply};
-use support::{Llm, chat, llm, llm_config, skillhost, system};
+use support::{Finished, Llm, chat, llm, llm_config, skillhost, system};
 
 fn call(id: &str, input: Value) -> Reply {
     Answer::default().call(id, "load_skill", input).into()
@@ -92,7 +92,16 @@ fn a_served_skill_loads_verified_and_a_changed_one_waits_for_accept() {
          Bearer secret}}\n    skills: true\n"
     );
     let ws = consumer(&llm, &entry);
+    let line = |listed: &Finished| {
+        listed.stdout.lines().find(|l| l.starts_with("docs/pdf-tools  ")).unwrap_or_default().to_owned()
+    };
+    let listed = skillhost(&ws, &["skill", "list"], "");
+    assert_eq!(listed.code, 0, "{}{}", listed.stdout, listed.stderr);
+    let new = "docs/pdf-tools  (served by MCP server `docs`, 2 files; new: accepted when an agent first lists it)";
+    assert_eq!(line(&listed), new, "{}", listed.stdout);
+    assert!(listed.stdout.contains("\n    Fills in PDF forms.\n"), "{}", listed.stdout);
     chat(&ws, "fill the form\n");
+    assert!(line(&skillhost(&ws, &["skill", "list"], "")).ends_with("2 files; accepted)"));
 
     let prompt = system(&llm, 0);
     assert!(prompt.contains("- `docs/pdf-tools`: Fills in PDF forms. (served by MCP server `docs`)"), "{prompt}");
@@ -121,6 +130,11 @@ fn a_served_skill_loads_verified_and_a_changed_one_waits_for_accept() {
     assert!(!why.contains("FORMS-V2"), "{why}");
     assert!(refused.stderr.contains("changed skill `pdf-tools` since it was accepted"), "logged: {}", refused.stderr);
 
+    let changed = line(&skillhost(&ws, &["skill", "list"], ""));
+    assert!(
+        changed.contains("not used: MCP server `docs` changed skill `pdf-tools` since it was accepted"),
+        "{changed}"
+    );
     let unknown = skillhost(&ws, &["skill", "accept", "docs", "no-such-skill"], "");
     assert_ne!(unknown.code, 0);
     assert!(
@@ -135,6 +149,7 @@ fn a_served_skill_loads_verified_and_a_changed_one_waits_for_accept() {
         "{}",
         accepted.stdout
     );
+    assert!(line(&skillhost(&ws, &["skill", "list"], "")).ends_with("2 files; accepted)"));
     chat(&ws, "and now\n");
     let (file, is_error) = result(&llm, 7);
     assert!(!is_error && file.contains("FORMS-V2, longer"), "{file}");
