@@ -28,6 +28,7 @@ const CASES: &[Case<Open>] = cases![
     apply_writes_in_order_and_checks_every_write_first,
     a_get_completes_while_another_store_holds_a_write_open,
     idle_entries_expire_unless_touched_and_free_their_quota,
+    an_mcp_skills_acceptance_is_shared_by_replicas,
 ];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -145,6 +146,34 @@ async fn two_stores_see_each_other_at_once(open: Open) {
     assert_eq!(a.get("ns", "k").await.unwrap().as_deref(), Some("from b"));
     b.delete("ns", "k").await.unwrap();
     assert_eq!(a.keys("ns").await.unwrap(), Vec::<String>::new());
+}
+
+/// The manifest an MCP server's skill was first seen with (`mcp_servers.<name>.skills`) is
+/// accepted once, whichever replica lists it first, even at once; a changed one is refused on
+/// every replica until one accepts it (`skillhost skill accept`).
+async fn an_mcp_skills_acceptance_is_shared_by_replicas(open: Open) {
+    use skillhost::mcp::rmcp::model::{Skill, SkillFrontmatter, SkillResource, SkillResources};
+    use skillhost::mcp::skills::{Standing, accept, standing};
+    let skill = |body: &[u8]| {
+        let files = vec![SkillResource::from_bytes("skill://pdf/SKILL.md", body)];
+        Skill::new("skill://pdf/SKILL.md", SkillFrontmatter::new("pdf", "PDFs"), SkillResources::Files(files))
+    };
+    let (a, b) = (open(), open());
+    let first = skill(b"v1");
+    let seen = (0..8).map(|i| {
+        let (store, first) = (if i % 2 == 0 { a.clone() } else { b.clone() }, first.clone());
+        tokio::spawn(async move { standing(&store, "docs", &first).await.unwrap() })
+    });
+    let seen: Vec<Standing> = futures::future::join_all(seen).await.into_iter().map(Result::unwrap).collect();
+    assert_eq!(seen.iter().filter(|s| **s == Standing::FirstSeen).count(), 1, "{seen:?}");
+    let changed = skill(b"v2");
+    for store in [&a, &b] {
+        let refused = standing(store, "docs", &changed).await.unwrap_err().to_string();
+        assert!(refused.contains("skillhost skill accept docs pdf"), "{refused}");
+    }
+    assert!(accept(&a, "docs", &changed).await.unwrap().unwrap().contains("changed skill://pdf/SKILL.md"));
+    assert_eq!(standing(&b, "docs", &changed).await, Ok(Standing::Accepted));
+    assert!(standing(&b, "docs", &first).await.is_err(), "the old one is no longer accepted");
 }
 
 /// Read-modify-writes from tasks on two stores, on a key that does not exist yet: no
