@@ -494,13 +494,7 @@ async fn remote_skills(
     if servers.is_empty() {
         return None;
     }
-    mcp.start(servers.iter().map(String::as_str));
-    mcp.wait_started(crate::mcp::client::CONNECT_TIMEOUT).await;
-    for server in &servers {
-        if let Some(crate::mcp::Status::Down(why)) = mcp.status(server) {
-            eprintln!("warning: MCP server `{server}` is not available ({why}); retrying in the background");
-        }
-    }
+    crate::tools::mcp::start_servers(mcp, &servers).await;
     let max_bytes = config.config.skills.max_prompt_bytes;
     Some(Arc::new(crate::tools::RemoteSkills::new(mcp.clone(), servers, state.clone(), max_bytes)))
 }

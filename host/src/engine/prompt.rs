@@ -46,17 +46,15 @@ fn catalog(on_demand: &OnDemand) -> String {
     if on_demand.is_empty() {
         return String::new();
     }
+    let served = match on_demand.listed().any(|s| s.remote.is_some()) {
+        true => format!(" Those of a skill an MCP server serves are read with `{LOAD_SKILL}` and its `file`."),
+        false => String::new(),
+    };
     let mut text = format!(
         "{SKILLS_TO_LOAD}\n\nBefore you act on a request one of these skills covers, call `{LOAD_SKILL}` with its name: \
          you get its instructions (and its tools, if it has any) for the rest of the conversation. Each skill's files \
-         are in its folder.\n"
+         are in its folder.{served}\n"
     );
-    if on_demand.listed().any(|s| s.remote.is_some()) {
-        text.insert_str(
-            text.len() - 1,
-            &format!(" Those of a skill an MCP server serves are read with `{LOAD_SKILL}` and its `file`."),
-        );
-    }
     for skill in on_demand.listed() {
         let description = skill.description.split_whitespace().collect::<Vec<_>>().join(" ");
         let from = match &skill.remote {

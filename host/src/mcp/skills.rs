@@ -175,24 +175,25 @@ pub async fn standing(state: &StateStore, server: &str, skill: &Skill) -> Result
         // Another replica recorded it first: compare with that.
         None => accepted(state, &key).await?.ok_or_else(|| store_error("the accepted manifest vanished"))?,
     };
-    same(server, skill, &accepted, &record).map(|()| Standing::Accepted)
+    same(server, skill, &accepted, &record.files).map(|()| Standing::Accepted)
 }
 
-/// `Ok` when `now` lists the files `accepted` does, each with the same digest and size.
-fn same(server: &str, skill: &Skill, accepted: &Record, now: &Record) -> Result<(), Refused> {
-    if accepted.files == now.files {
+/// `Ok` when `now` (a [`digest_set`]) lists the files `accepted` does, each with the same
+/// digest and size.
+fn same(server: &str, skill: &Skill, accepted: &Record, now: &BTreeMap<String, String>) -> Result<(), Refused> {
+    if accepted.files == *now {
         return Ok(());
     }
     let (server, name) = (server.to_owned(), skill.name().to_owned());
-    Err(Refused::Changed { server, name, changes: changes(&accepted.files, &now.files) })
+    Err(Refused::Changed { server, name, changes: changes(&accepted.files, now) })
 }
 
 /// How `skill` stands, without recording anything (`skill list`): `None` when no manifest of
 /// it was accepted yet (the next turn that lists it accepts it), else [`standing`]'s answer.
 pub async fn peek(state: &StateStore, server: &str, skill: &Skill) -> Result<Option<Result<(), Refused>>, Refused> {
-    let record = Record::of(skill, "first-seen")?;
+    let now = digest_set(skill)?;
     let Some(accepted) = accepted(state, &key(server, skill)).await? else { return Ok(None) };
-    Ok(Some(same(server, skill, &accepted, &record)))
+    Ok(Some(same(server, skill, &accepted, &now)))
 }
 
 /// The manifest accepted under `key`, if any.

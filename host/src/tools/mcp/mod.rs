@@ -375,14 +375,20 @@ pub async fn start_for(
     }
     servers.extend(extra.iter().filter(|s| manager.has_server(s)).cloned());
     manager.declare(&skills);
-    manager.start(servers.iter().map(String::as_str));
+    start_servers(manager, &servers).await;
+    Arc::new(McpTools::new(manager.clone(), skills, servers).with_guardrails(guardrails).with_slack_guard(slack))
+}
+
+/// Starts `servers` (those not started yet) and waits for their first connection attempt;
+/// one that failed it is reported, and retried in the background.
+pub async fn start_servers<'a>(manager: &McpManager, servers: impl IntoIterator<Item = &'a String> + Clone) {
+    manager.start(servers.clone().into_iter().map(String::as_str));
     manager.wait_started(crate::mcp::client::CONNECT_TIMEOUT).await;
-    for server in &servers {
+    for server in servers {
         if let Some(crate::mcp::Status::Down(why)) = manager.status(server) {
             eprintln!("warning: MCP server `{server}` is not available ({why}); retrying in the background");
         }
     }
-    Arc::new(McpTools::new(manager.clone(), skills, servers).with_guardrails(guardrails).with_slack_guard(slack))
 }
 
 fn valid_name(name: &str) -> bool {
