@@ -169,6 +169,10 @@ fn content_that_is_not_what_the_manifest_says_is_refused() {
         call("t4", json!({"skill": "lying/grown"})),
         call("t5", json!({"skill": "lying/frontmatter"})),
         call("t6", json!({"skill": "lying/honest", "file": "references/forms.md"})),
+        // Bad input: a file that is no path, a file of a local skill, a skill nobody serves.
+        call("t7", json!({"skill": "lying/honest", "file": 7})),
+        call("t8", json!({"skill": "guide", "file": "notes.md"})),
+        call("t9", json!({"skill": "lying/absent"})),
         text("Done."),
     ]);
     let ws = consumer(&llm, &entry);
@@ -201,6 +205,15 @@ fn content_that_is_not_what_the_manifest_says_is_refused() {
     }
     let (forms, is_error) = result(&llm, 6);
     assert!(!is_error && forms.contains("FORMS-TEXT"), "{forms}");
+    let (not_a_path, is_error) = result(&llm, 7);
+    assert!(is_error && not_a_path.contains("`file` must be a path (a string)"), "{not_a_path}");
+    let (local, is_error) = result(&llm, 8);
+    assert!(is_error && local.contains("the files of `guide` are in its folder"), "{local}");
+    let (absent, is_error) = result(&llm, 9);
+    assert!(is_error && absent.contains("no skill `lying/absent` to load"), "{absent}");
+    let unknown = skillhost(&ws, &["skill", "accept", "nope", "honest"], "");
+    assert_ne!(unknown.code, 0);
+    assert!(unknown.stderr.contains("no MCP server `nope` in mcp_servers (configured: lying)"), "{}", unknown.stderr);
     let read = std::fs::read_to_string(log.path()).unwrap();
     assert!(!read.contains("secret.md"), "a file not listed is never fetched: {read}");
     assert!(read.lines().next() == Some("skill://honest/SKILL.md"), "nothing fetched before the first load: {read}");
