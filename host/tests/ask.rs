@@ -234,6 +234,68 @@ fn over_mcp_at_2026_each_round_is_a_retry_that_runs_the_tool_again() {
     assert_eq!(counted["value"], "8", "{counted}");
 }
 
+/// What the probe's state counter `asked` holds (each run of `probe__ask` adds one per
+/// round before asking).
+fn asked_count(raw: &mut Raw) -> Value {
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}});
+    let counted =
+        raw.request("tools/call", json!({"name": "probe__state_get", "arguments": {"key": "asked"}, "_meta": meta}));
+    let counted: Value = serde_json::from_str(counted["result"]["content"][0]["text"].as_str().unwrap()).unwrap();
+    counted["value"].clone()
+}
+
+fn refused(answer: &Value, why: &str) {
+    assert_eq!(answer["error"]["code"], -32602, "{answer}");
+    assert!(answer["error"]["message"].as_str().unwrap().contains(why), "{answer}");
+}
+
+/// `skillhost mcp` at 2026-07-28, a gated tool that also asks its caller: one approval runs
+/// it to completion once. Once the call completed, a retry of any of its states (the
+/// approval's, the round's; with or without answers) runs nothing and is -32602; the round's
+/// state expires with the approval, not later; an approval's state asked again is a new
+/// approval, which runs nothing until decided.
+#[test]
+fn over_mcp_at_2026_one_approval_completes_its_call_once_however_it_is_replayed() {
+    let ws = probe_workspace("", "human:\n  overrides: {probe__ask: approve}\n");
+    let mut raw = Raw::start(&ws);
+    let arguments = json!({"requests": {"name": name_form()}, "rounds": 1});
+    let approve = json!({"approval": {"action": "accept", "content": {"approve": true}}});
+
+    let first = call_2026(&mut raw, &arguments, json!({}));
+    assert_eq!(first["result"]["inputRequests"]["approval"]["method"], "elicitation/create", "{first}");
+    let approval = first["result"]["requestState"].as_str().unwrap().to_owned();
+    let approval_claims = state_claims(&approval);
+    let second = call_2026(&mut raw, &arguments, json!({"requestState": approval, "inputResponses": approve.clone()}));
+    assert!(second["result"]["inputRequests"]["name"].is_object(), "approved, it asks its question: {second}");
+    let round = second["result"]["requestState"].as_str().unwrap().to_owned();
+    let round_claims = state_claims(&round);
+    assert_eq!(round_claims["p"], approval_claims["e"], "the round carries the approval's entry: {round_claims}");
+    assert!(round_claims["x"].as_u64() <= approval_claims["x"].as_u64(), "no later than the approval's deadline");
+    let done = call_2026(&mut raw, &arguments, json!({"requestState": round, "inputResponses": accept("name", "Ada")}));
+    assert_eq!(done["result"]["resultType"], "complete", "{done}");
+    assert_eq!(asked_count(&mut raw), "2", "one run to the question, one to the end");
+
+    for _ in 0..2 {
+        let answers = accept("name", "Ada");
+        refused(&call_2026(&mut raw, &arguments, json!({"requestState": round, "inputResponses": answers})), "already");
+        refused(&call_2026(&mut raw, &arguments, json!({"requestState": round})), "already");
+        let replayed = json!({"requestState": approval, "inputResponses": approve.clone()});
+        refused(&call_2026(&mut raw, &arguments, replayed), "already");
+    }
+    // The approval's state without an answer: the call is asked again, a new approval.
+    let anew = call_2026(&mut raw, &arguments, json!({"requestState": approval}));
+    assert_eq!(anew["result"]["inputRequests"]["approval"]["method"], "elicitation/create", "{anew}");
+    assert_ne!(state_claims(anew["result"]["requestState"].as_str().unwrap())["e"], approval_claims["e"]);
+    assert_eq!(asked_count(&mut raw), "2", "nothing ran again");
+}
+
+/// The claims of a `requestState` (`v1.<day>.<claims>.<mac>`), as JSON.
+fn state_claims(state: &str) -> Value {
+    use base64::Engine as _;
+    let payload = state.split('.').nth(2).unwrap();
+    serde_json::from_slice(&base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(payload).unwrap()).unwrap()
+}
+
 /// The Python SDK's `skillhost.ask` (`reader_py`, built with componentize-py): unavailable
 /// under `call` without a terminal, and over MCP at 2026-07-28 a round its retry answers.
 #[test]

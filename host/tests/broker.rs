@@ -160,6 +160,62 @@ async fn another_agent_can_neither_see_nor_decide_and_the_owner_decides_on_any_r
     assert_eq!(b1.get(&format!("/api/approvals/{id}")).await.0, 410, "still not b's once decided");
 }
 
+/// An approval decided with the person's changed arguments on the other replica: arguments
+/// that do not fit the tool's schema are 422 saying where and decide nothing; fitting ones run
+/// the edited call once, the model is told, and the approval shows them. A denial's reason
+/// reaches the model.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_edited_approval_runs_the_edited_call_once_and_a_denials_reason_reaches_the_model() {
+    let pg = Postgres::start();
+    let llm = LlmServer::start(vec![
+        Answer::default().call("w1", "probe__memory_write", append()).into(),
+        Answer::text(&["Written."]).into(),
+        Answer::default().call("w2", "probe__memory_write", append()).into(),
+        Answer::text(&["Not written."]).into(),
+    ])
+    .await;
+    let extra = format!(
+        "human:\n  overrides: {{probe__memory_write: approve}}\n\
+         llm:\n  provider: anthropic\n  model: m\n  max_tokens: 100\n  anthropic: {{api_key: k, base_url: '{}'}}\n",
+        llm.url()
+    );
+    let ws = workspace(&pg, "edits", &extra);
+    let (one, two) = (support::api::ApiProcess::start(&ws).await, support::api::ApiProcess::start(&ws).await);
+    let (a1, a2) = (
+        Api { base: one.base().to_owned(), token: support::api::TOKEN },
+        Api { base: two.base().to_owned(), token: support::api::TOKEN },
+    );
+
+    let mut sse = a1.stream("append please", "c1").await;
+    let asked = sse.until("approval_requested").await.last().unwrap().data.clone();
+    let path = format!("/api/approvals/{}/decision", asked["approval_id"].as_str().unwrap());
+    let unfit = json!({"approved": true, "arguments": {"path": 5, "content": "y"}});
+    let (status, refused) = a2.post(&path, unfit).await;
+    assert_eq!(status, 422, "{refused}");
+    assert!(refused["error"].as_str().unwrap().contains("path"), "says where: {refused}");
+    let edited = json!({"path": "runs.txt", "content": "edited", "mode": "append"});
+    let (status, decided) = a2.post(&path, json!({"approved": true, "arguments": edited})).await;
+    assert_eq!((status, decided["arguments"].clone()), (200, edited.clone()), "{decided}");
+    let kinds: Vec<String> = sse.rest().await.into_iter().map(|e| e.kind).collect();
+    assert_eq!(kinds.iter().filter(|k| *k == "tool_completed").count(), 1, "{kinds:?} {}", one.stderr());
+    assert_eq!(runs(&ws), "edited", "the edited call ran, once");
+    let told = support::tool_results(&llm, 1);
+    assert_eq!(told[0]["is_error"], false, "{told:?}");
+    let result: Value = serde_json::from_str(told[0]["content"].as_str().unwrap()).unwrap();
+    assert_eq!(result["_edited_by_person"]["arguments"], edited, "the model is told: {result}");
+
+    let mut sse = a2.stream("append again", "c2").await;
+    let asked = sse.until("approval_requested").await.last().unwrap().data.clone();
+    let path = format!("/api/approvals/{}/decision", asked["approval_id"].as_str().unwrap());
+    let (status, decided) = a1.post(&path, json!({"approved": false, "reason": "not on a Friday"})).await;
+    assert_eq!((status, decided["reason"].clone()), (200, json!("not on a Friday")), "{decided}");
+    sse.rest().await;
+    let told = support::tool_results(&llm, 3);
+    let refusal: Value = serde_json::from_str(told[0]["content"].as_str().unwrap()).unwrap();
+    assert_eq!((refusal["kind"].clone(), refusal["reason"].clone()), (json!("denied"), json!("not on a Friday")));
+    assert_eq!(runs(&ws), "edited", "nothing more ran");
+}
+
 /// A JSON-RPC request to `/mcp` at 2026-07-28 (no session; the revision in the header and in
 /// `_meta`, the client able to answer forms): its response.
 async fn mcp(base: &str, id: u64, params: Value) -> Value {
@@ -317,6 +373,65 @@ async fn a_skills_rounds_over_mcp_are_answered_on_any_replica() {
     for (id, base) in [(4, one.base()), (5, two.base())] {
         refused_because(&mcp(base, id, call(Some(&round_one), accept("name", "Bob"))).await, "answered differently");
     }
+}
+
+/// `/mcp` at 2026-07-28 behind two replicas, a gated tool that also asks its caller: the
+/// approval is listed on the other replica (not decidable there), one approval runs the call
+/// to completion once, and afterwards no state of it runs anything, on either replica, with
+/// or without answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn one_mcp_approval_completes_its_call_once_on_any_replica_however_it_is_replayed() {
+    let pg = Postgres::start();
+    let llm = LlmServer::start(Vec::new()).await;
+    let extra = format!(
+        "human:\n  overrides: {{probe__ask: approve}}\n\
+         llm:\n  provider: anthropic\n  model: m\n  max_tokens: 100\n  anthropic: {{api_key: k, base_url: '{}'}}\n",
+        llm.url()
+    );
+    let ws = workspace(&pg, "replayed", &extra);
+    let one = support::api::ApiProcess::start(&ws).await;
+    let two = support::api::ApiProcess::start(&ws).await;
+    let form = json!({"form": {"message": "Name?", "schema": {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}}});
+    let arguments = json!({"requests": {"name": form}, "rounds": 1});
+    let call = |state: &str, responses: Option<Value>| {
+        let mut params = json!({"name": "probe__ask", "arguments": arguments.clone()});
+        if !state.is_empty() {
+            params["requestState"] = json!(state);
+        }
+        if let Some(responses) = responses {
+            params["inputResponses"] = responses;
+        }
+        params
+    };
+    let name = json!({"name": {"action": "accept", "content": {"name": "Ada"}}});
+    let counted = |base: String| async move {
+        let read =
+            rpc(&base, 9, "tools/call", json!({"name": "probe__state_get", "arguments": {"key": "asked"}}), json!({}));
+        let read = read.await;
+        let read: Value = serde_json::from_str(read["result"]["content"][0]["text"].as_str().unwrap()).unwrap();
+        read["value"].clone()
+    };
+
+    let first = mcp(one.base(), 1, call("", None)).await;
+    let approval = first["result"]["requestState"].as_str().unwrap_or_else(|| panic!("{first}")).to_owned();
+    let listed = Api { base: two.base().to_owned(), token: support::api::TOKEN }.get("/api/approvals").await.1;
+    let entry = &listed["approvals"][0];
+    assert_eq!(entry["tool_name"], "probe__ask", "{listed}");
+    assert_eq!((entry["adapter"].as_str(), entry["decidable"].as_bool()), (Some("mcp"), Some(false)), "{listed}");
+    let second = mcp(two.base(), 2, call(&approval, Some(approve(true)))).await;
+    let round = second["result"]["requestState"].as_str().unwrap_or_else(|| panic!("{second}")).to_owned();
+    let done = mcp(one.base(), 3, call(&round, Some(name.clone()))).await;
+    assert_eq!(done["result"]["resultType"], "complete", "{done}");
+    assert_eq!(counted(one.base().to_owned()).await, "2", "one run to the question, one to the end");
+
+    let mut id = 10;
+    for base in [one.base(), two.base(), one.base()] {
+        for params in [call(&round, Some(name.clone())), call(&round, None), call(&approval, Some(approve(true)))] {
+            id += 1;
+            refused_because(&mcp(base, id, params).await, "already counted");
+        }
+    }
+    assert_eq!(counted(two.base().to_owned()).await, "2", "nothing ran again");
 }
 
 /// A client that answers forms and polls tasks.

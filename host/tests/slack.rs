@@ -112,6 +112,38 @@ async fn only_an_approver_decides_and_a_denial_reaches_the_model() {
     let _ = sent;
 }
 
+/// An action carrying an approval's id from another channel of the same bot (no
+/// `approvers` set, so anyone may decide where it was asked) is refused and decides nothing;
+/// the click in the approval's own thread decides it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_action_from_another_channel_of_the_bot_decides_nothing() {
+    let llm = LlmServer::start(vec![work(), Answer::text(&["Worked."]).into()]).await;
+    let slack = SlackServer::start().await;
+    let ws = workspace(&llm, &slack, "approve", "", "");
+    let _running = run(&ws, &slack).await;
+
+    slack.mention("C1", "U1", "please work");
+    let (prompt, id) = prompt(&slack, "C1", "approve").await;
+    slack.click("C2", "U2", &prompt.ts, "approve", &id);
+    let started = std::time::Instant::now();
+    while slack.ephemerals().is_empty() {
+        assert!(started.elapsed() < WAIT, "no refusal: {:?}", slack.ephemerals());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let ephemerals = slack.ephemerals();
+    assert!(
+        ephemerals
+            .iter()
+            .any(|(channel, user, text)| channel == "C2" && user == "U2" && text.contains("no longer waiting")),
+        "{ephemerals:?}"
+    );
+    assert_eq!(llm.requests().len(), 1, "the call still waits");
+
+    slack.click("C1", "U1", &prompt.ts, "approve", &id);
+    slack.wait_for_message("C1", |m| m.text.contains("Worked."), WAIT).await;
+    assert_eq!(support::tool_results(&llm, 1)[0]["is_error"], json!(false), "it ran once decided in its channel");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn confirm_goes_through_the_modal_and_a_wrong_challenge_is_refused() {
     let llm = LlmServer::start(vec![work(), Answer::text(&["Confirmed and done."]).into()]).await;

@@ -581,7 +581,7 @@ async fn shared_decisions_follow_the_spec() {
         decided_by: None,
     };
     decisions.open(&entry("confirm-me", 60, Some("CONFIRM"))).await.unwrap();
-    let operator = Who { agent: "a", surface: None, user: "api" };
+    let operator = Who { agent: "a", surface: None, user: "api", conversation: None };
     let decide = async |id: &str, outcome: &str, confirmation: Option<&str>| {
         decisions.decide(Kind::Approval, id, outcome, None, confirmation, operator).await.unwrap()
     };
@@ -615,14 +615,18 @@ async fn shared_decisions_follow_the_spec() {
     };
     decisions.open(&chat("chat")).await.unwrap();
     for who in [
-        Who { agent: "a", surface: Some("slack:b2"), user: "U1" },
-        Who { agent: "a", surface: Some("slack:b1"), user: "U2" },
-        Who { agent: "b", surface: Some("slack:b1"), user: "U1" },
+        Who { agent: "a", surface: Some("slack:b2"), user: "U1", conversation: None },
+        Who { agent: "a", surface: Some("slack:b1"), user: "U2", conversation: None },
+        Who { agent: "b", surface: Some("slack:b1"), user: "U1", conversation: None },
+        // Its approver, but from another channel of the bot, or another channel whose id
+        // the entry's begins with.
+        Who { agent: "a", surface: Some("slack:b1"), user: "U1", conversation: Some("slack b1 C2") },
+        Who { agent: "a", surface: Some("slack:b1"), user: "U1", conversation: Some("slack b1 C") },
     ] {
         let refused = decisions.decide(Kind::Approval, "chat", "approved", None, None, who).await.unwrap();
         assert!(matches!(refused, Decided::Gone), "{who:?} may not decide it");
     }
-    let person = Who { agent: "a", surface: Some("slack:b1"), user: "U1" };
+    let person = Who { agent: "a", surface: Some("slack:b1"), user: "U1", conversation: Some("slack b1 C1") };
     let Decided::Won(won) = decisions.decide(Kind::Approval, "chat", "approved", None, None, person).await.unwrap()
     else {
         panic!("its approver decides it")

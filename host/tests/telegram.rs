@@ -115,6 +115,46 @@ async fn chats_and_people_outside_the_lists_are_refused() {
     assert_eq!(support::tool_results(&llm, 1)[0]["is_error"], json!(true));
 }
 
+/// Callback data names an approval, not a chat, and a client can forge it: a press carrying
+/// the approval's id from another allowed chat of the same bot (no `approvers` set) is
+/// refused and decides nothing; the press in the chat where it was asked decides it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_press_from_another_chat_of_the_bot_decides_nothing() {
+    const OTHER: i64 = 4343;
+    let llm = LlmServer::start(vec![work(), Answer::text(&["Worked."]).into()]).await;
+    let telegram = TelegramServer::start(TOKEN).await;
+    let yaml = format!(
+        "llm:\n  provider: anthropic\n  model: test-model\n  max_tokens: 500\n  anthropic: {{api_key: test, base_url: '{}'}}\n\
+         adapter:\n  type: telegram\n  telegram:\n    bot_token: ${{TELEGRAM_BOT_TOKEN}}\n    allowed_chat_ids: [{CHAT}, {OTHER}]\n\
+         \x20   base_url: '{}'\nhuman:\n  overrides: {{hooks_loop__work: approve}}\n",
+        llm.url(),
+        telegram.base_url()
+    );
+    let ws = support::workspace(&yaml, false);
+    let running = run(&ws);
+
+    telegram.send_text(CHAT, ADA, "please work");
+    let prompt = telegram.wait_for_message(CHAT, |m| !m.buttons().is_empty(), WAIT).await;
+    let approve = prompt.buttons().into_iter().find(|d| d.starts_with("a:")).unwrap();
+    let (_, forged) = telegram.click(OTHER, 9, prompt.message_id, &approve);
+    let started = std::time::Instant::now();
+    let refusal = loop {
+        if let Some((_, answer)) = telegram.answered_callbacks().into_iter().find(|(id, _)| *id == forged) {
+            break answer;
+        }
+        assert!(started.elapsed() < WAIT, "the forged press was never answered: {}", running.stderr());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert!(refusal["text"].as_str().unwrap_or_default().contains("no longer waiting"), "{refusal}");
+    assert_eq!(llm.requests().len(), 1, "nothing ran");
+    let unchanged = telegram.messages(CHAT).into_iter().find(|m| m.message_id == prompt.message_id).unwrap();
+    assert_eq!((unchanged.edits, unchanged.reply_markup.is_some()), (0, true), "the prompt still waits");
+
+    telegram.click(CHAT, ADA, prompt.message_id, &approve);
+    telegram.wait_for_message(CHAT, |m| m.text == "Worked.", WAIT).await;
+    assert_eq!(support::tool_results(&llm, 1)[0]["is_error"], json!(false), "it ran once decided in its chat");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn confirm_is_a_reply_and_a_question_is_a_button() {
     let ask =

@@ -11,6 +11,7 @@ pub mod api_client;
 pub mod browser;
 pub mod graph_server;
 pub mod llm_server;
+pub mod person;
 pub mod postgres;
 pub mod slack_server;
 pub mod telegram_server;

@@ -141,6 +141,10 @@ async fn approve_and_confirm_through_the_decision_route() {
     assert!(request["expires_at"].as_f64().unwrap() > 1.7e9);
     let id = request["approval_id"].as_str().unwrap().to_owned();
 
+    // A field the route does not act on is refused, naming it, and decides nothing.
+    let (status, refused) = h.server.decide(&id, json!({"approved": true, "argument": {"a": 2}})).await;
+    assert_eq!(status, 400, "{refused}");
+    assert!(refused["error"].as_str().unwrap().contains("`argument`"), "{refused}");
     let (status, pending) = ApiServer::call(h.server.get(&format!("/api/approvals/{id}"))).await;
     assert_eq!((status, pending["outcome"].clone()), (200, json!("pending")));
     assert_eq!(pending["run_id"], request["run_id"]);
@@ -420,6 +424,9 @@ async fn questions_are_asked_and_answered_through_their_route() {
     for bad in [json!({}), json!({"answer": ""}), json!({"answer": 5}), json!({"answer": "x".repeat(4097)})] {
         assert_eq!(answer(bad).await.0, 400);
     }
+    let (status, refused) = answer(json!({"answer": "prod", "reason": "why not"})).await;
+    assert_eq!(status, 400, "a field the route does not act on: {refused}");
+    assert!(refused["error"].as_str().unwrap().contains("`reason`"), "{refused}");
     let (status, answered) = answer(json!({"answer": "staging"})).await;
     assert_eq!(
         (status, answered["outcome"].clone(), answered["answer"].clone()),

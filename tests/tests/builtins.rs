@@ -6,6 +6,7 @@ use serde_json::{Value, json};
 use skillhost::engine::*;
 use skillhost::skills::SkillSet;
 use skillhost_tests::llm_server::{Answer, LlmServer};
+use skillhost_tests::person::{Does, Person};
 use skillhost_tests::{Workspace, ctx, json as parse};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -155,19 +156,9 @@ async fn timeouts_kill_the_whole_command_and_output_is_capped() {
     assert_eq!(out["stdout_truncated_bytes"], 199_000, "{out}");
 }
 
-/// Approves every call and records what it was asked.
-#[derive(Default)]
-struct Recorder {
-    asked: Mutex<Vec<String>>,
-    deny: bool,
-}
-
-#[async_trait::async_trait]
-impl Counterpart for Recorder {
-    async fn decide(&self, request: ApprovalRequest) -> ApprovalOutcome {
-        self.asked.lock().unwrap().push(request.input["command"].as_str().unwrap_or("").to_owned());
-        if self.deny { ApprovalOutcome::Denied(None) } else { ApprovalOutcome::Approved }
-    }
+/// The commands `person` was asked to approve.
+fn commands(person: &Person) -> Vec<String> {
+    person.shown().iter().map(|a| a["tool_input"]["command"].as_str().unwrap_or("").to_owned()).collect()
 }
 
 fn shell_call(id: &str, command: &str) -> Answer {
@@ -189,7 +180,7 @@ async fn allowlisted_commands_run_new_ones_ask_and_approved_ones_are_promoted_pe
         server.url()
     );
     let engine = skillhost_tests::engine_from(&ws, &yaml).await;
-    let counterpart = Recorder::default();
+    let counterpart = Person::new(&engine, Does::Approve);
     let mut promoted = Vec::new();
     for n in 0..5 {
         let events = Mutex::new(Vec::new());
@@ -207,7 +198,7 @@ async fn allowlisted_commands_run_new_ones_ask_and_approved_ones_are_promoted_pe
     }
     // The allowlisted one never asks; "echo new" asks twice, then runs promoted; "echo other"
     // is a new command and asks again.
-    assert_eq!(*counterpart.asked.lock().unwrap(), ["echo new", "echo new", "echo other"]);
+    assert_eq!(commands(&counterpart), ["echo new", "echo new", "echo other"]);
     assert_eq!(promoted, [false, false, false, true, false]);
     let system = server.body(0)["system"].as_str().unwrap().to_owned();
     assert!(system.contains(skillhost::skills::builtin::shell::PROMPT), "the shell's prompt is offered: {system}");
@@ -238,7 +229,7 @@ async fn a_denied_command_is_not_promoted_and_overrides_have_the_last_word() {
     };
     // `confirm` overrides the allowlist: the person is asked every time, and never promoted.
     let engine = skillhost_tests::engine_from(&ws, &yaml("human:\n  overrides: {shell__run_command: confirm}\n")).await;
-    let counterpart = Recorder::default();
+    let counterpart = Person::new(&engine, Does::Approve);
     for n in 0..3 {
         let turn = TurnRequest {
             channel_id: "c".into(),
@@ -250,10 +241,10 @@ async fn a_denied_command_is_not_promoted_and_overrides_have_the_last_word() {
         let result = engine.run_turn(turn, &NoEvents, &counterpart).await.unwrap();
         assert_eq!(result.tool_calls[0].level, skillhost::tools::Level::Confirm);
     }
-    assert_eq!(counterpart.asked.lock().unwrap().len(), 3);
+    assert_eq!(counterpart.shown().len(), 3);
     // A denial at approve level blocks the promotion the one approval would have earned.
     let engine = skillhost_tests::engine_from(&ws, &yaml("human:\n  overrides: {shell__run_command: approve}\n")).await;
-    let denier = Recorder { deny: true, ..Default::default() };
+    let denier = Person::new(&engine, Does::Deny(None));
     let turn = |m: &str| TurnRequest {
         channel_id: "d".into(),
         user_id: None,
@@ -263,10 +254,10 @@ async fn a_denied_command_is_not_promoted_and_overrides_have_the_last_word() {
     };
     let result = engine.run_turn(turn("a"), &NoEvents, &denier).await.unwrap();
     assert!(!result.tool_calls[0].executed);
-    let counterpart = Recorder::default();
+    let counterpart = Person::new(&engine, Does::Approve);
     for m in ["b", "c"] {
         let result = engine.run_turn(turn(m), &NoEvents, &counterpart).await.unwrap();
         assert!(!result.tool_calls[0].promoted, "denied once: never promoted");
     }
-    assert_eq!(counterpart.asked.lock().unwrap().len(), 2);
+    assert_eq!(counterpart.shown().len(), 2);
 }

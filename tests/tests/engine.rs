@@ -6,6 +6,7 @@ use skillhost::engine::deadline::TIME_SPENT;
 use skillhost::engine::*;
 use skillhost::tools::Level;
 use skillhost_tests::llm_server::{Answer, LlmServer, Reply};
+use skillhost_tests::person::{Does, Person};
 use skillhost_tests::{Workspace, guests, json as parse};
 use std::sync::Mutex;
 
@@ -59,24 +60,6 @@ fn results(server: &LlmServer, n: usize) -> Vec<(String, Value, bool)> {
             )
         })
         .collect()
-}
-
-struct Deny;
-
-#[async_trait::async_trait]
-impl Counterpart for Deny {
-    async fn decide(&self, _request: ApprovalRequest) -> ApprovalOutcome {
-        ApprovalOutcome::Denied(Some("not today".into()))
-    }
-}
-
-struct Never;
-
-#[async_trait::async_trait]
-impl Counterpart for Never {
-    async fn decide(&self, _request: ApprovalRequest) -> ApprovalOutcome {
-        std::future::pending().await
-    }
 }
 
 #[tokio::test]
@@ -156,7 +139,7 @@ async fn a_denied_call_does_not_run_and_the_model_is_told() {
     );
     let server = LlmServer::start(vec![first.into(), Answer::text(&["OK."]).into()]).await;
     let engine = engine(&ws, &server, "").await;
-    let (result, events) = run(&engine, "go", &Deny).await;
+    let (result, events) = run(&engine, "go", &Person::new(&engine, Does::Deny(Some("not today".into())))).await;
     let results = results(&server, 1);
     assert_eq!(
         (results[0].1["kind"].clone(), results[0].1["reason"].clone(), results[0].2),
@@ -200,7 +183,7 @@ async fn an_unanswered_approval_times_out_as_denied() {
     let first = Answer::default().call("t1", "hooks_all__dyn_tool", json!({"level": "approve"}));
     let server = LlmServer::start(vec![first.into(), Answer::text(&["OK."]).into()]).await;
     let engine = engine(&ws, &server, "human:\n  timeout_seconds: 1\n").await;
-    let (result, _) = run(&engine, "go", &Never).await;
+    let (result, _) = run(&engine, "go", &Person::new(&engine, Does::Nothing)).await;
     assert_eq!(result.tool_calls[0].approval, Some(ApprovalOutcome::TimedOut));
     assert_eq!(results(&server, 1)[0].1["kind"], "approval_timeout");
 }
@@ -284,17 +267,6 @@ async fn a_failed_turn_is_not_persisted() {
     assert_eq!(server.body(1)["messages"].as_array().unwrap().len(), 1);
 }
 
-/// Approves after a pause, like a person reading the request.
-struct Slow(std::time::Duration);
-
-#[async_trait::async_trait]
-impl Counterpart for Slow {
-    async fn decide(&self, _request: ApprovalRequest) -> ApprovalOutcome {
-        tokio::time::sleep(self.0).await;
-        ApprovalOutcome::Approved
-    }
-}
-
 #[tokio::test]
 async fn time_spent_waiting_for_a_person_is_not_charged_to_the_budget() {
     let ws = workspace(&[("probe", guests::PROBE)]);
@@ -302,7 +274,8 @@ async fn time_spent_waiting_for_a_person_is_not_charged_to_the_budget() {
     let server = LlmServer::start(vec![first.into(), Answer::text(&["Ran it."]).into()]).await;
     let extra = "engine:\n  session: {deadline_seconds: 1}\nhuman:\n  overrides: {probe__echo: approve}\n";
     let engine = engine(&ws, &server, extra).await;
-    let (result, _) = run(&engine, "go", &Slow(std::time::Duration::from_millis(1500))).await;
+    let slow = Person::new(&engine, Does::Approve).after(std::time::Duration::from_millis(1500));
+    let (result, _) = run(&engine, "go", &slow).await;
     assert!(!result.time_boxed, "the 1.5 s approval wait was given back to the 1 s budget");
     assert_eq!(result.text, "Ran it.");
     assert!(!result.tool_calls[0].outcome.is_error, "{:?}", result.tool_calls[0].outcome);
@@ -320,7 +293,7 @@ async fn one_turn_per_channel_across_engines_sharing_a_state_directory() {
     );
     let first = tokio::spawn({
         let a = a.clone();
-        async move { a.run_turn(turn("shared", "first"), &NoEvents, &Never).await }
+        async move { a.run_turn(turn("shared", "first"), &NoEvents, &Person::new(&a, Does::Nothing)).await }
     });
     while server.requests().is_empty() {
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;

@@ -8,8 +8,8 @@ use serde_json::json;
 use skillhost::engine::reflection::utc_date;
 use skillhost::engine::*;
 use skillhost_tests::llm_server::{Answer, LlmServer, Reply};
+use skillhost_tests::person::{Does, Person};
 use skillhost_tests::{Workspace, guests};
-use std::collections::VecDeque;
 use std::sync::Mutex;
 
 /// A workspace with the given guests as skills (`(name, wasm)`).
@@ -47,43 +47,13 @@ async fn run(engine: &Engine, message: &str, counterpart: &dyn Counterpart) -> (
     (result, events.into_inner().unwrap())
 }
 
-/// Decides from a script (approving once it runs out) and counts the questions.
-#[derive(Default)]
-struct Scripted {
-    outcomes: Mutex<VecDeque<ApprovalOutcome>>,
-    asked: Mutex<Vec<ApprovalRequest>>,
-}
-
-impl Scripted {
-    fn new(outcomes: &[ApprovalOutcome]) -> Self {
-        Scripted { outcomes: Mutex::new(outcomes.iter().cloned().collect()), asked: Mutex::default() }
-    }
-
-    /// Whether the next call asked about will run (a promoted call runs without asking).
-    fn next_approves(&self) -> bool {
-        matches!(self.outcomes.lock().unwrap().front(), None | Some(ApprovalOutcome::Approved))
-    }
-
-    fn asked(&self) -> usize {
-        self.asked.lock().unwrap().len()
-    }
-}
-
-#[async_trait::async_trait]
-impl Counterpart for Scripted {
-    async fn decide(&self, request: ApprovalRequest) -> ApprovalOutcome {
-        self.asked.lock().unwrap().push(request);
-        self.outcomes.lock().unwrap().pop_front().unwrap_or(ApprovalOutcome::Approved)
-    }
-}
-
 /// Runs one turn calling `dyn_tool` at `level` and returns its only call. The script: the
 /// call, the answer, and the verifier's `OK` when the call will run.
 async fn dyn_call(
     engine: &Engine,
     server: &LlmServer,
     level: &str,
-    counterpart: &Scripted,
+    counterpart: &Person,
 ) -> (ToolCallRecord, Vec<EngineEvent>) {
     server.push(Answer::default().call("t1", "hooks_all__dyn_tool", json!({ "level": level })));
     server.push(Answer::text(&["Done."]));
@@ -99,15 +69,15 @@ async fn approvals_promote_a_tool_and_the_counts_survive_a_restart() {
     let ws = workspace(&[("hooks_all", guests::HOOKS_ALL)]);
     let server = LlmServer::start(vec![]).await;
     let engine = engine(&ws, &server, "", "  approval_auto_promote: 2\n", "").await;
-    let counterpart = Scripted::default();
+    let counterpart = Person::new(&engine, Does::Approve);
     for _ in 0..2 {
         let (call, _) = dyn_call(&engine, &server, "approve", &counterpart).await;
         assert!(!call.promoted && call.executed);
     }
-    assert_eq!(counterpart.asked(), 2);
+    assert_eq!(counterpart.shown().len(), 2);
     let (call, events) = dyn_call(&engine, &server, "approve", &counterpart).await;
     assert_eq!((call.promoted, call.executed, call.approval), (true, true, Some(ApprovalOutcome::Approved)));
-    assert_eq!(counterpart.asked(), 2);
+    assert_eq!(counterpart.shown().len(), 2);
     assert!(
         !events
             .iter()
@@ -121,7 +91,7 @@ async fn approvals_promote_a_tool_and_the_counts_survive_a_restart() {
     let restarted = self::engine(&ws, &server, "", "  approval_auto_promote: 2\n", "").await;
     let (call, _) = dyn_call(&restarted, &server, "approve", &counterpart).await;
     assert!(call.promoted);
-    assert_eq!(counterpart.asked(), 2);
+    assert_eq!(counterpart.shown().len(), 2);
 }
 
 #[tokio::test]
@@ -129,8 +99,7 @@ async fn one_denial_blocks_promotion_and_cancellations_do_not_count() {
     let ws = workspace(&[("hooks_all", guests::HOOKS_ALL)]);
     let server = LlmServer::start(vec![]).await;
     let engine = engine(&ws, &server, "", "  approval_auto_promote: 2\n", "").await;
-    let counterpart =
-        Scripted::new(&[ApprovalOutcome::Approved, ApprovalOutcome::Cancelled, ApprovalOutcome::Denied(None)]);
+    let counterpart = Person::scripted(&engine, vec![Does::Approve, Does::Fail, Does::Deny(None)]);
     for _ in 0..3 {
         dyn_call(&engine, &server, "approve", &counterpart).await;
     }
@@ -140,7 +109,7 @@ async fn one_denial_blocks_promotion_and_cancellations_do_not_count() {
         let (call, _) = dyn_call(&engine, &server, "approve", &counterpart).await;
         assert!(!call.promoted);
     }
-    assert_eq!(counterpart.asked(), 6);
+    assert_eq!(counterpart.shown().len(), 6);
 }
 
 #[tokio::test]
@@ -149,18 +118,18 @@ async fn a_skill_overrides_the_threshold_and_zero_disables() {
     let server = LlmServer::start(vec![]).await;
     let skills = "  config:\n    hooks_all: {approval_auto_promote: 1}\n";
     let engine = engine(&ws, &server, skills, "  approval_auto_promote: 5\n", "").await;
-    let counterpart = Scripted::default();
+    let counterpart = Person::new(&engine, Does::Approve);
     dyn_call(&engine, &server, "approve", &counterpart).await;
     assert!(dyn_call(&engine, &server, "approve", &counterpart).await.0.promoted);
 
     let ws = workspace(&[("hooks_all", guests::HOOKS_ALL)]);
     let skills = "  config:\n    hooks_all: {approval_auto_promote: 0}\n";
     let engine = self::engine(&ws, &server, skills, "  approval_auto_promote: 1\n", "").await;
-    let counterpart = Scripted::default();
+    let counterpart = Person::new(&engine, Does::Approve);
     for _ in 0..3 {
         assert!(!dyn_call(&engine, &server, "approve", &counterpart).await.0.promoted);
     }
-    assert_eq!(counterpart.asked(), 3);
+    assert_eq!(counterpart.shown().len(), 3);
 }
 
 #[tokio::test]
@@ -168,7 +137,7 @@ async fn confirm_level_calls_are_never_promoted_nor_count() {
     let ws = workspace(&[("hooks_all", guests::HOOKS_ALL)]);
     let server = LlmServer::start(vec![]).await;
     let engine = engine(&ws, &server, "", "  approval_auto_promote: 1\n", "").await;
-    let counterpart = Scripted::default();
+    let counterpart = Person::new(&engine, Does::Approve);
     assert!(!dyn_call(&engine, &server, "confirm", &counterpart).await.0.promoted);
     assert!(
         !dyn_call(&engine, &server, "approve", &counterpart).await.0.promoted,
@@ -176,7 +145,7 @@ async fn confirm_level_calls_are_never_promoted_nor_count() {
     );
     assert!(!dyn_call(&engine, &server, "confirm", &counterpart).await.0.promoted);
     assert!(dyn_call(&engine, &server, "approve", &counterpart).await.0.promoted);
-    assert_eq!(counterpart.asked(), 3);
+    assert_eq!(counterpart.shown().len(), 3);
 }
 
 /// Scripts a turn calling `hooks_all__plain` and answering `answer`, then the verifier's reply.

@@ -13,6 +13,7 @@ use skillhost::mcp::{McpManager, Status};
 use skillhost::skills::LoadMode;
 use skillhost::tools::coverage::{CoverageEntry, Observation, ObservedStatus, ResultState};
 use skillhost_tests::llm_server::{Answer, LlmServer};
+use skillhost_tests::person::{Does, Person};
 use skillhost_tests::{Workspace, ctx, guests, json as parse};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -147,15 +148,6 @@ fn offered(server: &LlmServer, n: usize) -> Vec<String> {
     server.body(n)["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap().to_owned()).collect()
 }
 
-struct Deny;
-
-#[async_trait::async_trait]
-impl Counterpart for Deny {
-    async fn decide(&self, _request: ApprovalRequest) -> ApprovalOutcome {
-        ApprovalOutcome::Denied(None)
-    }
-}
-
 #[tokio::test]
 async fn declared_servers_start_and_their_filtered_tools_are_offered_and_routed() {
     let ws = workspace(&[("mcp_user", guests::MCP_USER), ("hooks_all", guests::HOOKS_ALL)]);
@@ -277,7 +269,7 @@ async fn a_trapping_policy_fails_closed() {
     // Validate mode: its `is-available` traps too, which would stop a serving host.
     let (engine, tools) = setup_in(&ws, &llm.url(), &servers(OBS_TOOLS), LoadMode::Validate).await;
     // Its `resolve-human` traps as well: that asks for approval (fails closed); approve it.
-    let (_, events) = run(&engine, &AutoApprove).await;
+    let (_, events) = run(&engine, &Person::new(&engine, Does::Approve)).await;
     assert!(events.iter().any(|e| matches!(e, EngineEvent::ApprovalRequested { .. })));
     let r = results(&llm, 1);
     assert!(r[0].2 && r[0].1.contains("could not check"), "a failed policy fails closed: {:?}", r[0]);
@@ -294,7 +286,7 @@ async fn approval_applies_to_mcp_tools() {
     let llm = LlmServer::start(vec![first.into(), Answer::text(&["Done."]).into()]).await;
     let extra = format!("{}human:\n  overrides:\n    everything__echo: approve\n", servers(OBS_TOOLS));
     let (engine, _tools) = setup(&ws, &llm.url(), &extra).await;
-    let (_, events) = run(&engine, &Deny).await;
+    let (_, events) = run(&engine, &Person::new(&engine, Does::Deny(None))).await;
     let r = results(&llm, 1);
     assert!(r[0].2 && r[0].1.contains("denied"), "human.overrides gate MCP tools: {:?}", r[0]);
     assert!(r[1].2 && r[1].1.contains("denied"), "the owning skill's resolve-human gates them: {:?}", r[1]);
@@ -309,18 +301,6 @@ async fn approval_applies_to_mcp_tools() {
     assert_eq!(asked, ["everything__echo", "obs__get_logs"]);
 }
 
-/// Approves and counts the requests.
-#[derive(Default)]
-struct Count(std::sync::atomic::AtomicUsize);
-
-#[async_trait::async_trait]
-impl Counterpart for Count {
-    async fn decide(&self, _request: ApprovalRequest) -> ApprovalOutcome {
-        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        ApprovalOutcome::Approved
-    }
-}
-
 #[tokio::test]
 async fn approvals_of_an_mcp_tool_are_promoted_like_a_native_tools() {
     let ws = workspace(&[("mcp_user", guests::MCP_USER)]);
@@ -329,7 +309,7 @@ async fn approvals_of_an_mcp_tool_are_promoted_like_a_native_tools() {
     let llm = LlmServer::start(script).await;
     let extra = format!("{}human:\n  overrides:\n    everything__echo: approve\n", servers(OBS_TOOLS));
     let (engine, _tools) = setup(&ws, &llm.url(), &extra).await;
-    let counterpart = Count::default();
+    let counterpart = Person::new(&engine, Does::Approve);
     let mut promoted = Vec::new();
     for _ in 0..4 {
         let (result, _) = run(&engine, &counterpart).await;
@@ -341,7 +321,7 @@ async fn approvals_of_an_mcp_tool_are_promoted_like_a_native_tools() {
         promoted.push(result.tool_calls[0].promoted);
     }
     // learning.approval_auto_promote defaults to 3: three approvals, then it runs unasked.
-    assert_eq!(counterpart.0.load(std::sync::atomic::Ordering::SeqCst), 3);
+    assert_eq!(counterpart.shown().len(), 3);
     assert_eq!(promoted, [false, false, false, true]);
 }
 
@@ -426,7 +406,7 @@ async fn the_calling_tools_approval_covers_its_mcp_calls() {
     let first = Answer::text(&["Calling."]).call("t1", "mcp_user__guarded_call", input);
     let llm = LlmServer::start(vec![first.into(), Answer::text(&["Done."]).into()]).await;
     let (engine, _tools) = setup(&ws, &llm.url(), &servers(OBS_TOOLS)).await;
-    run(&engine, &Deny).await;
+    run(&engine, &Person::new(&engine, Does::Deny(None))).await;
     let r = results(&llm, 1);
     assert!(r[0].2 && r[0].1.contains("denied"), "{:?}", r[0]);
 }
@@ -854,17 +834,6 @@ async fn a_prerequisite_retry_is_marked_on_the_calls_span() {
     assert_eq!(*marks.lock().unwrap(), [("retried".to_owned(), true)]);
 }
 
-/// Answers every approval with `outcome`, counting the questions.
-struct Answering(ApprovalOutcome, std::sync::atomic::AtomicUsize);
-
-#[async_trait::async_trait]
-impl Counterpart for Answering {
-    async fn decide(&self, _request: ApprovalRequest) -> ApprovalOutcome {
-        self.1.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        self.0.clone()
-    }
-}
-
 #[tokio::test]
 async fn a_prerequisite_retry_that_needs_a_person_is_asked() {
     // The first call needs nobody; the policy's retry asks for `level: approve`.
@@ -876,9 +845,9 @@ async fn a_prerequisite_retry_that_needs_a_person_is_asked() {
     let llm = LlmServer::start(turn().into_iter().chain(turn()).collect()).await;
     let (engine, _tools) = setup(&ws, &llm.url(), &servers(OBS_TOOLS)).await;
 
-    let approve = Answering(ApprovalOutcome::Approved, Default::default());
+    let approve = Person::new(&engine, Does::Approve);
     let (_, events) = run(&engine, &approve).await;
-    assert_eq!(approve.1.load(std::sync::atomic::Ordering::SeqCst), 1, "the retry was put to the person once");
+    assert_eq!(approve.shown().len(), 1, "the retry was put to the person once");
     let r = results(&llm, 1);
     let ran = parse(&r[0].1);
     assert!(!r[0].2, "approved, the retry ran: {ran}");
@@ -886,9 +855,9 @@ async fn a_prerequisite_retry_that_needs_a_person_is_asked() {
     let asked = events.iter().filter(|e| matches!(e, EngineEvent::ApprovalRequested { .. })).count();
     assert_eq!(asked, 1, "one approval_requested for the retry");
 
-    let deny = Answering(ApprovalOutcome::Denied(Some("not now".into())), Default::default());
+    let deny = Person::new(&engine, Does::Deny(Some("not now".into())));
     run(&engine, &deny).await;
-    assert_eq!(deny.1.load(std::sync::atomic::Ordering::SeqCst), 1);
+    assert_eq!(deny.shown().len(), 1);
     let r = results(&llm, 4);
     let refused = parse(&r[0].1);
     assert!(r[0].2, "{refused}");

@@ -4,13 +4,14 @@
 //! component's tools (modes layer: body, component tools and script tools in one folder).
 
 use serde_json::{Value, json};
-use skillhost::engine::{ApprovalOutcome, ApprovalRequest, Counterpart, NoEvents};
+use skillhost::engine::NoEvents;
 use skillhost::sandbox::CallContext;
 use skillhost::skills::SkillSet;
 use skillhost::tools::{Level, NoScope, ScriptTools, ToolCall, ToolSource};
+use skillhost_tests::person::{Does, Person};
 use skillhost_tests::{Workspace, guests};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 
 /// The repository root.
 fn repo() -> PathBuf {
@@ -182,32 +183,21 @@ fn inspect() -> skillhost::app::Options {
     Options { mode: skillhost::skills::LoadMode::Inspect, llm: false, agents: Agents::TopLevel }
 }
 
-/// Approves every call, recording what it was asked.
-#[derive(Default)]
-struct Recording(Mutex<Vec<(String, Level)>>);
-
-#[async_trait::async_trait]
-impl Counterpart for Recording {
-    async fn decide(&self, request: ApprovalRequest) -> ApprovalOutcome {
-        self.0.lock().unwrap().push((request.tool_name, request.level));
-        ApprovalOutcome::Approved
-    }
-}
-
 #[tokio::test]
 async fn script_tools_need_approval_unless_the_operator_lowers_them() {
     for (extra, asked) in [("", true), ("human:\n  overrides:\n    scripted__rs: null\n", false)] {
         let app = skillhost_tests::app_with(built(), &config(extra), inspect()).await;
         let engine = &app.agents[0].engine;
-        let counterpart = Recording::default();
+        let counterpart = Person::new(engine, Does::Approve);
         let call = ("c1".to_owned(), "scripted__rs".to_owned(), probe("argv", "a", 1));
         let ctx = CallContext::standalone("test");
         let record = engine.call_tool(call, &ctx, &NoEvents, &counterpart, &engine.tool_budget()).await;
         assert!(record.executed, "{:?}", record.outcome);
         assert_eq!(record.outcome.content.trim(), r#"["argv","a","1"]"#);
-        let requests = counterpart.0.into_inner().unwrap();
+        let requests: Vec<(Value, Value)> =
+            counterpart.shown().into_iter().map(|a| (a["tool_name"].clone(), a["level"].clone())).collect();
         if asked {
-            assert_eq!(requests, [("scripted__rs".to_owned(), Level::Approve)], "destructive by default");
+            assert_eq!(requests, [(json!("scripted__rs"), json!("approve"))], "destructive by default");
         } else {
             assert!(requests.is_empty() && record.level == Level::Auto, "lowered by human.overrides: {requests:?}");
         }

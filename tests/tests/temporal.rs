@@ -9,6 +9,7 @@ use skillhost::engine::*;
 use skillhost::tools::temporal::{FixedClock, Guardrails, time};
 use skillhost::tools::{McpTools, SkillTools, ToolSource, Tools};
 use skillhost_tests::llm_server::{Answer, LlmServer};
+use skillhost_tests::person::{Does, Person};
 use skillhost_tests::{Workspace, guests, json as parse};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -49,18 +50,6 @@ async fn engine(ws: &Workspace, llm: &str) -> Engine {
     engine.reloaded(skills, Tools::new(sources))
 }
 
-/// Approves everything, keeping what it was asked about.
-#[derive(Default)]
-struct Recording(Mutex<Vec<ApprovalRequest>>);
-
-#[async_trait::async_trait]
-impl Counterpart for Recording {
-    async fn decide(&self, request: ApprovalRequest) -> ApprovalOutcome {
-        self.0.lock().unwrap().push(request);
-        ApprovalOutcome::Approved
-    }
-}
-
 /// The tool results of the second request, by call id: (content, is_error).
 fn results(llm: &LlmServer) -> Vec<(String, bool)> {
     let body = llm.body(1);
@@ -90,16 +79,16 @@ async fn the_person_the_events_and_the_server_see_the_clamped_arguments() {
         .call("widen", "obs__get_log_attributes", json!({"_decision": "widen", "end_time_iso": "now-1h"}));
     let llm = LlmServer::start(vec![first.into(), Answer::text(&["Done."]).into()]).await;
     let engine = engine(&ws, &llm.url()).await;
-    let (counterpart, events) = (Recording::default(), Mutex::new(Vec::new()));
+    let (counterpart, events) = (Person::new(&engine, Does::Approve), Mutex::new(Vec::new()));
     let request =
         TurnRequest { channel_id: "c".into(), user_id: None, message: "go".into(), route: Vec::new(), thread: None };
     let turn = engine.run_turn(request, &events, &counterpart).await.unwrap();
 
     let mut clamped = window(5);
     clamped["level"] = json!("approve");
-    let asked = counterpart.0.lock().unwrap();
+    let asked = counterpart.shown();
     assert_eq!(asked.len(), 1, "the unusable call asks nobody");
-    assert_eq!(asked[0].input, clamped, "the person approves what will run");
+    assert_eq!(asked[0]["tool_input"], clamped, "the person approves what will run");
     // Approved calls run in parallel: their tool events come in the order they start.
     let started: std::collections::BTreeMap<String, Value> = events
         .lock()

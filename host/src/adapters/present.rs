@@ -67,7 +67,9 @@ impl Descriptions {
 pub fn tool_results(skills: &SkillSet, calls: &[ToolCallRecord]) -> Vec<Value> {
     calls
         .iter()
-        .filter(|c| c.executed && matches!(c.approval, None | Some(ApprovalOutcome::Approved)))
+        .filter(|c| {
+            c.executed && matches!(c.approval, None | Some(ApprovalOutcome::Approved | ApprovalOutcome::Edited(_)))
+        })
         .filter(|c| c.outcome.succeeded == Some(true) && !c.outcome.is_error)
         .filter(|c| skills.find_tool(&c.tool_name).is_some_and(|(_, tool)| tool.expose_result))
         .map(|c| {

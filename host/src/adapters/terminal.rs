@@ -2,7 +2,9 @@
 //! stdin reader shared by the prompt and the approval questions, an [`EventSink`] that streams
 //! the answer and shows tool calls, and a [`Counterpart`] that asks inline.
 
-use crate::engine::{ApprovalOutcome, ApprovalRequest, Counterpart, Engine, EngineEvent, EventSink, TurnRequest};
+use crate::broker::{Decision, Entry, Kind, Scope};
+use crate::engine::desk::Desk;
+use crate::engine::{ApprovalOutcome, Counterpart, Engine, EngineEvent, EventSink, PresentError, TurnRequest};
 use crate::person::{Answer, Question};
 use crate::tools::{CONFIRMATION_CHALLENGE, Level};
 use std::io::{BufRead, IsTerminal, Write};
@@ -53,13 +55,16 @@ pub struct Terminal {
     mid_line: AtomicBool,
     /// The text streamed during the current turn.
     streamed: parking_lot::Mutex<String>,
+    /// The calls asked about, by approval id, until presented: what the prompt shows.
+    asked: parking_lot::Mutex<std::collections::HashMap<String, (String, serde_json::Value, Level)>>,
 }
 
 impl Terminal {
     /// The terminal on stderr; colours only on a terminal, and never with `NO_COLOR`.
     pub fn new() -> Arc<Self> {
         let color = std::io::IsTerminal::is_terminal(&std::io::stderr()) && std::env::var_os("NO_COLOR").is_none();
-        Arc::new(Terminal { color, mid_line: AtomicBool::new(false), streamed: Default::default() })
+        let (mid_line, streamed, asked) = (AtomicBool::new(false), Default::default(), Default::default());
+        Arc::new(Terminal { color, mid_line, streamed, asked })
     }
 
     /// Ends the assistant's line, so what follows starts on its own.
@@ -138,9 +143,10 @@ impl EventSink for Terminal {
             EngineEvent::ApprovalResolved { outcome: ApprovalOutcome::TimedOut, .. } => {
                 self.note("(no answer in time: denied)")
             }
-            EngineEvent::RoundStarted
-            | EngineEvent::ApprovalRequested { .. }
-            | EngineEvent::ApprovalResolved { .. } => {}
+            EngineEvent::ApprovalRequested { approval_id, tool_name, input, level, .. } => {
+                self.asked.lock().insert(approval_id, (tool_name, input, level));
+            }
+            EngineEvent::RoundStarted | EngineEvent::ApprovalResolved { .. } => {}
         }
     }
 }
@@ -155,39 +161,73 @@ fn short(input: &serde_json::Value) -> String {
     }
 }
 
-/// Asks the person at the terminal, reading the answer from the shared [`Input`].
+/// Asks the person at the terminal, reading the answer from the shared [`Input`]: the gate
+/// opens each approval at the person broker (surface `terminal`), this prompts for it and
+/// carries the answer there. Under `run` with the API beside it, the console may decide it
+/// too; the prompt then ends.
 pub struct TerminalCounterpart {
     /// Where answers are read.
     pub input: Arc<Input>,
     /// Where the question is shown.
     pub terminal: Arc<Terminal>,
+    /// Where approvals are opened.
+    pub desk: Desk,
+    /// Who answers here (`$USER`, else `terminal`).
+    pub user: String,
 }
+
+impl TerminalCounterpart {
+    /// The terminal of `engine`'s conversation `channel`.
+    pub fn new(engine: &Engine, channel: &str, input: Arc<Input>, terminal: Arc<Terminal>) -> Self {
+        let scope = Scope::new(engine.agent(), SURFACE, channel, &format!("{SURFACE}-{channel}"));
+        let user = std::env::var("USER").ok().filter(|u| !u.is_empty()).unwrap_or_else(|| SURFACE.into());
+        TerminalCounterpart { input, terminal, desk: Desk::new(engine.broker(), scope), user }
+    }
+}
+
+/// The surface terminal approvals record.
+const SURFACE: &str = "terminal";
 
 #[async_trait::async_trait]
 impl Counterpart for TerminalCounterpart {
-    async fn decide(&self, request: ApprovalRequest) -> ApprovalOutcome {
-        let (tool, input) = (&request.tool_name, short(&request.input));
-        match request.level {
+    fn desk(&self) -> Option<Desk> {
+        Some(self.desk.clone())
+    }
+
+    /// Prompts for an approval or a question and carries the answer to the broker.
+    async fn present(&self, entry: &Entry, _: bool) -> Result<(), PresentError> {
+        if entry.kind == Kind::Question {
+            let question =
+                Question { prompt: entry.prompt.clone().unwrap_or_default(), choices: entry.choices.clone() };
+            return match Counterpart::ask(self, question, Duration::ZERO).await {
+                Answer::Answered(answer) => self.desk.carry(&entry.id, &self.user, Decision::Answer(answer)).await,
+                _ => Err(PresentError::new(std::io::Error::other("the terminal's input ended"))),
+            };
+        }
+        let Some((tool, input, level)) = self.terminal.asked.lock().remove(&entry.id) else { return Ok(()) };
+        let input = short(&input);
+        match level {
             Level::Confirm => {
                 self.terminal.ask(&format!("{tool} {input}\nType {CONFIRMATION_CHALLENGE} to run {tool}:"))
             }
             _ => self.terminal.ask(&format!("Approve {tool} {input}? [y/N]")),
         }
-        let Some(answer) = self.input.line().await else {
-            self.terminal.note("(end of input: cancelled)");
-            return ApprovalOutcome::Cancelled;
+        let decision = match self.input.line().await {
+            None => {
+                self.terminal.note("(end of input: cancelled)");
+                return Err(PresentError::new(std::io::Error::other("the terminal's input ended")));
+            }
+            Some(answer) => match (level, answer.trim()) {
+                (Level::Confirm, typed) if typed == CONFIRMATION_CHALLENGE => Decision::Approve(Some(typed.to_owned())),
+                (Level::Confirm, _) => Decision::Deny(None),
+                (_, typed) if matches!(typed.to_ascii_lowercase().as_str(), "y" | "yes") => Decision::Approve(None),
+                _ => Decision::Deny(None),
+            },
         };
-        let answer = answer.trim();
-        let approved = match request.level {
-            Level::Confirm => answer == CONFIRMATION_CHALLENGE,
-            _ => matches!(answer.to_ascii_lowercase().as_str(), "y" | "yes"),
-        };
-        if approved {
-            ApprovalOutcome::Approved
-        } else {
+        if decision == Decision::Deny(None) {
             self.terminal.note(&format!("✗ {tool}: denied"));
-            ApprovalOutcome::Denied(None)
         }
+        self.desk.carry(&entry.id, &self.user, decision).await
     }
 
     /// A question (an MCP server's elicitation) on the terminal; the answer is the next line.
@@ -210,7 +250,7 @@ impl Counterpart for TerminalCounterpart {
 pub async fn chat(engine: &Engine, channel: &str) {
     let input = Input::stdin();
     let terminal = Terminal::new();
-    let counterpart = TerminalCounterpart { input: input.clone(), terminal: terminal.clone() };
+    let counterpart = TerminalCounterpart::new(engine, channel, input.clone(), terminal.clone());
     let interactive = std::io::stdin().is_terminal();
     let user_id = std::env::var("USER").ok().filter(|u| !u.is_empty());
     if interactive {

@@ -14,9 +14,6 @@ use std::time::Duration;
 use tokio::time::MissedTickBehavior;
 use tokio_util::task::TaskTracker;
 
-/// How often a replica that does not run an agent's schedules stands for them again.
-const ELECTION_RETRY: Duration = Duration::from_secs(3);
-
 /// Starts the schedules of every agent's skills, and of those that join later (skills that
 /// finished compiling after the start); they end when `stop` is set. With the state in
 /// PostgreSQL one replica runs an agent's schedules (elected by an advisory lock; the others
@@ -43,41 +40,25 @@ async fn elected(
 ) {
     let role = format!("schedules of agent {}", agent.as_deref().unwrap_or(""));
     let label = agent.as_deref().map(|a| format!(" of agent `{a}`")).unwrap_or_default();
-    let mut standing_by = false;
-    loop {
+    let plays = format!("runs the schedules{label}");
+    while let Some(mut leadership) = pg.elect(&role, ("", &plays), stopped(stop.clone())).await {
+        // The schedules stop with the process, or when the role is lost with its connection
+        // (another replica then takes them).
+        let (lost, held) = tokio::sync::watch::channel(false);
+        let outer = stop.clone();
+        let watch = tokio::spawn(async move {
+            tokio::select! {
+                () = leadership.lost() => tracing::warn!(
+                    "the database connection that made this replica run the schedules was lost; standing again"
+                ),
+                () = stopped(outer) => {}
+            }
+            let _ = lost.send(true);
+        });
+        schedules(engine.clone(), agent.clone(), held).await;
+        watch.abort();
         if *stop.borrow() {
             return;
-        }
-        match pg.lead(&role).await {
-            Ok(Some(mut leadership)) => {
-                tracing::info!("this replica runs the schedules{label}");
-                standing_by = false;
-                // The schedules stop with the process, or when the role is lost with its
-                // connection (another replica then takes them).
-                let (lost, held) = tokio::sync::watch::channel(false);
-                let outer = stop.clone();
-                let watch = tokio::spawn(async move {
-                    tokio::select! {
-                        () = leadership.lost() => tracing::warn!(
-                            "the database connection that made this replica run the schedules was lost; standing again"
-                        ),
-                        () = stopped(outer) => {}
-                    }
-                    let _ = lost.send(true);
-                });
-                schedules(engine.clone(), agent.clone(), held).await;
-                watch.abort();
-            }
-            Ok(None) if !standing_by => {
-                tracing::info!("another replica runs the schedules{label}; standing by");
-                standing_by = true;
-            }
-            Ok(None) => {}
-            Err(e) => tracing::warn!("cannot stand for running the schedules{label}: {e}"),
-        }
-        tokio::select! {
-            () = tokio::time::sleep(ELECTION_RETRY) => {}
-            () = stopped(stop.clone()) => return,
         }
     }
 }

@@ -85,7 +85,7 @@ impl Ledger {
         }
         let outcome = decision.outcome();
         match entry.outcome.as_deref() {
-            Some(o) if o == outcome.name() && entry.answer.as_deref() == outcome.answer() => {
+            Some(o) if o == outcome.name() && entry.answer.as_deref() == outcome.stored_text() => {
                 return Decided::Same(entry.clone());
             }
             Some("approved" | "denied" | "answered") => return Decided::Conflict(entry.clone()),
@@ -93,13 +93,13 @@ impl Ledger {
             None => {}
         }
         if let Some(challenge) = &entry.challenge
-            && outcome == Outcome::Approved
+            && matches!(outcome, Outcome::Approved(_))
             && decision.confirmation() != Some(challenge.as_str())
         {
             return Decided::Unconfirmed;
         }
         entry.outcome = Some(outcome.name().to_owned());
-        entry.answer = outcome.answer().map(str::to_owned);
+        entry.answer = outcome.stored_text().map(str::to_owned);
         entry.decided_by = Some(who.label(&entry.surface));
         *done = Some(Instant::now());
         Decided::Won(entry.clone())
@@ -109,7 +109,7 @@ impl Ledger {
     pub(super) fn settle(&self, id: &str, outcome: Outcome) {
         if let Some((entry, done)) = self.inner.lock().entries.get_mut(id) {
             entry.outcome = Some(outcome.name().to_owned());
-            entry.answer = outcome.answer().map(str::to_owned);
+            entry.answer = outcome.stored_text().map(str::to_owned);
             *done = Some(Instant::now());
         }
     }
@@ -165,7 +165,7 @@ mod tests {
         }
     }
 
-    const OPERATOR: Who<'static> = Who { agent: "a", surface: None, user: "api" };
+    const OPERATOR: Who<'static> = Who { agent: "a", surface: None, user: "api", conversation: None };
 
     #[test]
     fn first_decision_wins_same_repeats_differing_conflicts() {
@@ -173,9 +173,27 @@ mod tests {
         ledger.open(entry("x", "r", 60));
         assert!(matches!(ledger.decide("x", OPERATOR, &Decision::Approve(None)), Decided::Won(_)));
         assert!(matches!(ledger.decide("x", OPERATOR, &Decision::Approve(None)), Decided::Same(_)));
-        assert!(matches!(ledger.decide("x", OPERATOR, &Decision::Deny), Decided::Conflict(_)));
-        assert!(matches!(ledger.decide("nope", OPERATOR, &Decision::Deny), Decided::Gone));
+        assert!(matches!(ledger.decide("x", OPERATOR, &Decision::Deny(None)), Decided::Conflict(_)));
+        assert!(matches!(ledger.decide("nope", OPERATOR, &Decision::Deny(None)), Decided::Gone));
         assert_eq!(ledger.get("x").unwrap().decided_by.as_deref(), Some("api"));
+    }
+
+    #[test]
+    fn an_edit_and_a_reason_are_kept_and_repeat_only_as_given() {
+        let ledger = Ledger::default();
+        ledger.open(entry("e", "r", 60));
+        let edit = Decision::Edit { arguments: r#"{"a":2}"#.into(), confirmation: None };
+        let Decided::Won(won) = ledger.decide("e", OPERATOR, &edit) else { panic!("an edit approves") };
+        assert_eq!((won.outcome.as_deref(), won.answer.as_deref()), (Some("approved"), Some(r#"{"a":2}"#)));
+        assert!(matches!(ledger.decide("e", OPERATOR, &edit), Decided::Same(_)));
+        assert!(
+            matches!(ledger.decide("e", OPERATOR, &Decision::Approve(None)), Decided::Conflict(_)),
+            "not that edit"
+        );
+        ledger.open(entry("d", "r", 60));
+        let deny = Decision::Deny(Some("not now".into()));
+        let Decided::Won(won) = ledger.decide("d", OPERATOR, &deny) else { panic!("a denial with its reason") };
+        assert_eq!(super::Outcome::of(&won), Some(super::Outcome::Denied(Some("not now".into()))));
     }
 
     #[test]
@@ -184,13 +202,18 @@ mod tests {
         ledger.open(Entry { surface: "slack:b1".into(), deciders: vec!["U1".into()], ..entry("x", "r", 60) });
         let other_agent = Who { agent: "b", ..OPERATOR };
         assert!(matches!(ledger.decide("x", other_agent, &Decision::Approve(None)), Decided::Gone));
-        let other_bot = Who { agent: "a", surface: Some("slack:b2"), user: "U1" };
+        let other_bot = Who { agent: "a", surface: Some("slack:b2"), user: "U1", conversation: None };
         assert!(matches!(ledger.decide("x", other_bot, &Decision::Approve(None)), Decided::Gone));
-        let outsider = Who { agent: "a", surface: Some("slack:b1"), user: "U2" };
+        let outsider = Who { agent: "a", surface: Some("slack:b1"), user: "U2", conversation: None };
         assert!(matches!(ledger.decide("x", outsider, &Decision::Approve(None)), Decided::Gone));
+        // Its approver, from another conversation of the bot than the one it was shown in.
+        let elsewhere = Who { agent: "a", surface: Some("slack:b1"), user: "U1", conversation: Some("slack b1 C2") };
+        assert!(matches!(ledger.decide("x", elsewhere, &Decision::Approve(None)), Decided::Gone));
         assert!(ledger.get("x").unwrap().outcome.is_none(), "nothing changed");
         // The agent's operator (the console) may decide it, and is recorded so.
-        let Decided::Won(won) = ledger.decide("x", OPERATOR, &Decision::Deny) else { panic!("the console decides") };
+        let Decided::Won(won) = ledger.decide("x", OPERATOR, &Decision::Deny(None)) else {
+            panic!("the console decides")
+        };
         assert_eq!(won.decided_by.as_deref(), Some("console"));
     }
 

@@ -26,6 +26,7 @@ pub mod form;
 mod local;
 pub mod present;
 pub mod tasks;
+pub mod uses;
 
 use crate::store::StateStore;
 use crate::store::state::postgres::decisions::{Announced, Decided, Decisions};
@@ -36,17 +37,22 @@ use std::collections::HashMap;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, SystemTime};
 use tokio::sync::{broadcast, oneshot};
+pub use uses::{Use, UseRefused, Uses, arguments_hash};
 
 /// How long a resolved entry stays readable through the status routes.
 pub const RETENTION: Duration = Duration::from_secs(3600);
+/// How long a lease that cannot be confirmed is tried again: less than the silence after
+/// which another replica may take the turn over.
+const LEASE_TRIES_FOR: Duration = Duration::from_secs(10);
 
 /// How an approval or question ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
-    /// The person approved.
-    Approved,
-    /// The person denied.
-    Denied,
+    /// The person approved; with the arguments they changed the call to (JSON text), if they
+    /// edited it.
+    Approved(Option<String>),
+    /// The person denied; with their reason, if they gave one.
+    Denied(Option<String>),
     /// The person answered.
     Answered(String),
     /// Nobody decided in time.
@@ -59,8 +65,8 @@ impl Outcome {
     /// The spec's outcome name, as stored.
     pub fn name(&self) -> &'static str {
         match self {
-            Outcome::Approved => "approved",
-            Outcome::Denied => "denied",
+            Outcome::Approved(_) => "approved",
+            Outcome::Denied(_) => "denied",
             Outcome::Answered(_) => "answered",
             Outcome::TimedOut => "timed_out",
             Outcome::Cancelled => "cancelled",
@@ -69,15 +75,16 @@ impl Outcome {
 
     /// A person's decision (rather than the run or the clock ending the wait).
     pub fn by_person(&self) -> bool {
-        matches!(self, Outcome::Approved | Outcome::Denied | Outcome::Answered(_))
+        matches!(self, Outcome::Approved(_) | Outcome::Denied(_) | Outcome::Answered(_))
     }
 
-    /// The outcome a stored name (and answer) says.
-    pub fn from_stored(outcome: &str, answer: Option<&str>) -> Outcome {
+    /// The outcome a stored name (and the text stored beside it) says.
+    pub fn from_stored(outcome: &str, text: Option<&str>) -> Outcome {
+        let text = text.map(str::to_owned);
         match outcome {
-            "approved" => Outcome::Approved,
-            "denied" => Outcome::Denied,
-            "answered" => Outcome::Answered(answer.unwrap_or_default().to_owned()),
+            "approved" => Outcome::Approved(text),
+            "denied" => Outcome::Denied(text),
+            "answered" => Outcome::Answered(text.unwrap_or_default()),
             "timed_out" => Outcome::TimedOut,
             _ => Outcome::Cancelled,
         }
@@ -95,6 +102,16 @@ impl Outcome {
             _ => None,
         }
     }
+
+    /// The text stored beside the outcome: a question's answer, an edited approval's
+    /// arguments, a denial's reason.
+    pub fn stored_text(&self) -> Option<&str> {
+        match self {
+            Outcome::Answered(text) => Some(text),
+            Outcome::Approved(text) | Outcome::Denied(text) => text.as_deref(),
+            Outcome::TimedOut | Outcome::Cancelled => None,
+        }
+    }
 }
 
 /// What a person does with an entry.
@@ -102,8 +119,17 @@ impl Outcome {
 pub enum Decision {
     /// Approve, repeating the challenge of a `confirm`-level call when it has one.
     Approve(Option<String>),
-    /// Deny.
-    Deny,
+    /// Approve the call with the arguments changed to `arguments` (JSON text, checked against
+    /// the tool's input schema by whoever took it), repeating the challenge of a
+    /// `confirm`-level call when it has one.
+    Edit {
+        /// The arguments the call runs with.
+        arguments: String,
+        /// The challenge, typed.
+        confirmation: Option<String>,
+    },
+    /// Deny, with the person's reason if they gave one (the model reads it).
+    Deny(Option<String>),
     /// Answer a question.
     Answer(String),
 }
@@ -111,8 +137,9 @@ pub enum Decision {
 impl Decision {
     fn outcome(&self) -> Outcome {
         match self {
-            Decision::Approve(_) => Outcome::Approved,
-            Decision::Deny => Outcome::Denied,
+            Decision::Approve(_) => Outcome::Approved(None),
+            Decision::Edit { arguments, .. } => Outcome::Approved(Some(arguments.clone())),
+            Decision::Deny(reason) => Outcome::Denied(reason.clone()),
             Decision::Answer(a) => Outcome::Answered(a.clone()),
         }
     }
@@ -126,7 +153,7 @@ impl Decision {
 
     fn confirmation(&self) -> Option<&str> {
         match self {
-            Decision::Approve(typed) => typed.as_deref().map(str::trim),
+            Decision::Approve(typed) | Decision::Edit { confirmation: typed, .. } => typed.as_deref().map(str::trim),
             _ => None,
         }
     }
@@ -176,6 +203,20 @@ pub struct Scope {
     pub run_id: String,
     /// Who may decide on the surface (its `approvers`); empty: anyone it lets in.
     pub deciders: Vec<String>,
+}
+
+impl Scope {
+    /// Run `run_id` of `agent`'s conversation `conversation` on `surface`, which anyone
+    /// the surface lets in may decide.
+    pub fn new(agent: &str, surface: &str, conversation: &str, run_id: &str) -> Scope {
+        Scope {
+            agent: agent.to_owned(),
+            surface: surface.to_owned(),
+            conversation: conversation.to_owned(),
+            run_id: run_id.to_owned(),
+            deciders: Vec::new(),
+        }
+    }
 }
 
 /// Where a decision or answer is announced at once, in the process where its turn waits,
@@ -398,7 +439,7 @@ impl Broker {
             Backend::Local(ledger) => ledger.decide(id, who, &decision),
             Backend::Shared(shared) => {
                 let (kind, typed) = (decision.kind(), decision.confirmation());
-                let decided = shared.decide(kind, id, outcome.name(), outcome.answer(), typed, who).await;
+                let decided = shared.decide(kind, id, outcome.name(), outcome.stored_text(), typed, who).await;
                 decided.map_err(|e| DecideError::Unavailable(e.to_string()))?
             }
         };
@@ -453,7 +494,7 @@ impl Broker {
             Backend::Shared(shared) => {
                 let (shared, id, outcome) = (shared.clone(), id.to_owned(), outcome.clone());
                 tokio::spawn(async move {
-                    if let Err(e) = shared.settle(&id, outcome.name(), outcome.answer()).await {
+                    if let Err(e) = shared.settle(&id, outcome.name(), outcome.stored_text()).await {
                         tracing::warn!(id, "cannot record the outcome in the database: {e}");
                     }
                 });
@@ -555,14 +596,24 @@ impl Broker {
     }
 
     /// Takes `run_id`'s lease once its entry `id` is decided: `false` when another replica
-    /// took the turn over meanwhile (then it stops here).
+    /// took the turn over meanwhile, or when the lease cannot be confirmed (then it stops
+    /// here and runs nothing: a replica cut off from the database stops beating too, and
+    /// another one may already resume the turn). A failed confirmation is tried again, every
+    /// second, while the replica could still be seen alive.
     pub async fn lease(&self, run_id: &str, id: &str) -> bool {
         let Backend::Shared(shared) = &self.backend else { return true };
-        shared.lease(run_id, id).await.unwrap_or_else(|e| {
-            // Nobody else can take it while this replica beats: go on.
-            tracing::warn!(run_id, "cannot confirm the turn's lease: {e}");
-            true
-        })
+        let give_up = tokio::time::Instant::now() + LEASE_TRIES_FOR;
+        loop {
+            match shared.lease(run_id, id).await {
+                Ok(held) => return held,
+                Err(e) if tokio::time::Instant::now() >= give_up => {
+                    tracing::warn!(run_id, "cannot confirm the turn's lease, so it does not run here: {e}");
+                    return false;
+                }
+                Err(e) => tracing::debug!(run_id, "cannot confirm the turn's lease yet: {e}"),
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
     }
 
     /// Forgets `run_id`'s written-down turn once it ended here.

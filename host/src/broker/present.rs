@@ -129,9 +129,24 @@ impl Approval<'_> {
             "safe_description": self.safe_description,
             "confirmation_challenge": (self.level == Level::Confirm).then_some(CONFIRMATION_CHALLENGE),
             "tool_input": tool_input(self.input),
+            "arguments_sha256": super::arguments_hash(self.input),
             "expires_at": unix_seconds(self.expires_at),
         })
     }
+}
+
+/// What an approval entry's presentation says of the call it covers: the tool, the hash of
+/// its arguments and its level (`None` when it is not an approval's).
+pub fn covered(presentation: Option<&str>) -> Option<(String, String, Level)> {
+    let fields: Value = serde_json::from_str(presentation?).ok()?;
+    let tool = fields.get("tool_name")?.as_str()?.to_owned();
+    let hash = fields.get("arguments_sha256")?.as_str()?.to_owned();
+    let level = match fields.get("level")?.as_str()? {
+        "confirm" => Level::Confirm,
+        "approve" => Level::Approve,
+        _ => return None,
+    };
+    Some((tool, hash, level))
 }
 
 /// A question as every surface presents it (the fields of `question_requested`).

@@ -3,7 +3,9 @@
 
 use clap::Args;
 use skillhost::app::{Agents, App, Options};
-use skillhost::engine::{ApprovalOutcome, ApprovalRequest, AutoApprove, Counterpart, NoEvents};
+use skillhost::broker::{Decision, Entry, Kind, Scope};
+use skillhost::engine::desk::Desk;
+use skillhost::engine::{ApprovalOutcome, AutoApprove, Counterpart, EngineEvent, EventSink, PresentError};
 use skillhost::person::{Answer, Question};
 use skillhost::sandbox::CallContext;
 use skillhost::skills::LoadMode;
@@ -54,9 +56,11 @@ pub async fn run(args: CallArgs, config: Option<&Path>) -> anyhow::Result<ExitCo
         anyhow::bail!("no tool `{}`; loaded tools: {known}", args.tool);
     }
     let ctx = CallContext { user_id: args.user.clone(), ..CallContext::standalone(&args.channel) };
-    let counterpart: Box<dyn Counterpart> = if args.yes { Box::new(AutoApprove) } else { Box::new(Ask) };
+    let asking = Ask::new(engine, &args.channel, &args.tool);
+    let counterpart: &dyn Counterpart = if args.yes { &AutoApprove } else { &asking };
     let call = ("cli-call".to_owned(), args.tool.clone(), input);
-    let record = engine.call_tool(call, &ctx, &NoEvents, &*counterpart, &engine.tool_budget()).await;
+    // The events tell the prompt what will run: the arguments as the gate saw them (prepared).
+    let record = engine.call_tool(call, &ctx, &asking, counterpart, &engine.tool_budget()).await;
     match &record.approval {
         Some(ApprovalOutcome::Unavailable(why)) => {
             anyhow::bail!("{} needs `{}` approval and {why}", args.tool, record.level.as_str())
@@ -71,21 +75,69 @@ pub async fn run(args: CallArgs, config: Option<&Path>) -> anyhow::Result<ExitCo
     Ok(if record.outcome.is_error { ExitCode::from(1) } else { ExitCode::SUCCESS })
 }
 
-/// Asks on the terminal; refuses (rather than hangs) when there is no terminal.
-struct Ask;
+/// Asks on the terminal; refuses (rather than hangs) when there is no terminal. The gate
+/// opens the approval at the person broker (surface `terminal`); this prompts for it and
+/// carries the answer there.
+struct Ask {
+    desk: Desk,
+    /// The tool called.
+    tool: String,
+    /// The arguments each approval asks about (prepared, as they will run), by its id.
+    asked: std::sync::Mutex<std::collections::HashMap<String, serde_json::Value>>,
+    user: String,
+}
+
+impl EventSink for Ask {
+    fn emit(&self, event: EngineEvent) {
+        if let EngineEvent::ApprovalRequested { approval_id, input, .. } = event {
+            self.asked.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(approval_id, input);
+        }
+    }
+}
+
+impl Ask {
+    fn new(engine: &skillhost::engine::Engine, channel: &str, tool: &str) -> Self {
+        let desk = Desk::new(engine.broker(), Scope::new(engine.agent(), SURFACE, channel, "cli-call"));
+        let user = std::env::var("USER").ok().filter(|u| !u.is_empty()).unwrap_or_else(|| SURFACE.into());
+        Ask { desk, tool: tool.to_owned(), asked: Default::default(), user }
+    }
+}
+
+/// The surface `call`'s approvals record.
+const SURFACE: &str = "terminal";
 
 #[async_trait::async_trait]
 impl Counterpart for Ask {
-    async fn decide(&self, request: ApprovalRequest) -> ApprovalOutcome {
-        if !std::io::stdin().is_terminal() {
-            return ApprovalOutcome::Unavailable(NO_TERMINAL.into());
+    fn desk(&self) -> Option<Desk> {
+        std::io::stdin().is_terminal().then(|| self.desk.clone())
+    }
+
+    fn unattended(&self) -> ApprovalOutcome {
+        ApprovalOutcome::Unavailable(NO_TERMINAL.into())
+    }
+
+    async fn present(&self, entry: &Entry, _: bool) -> Result<(), PresentError> {
+        let ended = || PresentError::new(std::io::Error::other("the terminal's input ended"));
+        if entry.kind == Kind::Question {
+            let question =
+                Question { prompt: entry.prompt.clone().unwrap_or_default(), choices: entry.choices.clone() };
+            let answer = match tokio::task::spawn_blocking(move || read_answer(&question)).await {
+                Ok(Ok(Some(answer))) => answer,
+                _ => return Err(ended()),
+            };
+            return self.desk.carry(&entry.id, &self.user, Decision::Answer(answer)).await;
         }
-        let asked = tokio::task::spawn_blocking(move || ask(&request.tool_name, &request.input, request.level)).await;
-        match asked {
-            Ok(Ok(true)) => ApprovalOutcome::Approved,
-            Ok(Ok(false)) => ApprovalOutcome::Denied(None),
-            _ => ApprovalOutcome::Cancelled,
-        }
+        let level = if entry.challenge.is_some() { Level::Confirm } else { Level::Approve };
+        let input = self.asked.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&entry.id);
+        let (tool, input) = (self.tool.clone(), input.unwrap_or_default());
+        let asked = tokio::task::spawn_blocking(move || ask(&tool, &input, level)).await;
+        let decision = match asked {
+            Ok(Ok(Some(true))) if level == Level::Confirm => Decision::Approve(Some(CONFIRMATION_CHALLENGE.into())),
+            Ok(Ok(Some(true))) => Decision::Approve(None),
+            Ok(Ok(Some(false))) => Decision::Deny(None),
+            _ => return Err(ended()),
+        };
+        self.desk.carry(&entry.id, &self.user, decision).await
     }
 
     /// A question (an MCP server's elicitation) on the terminal; none without one.
@@ -114,7 +166,8 @@ fn read_answer(question: &Question) -> std::io::Result<Option<String>> {
     Ok(Some(answer.trim().to_owned()))
 }
 
-fn ask(tool: &str, input: &serde_json::Value, level: Level) -> std::io::Result<bool> {
+/// Prompts for the approval of `tool` with `input`: `None` at the end of input.
+fn ask(tool: &str, input: &serde_json::Value, level: Level) -> std::io::Result<Option<bool>> {
     let mut err = std::io::stderr();
     writeln!(err, "{tool} needs approval ({}).\ninput: {input}", level.as_str())?;
     match level {
@@ -123,12 +176,14 @@ fn ask(tool: &str, input: &serde_json::Value, level: Level) -> std::io::Result<b
     }
     err.flush()?;
     let mut answer = String::new();
-    std::io::stdin().lock().read_line(&mut answer)?;
+    if std::io::stdin().lock().read_line(&mut answer)? == 0 {
+        return Ok(None);
+    }
     let answer = answer.trim();
-    Ok(match level {
+    Ok(Some(match level {
         Level::Confirm => answer == CONFIRMATION_CHALLENGE,
         _ => matches!(answer, "y" | "Y" | "yes"),
-    })
+    }))
 }
 
 fn pretty(content: &str) -> String {

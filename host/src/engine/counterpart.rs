@@ -5,32 +5,12 @@
 //! [`AutoApprove`] cover runs with nobody to ask. The policy that decides *when* to ask is
 //! the [`super::gate`].
 
-use crate::broker::{Broker, Entry, Kind, Opening, Outcome, Scope, Waiting, Watch};
+use crate::broker::{Broker, DecideError, Decision, Entry, Kind, Opening, Outcome, Scope, Waiting, Watch, Who};
 use crate::person::{Answer, Question, Replies, Round, Unanswered};
-use crate::tools::{Level, ToolSource};
+use crate::tools::ToolSource;
 use serde_json::Value;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, SystemTime};
-
-/// A gated call waiting for a decision.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ApprovalRequest {
-    /// A fresh id for this request (random, unguessable), also in `ApprovalRequested`.
-    pub approval_id: String,
-    /// The model's call id.
-    pub tool_call_id: String,
-    /// The prefixed tool name.
-    pub tool_name: String,
-    /// The call's arguments, to show the person.
-    pub input: Value,
-    /// `Approve` (yes/no) or `Confirm` (type the challenge).
-    pub level: Level,
-    /// When the engine stops waiting (`human.timeout_seconds` after the request).
-    pub expires_at: SystemTime,
-    /// The turn as it can be resumed elsewhere once decided, when its adapter keeps it
-    /// (a [`super::checkpoint::Checkpoint`] as JSON, for the adapter to keep).
-    pub checkpoint: Option<String>,
-}
 
 /// The decision on one gated call.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -38,6 +18,9 @@ pub struct ApprovalRequest {
 pub enum ApprovalOutcome {
     /// Run it.
     Approved,
+    /// Run it with these arguments: the person changed the call before approving it (the
+    /// model is told).
+    Edited(Value),
     /// Do not run it; the reason, if the person gave one, is passed to the model.
     Denied(Option<String>),
     /// Nobody decided within `human.timeout_seconds`; treated as a denial.
@@ -47,16 +30,36 @@ pub enum ApprovalOutcome {
     /// The adapter has no way to ask anybody, for the reason given (an MCP client without
     /// elicitation); refused like a cancellation.
     Unavailable(String),
+    /// The surface answers later, with another request (MCP at 2026-07-28): the call waits
+    /// on the broker entry named, and does not run now.
+    Suspended(String),
 }
 
 impl ApprovalOutcome {
     /// The spec-style name, for logs and events.
     pub fn as_str(&self) -> &'static str {
         match self {
-            ApprovalOutcome::Approved => "approved",
+            ApprovalOutcome::Approved | ApprovalOutcome::Edited(_) => "approved",
             ApprovalOutcome::Denied(_) => "denied",
             ApprovalOutcome::TimedOut => "timed_out",
             ApprovalOutcome::Cancelled | ApprovalOutcome::Unavailable(_) => "cancelled",
+            ApprovalOutcome::Suspended(_) => "suspended",
+        }
+    }
+}
+
+impl From<Outcome> for ApprovalOutcome {
+    /// How an approval entry ended, as the gate takes it.
+    fn from(outcome: Outcome) -> Self {
+        match outcome {
+            Outcome::Approved(None) => ApprovalOutcome::Approved,
+            Outcome::Approved(Some(arguments)) => match serde_json::from_str(&arguments) {
+                Ok(arguments) => ApprovalOutcome::Edited(arguments),
+                Err(e) => ApprovalOutcome::Unavailable(format!("the edited arguments cannot be read ({e})")),
+            },
+            Outcome::Denied(reason) => ApprovalOutcome::Denied(reason),
+            Outcome::TimedOut => ApprovalOutcome::TimedOut,
+            Outcome::Answered(_) | Outcome::Cancelled => ApprovalOutcome::Cancelled,
         }
     }
 }
@@ -74,9 +77,30 @@ pub struct Desk {
     /// For a turn that can be written down: the replicas that may resume it (its bot) and
     /// where its messages go (JSON).
     pub resumable: Option<(String, String)>,
+    /// The surface answers with a later request rather than while the call waits (MCP at
+    /// 2026-07-28): an approval opened here suspends the call ([`ApprovalOutcome::Suspended`]).
+    pub answers_later: bool,
 }
 
 impl Desk {
+    /// A desk of `scope` at `broker` whose person decides while the call waits (a terminal,
+    /// an MCP client's elicitation).
+    pub fn new(broker: Arc<Broker>, scope: Scope) -> Desk {
+        Desk { broker, scope, watch: None, resumable: None, answers_later: false }
+    }
+
+    /// Carries `user`'s decision on entry `id`, taken on this desk's surface, to the broker.
+    /// An entry decided otherwise meanwhile (the console), or no longer waiting, is left as
+    /// it is; `Err` when the broker cannot record it.
+    pub async fn carry(&self, id: &str, user: &str, decision: Decision) -> Result<(), PresentError> {
+        let surface = Some(self.scope.surface.as_str());
+        let who = Who { agent: &self.scope.agent, surface, user, conversation: None };
+        match self.broker.decide(id, who, decision).await {
+            Ok(_) | Err(DecideError::Conflict(_) | DecideError::Gone) => Ok(()),
+            Err(e) => Err(PresentError::new(e)),
+        }
+    }
+
     /// Whether a turn waiting here is written down, so that another replica can resume it.
     pub fn durable(&self) -> bool {
         self.resumable.is_some() && self.broker.durable()
@@ -115,12 +139,12 @@ impl Desk {
 /// The person at the other end of a turn, as its adapter reaches them: decisions, answers,
 /// and the adapter's own tools.
 ///
-/// An interactive adapter (the API's stream, a chat conversation) has a [`Desk`]: the
-/// turn's approvals and questions are opened at the person broker ([`super::desk`], which opens them), and the
-/// adapter only presents what opened ([`Counterpart::present`]) and learns how it ended
-/// ([`Counterpart::ended`]). One without a desk (the terminal, `call`, an MCP client
-/// asked through `elicitation/create`) decides itself ([`Counterpart::decide`]), bounded by
-/// `human.timeout_seconds`.
+/// An adapter that can ask a person has a [`Desk`]: the gate opens the turn's approvals at
+/// the person broker ([`super::desk`]), and the adapter only presents what opened
+/// ([`Counterpart::present`]: a stream event, a chat message, a terminal prompt, an MCP
+/// elicitation), carries the person's decision to the broker, and learns how it ended
+/// ([`Counterpart::ended`]). It never decides itself. One without a desk has nobody to ask:
+/// its [`Counterpart::unattended`] outcome stands for every gated call.
 #[async_trait::async_trait]
 pub trait Counterpart: Send + Sync {
     /// Where this turn's approvals and questions are opened, if at the broker.
@@ -150,14 +174,14 @@ pub trait Counterpart: Send + Sync {
         None
     }
 
-    /// The decision on `request`, for a counterpart without a desk; nobody decides by default.
-    async fn decide(&self, request: ApprovalRequest) -> ApprovalOutcome {
-        let _ = request;
+    /// The outcome of every gated call for a counterpart without a desk (nobody to ask):
+    /// cancelled by default.
+    fn unattended(&self) -> ApprovalOutcome {
         ApprovalOutcome::Cancelled
     }
 
     /// Whether the turn is written down while it waits for a person, so that another
-    /// process can resume it ([`ApprovalRequest::checkpoint`]).
+    /// process can resume it.
     fn durable(&self) -> bool {
         self.desk().is_some_and(|desk| desk.durable())
     }
@@ -179,19 +203,13 @@ pub trait Counterpart: Send + Sync {
 /// For fire-and-forget runs: every gated call is cancelled, as the spec says.
 pub struct NonInteractive;
 
-#[async_trait::async_trait]
-impl Counterpart for NonInteractive {
-    async fn decide(&self, _request: ApprovalRequest) -> ApprovalOutcome {
-        ApprovalOutcome::Cancelled
-    }
-}
+impl Counterpart for NonInteractive {}
 
 /// Approves everything (`--yes`, tests). Only for operators who accept every call.
 pub struct AutoApprove;
 
-#[async_trait::async_trait]
 impl Counterpart for AutoApprove {
-    async fn decide(&self, _request: ApprovalRequest) -> ApprovalOutcome {
+    fn unattended(&self) -> ApprovalOutcome {
         ApprovalOutcome::Approved
     }
 }

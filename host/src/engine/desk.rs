@@ -39,6 +39,28 @@ pub async fn approval(
 ) -> ApprovalOutcome {
     let mut opening = desk.opening(Kind::Approval, asked.expires_at, asked.presentation, asked.checkpoint);
     opening.challenge = (asked.level == Level::Confirm).then(|| CONFIRMATION_CHALLENGE.to_owned());
+    let requested = |id: &str| EngineEvent::ApprovalRequested {
+        approval_id: id.to_owned(),
+        tool_call_id: asked.tool_call_id.to_owned(),
+        tool_name: asked.tool_name.to_owned(),
+        input: asked.input.clone(),
+        level: asked.level,
+        expires_at: asked.expires_at,
+    };
+    if desk.answers_later {
+        // Recorded with nobody here waiting: the surface's later request decides it and
+        // resumes the call ([`super::Engine::resume_call`]).
+        return match desk.broker.post(opening).await {
+            Ok(entry) => {
+                events.emit(requested(&entry.id));
+                ApprovalOutcome::Suspended(entry.id)
+            }
+            Err(e) => {
+                tracing::error!(tool = asked.tool_name, "the approval cannot be opened: {e}");
+                ApprovalOutcome::Unavailable(e.to_string())
+            }
+        };
+    }
     let ticket = match desk.broker.open(opening).await {
         Ok(ticket) => ticket,
         Err(e) => {
@@ -46,19 +68,9 @@ pub async fn approval(
             return ApprovalOutcome::Unavailable(e.to_string());
         }
     };
-    events.emit(EngineEvent::ApprovalRequested {
-        approval_id: ticket.id().to_owned(),
-        tool_call_id: asked.tool_call_id.to_owned(),
-        tool_name: asked.tool_name.to_owned(),
-        input: asked.input.clone(),
-        level: asked.level,
-        expires_at: asked.expires_at,
-    });
-    match wait(counterpart, ticket).await {
-        Ok(Outcome::Approved) => ApprovalOutcome::Approved,
-        Ok(Outcome::Denied) => ApprovalOutcome::Denied(None),
-        Ok(Outcome::TimedOut) => ApprovalOutcome::TimedOut,
-        Ok(_) => ApprovalOutcome::Cancelled,
+    events.emit(requested(ticket.id()));
+    match wait(&desk.broker, counterpart, ticket).await {
+        Ok(outcome) => outcome.into(),
         Err(why) => ApprovalOutcome::Unavailable(why.to_string()),
     }
 }
@@ -99,20 +111,35 @@ pub async fn question(desk: &Desk, counterpart: &dyn Counterpart, question: Ques
     if let Some(newer) = question.opened.and_then(|opened| opened()) {
         desk.broker.rewrite(&desk.scope.run_id, &newer).await;
     }
-    wait(counterpart, ticket).await.unwrap_or(Outcome::Cancelled)
+    wait(&desk.broker, counterpart, ticket).await.unwrap_or(Outcome::Cancelled)
 }
 
 /// Presents `ticket`'s entry and waits for its outcome; the counterpart is told how it
-/// ended (`Err`: it could not be shown).
-async fn wait(counterpart: &dyn Counterpart, ticket: Ticket) -> Result<Outcome, super::counterpart::PresentError> {
+/// ended (`Err`: it could not be shown). A surface may take the person's decision while it
+/// presents (a terminal prompt, an MCP client's elicitation): the presenting is bounded by
+/// the entry's expiry, and a decision taken elsewhere meanwhile (the console) ends it.
+async fn wait(
+    broker: &crate::broker::Broker,
+    counterpart: &dyn Counterpart,
+    ticket: Ticket,
+) -> Result<Outcome, super::counterpart::PresentError> {
     let entry: Entry = ticket.entry().clone();
     let resumable = ticket.resumable();
-    if let Err(why) = counterpart.present(&entry, resumable).await {
-        drop(ticket);
-        counterpart.ended(&entry, &Outcome::Cancelled).await;
-        return Err(why);
-    }
-    let outcome = ticket.wait().await;
+    let left = entry.expires_at.duration_since(SystemTime::now()).unwrap_or_default();
+    let mut presenting = std::pin::pin!(tokio::time::timeout(left, counterpart.present(&entry, resumable)));
+    let mut waiting = std::pin::pin!(ticket.wait());
+    let outcome = tokio::select! {
+        biased;
+        presented = &mut presenting => match presented {
+            Ok(Err(why)) => {
+                broker.settle(&entry.id, &Outcome::Cancelled);
+                counterpart.ended(&entry, &Outcome::Cancelled).await;
+                return Err(why);
+            }
+            Ok(Ok(())) | Err(_) => waiting.await,
+        },
+        outcome = &mut waiting => outcome,
+    };
     if !counterpart.ended(&entry, &outcome).await {
         return Ok(Outcome::Cancelled);
     }

@@ -47,7 +47,7 @@ pub enum EngineEvent {
     },
     /// A call waits for a person's decision.
     ApprovalRequested {
-        /// The request's id (as in the [`ApprovalRequest`](super::ApprovalRequest)).
+        /// The broker entry's id (one per approval).
         approval_id: String,
         /// The model's call id.
         tool_call_id: String,

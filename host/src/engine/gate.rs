@@ -5,7 +5,7 @@
 //! MCP elicitation.
 
 use super::checkpoint::Durable;
-use super::counterpart::{ApprovalOutcome, ApprovalRequest, Counterpart};
+use super::counterpart::{ApprovalOutcome, Counterpart};
 use super::deadline::Deadline;
 use super::desk::Asked;
 use super::events::{EngineEvent, EventSink};
@@ -35,7 +35,15 @@ pub struct Decision {
 impl Decision {
     /// Whether the call may run.
     pub fn allows(&self) -> bool {
-        matches!(self.approval, None | Some(ApprovalOutcome::Approved))
+        matches!(self.approval, None | Some(ApprovalOutcome::Approved | ApprovalOutcome::Edited(_)))
+    }
+
+    /// The arguments a person changed the call to, when they edited it.
+    pub fn edited(&self) -> Option<&Value> {
+        match &self.approval {
+            Some(ApprovalOutcome::Edited(arguments)) => Some(arguments),
+            _ => None,
+        }
     }
 }
 
@@ -47,6 +55,34 @@ pub enum Resume<'a> {
     /// Part of a turn that can be written down while it waits ([`Durable`]), after the
     /// round's decisions so far; a resumed round's decision is given rather than asked.
     Durable(&'a Durable<'a>, &'a [(String, ApprovalOutcome)]),
+    /// The call's approval was opened by an earlier run of it and decided at the broker since
+    /// ([`super::Engine::resume_call`]): its decision stands, nobody is asked again.
+    Given(&'a Given),
+}
+
+/// An approval entry decided at the broker before this run of its call (a surface that
+/// answers later): what it covers and how it was decided.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Given {
+    /// The broker entry.
+    pub entry: String,
+    /// The tool it covers.
+    pub tool: String,
+    /// The hash of the arguments it covers ([`crate::broker::arguments_hash`]).
+    pub arguments: String,
+    /// The level it was asked at (the call's level is not resolved again).
+    pub level: Level,
+    /// The person's decision.
+    pub outcome: ApprovalOutcome,
+    /// When the approval's wait ended (its `requestState`s expire then).
+    pub expires_at: SystemTime,
+}
+
+impl Given {
+    /// Whether it covers a call of `tool` with `input`: changed arguments need a new approval.
+    pub fn covers(&self, tool: &str, input: &Value) -> bool {
+        self.tool == tool && self.arguments == crate::broker::arguments_hash(input)
+    }
 }
 
 /// The approval policy of one agent.
@@ -133,6 +169,7 @@ impl Gate {
                             (None, durable.checkpoint(decided, call.id).and_then(|c| serde_json::to_string(&c).ok()))
                         }
                     },
+                    Resume::Given(given) => (Some(given.outcome.clone()), None),
                     Resume::No => (None, None),
                 };
                 let outcome = match given {
@@ -156,8 +193,9 @@ impl Gate {
         }
     }
 
-    /// Puts the call to a person (at the counterpart's desk, or to the counterpart itself),
-    /// inside an `approval` span, the wait not charged to the turn's time.
+    /// Puts the call to a person at the counterpart's desk (the broker entry opened there,
+    /// one id per approval), inside an `approval` span, the wait not charged to the turn's
+    /// time; a counterpart without a desk has nobody to ask and gives its standing answer.
     #[allow(clippy::too_many_arguments)]
     async fn ask(
         &self,
@@ -180,79 +218,45 @@ impl Gate {
             skillhost.adapter = events.adapter().unwrap_or("none"),
         );
         let expires_at = SystemTime::now() + self.timeout;
-        let asking = async {
-            match counterpart.desk() {
-                Some(desk) => {
-                    let presentation = crate::broker::present::Approval {
-                        tool_name: call.name,
-                        tool_call_id: call.id,
-                        input: call.input,
-                        level,
-                        safe_description: crate::broker::present::safe_description(&source.decls(), call.name),
-                        expires_at,
-                    }
-                    .json("");
-                    let asked = Asked {
-                        tool_call_id: call.id,
-                        tool_name: call.name,
-                        input: call.input,
-                        level,
-                        expires_at,
-                        presentation,
-                        checkpoint,
-                    };
-                    super::desk::approval(&desk, counterpart, events, asked).await
-                }
-                None => self.ask_directly(call, level, events, counterpart, expires_at, checkpoint).await,
-            }
+        let Some(desk) = counterpart.desk() else {
+            // Nobody to ask here: no entry, the counterpart's standing answer.
+            let outcome = counterpart.unattended();
+            span.record("skillhost.approval.outcome", outcome.as_str());
+            crate::metrics::approval(outcome.as_str(), Duration::ZERO);
+            return outcome;
         };
-        let (pending, asked) = (crate::metrics::approval_pending(), std::time::Instant::now());
+        let presentation = crate::broker::present::Approval {
+            tool_name: call.name,
+            tool_call_id: call.id,
+            input: call.input,
+            level,
+            safe_description: crate::broker::present::safe_description(&source.decls(), call.name),
+            expires_at,
+        }
+        .json("");
+        let asked = Asked {
+            tool_call_id: call.id,
+            tool_name: call.name,
+            input: call.input,
+            level,
+            expires_at,
+            presentation,
+            checkpoint,
+        };
+        let (pending, asked_at) = (crate::metrics::approval_pending(), std::time::Instant::now());
+        let asking = super::desk::approval(&desk, counterpart, events, asked);
         let outcome = deadline.paused(asking).instrument(span.clone()).await;
-        let waited = asked.elapsed();
+        let waited = asked_at.elapsed();
         drop(pending);
         span.record("skillhost.approval.outcome", outcome.as_str());
         span.record("skillhost.approval.wait_ms", waited.as_millis() as u64);
+        if let ApprovalOutcome::Suspended(_) = outcome {
+            // Decided with a later request, which resumes the call.
+            return outcome;
+        }
         crate::metrics::approval(outcome.as_str(), waited);
         events.emit(EngineEvent::ApprovalResolved { tool_call_id: call.id.to_owned(), outcome: outcome.clone() });
         outcome
-    }
-
-    /// Asks a counterpart without a desk (the terminal, `call`, an MCP client's
-    /// `elicitation/create`), bounded by `human.timeout_seconds`.
-    async fn ask_directly(
-        &self,
-        call: ToolCall<'_>,
-        level: Level,
-        events: &dyn EventSink,
-        counterpart: &dyn Counterpart,
-        expires_at: SystemTime,
-        checkpoint: Option<String>,
-    ) -> ApprovalOutcome {
-        let approval_id = match new_id() {
-            Ok(id) => id,
-            Err(e) => {
-                tracing::error!(tool = %call.name, "no approval id: the OS random source failed ({e}); the call is refused");
-                return ApprovalOutcome::Cancelled;
-            }
-        };
-        let request = ApprovalRequest {
-            approval_id,
-            tool_call_id: call.id.to_owned(),
-            tool_name: call.name.to_owned(),
-            input: call.input.clone(),
-            level,
-            expires_at,
-            checkpoint,
-        };
-        events.emit(EngineEvent::ApprovalRequested {
-            approval_id: request.approval_id.clone(),
-            tool_call_id: request.tool_call_id.clone(),
-            tool_name: request.tool_name.clone(),
-            input: request.input.clone(),
-            level,
-            expires_at,
-        });
-        tokio::time::timeout(self.timeout, counterpart.decide(request)).await.unwrap_or(ApprovalOutcome::TimedOut)
     }
 
     /// What the model is told about a call that did not run. Spelled out so it neither
@@ -268,7 +272,10 @@ impl Gate {
                 "error": format!("nobody approved this tool call within {} s; it was not executed (treated as denied)", self.timeout.as_secs()),
                 "kind": "approval_timeout",
             }),
-            ApprovalOutcome::Cancelled | ApprovalOutcome::Approved => json!({
+            ApprovalOutcome::Cancelled
+            | ApprovalOutcome::Approved
+            | ApprovalOutcome::Edited(_)
+            | ApprovalOutcome::Suspended(_) => json!({
                 "error": "this tool call needs a person's approval, which is not available here; it was cancelled and not executed",
                 "kind": "cancelled",
             }),

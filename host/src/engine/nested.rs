@@ -17,7 +17,7 @@
 //!   another replica, the outer call runs the nested turn again from where it stopped.
 
 use super::checkpoint::{Durable, Given, Nested};
-use super::counterpart::{ApprovalOutcome, ApprovalRequest, Counterpart};
+use super::counterpart::{ApprovalOutcome, Counterpart};
 use super::events::{EngineEvent, EventSink};
 use super::on_demand::TurnSkills;
 use super::request::TurnRequest;
@@ -179,6 +179,8 @@ impl Engine {
             nesting: Some(Nesting { runner: self, chain }),
             spent: outer.spent,
             durable: durable.as_ref(),
+            given: None,
+            suspended: Default::default(),
         };
         match self.converse(&provider, &system, &mut messages, &round, None, pending).await {
             Ok(result) => Ok(result.text),
@@ -238,8 +240,8 @@ impl Counterpart for Person<'_> {
         self.0.ended(entry, outcome).await
     }
 
-    async fn decide(&self, request: ApprovalRequest) -> ApprovalOutcome {
-        self.0.decide(request).await
+    fn unattended(&self) -> ApprovalOutcome {
+        self.0.unattended()
     }
 
     async fn ask(&self, question: Question, timeout: Duration) -> Answer {

@@ -8,7 +8,7 @@ use super::checkpoint::Durable;
 use super::counterpart::{ApprovalOutcome, Counterpart};
 use super::deadline::Deadline;
 use super::events::{EngineEvent, EventSink};
-use super::gate::{Decision, Gate, Resume};
+use super::gate::{Decision, Gate, Given, Resume};
 use super::tool_budget::TurnBudget;
 use crate::llm::{Block, ToolDecl};
 use crate::person::{Answer, Person, Question, Replies, Reply, Request, Round as AskRound, Sampling, Unanswered};
@@ -24,6 +24,11 @@ use tracing::Instrument as _;
 
 /// How many tool calls of one round run at the same time.
 pub const MAX_PARALLEL: usize = 4;
+/// The field of a result that tells the model a person changed the call's arguments.
+pub const EDITED: &str = "_edited_by_person";
+/// What it says.
+const EDITED_NOTE: &str =
+    "A person changed this call's arguments before approving it; it ran with these arguments, not the ones you gave.";
 
 /// One tool call of a turn and what became of it.
 #[derive(Debug, Clone, PartialEq)]
@@ -126,6 +131,12 @@ pub struct Round<'a> {
     /// A turn that is written down while it waits for a person (a chat turn on a shared
     /// store), or resumed with the decisions it was given.
     pub durable: Option<&'a Durable<'a>>,
+    /// The approval an earlier run of the call opened and the broker has decided since
+    /// (a surface that answers later): it settles the call it covers.
+    pub given: Option<&'a Given>,
+    /// Set when a call stopped at a round of questions its counterpart answers with a later
+    /// request ([`Unanswered::Suspended`]).
+    pub suspended: std::sync::atomic::AtomicBool,
 }
 
 /// Tokens added up across a turn and its nested turns.
@@ -236,6 +247,11 @@ impl Round<'_> {
         self.note_settled(&settled, &decided);
         let answers = settled.into_iter().map(|(id, name, answer)| async move {
             let Settled { input, decision, verify, refused, prepared } = answer;
+            // A person who changed the arguments approved the call they typed: it runs as such.
+            let (input, refused) = match decision.edited() {
+                Some(edited) => (edited.clone(), refused.or_else(|| self.recheck(&name, edited))),
+                None => (input, refused),
+            };
             let executed = refused.is_none() && decision.allows();
             let mut outcome = match refused {
                 Some(outcome) => outcome,
@@ -246,11 +262,7 @@ impl Round<'_> {
                 None => match self.durable.and_then(|d| d.replayed(&id)) {
                     Some(replayed) => replayed,
                     None => {
-                        let outcome = self.execute(&id, &name, &input).await;
-                        let outcome = match &prepared {
-                            Some(prepared) => prepared.annotate(outcome),
-                            None => outcome,
-                        };
+                        let outcome = annotated(self.execute(&id, &name, &input).await, &prepared, &decision);
                         self.ended(&id, &outcome).await;
                         outcome
                     }
@@ -276,6 +288,13 @@ impl Round<'_> {
             }
         });
         futures::stream::iter(answers).buffered(MAX_PARALLEL).collect().await
+    }
+
+    /// The refusal of a call whose arguments a person changed into ones the tool's input
+    /// schema refuses (the route that took them checks them first).
+    fn recheck(&self, name: &str, edited: &Value) -> Option<ToolOutcome> {
+        let (source, _) = self.find(name)?;
+        source.check(name, edited).err()
     }
 
     /// Tells a turn that can be written down how its round settled: its decisions, and its
@@ -351,10 +370,12 @@ impl Round<'_> {
             return Settled { prepared, ..Settled::unasked(input, false, None) };
         }
         let call = ToolCall { id, name, input: &input, ctx: self.ctx };
-        let level = self.gate.level(source, &info, call).await;
-        let resume = match self.durable {
-            Some(durable) => Resume::Durable(durable, decided),
-            None => Resume::No,
+        let given = self.given.filter(|given| given.covers(name, &input));
+        let (level, resume) = match (given, self.durable) {
+            // Asked before, at this level: the tool's level is not resolved again.
+            (Some(given), _) => (given.level, Resume::Given(given)),
+            (None, Some(durable)) => (self.gate.level(source, &info, call).await, Resume::Durable(durable, decided)),
+            (None, None) => (self.gate.level(source, &info, call).await, Resume::No),
         };
         let decision =
             self.gate.decide(source, &info, call, level, self.events, self.counterpart, &self.deadline, resume).await;
@@ -468,6 +489,10 @@ impl CallScope for Round<'_> {
     async fn inquire(&self, skill: &str, round: AskRound) -> Result<Replies, Unanswered> {
         let asked = tokio::time::timeout(self.gate.timeout(), self.counterpart.inquire(&round));
         match self.deadline.paused(asked).await {
+            Ok(Some(Err(Unanswered::Suspended))) => {
+                self.suspended.store(true, std::sync::atomic::Ordering::Relaxed);
+                return Err(Unanswered::Suspended);
+            }
             Ok(Some(answered)) => return answered,
             Ok(None) => {}
             Err(_) => return Err(Unanswered::TimedOut),
@@ -546,6 +571,19 @@ impl CallScope for Round<'_> {
             Some(nesting) => nesting.runner.run_nested(turn, self, nesting.chain).await,
             None => Err(crate::tools::NO_NESTED_TURN.into()),
         }
+    }
+}
+
+/// A call's result with what the model should know of how it ran: the source's note on its
+/// prepared arguments, and the arguments a person changed it to.
+fn annotated(outcome: ToolOutcome, prepared: &Option<Prepared>, decision: &Decision) -> ToolOutcome {
+    let outcome = match prepared {
+        Some(prepared) => prepared.annotate(outcome),
+        None => outcome,
+    };
+    match decision.edited() {
+        Some(edited) => outcome.with_field(EDITED, json!({"arguments": edited, "note": EDITED_NOTE})),
+        None => outcome,
     }
 }
 

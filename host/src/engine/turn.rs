@@ -20,9 +20,8 @@ use crate::llm::{Block, Delta, LlmError, Message, Provider, Request, Response, R
 use crate::sandbox::{CallContext, RouteAttributes};
 use crate::skills::SkillSet;
 use crate::store::{MemoryStore, StateError, StateStore};
-use crate::tools::{Level, OnDemand, SubAgents, ToolCall, Tools};
+use crate::tools::{OnDemand, SubAgents, Tools};
 use parking_lot::Mutex;
-use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
@@ -436,21 +435,6 @@ impl Engine {
         TurnBudget::new(self.settings.tool_budget.clone())
     }
 
-    /// The level at which `name` with `input` would be put to a person if it were called now
-    /// (`None`: it would run unasked, or fail before any approval: unknown tool, bad input),
-    /// for an adapter that must ask before calling ([`Engine::call_tool`] still decides:
-    /// this runs the policy, `resolve-human` included, without asking or counting anything).
-    pub async fn gated_level(&self, name: &str, input: &Value, ctx: &CallContext) -> Option<Level> {
-        let loaded = self.ready_for_call(name).await.ok()?;
-        let (source, info) = loaded.tools.find(name)?;
-        if source.check(name, input).is_err() || info.answered_by_person {
-            return None;
-        }
-        let call = ToolCall { id: "", name, input, ctx };
-        let level = self.gate.level(source, &info, call).await;
-        self.gate.would_ask(source, &info, call, level).await.then_some(level)
-    }
-
     /// Runs one call outside a turn, through the same path as the model's calls: the tool
     /// budget, the approval (levels, overrides, promotion, the adapter's `counterpart`), the
     /// deadline, the events. For adapters that serve tools directly (MCP serving, `call`).
@@ -462,9 +446,24 @@ impl Engine {
         counterpart: &dyn Counterpart,
         budget: &TurnBudget,
     ) -> ToolCallRecord {
+        self.call_once(call, ctx, events, counterpart, budget, None).await.0
+    }
+
+    /// [`Engine::call_tool`], with the approval `given` by an earlier run of the call (when
+    /// it covers this one); also whether the call stopped at a round of questions its
+    /// counterpart answers with a later request.
+    pub(super) async fn call_once(
+        &self,
+        call: Call,
+        ctx: &CallContext,
+        events: &dyn EventSink,
+        counterpart: &dyn Counterpart,
+        budget: &TurnBudget,
+        given: Option<&super::gate::Given>,
+    ) -> (ToolCallRecord, bool) {
         let loaded = match self.ready_for_call(&call.1).await {
             Ok(loaded) => loaded,
-            Err(not_ready) => return ToolCallRecord::not_ready(call, &not_ready),
+            Err(not_ready) => return (ToolCallRecord::not_ready(call, &not_ready), false),
         };
         let deadline = Deadline::starting_now(Duration::from_secs(self.settings.session.deadline_seconds));
         let tool_budget = budget;
@@ -488,9 +487,12 @@ impl Engine {
             nesting: None,
             spent: &Spent::default(),
             durable: None,
+            given,
+            suspended: Default::default(),
         };
         let mut records = round.run(vec![call]).await;
-        records.pop().expect("one record per call")
+        let suspended = round.suspended.load(std::sync::atomic::Ordering::Relaxed);
+        (records.pop().expect("one record per call"), suspended)
     }
 
     /// Answers one message. Turns on the same channel run one after the other (the history
@@ -688,6 +690,8 @@ impl Engine {
             nesting: Some(Nesting { runner: self, chain: &[] }),
             spent: &Spent::default(),
             durable: durable.as_ref(),
+            given: None,
+            suspended: Default::default(),
         };
         let mut result = self.converse(provider, &system, &mut messages, &round, Some(held), pending).await?;
         if verifier::needed(&result.tool_calls) {

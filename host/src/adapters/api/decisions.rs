@@ -25,14 +25,22 @@ fn outcome(entry: &Entry) -> &str {
 }
 
 fn approval_json(e: &Entry) -> Value {
-    json!({
+    let mut shown = json!({
         "approval_id": e.id,
         "run_id": e.run_id,
         "channel_id": e.channel_id,
         "outcome": outcome(e),
         "expires_at": unix_seconds(e.expires_at),
         "decided_by": e.decided_by,
-    })
+    });
+    match Outcome::of(e) {
+        Some(Outcome::Approved(Some(arguments))) => {
+            shown["arguments"] = serde_json::from_str(&arguments).unwrap_or(Value::String(arguments));
+        }
+        Some(Outcome::Denied(Some(reason))) => shown["reason"] = reason.into(),
+        _ => {}
+    }
+    shown
 }
 
 fn question_json(e: &Entry) -> Value {
@@ -73,13 +81,21 @@ fn unavailable(why: impl std::fmt::Display) -> ApiError {
     ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "the state database is unavailable; try again")
 }
 
-/// The body as a JSON object.
-fn object(body: Result<Bytes, BytesRejection>) -> ApiResult<serde_json::Map<String, Value>> {
+/// The body as a JSON object of the `known` fields: a field the route does not act on is
+/// refused (400 naming it), never ignored.
+fn object(body: Result<Bytes, BytesRejection>, known: &[&str]) -> ApiResult<serde_json::Map<String, Value>> {
     let bytes = body.map_err(|r| ApiError::new(r.status(), format!("cannot read the body: {}", r.body_text())))?;
-    match serde_json::from_slice(&bytes) {
-        Ok(Value::Object(map)) => Ok(map),
-        Ok(_) => Err(ApiError::bad_request("the body must be a JSON object")),
-        Err(e) => Err(ApiError::bad_request(format!("invalid JSON body: {e}"))),
+    let map = match serde_json::from_slice(&bytes) {
+        Ok(Value::Object(map)) => map,
+        Ok(_) => return Err(ApiError::bad_request("the body must be a JSON object")),
+        Err(e) => return Err(ApiError::bad_request(format!("invalid JSON body: {e}"))),
+    };
+    match map.keys().find(|k| !known.contains(&k.as_str())) {
+        Some(unknown) => Err(ApiError::bad_request(format!(
+            "unknown field `{unknown}`: this route takes only {}",
+            known.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ")
+        ))),
+        None => Ok(map),
     }
 }
 
@@ -89,26 +105,63 @@ async fn entry(api: &Api, id: &str, kind: Kind, what: &str) -> ApiResult<Entry> 
     found.ok_or_else(|| ApiError::gone(what))
 }
 
-/// `POST /api/approvals/{id}/decision` with `{"approved": bool, "confirmation": string}`.
+/// `POST /api/approvals/{id}/decision` with `{"approved": bool, "confirmation": string}`; an
+/// approval may carry the person's changed `arguments` (checked against the tool's input
+/// schema: 422 saying where), a denial their `reason` (the model reads it).
 pub async fn decide_approval(
     State(api): State<Arc<Api>>,
     Path(id): Path<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Json<Value>> {
     api.interactive()?;
-    let body = object(body)?;
+    let body = object(body, &["approved", "confirmation", "arguments", "reason"])?;
     let approved = body
         .get("approved")
         .and_then(Value::as_bool)
         .ok_or_else(|| ApiError::bad_request("`approved` is required and must be a boolean"))?;
-    let confirmation = match body.get("confirmation") {
-        None | Some(Value::Null) => None,
-        Some(Value::String(s)) => Some(s.clone()),
-        Some(_) => return Err(ApiError::bad_request("`confirmation` must be a string")),
+    let text = |field: &str, max: usize| match body.get(field) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) if s.chars().count() <= max => Ok(Some(s.clone())),
+        Some(_) => Err(ApiError::bad_request(format!("`{field}` must be a string of at most {max} characters"))),
     };
-    let decision = if approved { Decision::Approve(confirmation) } else { Decision::Deny };
+    let (confirmation, reason) = (text("confirmation", MAX_ANSWER)?, text("reason", MAX_REASON)?);
+    let decision = match (approved, body.get("arguments"), reason) {
+        (true, _, Some(_)) => return Err(ApiError::bad_request("`reason` goes with a denial (`approved: false`)")),
+        (false, Some(_), _) => return Err(ApiError::bad_request("`arguments` go with an approval (`approved: true`)")),
+        (false, None, reason) => Decision::Deny(reason),
+        (true, None, None) => Decision::Approve(confirmation),
+        (true, Some(arguments), None) => {
+            let entry = entry(&api, &id, Kind::Approval, "approval").await?;
+            fits(&api, &entry, arguments)?;
+            Decision::Edit { arguments: arguments.to_string(), confirmation }
+        }
+    };
     let (decided, _) = api.broker().decide(&id, api.operator(), decision).await.map_err(|e| refused(e, "approval"))?;
     Ok(Json(approval_json(&decided)))
+}
+
+/// The longest reason given with a denial, in characters.
+pub const MAX_REASON: usize = 1000;
+
+/// `Ok` when `arguments` fit the input schema of the tool `entry` asks about (422 naming
+/// where they do not).
+fn fits(api: &Api, entry: &Entry, arguments: &Value) -> ApiResult<()> {
+    let unfit = |why: String| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, why);
+    if !arguments.is_object() {
+        return Err(unfit("`arguments` must be a JSON object: the tool's whole input".into()));
+    }
+    let (tool, ..) = crate::broker::present::covered(entry.presentation.as_deref())
+        .ok_or_else(|| unfit("this approval's call cannot be edited".into()))?;
+    let tools = api.engine.tools();
+    let (source, _) = tools.find(&tool).ok_or_else(|| unfit(format!("tool `{tool}` is no longer loaded")))?;
+    match source.check(&tool, arguments) {
+        Ok(()) => Ok(()),
+        Err(refused) => {
+            let said: Value = serde_json::from_str(&refused.content).unwrap_or_default();
+            let why = said["error"].as_str().map_or(refused.content.clone(), str::to_owned);
+            Err(unfit(format!("`arguments` do not fit {tool}'s input schema: {why}")))
+        }
+    }
 }
 
 /// `GET /api/approvals/{id}`.
@@ -125,7 +178,7 @@ pub async fn answer_question(
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Json<Value>> {
     api.interactive()?;
-    let body = object(body)?;
+    let body = object(body, &["answer", "answer_json"])?;
     let answer = match (body.get("answer"), body.get("answer_json")) {
         (Some(_), Some(_)) => return Err(ApiError::bad_request("give `answer` or `answer_json`, not both")),
         (None, Some(json)) if json.to_string().chars().count() <= MAX_ANSWER => json.to_string(),

@@ -212,7 +212,7 @@ impl Api {
 
     /// Who the routes act for: the agent's operator (its token).
     fn operator(&self) -> crate::broker::Who<'_> {
-        crate::broker::Who { agent: self.engine.agent(), surface: None, user: "api" }
+        crate::broker::Who { agent: self.engine.agent(), surface: None, user: "api", conversation: None }
     }
 
     /// 503 without a token, 409 when the adapter is not `api`.

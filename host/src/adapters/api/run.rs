@@ -84,7 +84,8 @@ impl EventSink for ApiRun {
 impl Counterpart for ApiRun {
     fn desk(&self) -> Option<Desk> {
         let watch: std::sync::Weak<dyn Watch> = self.this.clone();
-        Some(Desk { broker: self.broker.clone(), scope: self.scope.clone(), watch: Some(watch), resumable: None })
+        let (broker, scope) = (self.broker.clone(), self.scope.clone());
+        Some(Desk { broker, scope, watch: Some(watch), resumable: None, answers_later: false })
     }
 
     /// A question appears in the stream (`question_requested`); an approval was announced
@@ -137,9 +138,10 @@ impl Watch for ApiRun {
     /// to resume it.
     fn decided(&self, entry: &Entry, _by: &str) {
         match Outcome::of(entry) {
-            Some(Outcome::Approved) => self.send(|t| t.resolved_by(&entry.id, &ApprovalOutcome::Approved)),
-            Some(Outcome::Denied) => self.send(|t| t.resolved_by(&entry.id, &ApprovalOutcome::Denied(None))),
             Some(Outcome::Answered(answer)) => self.send(|t| t.question_resolved(&entry.id, "answered", Some(&answer))),
+            Some(decided @ (Outcome::Approved(_) | Outcome::Denied(_))) => {
+                self.send(|t| t.resolved_by(&entry.id, &ApprovalOutcome::from(decided)))
+            }
             _ => {}
         }
     }

@@ -309,7 +309,7 @@ impl<P: Platform> Chat<P> {
             let key = P::key(&message.place);
             let user = message.user_id.clone().unwrap_or_default();
             if let Some(id) = chat.question_in(&key, &user).await
-                && chat.answer(&id, message.text.trim(), &user).await.is_ok()
+                && chat.answer(&id, message.text.trim(), &user, &key).await.is_ok()
             {
                 return;
             }
@@ -329,9 +329,10 @@ impl<P: Platform> Chat<P> {
         format!("{} {key}", self.scope)
     }
 
-    /// `user` of this bot's platform, as the broker knows deciders.
-    fn who<'a>(&'a self, user: &'a str) -> Who<'a> {
-        Who { agent: self.engine.agent(), surface: Some(&self.surface), user }
+    /// `user` of this bot's platform acting from `conversation` (as [`Chat::conversation`]
+    /// names it), as the broker knows deciders: they see only what was shown there.
+    fn who<'a>(&'a self, user: &'a str, conversation: &'a str) -> Who<'a> {
+        Who { agent: self.engine.agent(), surface: Some(&self.surface), user, conversation: Some(conversation) }
     }
 
     /// The question conversation `key` waits on that `user` may answer: asked here, or, on
@@ -341,7 +342,8 @@ impl<P: Platform> Chat<P> {
         if here.is_some() {
             return here;
         }
-        self.broker.question_in(&self.conversation(key), self.who(user)).await
+        let conversation = self.conversation(key);
+        self.broker.question_in(&conversation, self.who(user, &conversation)).await
     }
 
     /// Whether a question waits for an answer in conversation `key`.
@@ -349,17 +351,19 @@ impl<P: Platform> Chat<P> {
         self.asking.lock().contains_key(key)
     }
 
-    /// Decides approval `id` from a click by `user`, whom the platform already allowed: the
-    /// first decision on any replica wins; an approval of another bot or agent, or one
-    /// `user` may not decide, is refused as no longer waiting.
-    pub async fn decide(&self, id: &str, decision: &Decision, user: &str) -> Decided {
+    /// Decides approval `id` from a click by `user` in conversation `key` (a chat; on Slack a
+    /// channel, whose threads it holds), whom the platform already allowed: the first decision
+    /// on any replica wins; an approval of another bot or agent, one not shown in `key`, or
+    /// one `user` may not decide, is refused as no longer waiting.
+    pub async fn decide(&self, id: &str, decision: &Decision, user: &str, key: &str) -> Decided {
+        let conversation = self.conversation(key);
         let (taken, challenge) = match decision {
             Decision::Approve => (crate::broker::Decision::Approve(None), None),
-            Decision::Deny => (crate::broker::Decision::Deny, None),
+            Decision::Deny => (crate::broker::Decision::Deny(None), None),
             Decision::Confirm(typed) => (crate::broker::Decision::Approve(Some(typed.trim().to_owned())), Some(typed)),
         };
-        let approved = !matches!(taken, crate::broker::Decision::Deny);
-        match self.broker.decide(id, self.who(user), taken).await {
+        let approved = !matches!(taken, crate::broker::Decision::Deny(_));
+        match self.broker.decide(id, self.who(user, &conversation), taken).await {
             // Taken before (in the console, or by another click): nothing changes.
             Ok((_, false)) => Decided::Refused("this request was already decided".into()),
             Ok(_) => {
@@ -382,18 +386,20 @@ impl<P: Platform> Chat<P> {
     }
 
     /// Whether approval `id` needs its challenge typed (a `confirm` call); `None` when it is
-    /// not waiting for `user`.
-    pub async fn needs_challenge(&self, id: &str, user: &str) -> Option<bool> {
-        let entry = self.broker.get(id, Kind::Approval, self.who(user)).await.ok()??;
+    /// not waiting for `user` in conversation `key`.
+    pub async fn needs_challenge(&self, id: &str, user: &str, key: &str) -> Option<bool> {
+        let conversation = self.conversation(key);
+        let entry = self.broker.get(id, Kind::Approval, self.who(user, &conversation)).await.ok()??;
         entry.outcome.is_none().then_some(entry.challenge.is_some())
     }
 
-    /// `user` answers question `id`.
-    pub async fn answer(&self, id: &str, answer: &str, user: &str) -> Result<(), AnswerError> {
+    /// `user` answers question `id` from conversation `key`.
+    pub async fn answer(&self, id: &str, answer: &str, user: &str, key: &str) -> Result<(), AnswerError> {
         if answer.is_empty() {
             return Err(AnswerError::Empty);
         }
-        match self.broker.decide(id, self.who(user), crate::broker::Decision::Answer(answer.to_owned())).await {
+        let (conversation, answer) = (self.conversation(key), crate::broker::Decision::Answer(answer.to_owned()));
+        match self.broker.decide(id, self.who(user, &conversation), answer).await {
             Ok(_) => {
                 // Its turn may wait on a replica that is gone: look for it at once.
                 self.look.notify_one();
@@ -410,9 +416,10 @@ impl<P: Platform> Chat<P> {
         }
     }
 
-    /// The choices of question `id`, while it waits for `user`.
-    pub async fn choices(&self, id: &str, user: &str) -> Option<Vec<String>> {
-        let entry = self.broker.get(id, Kind::Question, self.who(user)).await.ok()??;
+    /// The choices of question `id`, while it waits for `user` in conversation `key`.
+    pub async fn choices(&self, id: &str, user: &str, key: &str) -> Option<Vec<String>> {
+        let conversation = self.conversation(key);
+        let entry = self.broker.get(id, Kind::Question, self.who(user, &conversation)).await.ok()??;
         entry.outcome.is_none().then_some(entry.choices)
     }
 

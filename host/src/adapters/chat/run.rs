@@ -59,12 +59,7 @@ impl<P: Platform> Chat<P> {
             self.label
         );
         let given = match approval.kind {
-            Kind::Approval => Given::Decision(match stored {
-                "approved" => ApprovalOutcome::Approved,
-                "denied" => ApprovalOutcome::Denied(None),
-                "timed_out" => ApprovalOutcome::TimedOut,
-                _ => ApprovalOutcome::Cancelled,
-            }),
+            Kind::Approval => Given::Decision(Resolution::of(&approval).map_or(ApprovalOutcome::Cancelled, Into::into)),
             Kind::Question => Given::Answer(Resolution::from_stored(stored, approval.answer.as_deref())),
         };
         if let (Some(prompt), "timed_out") = (&prompt, stored) {

@@ -149,7 +149,7 @@ impl<P: Platform> Counterpart for ChatTurn<P> {
         };
         let watch: Weak<dyn Watch> = self.this.clone();
         let resumable = json(&self.place).ok().map(|place| (chat.scope.clone(), place));
-        Some(Desk { broker: chat.broker.clone(), scope, watch: Some(watch), resumable })
+        Some(Desk { broker: chat.broker.clone(), scope, watch: Some(watch), resumable, answers_later: false })
     }
 
     /// Posts the prompt below what the turn showed so far; a question is also what a reply
@@ -250,8 +250,8 @@ impl<P: Platform> Watch for ChatTurn<P> {
             return;
         }
         let line = match Resolution::of(entry) {
-            Some(Resolution::Approved) => "✅ Approved in the console".to_owned(),
-            Some(Resolution::Denied) => "❌ Denied in the console".to_owned(),
+            Some(Resolution::Approved(_)) => "✅ Approved in the console".to_owned(),
+            Some(Resolution::Denied(_)) => "❌ Denied in the console".to_owned(),
             Some(Resolution::Answered(answer)) => {
                 format!("❓ {}\n→ {answer} (answered in the console)", entry.prompt.as_deref().unwrap_or_default())
             }

@@ -11,21 +11,22 @@
 //!   Up to 2025-11-25 the question is bound to the session that asked (its connection).
 
 use super::request_state::{Claims, Keys, Refused, arguments_hash};
-use crate::broker::{DecideError, Decision, Kind, Opening, Scope, Who};
-use crate::engine::{ApprovalOutcome, Engine};
+use crate::broker::{DecideError, Decision, Entry, Kind, Who};
+use crate::engine::Engine;
 use crate::tools::{CONFIRMATION_CHALLENGE, Level};
+use rmcp::ErrorData;
 use rmcp::model::{
-    CallToolRequestParams, ElicitRequest, ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationSchema,
-    InputRequest, InputRequests, InputRequiredResult, InputResponses, ProtocolVersion,
+    ElicitRequest, ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationSchema, InputRequest,
+    InputRequests, InputRequiredResult, InputResponses, ProtocolVersion,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use serde_json::{Value, json};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 /// The key of the approval question in `inputRequests` / `inputResponses`.
 const KEY: &str = "approval";
 /// The surface MCP approvals record.
-const SURFACE: &str = "mcp";
+pub const SURFACE: &str = "mcp";
 
 /// Whether the client can be asked: it declared form elicitation (at `initialize`, or in this
 /// request's `_meta` from 2026-07-28).
@@ -66,113 +67,78 @@ pub fn approves(answer: &ElicitResult, level: Level) -> bool {
         }
 }
 
-/// One round of an approval asked through `input_required`.
-pub enum Round {
-    /// Answer the call with this; the client retries with the user's answer.
-    Ask(InputRequiredResult),
-    /// The answer arrived: the decision the engine's gate receives.
-    Decided(ApprovalOutcome),
-    /// The retry's `requestState` is not accepted (JSON-RPC -32602, nothing runs).
-    Refused(Refused),
+/// The `input_required` result that asks the client's user to decide the approval `entry`
+/// opened for a call of `name` with `input` at `level`: the question, and a `requestState`
+/// signed for that entry, that call, until the approval's deadline.
+pub async fn ask(
+    keys: &Keys,
+    entry: &str,
+    (name, input, level): (&str, &Value, Level),
+    expires_at: SystemTime,
+) -> Result<InputRequiredResult, ErrorData> {
+    let unavailable = |e: String| ErrorData::internal_error(format!("the approval cannot be asked: {e}"), None);
+    let params = question(name, input, level).map_err(|e| unavailable(format!("elicitation schema: {e}")))?;
+    let expires = expires_at.duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let arguments = arguments_hash(input);
+    let claims =
+        Claims { entry: entry.to_owned(), tool: name.to_owned(), arguments, expires, inquiry: false, approval: None };
+    let state = keys.sign(&claims).await.map_err(|e| unavailable(e.to_string()))?;
+    let requests = InputRequests::from([(KEY.to_owned(), InputRequest::Elicitation(ElicitRequest::new(params)))]);
+    Ok(InputRequiredResult::new(Some(requests), Some(state)))
 }
 
-/// A gated call at 2026-07-28, as the person broker keeps it between rounds.
-pub struct Gated<'a> {
-    /// The agent's engine (its broker, its state store for the keys).
-    pub engine: &'a Engine,
-    /// The signing keys.
-    pub keys: &'a Keys,
-    /// The call.
-    pub request: &'a CallToolRequestParams,
-    /// Its arguments.
-    pub input: &'a Value,
-    /// Its level.
-    pub level: Level,
+/// A retry carrying the answer to an approval asked through `input_required`: its state
+/// verified (this call, unexpired, unaltered) and the answer carried to the broker as the
+/// client's decision, on any replica. The approval's entry, which the engine resumes the call
+/// with; `None` when the retry carries no answer (the call runs again, and asks again).
+pub async fn answered(
+    engine: &Engine,
+    keys: &Keys,
+    (state, responses): (&str, Option<&InputResponses>),
+    (name, input): (&str, &Value),
+) -> Result<Option<String>, Refused> {
+    let claims = keys.verify(state).await?;
+    if claims.inquiry || claims.tool != name || claims.arguments != arguments_hash(input) {
+        return Err(Refused::OtherCall);
+    }
+    let Some(responses) = responses else { return Ok(None) };
+    let entry = engine.broker().get(&claims.entry, Kind::Approval, client(engine)).await;
+    let entry = entry.map_err(|e| Refused::Unavailable(e.to_string()))?.ok_or(Refused::Expired)?;
+    let answer = responses.get(KEY).and_then(|a| serde_json::from_value::<ElicitResult>(a.clone()).ok());
+    match engine.broker().decide(&claims.entry, client(engine), decision(answer.as_ref(), level_of(&entry))).await {
+        // Counted now, or the same answer counted before: the engine holds the approval's
+        // use, so a call that completed does not run again.
+        Ok(_) => Ok(Some(claims.entry)),
+        Err(DecideError::Unavailable(why)) => Err(Refused::Unavailable(why)),
+        Err(DecideError::Conflict(_)) => Err(Refused::Answered),
+        Err(_) => Err(Refused::Replayed),
+    }
 }
 
-impl Gated<'_> {
-    /// The next round: ask (the approval opened at the broker, its reference signed into
-    /// the `requestState`), or count the answer the retry carries, once, on any replica.
-    pub async fn round(&self) -> Round {
-        match (&self.request.request_state, &self.request.input_responses) {
-            (Some(state), Some(responses)) => self.answered(state, responses).await,
-            _ => self.ask().await,
-        }
-    }
+/// Who decides an MCP entry: the client (its user).
+pub const CLIENT: &str = "mcp-client";
 
-    async fn ask(&self) -> Round {
-        let name = self.request.name.as_ref();
-        let params = match question(name, self.input, self.level) {
-            Ok(params) => params,
-            Err(e) => return Round::Decided(ApprovalOutcome::Unavailable(format!("elicitation schema: {e}"))),
-        };
-        let timeout = Duration::from_secs(self.engine.settings().human.timeout_seconds);
-        let expires_at = SystemTime::now() + timeout;
-        let presentation = crate::broker::present::Approval {
-            tool_name: name,
-            tool_call_id: "",
-            input: self.input,
-            level: self.level,
-            safe_description: crate::broker::present::safe_description(&self.engine.tools().decls(), name),
-            expires_at,
-        };
-        let opening = Opening {
-            kind: Kind::Approval,
-            scope: Scope {
-                agent: self.engine.agent().to_owned(),
-                surface: SURFACE.into(),
-                conversation: SURFACE.into(),
-                run_id: SURFACE.into(),
-                deciders: Vec::new(),
-            },
-            expires_at,
-            challenge: (self.level == Level::Confirm).then(|| CONFIRMATION_CHALLENGE.to_owned()),
-            prompt: None,
-            choices: Vec::new(),
-            presentation: presentation.json(""),
-            resumable: None,
-            watch: None,
-        };
-        let entry = match self.engine.broker().post(opening).await {
-            Ok(entry) => entry,
-            Err(e) => return Round::Decided(ApprovalOutcome::Unavailable(e.to_string())),
-        };
-        let expires = expires_at.duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
-        let arguments = arguments_hash(self.input);
-        let claims =
-            Claims { entry: entry.id, tool: name.to_owned(), arguments, expires, inquiry: false, approved: false };
-        let state = match self.keys.sign(&claims).await {
-            Ok(state) => state,
-            Err(e) => return Round::Decided(ApprovalOutcome::Unavailable(e.to_string())),
-        };
-        let requests = InputRequests::from([(KEY.to_owned(), InputRequest::Elicitation(ElicitRequest::new(params)))]);
-        Round::Ask(InputRequiredResult::new(Some(requests), Some(state)))
-    }
+/// Who an MCP client is at the broker.
+pub fn client(engine: &Engine) -> Who<'_> {
+    Who { agent: engine.agent(), surface: Some(SURFACE), user: CLIENT, conversation: None }
+}
 
-    async fn answered(&self, state: &str, responses: &InputResponses) -> Round {
-        let claims = match self.keys.verify(state).await {
-            Ok(claims) => claims,
-            Err(refused) => return Round::Refused(refused),
-        };
-        if claims.inquiry || claims.tool != self.request.name.as_ref() || claims.arguments != arguments_hash(self.input)
-        {
-            return Round::Refused(Refused::OtherCall);
-        }
-        let answer = responses.get(KEY).and_then(|a| serde_json::from_value::<ElicitResult>(a.clone()).ok());
-        let approved = answer.is_some_and(|a| approves(&a, self.level));
-        let decision = match (approved, self.level) {
-            (true, Level::Confirm) => Decision::Approve(Some(CONFIRMATION_CHALLENGE.to_owned())),
-            (true, _) => Decision::Approve(None),
-            (false, _) => Decision::Deny,
-        };
-        let client = Who { agent: self.engine.agent(), surface: Some(SURFACE), user: "mcp-client" };
-        match self.engine.broker().decide(&claims.entry, client, decision).await {
-            // The same answer counted before: a replay, which runs nothing.
-            Ok((_, false)) => Round::Refused(Refused::Replayed),
-            Ok(_) if approved => Round::Decided(ApprovalOutcome::Approved),
-            Ok(_) => Round::Decided(ApprovalOutcome::Denied(None)),
-            Err(DecideError::Unavailable(why)) => Round::Refused(Refused::Unavailable(why)),
-            Err(_) => Round::Refused(Refused::Replayed),
-        }
+/// The client's answer to the approval question as the broker takes it.
+pub fn decision(answer: Option<&ElicitResult>, level: Level) -> Decision {
+    match (answer.is_some_and(|a| approves(a, level)), level) {
+        (true, Level::Confirm) => Decision::Approve(Some(CONFIRMATION_CHALLENGE.to_owned())),
+        (true, _) => Decision::Approve(None),
+        (false, _) => Decision::Deny(None),
     }
+}
+
+/// Why a question other than a call's approval (an MCP server's elicitation during the call)
+/// is not put to the MCP client.
+#[derive(Debug, thiserror::Error)]
+#[error("this adapter cannot ask questions")]
+pub struct NotAsked;
+
+/// The level an approval entry was asked at.
+pub fn level_of(entry: &Entry) -> Level {
+    if entry.challenge.is_some() { Level::Confirm } else { Level::Approve }
 }

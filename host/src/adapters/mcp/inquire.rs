@@ -15,7 +15,7 @@
 //!   ([`super::request_state`]), bound to the call (tool and arguments).
 
 use super::request_state::{Claims, Keys, Refused, arguments_hash};
-use crate::broker::{DecideError, Decision, Kind, Opening, Scope, Who};
+use crate::broker::{DecideError, Decision, Kind, Opening, Scope};
 use crate::engine::Engine;
 use crate::person::{FormAction, Replies, Reply, Request, Root, Round, Unanswered};
 use parking_lot::Mutex;
@@ -180,8 +180,9 @@ pub struct Rounds {
     /// Which round the retry answers: the first one not recorded.
     retried: usize,
     stop: Mutex<Option<Stop>>,
-    /// The call approved in an earlier round (its state says so).
-    approved: bool,
+    /// The approval an earlier round of the call ran with (its broker entry), and its
+    /// deadline: later rounds carry it, and expire with it.
+    approval: Mutex<Option<(String, SystemTime)>>,
 }
 
 /// The call a `requestState` is bound to: `tools/call <name>` or `prompts/get <name>`, and
@@ -211,7 +212,7 @@ impl Rounds {
             responses: responses.cloned(),
             retried: 0,
             stop: Mutex::default(),
-            approved: false,
+            approval: Mutex::default(),
         };
         let Some(state) = state else { return Ok(rounds) };
         let refused = |r: Refused| ErrorData::invalid_params(r.to_string(), None);
@@ -219,7 +220,7 @@ impl Rounds {
         if !claims.inquiry || claims.tool != call.name || claims.arguments != arguments_hash(call.arguments) {
             return Err(refused(Refused::OtherCall));
         }
-        let client = Who { agent: engine.agent(), surface: Some(SURFACE), user: "mcp-client" };
+        let client = super::elicit::client(engine);
         let entry = engine.broker().get(&claims.entry, Kind::Question, client).await;
         let entry =
             entry.map_err(|e| refused(Refused::Unavailable(e.to_string())))?.ok_or(refused(Refused::Expired))?;
@@ -240,19 +241,21 @@ impl Rounds {
         }
         rounds.retried = recorded.len();
         *rounds.answered.get_mut() = recorded;
-        rounds.approved = claims.approved;
+        *rounds.approval.get_mut() =
+            claims.approval.map(|entry| (entry, UNIX_EPOCH + Duration::from_secs(claims.expires)));
         Ok(rounds)
     }
 
-    /// Whether an earlier round of this call carried its approval.
-    pub fn approved(&self) -> bool {
-        self.approved
+    /// The approval an earlier round of this call ran with (its broker entry), which this
+    /// run resumes the call with.
+    pub fn approval(&self) -> Option<String> {
+        self.approval.lock().as_ref().map(|(entry, _)| entry.clone())
     }
 
-    /// Notes that this run's call was approved (by the retry carrying the approval), so
-    /// that its later rounds carry the approval too.
-    pub fn approve(&mut self, approved: bool) {
-        self.approved = approved;
+    /// Notes the approval this run ran with (until its deadline), so that its later rounds
+    /// carry it, and expire with it.
+    pub fn carry(&self, entry: &str, until: SystemTime) {
+        *self.approval.lock() = Some((entry.to_owned(), until));
     }
 
     /// Answers the run's next round, or stops the run there ([`Unanswered::Suspended`]).
@@ -328,7 +331,13 @@ impl Rounds {
             requests.insert(key.clone(), request);
         }
         let timeout = Duration::from_secs(engine.settings().human.timeout_seconds);
-        let expires_at = SystemTime::now() + timeout;
+        // A round of an approved call lives no longer than the approval: a retry never
+        // extends it.
+        let approval = self.approval.lock().clone();
+        let expires_at = match &approval {
+            Some((_, until)) => (SystemTime::now() + timeout).min(*until),
+            None => SystemTime::now() + timeout,
+        };
         let keys_asked: Vec<&str> = round.iter().map(|(k, _)| k.as_str()).collect();
         let opening = Opening {
             kind: Kind::Question,
@@ -354,7 +363,7 @@ impl Rounds {
             arguments: arguments_hash(call.arguments),
             expires: expires_at.duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0),
             inquiry: true,
-            approved: self.approved,
+            approval: approval.map(|(entry, _)| entry),
         };
         let state = keys.sign(&claims).await.map_err(|e| unavailable(e.to_string()))?;
         Ok(Some(InputRequiredResult::new(Some(requests), Some(state))))
@@ -402,7 +411,7 @@ mod tests {
             responses: Some(responses),
             retried: 1,
             stop: Mutex::default(),
-            approved: false,
+            approval: Mutex::default(),
         };
         assert_eq!(rounds.inquire(vec![("step1".into(), form("1"))]).unwrap(), recorded[0]);
         let second = rounds.inquire(vec![("step2".into(), form("2")), ("roots".into(), Request::Roots)]).unwrap();

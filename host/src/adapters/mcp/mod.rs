@@ -40,13 +40,14 @@ pub mod tasks;
 
 pub use http::http_app;
 
+use crate::broker::UseRefused;
 use crate::engine::gate::new_id;
 use crate::engine::tool_budget::TurnBudget;
-use crate::engine::{ApprovalOutcome, ApprovalRequest, Counterpart, Engine, NoEvents};
+use crate::engine::{ApprovalOutcome, Counterpart, Engine, NoEvents, ResumeError};
 use crate::person::{Replies, Round as AskRound, Unanswered};
 use crate::sandbox::{CallContext, ConversationBy};
-use elicit::Round;
 use parking_lot::Mutex;
+use request_state::Refused;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult, CompletionInfo,
     GetPromptRequestParams, GetPromptResponse, GetPromptResult, Implementation, ListPromptsResult,
@@ -202,72 +203,82 @@ fn admitted(
     }
 }
 
-/// How a call at 2026-07-28 goes on.
-enum Inline {
-    /// Answer it with this question (the call's approval).
-    Ask(rmcp::model::InputRequiredResult),
-    /// Run it, with the approval its retry carried (or why there is none) and the skill's
-    /// rounds.
-    Run(ApprovalOutcome, Box<inquire::Rounds>),
+/// From 2026-07-28: what a request's retry resumes.
+struct Retry {
+    /// The approval the call resumes with (its broker entry), if any.
+    approval: Option<String>,
+    /// The skill's rounds answered so far.
+    rounds: Box<inquire::Rounds>,
 }
 
-/// Why a call at 2026-07-28 has no approval: it was asked through `input_required` or not
-/// at all, never by a request to the client.
+/// Why a call has no approval: its client cannot be asked (no elicitation support).
 const NO_ELICITATION: &str = "this MCP client cannot ask one (no elicitation support)";
 
+/// What a call's run gives its handler: the outcome, the approval it ran with (resumed),
+/// and whether it stopped at a round its client answers in a retry; or the refusal of its
+/// retry (JSON-RPC -32602, nothing ran).
+type Ran = Result<(crate::engine::ToolCallRecord, Option<crate::engine::Given>), ErrorData>;
+
 impl SkillServer {
-    /// From 2026-07-28: the approval a retry carries (or the question to ask for it), and
-    /// the skill's rounds answered so far.
-    async fn inline(
+    /// From 2026-07-28: what the request's `requestState` and `inputResponses` resume: an
+    /// approval's answer, carried to the broker as the client's decision, or the skill's rounds
+    /// answered so far (with the approval an earlier round ran with).
+    async fn retry(
         &self,
         engine: &Engine,
         request: &CallToolRequestParams,
         context: &RequestContext<RoleServer>,
         input: &Value,
-        ctx: &CallContext,
         bound: &inquire::Call<'_>,
-    ) -> Result<Inline, ErrorData> {
+    ) -> Result<Retry, ErrorData> {
         let keys = &self.shared.keys;
         let (state, responses) = (request.request_state.as_deref(), request.input_responses.as_ref());
         let capabilities = context.client_capabilities();
-        // A retry answering the skill's own round; an approval an earlier round took comes
-        // with it.
-        if state.and_then(request_state::peek).is_some_and(|c| c.inquiry) {
-            let rounds = inquire::Rounds::begin(engine, keys, bound, capabilities, state, responses).await?;
-            let answered = match rounds.approved() {
-                true => ApprovalOutcome::Approved,
-                false => ApprovalOutcome::Unavailable(NO_ELICITATION.into()),
-            };
-            return Ok(Inline::Run(answered, Box::new(rounds)));
-        }
-        let gated = match elicit::can_elicit(context) {
-            true => engine.gated_level(&request.name, input, ctx).await,
-            false => None,
-        };
-        let Some(level) = gated else {
-            let rounds = inquire::Rounds::begin(engine, keys, bound, capabilities, None, responses).await?;
-            return Ok(Inline::Run(ApprovalOutcome::Unavailable(NO_ELICITATION.into()), Box::new(rounds)));
-        };
-        // A gated call is answered with the question; its retry carries the answer, which
-        // the gate then receives as the decision.
-        let gated = elicit::Gated { engine, keys, request, input, level };
-        let answered = match gated.round().await {
-            Round::Ask(question) => return Ok(Inline::Ask(question)),
-            Round::Decided(outcome) => outcome,
+        if let Some(state) = state.filter(|s| request_state::peek(s).is_some_and(|c| !c.inquiry)) {
+            let call = (request.name.as_ref(), input);
+            let approval = elicit::answered(engine, keys, (state, responses), call).await;
             // The suite requires an error, not a result: nothing runs.
-            Round::Refused(refused) => return Err(ErrorData::invalid_params(refused.to_string(), None)),
-        };
-        let mut rounds = inquire::Rounds::begin(engine, keys, bound, capabilities, None, None).await?;
-        rounds.approve(answered == ApprovalOutcome::Approved);
-        Ok(Inline::Run(answered, Box::new(rounds)))
+            let approval = approval.map_err(|refused| ErrorData::invalid_params(refused.to_string(), None))?;
+            let rounds = inquire::Rounds::begin(engine, keys, bound, capabilities, None, None).await?;
+            return Ok(Retry { approval, rounds: Box::new(rounds) });
+        }
+        let rounds = inquire::Rounds::begin(engine, keys, bound, capabilities, state, responses).await?;
+        Ok(Retry { approval: rounds.approval(), rounds: Box::new(rounds) })
     }
+}
+
+/// Runs `call`: resumed with the approval an earlier run opened (decided at the broker since),
+/// or afresh.
+async fn run_call(
+    engine: &Engine,
+    approval: Option<&str>,
+    call: crate::engine::round::Call,
+    ctx: &CallContext,
+    counterpart: &dyn Counterpart,
+    budget: &TurnBudget,
+) -> Ran {
+    let Some(entry) = approval else {
+        return Ok((engine.call_tool(call, ctx, &NoEvents, counterpart, budget).await, None));
+    };
+    let refused = match engine.resume_call(entry, call, ctx, &NoEvents, counterpart, budget).await {
+        Ok(resumed) => return Ok((resumed.record, Some(resumed.given))),
+        Err(ResumeError::Gone) => Refused::Expired.to_string(),
+        Err(ResumeError::OtherCall) => Refused::OtherCall.to_string(),
+        Err(ResumeError::Undecided | ResumeError::Use(UseRefused::Used)) => Refused::Replayed.to_string(),
+        Err(running @ ResumeError::Use(UseRefused::Running)) => format!("invalid requestState: {running}"),
+        Err(ResumeError::Unavailable(why) | ResumeError::Use(UseRefused::Unavailable(why))) => {
+            Refused::Unavailable(why).to_string()
+        }
+    };
+    Err(ErrorData::invalid_params(refused, None))
 }
 
 impl SkillServer {
     /// From 2026-07-28, for a client that declared the Tasks extension: the call as a task
-    /// ([`tasks`]), when its tool may run as one or it waits on a person; `None`: it runs as
-    /// any call. A tool that `detaches` runs in the call until it does: answered with its
-    /// result, its next round (`input_required`), or its task.
+    /// ([`tasks`]). A tool marked to run as one starts as a task; any other call runs in the
+    /// request until it detaches or waits on a person (its approval is then the task's first
+    /// input request), answered with its result, its next round (`input_required`), or its
+    /// task. `None`: the client did not declare the extension.
     async fn as_task(
         &self,
         engine: &Arc<Engine>,
@@ -283,29 +294,18 @@ impl SkillServer {
         let ctx =
             CallContext { conversation_by: ConversationBy::Agent, ..CallContext::standalone(&self.session.channel) };
         let detaches = support.is_some_and(|s| s.detaches);
-        let starts_now = match support {
-            Some(support) => !support.detaches,
-            // A call waiting on a person: its approval is the task's first question.
-            None => {
-                request.request_state.is_none()
-                    && elicit::can_elicit(context)
-                    && engine.gated_level(&name, input, &ctx).await.is_some()
-            }
-        };
-        if !starts_now && !detaches {
-            return Ok(None);
-        }
+        let starts_now = support.is_some_and(|s| !s.detaches);
         let capabilities = context.client_capabilities();
         let bound = inquire::Call { name: format!("tool:{name}"), arguments: input };
-        let side = match starts_now {
-            true => tasks::TaskSide::new(engine.clone(), name.clone(), capabilities, None, None),
-            false => match self.inline(engine, request, context, input, &ctx, &bound).await? {
-                Inline::Ask(question) => return Ok(Some(question.into())),
-                Inline::Run(answered, rounds) => {
-                    tasks::TaskSide::new(engine.clone(), name.clone(), capabilities, Some(answered), Some(rounds))
-                }
-            },
+        let (approval, rounds) = match starts_now {
+            true => (None, None),
+            false => {
+                let retry = self.retry(engine, request, context, input, &bound).await?;
+                (retry.approval, Some(retry.rounds))
+            }
         };
+        let call = (format!("mcp-{}", context.id), name.clone(), input.clone());
+        let side = tasks::TaskSide::new(engine.clone(), &call, &self.session.channel, capabilities, rounds);
         let created = match starts_now {
             true => Some(side.begin().await?),
             false => None,
@@ -315,9 +315,9 @@ impl SkillServer {
         // The call runs in the background: a task outlives its request.
         let (done, outcome) = tokio::sync::oneshot::channel();
         let (runner_engine, session, runner) = (engine.clone(), self.session.clone(), side.clone());
-        let (ctx, call) = (CallContext { detacher, ..ctx }, (format!("mcp-{}", context.id), name, input.clone()));
+        let ctx = CallContext { detacher, ..ctx };
         let work = tokio::spawn(async move {
-            let run = async { runner_engine.call_tool(call, &ctx, &NoEvents, &*runner, &session.budget).await.outcome };
+            let run = run_call(&runner_engine, approval.as_deref(), call, &ctx, &*runner, &session.budget);
             let _ = done.send(runner.run(run).await);
         });
         match created {
@@ -347,25 +347,68 @@ impl SkillServer {
                 return Err(ErrorData::new(rmcp::model::ErrorCode(-32800), "the request was cancelled", None));
             }
         };
-        let Some(outcome) = outcome else {
+        let Some(ran) = outcome else {
             // It became a task (and ended) before its answer was read.
             let begun = detached.await.map_err(|_| ErrorData::internal_error("the call ended without a result", None));
             return begun.and_then(task);
         };
+        let (record, given) = ran?;
         if let Some(rounds) = side.rounds()
-            && let Some(ask) = rounds.finish(engine, &self.shared.keys, bound).await?
+            && let Some(ask) = next_round(engine, &self.shared.keys, rounds, given.as_ref(), bound).await?
         {
             return Ok(ask.into());
         }
         let skills = engine.skills();
-        Ok(content::result(&outcome, content::spec_of(&skills, &request_name(bound))).into())
+        Ok(content::result(&record.outcome, content::spec_of(&skills, &request_name(bound))).into())
     }
+}
+
+impl SkillServer {
+    /// The answer to a call that ran (`bound`: its tool and arguments): the approval it waits
+    /// on, the next round of the skill's questions, or its result.
+    async fn answer(
+        &self,
+        engine: &Engine,
+        (record, given): (crate::engine::ToolCallRecord, Option<crate::engine::Given>),
+        rounds: Option<&inquire::Rounds>,
+        bound: &inquire::Call<'_>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let (keys, name) = (&self.shared.keys, request_name(bound));
+        // The call waits on its approval, which the client's retry answers.
+        if let Some(ApprovalOutcome::Suspended(entry)) = &record.approval {
+            let until = std::time::SystemTime::now() + Duration::from_secs(engine.settings().human.timeout_seconds);
+            return Ok(elicit::ask(keys, entry, (&name, bound.arguments, record.level), until).await?.into());
+        }
+        // The skill stopped at a round its client answers in a retry.
+        if let Some(rounds) = rounds
+            && let Some(ask) = next_round(engine, keys, rounds, given.as_ref(), bound).await?
+        {
+            return Ok(ask.into());
+        }
+        let skills = engine.skills();
+        Ok(content::result(&record.outcome, content::spec_of(&skills, &name)).into())
+    }
+}
+
+/// The next round of a call that stopped at one its client answers in a retry (carrying the
+/// approval the call ran with, if it was approved); `None` when it did not stop.
+async fn next_round(
+    engine: &Engine,
+    keys: &request_state::Keys,
+    rounds: &inquire::Rounds,
+    given: Option<&crate::engine::Given>,
+    bound: &inquire::Call<'_>,
+) -> Result<Option<rmcp::model::InputRequiredResult>, ErrorData> {
+    if let Some(given) = given.filter(|g| g.outcome == ApprovalOutcome::Approved) {
+        rounds.carry(&given.entry, given.expires_at);
+    }
+    rounds.finish(engine, keys, bound).await
 }
 
 /// What a detaching call's handler waits on: the call's outcome (`None` once it is a task),
 /// its task, and the call itself.
 type Detaching = (
-    tokio::sync::oneshot::Receiver<Option<crate::tools::ToolOutcome>>,
+    tokio::sync::oneshot::Receiver<Option<Ran>>,
     tokio::sync::oneshot::Receiver<Result<rmcp::model::CreateTaskResult, ErrorData>>,
     tokio::task::JoinHandle<()>,
 );
@@ -457,45 +500,71 @@ fn session_channel() -> String {
     }
 }
 
-/// Asks the client's user: through `elicitation/create` up to 2025-11-25; from 2026-07-28
-/// the question was asked in an earlier round trip, and `answered` carries its decision.
-/// A skill's own rounds go to the client likewise ([`inquire`]).
+/// The client's user, at the person broker: the gate opens a gated call's approval there
+/// (surface `mcp`, this session's conversation), and this presents it: up to 2025-11-25 as
+/// `elicitation/create`, whose answer it carries to the broker; from 2026-07-28 the entry
+/// suspends the call, and the client's retry carries the answer ([`elicit::answered`]). A
+/// client without elicitation cannot be asked. A skill's own rounds go to the client
+/// likewise ([`inquire`]).
 struct Elicit<'a> {
+    engine: &'a Engine,
     /// The request.
     context: &'a RequestContext<RoleServer>,
-    /// From 2026-07-28: the decision the client's retry carried (or why there is none).
-    answered: Option<ApprovalOutcome>,
+    /// Who asks: this session's conversation, the call as its run.
+    scope: crate::broker::Scope,
+    /// The call (what an elicitation shows).
+    call: &'a crate::engine::round::Call,
     /// From 2026-07-28: the skill's rounds, answered from the retry.
     rounds: Option<&'a inquire::Rounds>,
 }
 
+impl<'a> Elicit<'a> {
+    fn new(
+        engine: &'a Engine,
+        context: &'a RequestContext<RoleServer>,
+        channel: &str,
+        call: &'a crate::engine::round::Call,
+        rounds: Option<&'a inquire::Rounds>,
+    ) -> Self {
+        let scope = crate::broker::Scope::new(engine.agent(), elicit::SURFACE, channel, &call.0);
+        Elicit { engine, context, scope, call, rounds }
+    }
+}
+
 #[async_trait::async_trait]
 impl Counterpart for Elicit<'_> {
+    fn desk(&self) -> Option<crate::engine::desk::Desk> {
+        let desk = crate::engine::desk::Desk::new(self.engine.broker(), self.scope.clone());
+        let answers_later = elicit::inline(self.context);
+        elicit::can_elicit(self.context).then_some(crate::engine::desk::Desk { answers_later, ..desk })
+    }
+
+    fn unattended(&self) -> ApprovalOutcome {
+        ApprovalOutcome::Unavailable(NO_ELICITATION.into())
+    }
+
+    /// Up to 2025-11-25: the approval asked as `elicitation/create` on the session, and the
+    /// answer carried to the broker as the client's decision.
+    async fn present(&self, entry: &crate::broker::Entry, _: bool) -> Result<(), crate::engine::PresentError> {
+        if entry.kind != crate::broker::Kind::Approval {
+            // A question (an MCP server's elicitation during the call) is not put to the client.
+            return Err(crate::engine::PresentError::new(elicit::NotAsked));
+        }
+        if elicit::inline(self.context) {
+            return Ok(());
+        }
+        let level = elicit::level_of(entry);
+        let question = elicit::question(&self.call.1, &self.call.2, level).map_err(crate::engine::PresentError::new)?;
+        let answer = self.context.peer.create_elicitation(question).await.map_err(crate::engine::PresentError::new)?;
+        let desk = crate::engine::desk::Desk::new(self.engine.broker(), self.scope.clone());
+        desk.carry(&entry.id, elicit::CLIENT, elicit::decision(Some(&answer), level)).await
+    }
+
     async fn inquire(&self, round: &AskRound) -> Option<Result<Replies, Unanswered>> {
         Some(match self.rounds {
             Some(rounds) => rounds.inquire(round.clone()),
             None => Ok(inquire::on_session(self.context, round).await),
         })
-    }
-
-    async fn decide(&self, request: ApprovalRequest) -> ApprovalOutcome {
-        if let Some(outcome) = &self.answered {
-            return outcome.clone();
-        }
-        let context = self.context;
-        if !elicit::can_elicit(context) {
-            return ApprovalOutcome::Unavailable("this MCP client cannot ask one (no elicitation support)".into());
-        }
-        let question = match elicit::question(&request.tool_name, &request.input, request.level) {
-            Ok(question) => question,
-            Err(e) => return ApprovalOutcome::Unavailable(format!("the question could not be formed ({e})")),
-        };
-        // The engine bounds the wait by `human.timeout_seconds`.
-        match context.peer.create_elicitation(question).await {
-            Ok(answer) if elicit::approves(&answer, request.level) => ApprovalOutcome::Approved,
-            Ok(_) => ApprovalOutcome::Denied(None),
-            Err(e) => ApprovalOutcome::Unavailable(format!("asking the MCP client failed ({e})")),
-        }
     }
 }
 
@@ -663,38 +732,30 @@ impl ServerHandler for SkillServer {
             ..CallContext::standalone(&self.session.channel)
         };
         let name = request.name.to_string();
-        let (keys, bound) = (&self.shared.keys, inquire::Call { name: format!("tool:{name}"), arguments: &input });
-        let (answered, rounds) = match inline {
-            true => match self.inline(&engine, &request, &context, &input, &ctx, &bound).await? {
-                Inline::Ask(question) => return Ok(question.into()),
-                Inline::Run(answered, rounds) => (Some(answered), Some(rounds)),
-            },
+        let bound = inquire::Call { name: format!("tool:{name}"), arguments: &input };
+        let (approval, rounds) = match inline {
+            true => {
+                let retry = self.retry(&engine, &request, &context, &input, &bound).await?;
+                (retry.approval, Some(retry.rounds))
+            }
             false => (None, None),
         };
-        let counterpart = Elicit { context: &context, answered, rounds: rounds.as_deref() };
-        let call = (format!("mcp-{}", context.id), name, input.clone());
+        let call = (format!("mcp-{}", context.id), name.clone(), input.clone());
+        let counterpart = Elicit::new(&engine, &context, &self.session.channel, &call, rounds.as_deref());
         // `notifications/cancelled` cancels the token: dropping the call drops the guest's
         // store, which stops it; no result is sent for a cancelled request.
-        let run = engine.call_tool(call, &ctx, &NoEvents, &counterpart, &self.session.budget);
-        let record = tokio::select! {
-            record = run => Some(record),
+        let run = run_call(&engine, approval.as_deref(), call.clone(), &ctx, &counterpart, &self.session.budget);
+        let ran = tokio::select! {
+            ran = run => Some(ran),
             () = context.ct.cancelled() => None,
         };
         drop(ctx);
         // Every note of the call reaches the client before its result.
         forwarding.finish().await;
-        let Some(record) = record else {
+        let Some(ran) = ran else {
             return Err(ErrorData::new(rmcp::model::ErrorCode(-32800), "the request was cancelled", None));
         };
-        // The skill stopped at a round its client answers in a retry.
-        if let Some(rounds) = &rounds
-            && let Some(ask) = rounds.finish(&engine, keys, &bound).await?
-        {
-            return Ok(ask.into());
-        }
-        let skills = engine.skills();
-        let spec = content::spec_of(&skills, &request.name);
-        Ok(content::result(&record.outcome, spec).into())
+        self.answer(&engine, ran?, rounds.as_deref(), &bound).await
     }
 
     // Logging is deprecated in rmcp (SEP-2577), not in the revisions our clients speak.

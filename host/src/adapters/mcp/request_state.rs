@@ -12,8 +12,6 @@ use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
 use hmac::{KeyInit as _, Mac as _};
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
-use sha2::Digest as _;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::store::StateStore;
@@ -43,9 +41,10 @@ pub struct Claims {
     /// A round of the skill's own questions ([`super::inquire`]) rather than an approval.
     #[serde(rename = "q", default, skip_serializing_if = "std::ops::Not::not")]
     pub inquiry: bool,
-    /// The call was approved in an earlier round.
-    #[serde(rename = "p", default, skip_serializing_if = "std::ops::Not::not")]
-    pub approved: bool,
+    /// The approval (a broker entry) an earlier round of the call was decided with; its use
+    /// is held by each run of the call and used up when the call completes.
+    #[serde(rename = "p", default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<String>,
 }
 
 /// Why a `requestState` was not accepted: each a JSON-RPC -32602 whose message says which.
@@ -73,11 +72,7 @@ pub enum Refused {
     Unavailable(String),
 }
 
-/// SHA-256 (hex) of `arguments` as compact JSON (object keys in order: `serde_json` keeps
-/// them sorted).
-pub fn arguments_hash(arguments: &Value) -> String {
-    hex::encode(sha2::Sha256::digest(arguments.to_string().as_bytes()))
-}
+pub use crate::broker::arguments_hash;
 
 fn now() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
@@ -124,7 +119,7 @@ impl Keys {
         for id in ids {
             if let Ok(day) = id.parse::<u64>()
                 && day < today
-                && (day + 1) * DAY + grace < now()
+                && valid_until(day, grace) < now()
                 && let Err(e) = self.state.delete(NAMESPACE, &id).await
             {
                 tracing::debug!("cannot delete a retired requestState key: {e}");
@@ -151,7 +146,7 @@ impl Keys {
             return Err(Refused::Tampered);
         };
         let day: u64 = day.parse().map_err(|_| Refused::Tampered)?;
-        let valid = (day + 1) * DAY + self.grace.as_secs() >= now();
+        let valid = valid_until(day, self.grace.as_secs()) >= now();
         let key = match valid {
             true => self.key(day, false).await?.ok_or(Refused::Tampered)?,
             false => return Err(Refused::Expired),
@@ -175,6 +170,12 @@ pub fn peek(state: &str) -> Option<Claims> {
     B64.decode(payload).ok().and_then(|p| serde_json::from_slice(&p).ok())
 }
 
+/// Until when (Unix seconds) key `day` verifies: its day, then `grace` seconds; saturating,
+/// since `day` comes from the caller.
+fn valid_until(day: u64, grace: u64) -> u64 {
+    day.saturating_add(1).saturating_mul(DAY).saturating_add(grace)
+}
+
 fn mac(key: &[u8], signed: &str) -> Vec<u8> {
     let mut mac = HmacSha256::new_from_slice(key).expect("HMAC takes a key of any length");
     mac.update(signed.as_bytes());
@@ -188,7 +189,7 @@ mod tests {
 
     fn claims(expires: u64) -> Claims {
         let arguments = arguments_hash(&json!({"a": 1}));
-        Claims { entry: "e1".into(), tool: "probe__echo".into(), arguments, expires, inquiry: false, approved: false }
+        Claims { entry: "e1".into(), tool: "probe__echo".into(), arguments, expires, inquiry: false, approval: None }
     }
 
     #[tokio::test]
@@ -206,6 +207,8 @@ mod tests {
         assert_eq!(there.verify(&flipped).await.unwrap_err(), Refused::Tampered);
         assert_eq!(there.verify("v1.1.e30.AAAA").await.unwrap_err(), Refused::Expired, "a key long retired");
         assert_eq!(there.verify("nonsense").await.unwrap_err(), Refused::Tampered);
+        let far = format!("v1.{}.e30.AAAA", u64::MAX);
+        assert_eq!(there.verify(&far).await.unwrap_err(), Refused::Tampered, "a day past the last: no key, no panic");
         let late = here.sign(&claims(now() - 1)).await.unwrap();
         assert_eq!(there.verify(&late).await.unwrap_err(), Refused::Expired);
     }

@@ -20,9 +20,11 @@
 //! (a trap, its deadline, its fuel or memory cap) or its replica went away, or `cancelled`.
 
 use super::inquire::{self, Rounds};
-use super::{NO_ELICITATION, content, elicit};
+use super::{NO_ELICITATION, Ran, content, elicit};
 use crate::broker::tasks::{TaskEntry, TaskStatus, TaskWake};
-use crate::engine::{ApprovalOutcome, ApprovalRequest, Counterpart, Engine};
+use crate::broker::{Entry, Kind};
+use crate::engine::desk::Desk;
+use crate::engine::{ApprovalOutcome, Counterpart, Engine, PresentError};
 use crate::person::{Replies, Reply, Round, Unanswered};
 use crate::sandbox::Detacher;
 use crate::skills::served::TaskSupport;
@@ -157,9 +159,11 @@ pub struct TaskSide {
     engine: Arc<Engine>,
     /// The tool, as the client called it.
     tool: String,
+    /// Its arguments (what the approval's elicitation shows).
+    input: Value,
+    /// Who asks, at the broker: the session's conversation, the call as its run.
+    scope: crate::broker::Scope,
     capabilities: Option<ClientCapabilities>,
-    /// The call's approval, when the client's retry carried it.
-    answered: Option<ApprovalOutcome>,
     /// The call's rounds before it became a task.
     rounds: Option<Box<Rounds>>,
     /// The task, once there is one.
@@ -179,20 +183,22 @@ impl std::fmt::Debug for TaskSide {
 }
 
 impl TaskSide {
-    /// The side of a call of `tool` by a client that declared `capabilities`: before it is a
-    /// task, its approval `answered` and its `rounds` (from the retry), if any.
+    /// The side of `call` (id, tool, arguments) of session `channel`, by a client that
+    /// declared `capabilities`: before it is a task, its `rounds` (from the retry), if any.
     pub fn new(
         engine: Arc<Engine>,
-        tool: String,
+        (id, tool, input): &crate::engine::round::Call,
+        channel: &str,
         capabilities: Option<ClientCapabilities>,
-        answered: Option<ApprovalOutcome>,
         rounds: Option<Box<Rounds>>,
     ) -> Arc<TaskSide> {
+        let scope = crate::broker::Scope::new(engine.agent(), elicit::SURFACE, channel, id);
         Arc::new(TaskSide {
             engine,
-            tool,
+            tool: tool.clone(),
+            input: input.clone(),
+            scope,
             capabilities,
-            answered,
             rounds,
             task: Mutex::default(),
             detached: Mutex::default(),
@@ -231,7 +237,7 @@ impl TaskSide {
 
     /// Runs `call` as the task's work: its end is the task's (`cancelled` by the client
     /// stops it). Returns the call's outcome when it was never a task.
-    pub async fn run<F: std::future::Future<Output = ToolOutcome>>(&self, call: F) -> Option<ToolOutcome> {
+    pub async fn run<F: std::future::Future<Output = Ran>>(&self, call: F) -> Option<Ran> {
         let mut call = std::pin::pin!(call);
         let outcome = loop {
             let Some(running) = self.running() else {
@@ -257,7 +263,10 @@ impl TaskSide {
             }
         };
         if let Some(running) = self.running() {
-            let (status, outcome) = ended(&self.engine, &self.tool, &outcome);
+            let (status, outcome) = match &outcome {
+                Ok((record, _)) => ended(&self.engine, &self.tool, &record.outcome),
+                Err(refused) => (TaskStatus::Failed, serde_json::to_string(refused).unwrap_or_default()),
+            };
             if let Err(e) = self.engine.broker().task_set(&running.id, status, None, Some(&outcome)).await {
                 tracing::warn!(task = running.id, "cannot record the task's end: {e}");
             }
@@ -343,7 +352,7 @@ impl TaskSide {
 #[async_trait::async_trait]
 impl Detacher for TaskSide {
     async fn detach(&self) -> bool {
-        let Some(tell) = self.detached.lock().take() else { return false };
+        let Some(tell) = self.detached.lock().take() else { return self.running().is_some() };
         let begun = self.begin().await;
         let ok = begun.is_ok();
         let _ = tell.send(begun);
@@ -361,28 +370,42 @@ impl Counterpart for TaskSide {
         })
     }
 
-    async fn decide(&self, request: ApprovalRequest) -> ApprovalOutcome {
-        if let Some(outcome) = &self.answered {
-            return outcome.clone();
+    fn desk(&self) -> Option<Desk> {
+        let elicitation = self.capabilities.as_ref().and_then(|c| c.elicitation.as_ref());
+        let can = elicitation.is_some_and(|e| e.form.is_some() || e.url.is_none());
+        can.then(|| Desk::new(self.engine.broker(), self.scope.clone()))
+    }
+
+    fn unattended(&self) -> ApprovalOutcome {
+        ApprovalOutcome::Unavailable(NO_ELICITATION.into())
+    }
+
+    /// The approval is the task's input request (the call becomes a task now if it is not
+    /// one yet); the client's answer (`tasks/update`, on any replica) is carried to the
+    /// broker as its decision.
+    async fn present(&self, entry: &Entry, _: bool) -> Result<(), PresentError> {
+        if entry.kind != Kind::Approval {
+            return Err(PresentError::new(elicit::NotAsked));
         }
-        let Some(running) = self.running() else { return ApprovalOutcome::Unavailable(NO_ELICITATION.into()) };
-        let question = match elicit::question(&request.tool_name, &request.input, request.level) {
-            Ok(question) => question,
-            Err(e) => return ApprovalOutcome::Unavailable(format!("the question could not be formed ({e})")),
-        };
+        if self.running().is_none() && !Detacher::detach(self).await {
+            return Err(PresentError::new(Unasked("the call cannot become a task")));
+        }
+        let running = self.running().ok_or(PresentError::new(Unasked("the call cannot become a task")))?;
+        let level = elicit::level_of(entry);
+        let question = elicit::question(&self.tool, &self.input, level).map_err(PresentError::new)?;
         let asked = json!({APPROVAL_KEY: {"method": "elicitation/create", "params": question}});
-        let answers = match self.wait_for(&running, asked).await {
-            Ok(answers) => answers,
-            Err(_) => return ApprovalOutcome::Unavailable("the task was cancelled".into()),
-        };
+        let answers =
+            self.wait_for(&running, asked).await.map_err(|_| PresentError::new(Unasked("the task was cancelled")))?;
         let answer = answers.get(APPROVAL_KEY).cloned().and_then(|a| serde_json::from_value::<ElicitResult>(a).ok());
-        match answer {
-            Some(answer) if elicit::approves(&answer, request.level) => ApprovalOutcome::Approved,
-            Some(_) => ApprovalOutcome::Denied(None),
-            None => ApprovalOutcome::Unavailable("the MCP client's answer is not an elicitation result".into()),
-        }
+        let desk = Desk::new(self.engine.broker(), self.scope.clone());
+        desk.carry(&entry.id, elicit::CLIENT, elicit::decision(answer.as_ref(), level)).await
     }
 }
+
+/// Why an approval could not be put to a task's client.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct Unasked(&'static str);
 
 /// `tasks/update`'s `inputResponses` as the broker takes them.
 pub fn responses(given: &rmcp::model::InputResponses) -> Value {

@@ -464,7 +464,7 @@ async fn click(chat: &Arc<Chat<Slack>>, interaction: Interaction) {
         match action.action_id.as_str() {
             "approve" | "deny" => {
                 let decision = if action.action_id == "approve" { Decision::Approve } else { Decision::Deny };
-                match chat.decide(&action.value, &decision, user).await {
+                match chat.decide(&action.value, &decision, user, channel).await {
                     Decided::Taken(approved) => {
                         let line = if approved {
                             format!("✅ Approved by <@{user}>")
@@ -476,7 +476,7 @@ async fn click(chat: &Arc<Chat<Slack>>, interaction: Interaction) {
                     Decided::Refused(why) => slack.refuse(channel, user, None, &why).await,
                 }
             }
-            "confirm" => match chat.needs_challenge(&action.value, user).await {
+            "confirm" => match chat.needs_challenge(&action.value, user, channel).await {
                 Some(true) => {
                     let Some(trigger) = interaction.trigger_id.as_deref() else { return };
                     let view = confirm_view(&action.value, channel, ts);
@@ -488,13 +488,15 @@ async fn click(chat: &Arc<Chat<Slack>>, interaction: Interaction) {
             },
             "answer" => {
                 let Some((id, n)) = action.value.rsplit_once(':') else { return };
-                let choice =
-                    chat.choices(id, user).await.and_then(|c| n.parse::<usize>().ok().and_then(|n| c.get(n).cloned()));
+                let choice = chat
+                    .choices(id, user, channel)
+                    .await
+                    .and_then(|c| n.parse::<usize>().ok().and_then(|n| c.get(n).cloned()));
                 let Some(choice) = choice else {
                     slack.refuse(channel, user, None, "this question is no longer waiting").await;
                     return;
                 };
-                match chat.answer(id, &choice, user).await {
+                match chat.answer(id, &choice, user, channel).await {
                     Ok(()) => {
                         let line = format!("❓ answered by <@{user}>: {}", text::slack_escape(&choice));
                         slack.update(channel, ts, &line).await
@@ -537,7 +539,7 @@ async fn submit(chat: &Arc<Chat<Slack>>, interaction: &Interaction) -> Option<Va
         return error(why.to_string());
     }
     let typed = view.input(CHALLENGE_BLOCK, CHALLENGE_ACTION).unwrap_or_default().to_owned();
-    match chat.decide(&id, &Decision::Confirm(typed), user).await {
+    match chat.decide(&id, &Decision::Confirm(typed), user, &channel).await {
         Decided::Taken(_) => {
             let chat = chat.clone();
             let line = format!("✅ Confirmed by <@{user}>");

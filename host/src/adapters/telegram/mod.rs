@@ -328,9 +328,6 @@ impl Platform for Telegram {
     }
 }
 
-/// How often a standing-by replica asks again to poll the bot.
-const ELECTION_RETRY: Duration = Duration::from_secs(2);
-
 /// How a replica's polling ended.
 enum Polled {
     /// Asked to stop.
@@ -353,26 +350,8 @@ async fn poll(chat: &Arc<Chat<Telegram>>, stop: Stop) -> anyhow::Result<()> {
     };
     use sha2::Digest as _;
     let role = format!("telegram {}", hex::encode(&sha2::Sha256::digest(telegram.settings.bot_token.as_bytes())[..8]));
-    loop {
-        let mut standing_by = false;
-        let mut leadership = loop {
-            if *stop.borrow() {
-                return Ok(());
-            }
-            match pg.lead(&role).await {
-                Ok(Some(leadership)) => break leadership,
-                Ok(None) if !standing_by => {
-                    tracing::info!("{}: another replica polls this bot; standing by", telegram.label);
-                    standing_by = true;
-                }
-                Ok(None) => {}
-                Err(e) => tracing::warn!("{}: cannot stand for polling this bot: {e}", telegram.label),
-            }
-            tokio::select! {
-                () = tokio::time::sleep(ELECTION_RETRY) => {}
-                () = stopped(stop.clone()) => return Ok(()),
-            }
-        };
+    let label = format!("{}: ", telegram.label);
+    while let Some(mut leadership) = pg.elect(&role, (&label, "polls this bot"), stopped(stop.clone())).await {
         match poll_as_leader(chat, &state, &stop, leadership.lost()).await? {
             Polled::Stopped => return Ok(()),
             Polled::Lost => tracing::warn!(
@@ -381,6 +360,7 @@ async fn poll(chat: &Arc<Chat<Telegram>>, stop: Stop) -> anyhow::Result<()> {
             ),
         }
     }
+    Ok(())
 }
 
 /// [`poll`] while `lost` has not returned.
@@ -539,7 +519,10 @@ async fn message_from(chat: &Arc<Chat<Telegram>>, message: TgMessage) {
         if let Some(id) = approval {
             let result = match telegram.may_decide(from) {
                 Err(why) => Decided::Refused(why.into()),
-                Ok(()) => chat.decide(&id, &Decision::Confirm(text.to_owned()), &from.id.to_string()).await,
+                Ok(()) => {
+                    let key = message.chat.id.to_string();
+                    chat.decide(&id, &Decision::Confirm(text.to_owned()), &from.id.to_string(), &key).await
+                }
             };
             let (chat_id, prompt) = (message.chat.id, replied.message_id);
             match result {
@@ -588,7 +571,7 @@ async fn callback(chat: &Arc<Chat<Telegram>>, query: CallbackQuery) {
     let (reply, line) = match data.split_once(':') {
         Some(("a" | "d", id)) => {
             let decision = if data.starts_with('a') { Decision::Approve } else { Decision::Deny };
-            match chat.decide(id, &decision, &query.from.id.to_string()).await {
+            match chat.decide(id, &decision, &query.from.id.to_string(), &chat_id.to_string()).await {
                 Decided::Taken(true) => ("Approved".to_owned(), Some(format!("✅ Approved by {}", query.from.name()))),
                 Decided::Taken(false) => ("Denied".to_owned(), Some(format!("❌ Denied by {}", query.from.name()))),
                 Decided::Refused(why) => (why, None),
@@ -597,18 +580,22 @@ async fn callback(chat: &Arc<Chat<Telegram>>, query: CallbackQuery) {
         Some(("q", rest)) => {
             let chosen = match rest.rsplit_once(':') {
                 Some((id, n)) => {
-                    let choices = chat.choices(id, &query.from.id.to_string()).await.unwrap_or_default();
+                    let from = query.from.id.to_string();
+                    let choices = chat.choices(id, &from, &chat_id.to_string()).await.unwrap_or_default();
                     n.parse::<usize>().ok().and_then(|n| choices.get(n).cloned()).map(|c| (id.to_owned(), c))
                 }
                 None => None,
             };
             match chosen {
-                Some((id, choice)) => match chat.answer(&id, &choice, &query.from.id.to_string()).await {
-                    Ok(()) => {
-                        (format!("Answered: {choice}"), Some(format!("❓ answered by {}: {choice}", query.from.name())))
+                Some((id, choice)) => {
+                    match chat.answer(&id, &choice, &query.from.id.to_string(), &chat_id.to_string()).await {
+                        Ok(()) => (
+                            format!("Answered: {choice}"),
+                            Some(format!("❓ answered by {}: {choice}", query.from.name())),
+                        ),
+                        Err(why) => (why.to_string(), None),
                     }
-                    Err(why) => (why.to_string(), None),
-                },
+                }
                 None => ("This question is no longer waiting.".to_owned(), None),
             }
         }

@@ -91,16 +91,24 @@ pub struct Who<'a> {
     pub surface: Option<&'a str>,
     /// Who they are there (recorded with the decision); for the operator, `api`.
     pub user: &'a str,
+    /// The conversation they act from, for a person on a chat surface: they see only entries
+    /// shown there (the conversation itself, or a thread of it: `<conversation>/<thread>`).
+    pub conversation: Option<&'a str>,
 }
 
 impl Who<'_> {
     /// Whether they may see `entry`: the operator every entry of the agent, a person those
     /// of their surface they may decide.
     pub fn sees(&self, entry: &Entry) -> bool {
+        let here = |place: &str| {
+            let shown = entry.channel_id.as_str();
+            shown == place || shown.strip_prefix(place).is_some_and(|thread| thread.starts_with('/'))
+        };
         entry.agent == self.agent
             && self.surface.is_none_or(|surface| {
                 entry.surface == surface && (entry.deciders.is_empty() || entry.deciders.iter().any(|d| d == self.user))
             })
+            && self.conversation.is_none_or(here)
     }
 
     /// Whether they may decide `entry`: what they see, but for the operator an MCP approval,
@@ -374,6 +382,7 @@ impl Decisions {
                       AND i.agent = $8
                       AND ($9::text IS NULL AND i.surface <> 'mcp' OR (i.surface = $9
                           AND (i.deciders IS NULL OR i.deciders::jsonb ? $10)))
+                      AND ($11::text IS NULL OR i.channel_id = $11 OR starts_with(i.channel_id, $11 || '/'))
                       AND (i.durable OR EXISTS (SELECT 1 FROM skillhost_replicas r WHERE r.id = i.replica
                           AND r.seen_at >= extract(epoch FROM clock_timestamp())::float8 - $7))
                     RETURNING i.id, i.kind, i.run_id, i.channel_id, i.expires_at, i.challenge, i.prompt,
@@ -395,6 +404,7 @@ impl Decisions {
                     &who.agent,
                     &who.surface,
                     &user,
+                    &who.conversation,
                 ],
             )
             .await
@@ -701,4 +711,38 @@ impl Postgres {
         let row = client.query_one("SELECT pg_try_advisory_lock($1)", &[&key]).await.map_err(|e| self.error(e))?;
         Ok(row.get::<_, bool>(0).then_some(Leadership { _client: client, lost }))
     }
+
+    /// Stands for `role` until this replica plays it ([`Postgres::lead`]: `Some`) or `stop`
+    /// resolves (`None`), trying again every [`ELECTION_RETRY`]. The log says once that
+    /// another replica plays it, as `{label}another replica {plays}; standing by`.
+    pub async fn elect(
+        &self,
+        role: &str,
+        (label, plays): (&str, &str),
+        stop: impl std::future::Future<Output = ()>,
+    ) -> Option<Leadership> {
+        let mut stop = std::pin::pin!(stop);
+        let mut standing_by = false;
+        loop {
+            match self.lead(role).await {
+                Ok(Some(leadership)) => {
+                    tracing::info!("{label}this replica {plays}");
+                    return Some(leadership);
+                }
+                Ok(None) if !standing_by => {
+                    tracing::info!("{label}another replica {plays}; standing by");
+                    standing_by = true;
+                }
+                Ok(None) => {}
+                Err(e) => tracing::warn!("{label}cannot stand to be the replica that {plays}: {e}"),
+            }
+            tokio::select! {
+                () = tokio::time::sleep(ELECTION_RETRY) => {}
+                () = &mut stop => return None,
+            }
+        }
+    }
 }
+
+/// How often a replica standing by for a role tries to take it.
+pub const ELECTION_RETRY: Duration = Duration::from_secs(2);
