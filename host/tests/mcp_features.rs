@@ -362,8 +362,25 @@ async fn http_session(port: u16) {
     let messages = sse_messages(&post(Some(session.clone()), picture).await.text().await.unwrap());
     assert_eq!(messages.last().unwrap()["result"]["content"][1]["type"], "image", "{messages:?}");
     let read = request(5, "resources/read", json!({"uri": "skill://guide/references/howto.md"}));
-    let messages = sse_messages(&post(Some(session), read).await.text().await.unwrap());
+    let messages = sse_messages(&post(Some(session.clone()), read).await.text().await.unwrap());
     assert_eq!(messages.last().unwrap()["result"]["contents"][0]["text"], "# How to\n", "{messages:?}");
+
+    // The probe's template `notes://{day}-{slot}` serves its resources, and a hostile URI
+    // of nearly 4 MiB against it (a backtracking matcher's quadratic case per placeholder) is
+    // answered, not found, while the server goes on answering; nothing waits on it.
+    let note = request(6, "resources/read", json!({"uri": "notes://monday-9"}));
+    let messages = sse_messages(&post(Some(session.clone()), note).await.text().await.unwrap());
+    assert_eq!(messages.last().unwrap()["result"]["contents"][0]["text"], "a note at notes://monday-9", "{messages:?}");
+    let hostile = format!("notes://{}/", "a-".repeat(1_900_000));
+    let read = post(Some(session), request(7, "resources/read", json!({"uri": hostile})));
+    let ready = async {
+        let readyz = client.get(format!("http://127.0.0.1:{port}/readyz")).send().await.unwrap();
+        assert_eq!(readyz.status(), 200, "the server answers beside the read");
+    };
+    let (answer, ()) = tokio::join!(read, ready);
+    let messages = sse_messages(&answer.text().await.unwrap());
+    let error = &messages.last().unwrap()["error"];
+    assert!(error["message"].as_str().is_some_and(|m| m.contains("not found") || m.contains("notes://")), "{error}");
 }
 
 /// The JSON-RPC messages of an SSE body (or of a plain JSON one).

@@ -190,15 +190,68 @@ impl Served {
 }
 
 /// Whether `uri` is one of `template`'s resources (RFC 6570 level 1: `{name}` stands for one
-/// or more characters other than `/`, `?` and `#`).
+/// or more characters other than `/`, `?` and `#`; an unclosed `{` is text). In time linear
+/// in the URI (times the template's length, which the skill chose): the template is read as
+/// a sequence of characters and placeholders, and the URI is run through all the places
+/// the template can be at once (a Thompson simulation), so a hostile URI of megabytes
+/// against a template of several placeholders costs one pass, not one per split.
 pub fn matches_template(template: &str, uri: &str) -> bool {
-    let Some(open) = template.find('{') else { return template == uri };
-    let Some(close) = template[open..].find('}').map(|c| open + c) else { return template == uri };
-    let (literal, rest) = (&template[..open], &template[close + 1..]);
-    let Some(tail) = uri.strip_prefix(literal) else { return false };
-    let value_end = tail.find(['/', '?', '#']).unwrap_or(tail.len());
-    // Try every non-empty value length up to the next separator (the rest may start with text).
-    (1..=value_end).any(|len| matches_template(rest, &tail[len..]))
+    let parts = template_parts(template);
+    // `at[i]`: the URI read so far can end with the template read up to part `i`;
+    // `within[i]`: ...inside placeholder `i`, which has taken one character or more.
+    let (mut at, mut within) = (vec![false; parts.len() + 1], vec![false; parts.len()]);
+    at[0] = true;
+    let mut next = (vec![false; parts.len() + 1], vec![false; parts.len()]);
+    for c in uri.chars() {
+        next.0.fill(false);
+        next.1.fill(false);
+        let mut any = false;
+        for (i, part) in parts.iter().enumerate() {
+            match part {
+                Part::Char(expected) if at[i] && *expected == c => next.0[i + 1] = true,
+                Part::Value if (at[i] || within[i]) && !SEPARATORS.contains(&c) => next.1[i] = true,
+                _ => continue,
+            }
+            any = true;
+        }
+        if !any {
+            return false;
+        }
+        // A placeholder that has taken a character may end here.
+        for i in 0..parts.len() {
+            if next.1[i] {
+                next.0[i + 1] = true;
+            }
+        }
+        std::mem::swap(&mut at, &mut next.0);
+        std::mem::swap(&mut within, &mut next.1);
+    }
+    at[parts.len()]
+}
+
+/// What a placeholder's value may not contain.
+const SEPARATORS: [char; 3] = ['/', '?', '#'];
+
+/// One piece of a URI template: a character to match, or a placeholder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Part {
+    Char(char),
+    Value,
+}
+
+/// `template` as its pieces: `{...}` (up to the first `}`) is a placeholder, anything else,
+/// an unclosed `{` included, is text.
+fn template_parts(template: &str) -> Vec<Part> {
+    let mut parts = Vec::with_capacity(template.len());
+    let mut rest = template;
+    while let Some(open) = rest.find('{') {
+        let Some(close) = rest[open..].find('}').map(|c| open + c) else { break };
+        parts.extend(rest[..open].chars().map(Part::Char));
+        parts.push(Part::Value);
+        rest = &rest[close + 1..];
+    }
+    parts.extend(rest.chars().map(Part::Char));
+    parts
 }
 
 /// An embedded resource of the WIT as the host has it.
@@ -304,5 +357,55 @@ mod tests {
         }
         assert!(matches_template("x://{a}-{b}", "x://1-2"));
         assert!(matches_template("x://plain", "x://plain") && !matches_template("x://plain", "x://plain2"));
+    }
+
+    /// The matcher before it ran in linear time: backtracking over every split.
+    fn backtracking(template: &str, uri: &str) -> bool {
+        let Some(open) = template.find('{') else { return template == uri };
+        let Some(close) = template[open..].find('}').map(|c| open + c) else { return template == uri };
+        let (literal, rest) = (&template[..open], &template[close + 1..]);
+        let Some(tail) = uri.strip_prefix(literal) else { return false };
+        let value_end = tail.find(['/', '?', '#']).unwrap_or(tail.len());
+        (1..=value_end).any(|len| backtracking(rest, &tail[len..]))
+    }
+
+    /// Every string of `alphabet` up to `max` characters.
+    fn strings(alphabet: &[char], max: usize) -> Vec<String> {
+        let mut all = vec![String::new()];
+        let mut last = vec![String::new()];
+        for _ in 0..max {
+            last = last.iter().flat_map(|s| alphabet.iter().map(move |c| format!("{s}{c}"))).collect();
+            all.extend(last.iter().cloned());
+        }
+        all
+    }
+
+    #[test]
+    fn the_linear_matcher_matches_exactly_what_the_backtracking_one_did() {
+        // Every template and URI of up to 4 and 5 characters over the characters that
+        // matter (placeholders, separators, a literal that also appears in values), and
+        // templates of several placeholders against URIs of up to 6.
+        let alphabet = ['a', '-', '/', '?', '{'];
+        let pairs = [(strings(&['{', '}', 'a', '-', '/'], 4), strings(&alphabet, 5))];
+        let several = ["{}-{}", "a{b}-{c}/", "{x}{y}", "{}/{}-{}", "{a-{b}}-"].map(str::to_owned).to_vec();
+        for (templates, uris) in pairs.into_iter().chain([(several, strings(&alphabet, 6))]) {
+            for template in &templates {
+                for uri in &uris {
+                    assert_eq!(matches_template(template, uri), backtracking(template, uri), "{template:?} ~ {uri:?}");
+                }
+            }
+        }
+        for (template, uri) in [("x://{a}{b}", "x://ab"), ("x://{a}{b}", "x://a"), ("é{ü}ß", "éaaß"), ("{", "{")] {
+            assert_eq!(matches_template(template, uri), backtracking(template, uri), "{template} ~ {uri}");
+        }
+    }
+
+    #[test]
+    fn a_hostile_uri_is_read_in_one_pass() {
+        // What took the backtracking matcher time quadratic in the URI per placeholder: a
+        // long run of values and separators-to-be that never completes.
+        let uri = format!("notes://{}/", "a-".repeat(2 * 1024 * 1024));
+        assert!(!matches_template("notes://{day}-{slot}", &uri));
+        assert!(matches_template("notes://{day}-{slot}", &uri[..uri.len() - 1]));
     }
 }

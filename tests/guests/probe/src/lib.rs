@@ -221,4 +221,20 @@ impl skill_sdk::TaskSupport for Probe {
     }
 }
 
-skill_sdk::export!(Probe, hooks: [task_support]);
+/// One family of resources: `notes://{day}-{slot}` (two placeholders, for the hostile-URI
+/// test), read back as the URI itself.
+impl skill_sdk::Resources for Probe {
+    fn resources() -> Vec<skill_sdk::ResourceDef> {
+        Vec::new()
+    }
+
+    fn templates() -> Vec<skill_sdk::ResourceDef> {
+        vec![skill_sdk::ResourceDef::new("notes://{day}-{slot}", "notes").mime_type("text/plain")]
+    }
+
+    fn read_resource(uri: &str, _ctx: &Context) -> Result<Vec<skill_sdk::Embedded>, skill_sdk::ReadError> {
+        Ok(vec![skill_sdk::Embedded::text(uri, "text/plain", format!("a note at {uri}"))])
+    }
+}
+
+skill_sdk::export!(Probe, hooks: [task_support, resources]);
