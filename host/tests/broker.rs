@@ -468,12 +468,22 @@ async fn a_task_runs_on_one_replica_and_is_answered_and_cancelled_on_the_other()
     let task = created["result"]["taskId"].as_str().unwrap().to_owned();
     let asked = until(two.base(), &task, "input_required").await;
     assert_eq!(asked["result"]["inputRequests"]["approval"]["method"], "elicitation/create", "{asked}");
+    // The task's approval is a broker entry like any other: listed on the other replica, the
+    // client's to answer.
+    let api = Api { base: two.base().to_owned(), token: support::api::TOKEN };
+    let listed = api.get("/api/approvals").await.1;
+    let entry = &listed["approvals"][0];
+    assert_eq!(entry["tool_name"], "probe__memory_write", "{listed}");
+    assert_eq!((entry["adapter"].as_str(), entry["decidable"].as_bool()), (Some("mcp"), Some(false)), "{listed}");
+    let id = entry["approval_id"].as_str().unwrap().to_owned();
     let answer = json!({"taskId": task, "inputResponses": approve(true)});
     let ack = rpc(two.base(), 2, "tasks/update", answer, tasking()).await;
     assert_eq!(ack["result"], json!({"resultType": "complete"}), "{ack}");
     let done = until(two.base(), &task, "completed").await;
     assert_eq!(done["result"]["result"]["isError"], false, "{done} {}", one.stderr());
     assert_eq!(runs(&ws), "x", "ran once, on the replica that took the call");
+    let (_, decided) = api.get(&format!("/api/approvals/{id}")).await;
+    assert_eq!((decided["outcome"].as_str(), decided["decided_by"].as_str()), (Some("approved"), Some("mcp-client")));
 
     let slow = json!({"name": "probe__task", "arguments": {"ms": 4000, "mark": "late"}});
     let created = rpc(one.base(), 3, "tools/call", slow, tasking()).await;
