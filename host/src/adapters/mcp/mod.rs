@@ -214,9 +214,8 @@ struct Retry {
 /// Why a call has no approval: its client cannot be asked (no elicitation support).
 const NO_ELICITATION: &str = "this MCP client cannot ask one (no elicitation support)";
 
-/// What a call's run gives its handler: the outcome, the approval it ran with (resumed),
-/// and whether it stopped at a round its client answers in a retry; or the refusal of its
-/// retry (JSON-RPC -32602, nothing ran).
+/// What a call's run gives its handler: its record and the approval it ran with (when
+/// resumed); or the refusal of its retry (JSON-RPC -32602, nothing ran).
 type Ran = Result<(crate::engine::ToolCallRecord, Option<crate::engine::Given>), ErrorData>;
 
 impl SkillServer {
@@ -352,14 +351,7 @@ impl SkillServer {
             let begun = detached.await.map_err(|_| ErrorData::internal_error("the call ended without a result", None));
             return begun.and_then(task);
         };
-        let (record, given) = ran?;
-        if let Some(rounds) = side.rounds()
-            && let Some(ask) = next_round(engine, &self.shared.keys, rounds, given.as_ref(), bound).await?
-        {
-            return Ok(ask.into());
-        }
-        let skills = engine.skills();
-        Ok(content::result(&record.outcome, content::spec_of(&skills, &request_name(bound))).into())
+        self.answer(engine, ran?, side.rounds(), bound).await
     }
 }
 
