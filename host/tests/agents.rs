@@ -138,6 +138,19 @@ async fn one_process_serves_every_agent_with_its_own_parts() {
     assert!(!history.contains("triage"), "{history}");
     assert!(!triage1["messages"].to_string().contains("ops"), "{triage1}");
 
+    // One agent's token reloads that agent and says nothing of the other's skills.
+    let reloaded = reqwest::Client::new()
+        .post(format!("http://127.0.0.1:{ops}/api/skills/reload"))
+        .bearer_auth("tok-ops")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(reloaded.status(), 200);
+    let reloaded: Value = reloaded.json().await.unwrap();
+    assert_eq!(reloaded["skills"].as_array().map(Vec::len), Some(1), "{reloaded}");
+    assert_eq!(reloaded["skills"][0]["agent"], "ops", "{reloaded}");
+    assert!(!reloaded.to_string().contains("hooks_all"), "nothing of triage's: {reloaded}");
+
     child.kill().unwrap();
     child.wait().unwrap();
 }

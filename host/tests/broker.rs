@@ -196,6 +196,8 @@ async fn an_edited_approval_runs_the_edited_call_once_and_a_denials_reason_reach
     let edited = json!({"path": "runs.txt", "content": "edited", "mode": "append"});
     let (status, decided) = a2.post(&path, json!({"approved": true, "arguments": edited})).await;
     assert_eq!((status, decided["arguments"].clone()), (200, edited.clone()), "{decided}");
+    let by = (decided["decided_by"].clone(), decided["token"].clone());
+    assert_eq!(by, (json!("api"), json!("default")), "the record names the token (ui.auth_token): {decided}");
     let kinds: Vec<String> = sse.rest().await.into_iter().map(|e| e.kind).collect();
     assert_eq!(kinds.iter().filter(|k| *k == "tool_completed").count(), 1, "{kinds:?} {}", one.stderr());
     assert_eq!(runs(&ws), "edited", "the edited call ran, once");
@@ -225,27 +227,7 @@ async fn mcp(base: &str, id: u64, params: Value) -> Value {
 /// A `method` request to `/mcp` at 2026-07-28 from a client declaring `capabilities`: its
 /// response.
 async fn rpc(base: &str, id: u64, method: &str, params: Value, capabilities: Value) -> Value {
-    let mut params = params;
-    params["_meta"] = json!({
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": capabilities
-    });
-    let name = params["name"].as_str().or(params["taskId"].as_str()).unwrap_or_default().to_owned();
-    let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-    let response = reqwest::Client::new()
-        .post(format!("{base}/mcp"))
-        .bearer_auth(support::api::TOKEN)
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2026-07-28")
-        .header("mcp-method", method)
-        .header("mcp-name", name)
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    let text = response.text().await.unwrap();
-    let json = text.lines().find_map(|l| l.strip_prefix("data:")).unwrap_or(&text);
-    serde_json::from_str(json.trim()).unwrap_or_else(|e| panic!("{e}: {text}"))
+    support::api::mcp_rpc(base, support::api::TOKEN, (id, method), params, capabilities).await.1
 }
 
 fn approve(yes: bool) -> Value {

@@ -266,7 +266,18 @@ fn push_pull_sign_load_by_reference_and_start_without_the_registry() {
         &ws.path().join("keys/team.pub").display().to_string(),
     ]);
     assert_eq!(verified.code, 0, "cosign's layout, checked independently: {}{}", verified.stdout, verified.stderr);
+    // The operator names the skill: an artifact that names itself otherwise is refused,
+    // naming both, before any of its code runs.
     let entry = format!("{{ref: '{repository}@{digest}', verify: {{key: keys/team.pub}}}}");
+    write_config(&ws, &[entry], "");
+    let list = skillhost(&ws, &["skill", "list"], &[]);
+    assert!(!list.stdout.contains("alpha  ("), "{}", list.stdout);
+    assert!(
+        list.stderr.contains("names its skill `alpha`, but this skills.oci entry serves `published_elsewhere`"),
+        "{}",
+        list.stderr
+    );
+    let entry = format!("{{ref: '{repository}@{digest}', name: alpha, verify: {{key: keys/team.pub}}}}");
     write_config(&ws, &[entry], "");
     let source = format!("source: {repository}@{digest} ({digest}; signed, key keys/team.pub)");
     for online in [true, false] {
@@ -386,8 +397,6 @@ fn each_refusal_names_its_reference_while_the_other_skills_serve() {
         entry("moved", key),
         entry("pysigned", "verify: {key: keys/py.pub}"),
         entry("sealed", "verify: {key: keys/sealed.pub}"),
-        format!("{{ref: '{said}', allow_unsigned: true}}"),
-        format!("{{ref: '{unsaid}', allow_unsigned: true}}"),
     ];
     let grants = format!(
         "    pinned: {{digest: '{}', http_hosts: ['127.0.0.1']}}\n    moved: {{digest: '{}', memory: true, http_hosts: ['127.0.0.1']}}\n",
@@ -410,9 +419,8 @@ fn each_refusal_names_its_reference_while_the_other_skills_serve() {
     refused(&at("repointed"), "digest mismatch: the manifest should be");
     refused(&format!("{}/team/tagonly:1.0", registry.addr), "a tag without a digest");
     refused("pinned", "does not name: memory; refused until re-granted");
-    refused(&said, "built against skillhost:skill@0.0.9; this host speaks skillhost:skill@0.1.0: rebuild it");
-    let unsaid_line = list.stderr.lines().find(|l| l.starts_with("skill `good`") && l.contains("0.0.9"));
-    assert!(unsaid_line.is_some_and(|l| l.contains("rebuild it")), "the loader refuses it: {}", list.stderr);
+    // A failed entry says what serves its name instead: here nothing.
+    refused(&at("unsigned"), "no skill serves `unsigned`");
     refused("moved", &format!("pins {}, but {} is {}", digests["good"], at("moved"), digests["moved"]));
     for name in ["unsigned", "otherkey", "flipped", "repointed", "tagonly", "pinned", "moved"] {
         assert!(!list.stdout.contains(&format!("{name}  (")), "{name} must not load:\n{}", list.stdout);
@@ -421,10 +429,75 @@ fn each_refusal_names_its_reference_while_the_other_skills_serve() {
     let echoed = ok(&ws, &["call", "good__echo", r#"{"word": "still serving"}"#]);
     assert!(echoed.contains("still serving"), "{echoed}");
 
+    // A component built against another contract version, said in the annotation or only
+    // in the component (each alone: both are named `good`).
+    for (reference, said) in [(&said, true), (&unsaid, false)] {
+        write_config(&ws, &[format!("{{ref: '{reference}', allow_unsigned: true}}")], "");
+        let list = skillhost(&ws, &["skill", "list"], &[]);
+        let needle = if said { format!("skill `{reference}`") } else { "skill `good`".to_owned() };
+        let line = list.stderr.lines().find(|l| l.contains(&needle) && l.contains("0.0.9"));
+        assert!(line.is_some_and(|l| l.contains("rebuild it")), "refused ({said}): {}", list.stderr);
+    }
+
     // Re-granted to the new digest, with what it asks: it loads.
     let grants = format!("    pinned: {{digest: '{}', memory: true, http_hosts: ['127.0.0.1']}}\n", digests["pinned"]);
     write_config(&ws, &[entry("pinned", key)], &grants);
     assert!(ok(&ws, &["skill", "list"]).contains("pinned  ("));
+}
+
+/// A publisher gets its own name and nothing more: a signed artifact cannot replace the
+/// folder skill of its name unless the operator's entry says `replaces: true` (and start-up
+/// says so); a grant that names neither its repository (`source:`) nor its digest is withheld
+/// from a pulled skill (said why), and one that names it is given; when the entry fails
+/// verification, `skill list` says which folder serves its name instead.
+#[test]
+fn a_publisher_gets_its_own_name_and_only_the_grants_that_name_its_source() {
+    let registry = Registry::start();
+    let ws = Workspace::new();
+    write_config(&ws, &[], "");
+    ok(&ws, &["skill", "keygen", "--out", "keys/team"]);
+    // `local` is the folder skill `write_config` adds: the publisher ships one of that name.
+    let digest = push(&ws, &registry, "local");
+    let at = format!("{}/team/local@{digest}", registry.addr);
+    sign(&ws, &at, "keys/team.key");
+    let entry = |extra: &str| format!("{{ref: '{at}', verify: {{key: keys/team.pub}}{extra}}}");
+    write_config(&ws, &[entry("")], "");
+    let list = skillhost(&ws, &["skill", "list"], &[]);
+    assert!(list.stderr.contains("would replace the folder"), "{}", list.stderr);
+    assert!(list.stdout.contains("local  (") && !list.stdout.contains(&digest), "the folder serves: {}", list.stdout);
+    write_config(&ws, &[entry(", replaces: true")], "");
+    let list = skillhost(&ws, &["skill", "list"], &[]);
+    assert!(list.stderr.contains(&format!("{at} replaces the folder")), "said at start: {}", list.stderr);
+    assert!(list.stdout.contains(&digest), "the artifact serves: {}", list.stdout);
+
+    // Grants follow the source: unnamed, withheld and said why; named, given.
+    let write = r#"{"path": "granted.txt", "content": "yes"}"#;
+    write_config(&ws, &[entry(", replaces: true")], "    local: {memory: true}\n");
+    let withheld = skillhost(&ws, &["call", "local__memory_write", write], &[]);
+    let repository = format!("{}/team/local", registry.addr);
+    assert!(
+        withheld.stderr.contains("skills.grants.local withheld")
+            && withheld.stderr.contains(&format!("source: {repository}")),
+        "{}",
+        withheld.stderr
+    );
+    assert!(!ws.path().join("memory/granted.txt").exists(), "no memory without the grant: {}", withheld.stdout);
+    let named = format!("    local: {{memory: true, source: '{repository}'}}\n");
+    write_config(&ws, &[entry(", replaces: true")], &named);
+    let given = skillhost(&ws, &["call", "local__memory_write", write], &[]);
+    assert_eq!(given.code, 0, "{}{}", given.stdout, given.stderr);
+    assert_eq!(std::fs::read_to_string(ws.path().join("memory/granted.txt")).unwrap(), "yes");
+    // A grant naming a repository is not the folder's.
+    write_config(&ws, &[], &named);
+    let folder = skillhost(&ws, &["call", "local__memory_write", write], &[]);
+    assert!(folder.stderr.contains("not the folder"), "{}", folder.stderr);
+
+    // An entry that fails verification says what serves its name instead.
+    write_config(&ws, &[format!("{{ref: '{at}', verify: {{key: keys/other.pub}}}}")], "");
+    ok(&ws, &["skill", "keygen", "--out", "keys/other"]);
+    let list = skillhost(&ws, &["skill", "list"], &[]);
+    let line = list.stderr.lines().find(|l| l.contains(&format!("skill `{at}`"))).unwrap_or_default();
+    assert!(line.contains("the folder") && line.contains("serves `local` instead"), "{}", list.stderr);
 }
 
 /// Keyless signatures made by a throwaway Sigstore (`cosign.py keyless`: a Fulcio CA, a CT
@@ -597,7 +670,10 @@ async fn a_reload_under_load_lets_calls_in_flight_and_approvals_finish_on_the_ol
             "  oci:\n    - {{ref: '{0}/team/probe@{digest}', allow_unsigned: true}}\n    - {{ref: '{0}/team/broken:1.0', allow_unsigned: true}}\n",
             registry.addr
         );
-        let grants = "  grants:\n    probe: {http_hosts: ['127.0.0.1'], memory: true}\n";
+        let grants = format!(
+            "  grants:\n    probe: {{source: '{}/team/probe', http_hosts: ['127.0.0.1'], memory: true}}\n",
+            registry.addr
+        );
         let rest = "human:\n  overrides: {probe__read_file: approve}\nstate:\n  filesystem: {path: state}\nsandbox:\n  cache_dir: cache\n";
         let yaml =
             format!("{llm}adapter: {{type: api}}\nskills:\n  paths: [skills]\n  builtins: []\n{oci}{grants}{rest}");

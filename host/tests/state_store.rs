@@ -579,9 +579,10 @@ async fn shared_decisions_follow_the_spec() {
         deciders: Vec::new(),
         presentation: None,
         decided_by: None,
+        decided_token: None,
     };
     decisions.open(&entry("confirm-me", 60, Some("CONFIRM"))).await.unwrap();
-    let operator = Who { agent: "a", surface: None, user: "api", conversation: None };
+    let operator = Who { agent: "a", surface: None, user: "api", conversation: None, token: Some("oncall") };
     let decide = async |id: &str, outcome: &str, confirmation: Option<&str>| {
         decisions.decide(Kind::Approval, id, outcome, None, confirmation, operator).await.unwrap()
     };
@@ -591,7 +592,10 @@ async fn shared_decisions_follow_the_spec() {
     assert!(matches!(refused, Decided::Gone));
     assert!(matches!(decide("confirm-me", "approved", None).await, Decided::Unconfirmed));
     assert!(matches!(decide("confirm-me", "approved", Some("nope")).await, Decided::Unconfirmed));
-    assert!(matches!(decide("confirm-me", "approved", Some("CONFIRM")).await, Decided::Won(_)));
+    let Decided::Won(won) = decide("confirm-me", "approved", Some("CONFIRM")).await else { panic!("not won") };
+    assert_eq!(won.decided_token.as_deref(), Some("oncall"), "the token's name is recorded");
+    let read = decisions.get(Kind::Approval, "confirm-me").await.unwrap().unwrap();
+    assert_eq!((read.decided_by.as_deref(), read.decided_token.as_deref()), (Some("api"), Some("oncall")));
     assert!(matches!(decide("confirm-me", "approved", Some("CONFIRM")).await, Decided::Same(_)));
     assert!(matches!(decide("confirm-me", "denied", None).await, Decided::Conflict(_)));
     let said = loop {
@@ -615,18 +619,19 @@ async fn shared_decisions_follow_the_spec() {
     };
     decisions.open(&chat("chat")).await.unwrap();
     for who in [
-        Who { agent: "a", surface: Some("slack:b2"), user: "U1", conversation: None },
-        Who { agent: "a", surface: Some("slack:b1"), user: "U2", conversation: None },
-        Who { agent: "b", surface: Some("slack:b1"), user: "U1", conversation: None },
+        Who { agent: "a", surface: Some("slack:b2"), user: "U1", conversation: None, token: None },
+        Who { agent: "a", surface: Some("slack:b1"), user: "U2", conversation: None, token: None },
+        Who { agent: "b", surface: Some("slack:b1"), user: "U1", conversation: None, token: None },
         // Its approver, but from another channel of the bot, or another channel whose id
         // the entry's begins with.
-        Who { agent: "a", surface: Some("slack:b1"), user: "U1", conversation: Some("slack b1 C2") },
-        Who { agent: "a", surface: Some("slack:b1"), user: "U1", conversation: Some("slack b1 C") },
+        Who { agent: "a", surface: Some("slack:b1"), user: "U1", conversation: Some("slack b1 C2"), token: None },
+        Who { agent: "a", surface: Some("slack:b1"), user: "U1", conversation: Some("slack b1 C"), token: None },
     ] {
         let refused = decisions.decide(Kind::Approval, "chat", "approved", None, None, who).await.unwrap();
         assert!(matches!(refused, Decided::Gone), "{who:?} may not decide it");
     }
-    let person = Who { agent: "a", surface: Some("slack:b1"), user: "U1", conversation: Some("slack b1 C1") };
+    let person =
+        Who { agent: "a", surface: Some("slack:b1"), user: "U1", conversation: Some("slack b1 C1"), token: None };
     let Decided::Won(won) = decisions.decide(Kind::Approval, "chat", "approved", None, None, person).await.unwrap()
     else {
         panic!("its approver decides it")

@@ -13,6 +13,8 @@ pub const TOKEN: &str = "test-token";
 pub fn config() -> ApiConfig {
     ApiConfig {
         auth_token: Some(TOKEN.into()),
+        tokens: Vec::new(),
+        allowed: skillhost::adapters::auth::Allowed::of(&Default::default()),
         adapter_is_api: true,
         heartbeat: api::DEFAULT_HEARTBEAT,
         body_limit: 64 * 1024,

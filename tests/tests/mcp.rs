@@ -506,6 +506,7 @@ async fn streamable_http_server_everything() {
 /// with the handshake (2025-11-25) and with discovery (2026-07-28, stateless).
 #[tokio::test]
 async fn skills_are_served_over_streamable_http_behind_the_token() {
+    use skillhost::adapters::auth::{Allowed, Tokens};
     use skillhost::adapters::mcp::{SkillServer, http_app};
     let ws = workspace(&[("hooks_all", guests::HOOKS_ALL), ("probe", guests::PROBE)]);
     let app = tools_app(&ws, "skills:\n  paths: [skills]\n  builtins: []\nstate:\n  filesystem: {path: state}\n").await;
@@ -513,7 +514,8 @@ async fn skills_are_served_over_streamable_http_behind_the_token() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/mcp", listener.local_addr().unwrap());
     tokio::spawn(async move {
-        axum::serve(listener, http_app(server, Some("s3cret"), &Default::default(), Default::default())).await.unwrap()
+        let (tokens, allowed) = (Tokens::new(Some("s3cret"), &[]), Allowed::of(&Default::default()));
+        axum::serve(listener, http_app(server, tokens, &allowed, Default::default())).await.unwrap()
     });
 
     let unauthorized = reqwest::Client::new().post(&url).json(&json!({})).send().await.unwrap();
@@ -556,7 +558,10 @@ async fn mcp_over_http_refuses_foreign_hosts_and_origins() {
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/mcp", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, http_app(server, None, &ui, Default::default())).await.unwrap() });
+    let (tokens, allowed) = (skillhost::adapters::auth::Tokens::default(), skillhost::adapters::auth::Allowed::of(&ui));
+    tokio::spawn(async move {
+        axum::serve(listener, http_app(server, tokens, &allowed, Default::default())).await.unwrap()
+    });
     let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}});
     let post = |host: Option<&str>, origin: Option<&str>| {

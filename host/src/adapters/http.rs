@@ -45,12 +45,13 @@ impl HttpAdapter {
         turns: tokio::runtime::Handle,
     ) -> anyhow::Result<Self> {
         let config = ApiConfig::from_ui(settings.ui, true).named(settings.display_name);
-        let token = config.auth_token.clone();
-        let host = if token.is_some() { Ipv4Addr::UNSPECIFIED } else { Ipv4Addr::LOCALHOST };
+        let tokens = config.tokens();
+        let host = if tokens.is_empty() { Ipv4Addr::LOCALHOST } else { Ipv4Addr::UNSPECIFIED };
         let who = settings.agent.map(|n| format!(" (agent `{n}`)")).unwrap_or_default();
-        if token.is_none() {
+        if tokens.is_empty() {
             eprintln!(
-                "warning: no ui.auth_token (SKILLHOST_UI_TOKEN){who}: listening on 127.0.0.1 only, interactive routes disabled"
+                "warning: no ui.auth_token (SKILLHOST_UI_TOKEN) or ui.tokens{who}: listening on 127.0.0.1 only; \
+                 POST /api/trigger and /mcp are open to anyone on this machine, every other /api route answers 503"
             );
         }
         let port = settings.port;
@@ -68,7 +69,7 @@ impl HttpAdapter {
             crate::sandbox::capabilities::http_client();
         });
         let server = SkillServer::new(engine.clone(), settings.display_name);
-        let mcp = http_app(server, token.as_deref(), settings.ui, engine.draining().child_token());
+        let mcp = http_app(server, tokens, &config.allowed, engine.draining().child_token());
         let api = Api::serving(engine, config, turns, (settings.runs, settings.mcp), settings.reload);
         let app = api::app_with(api, mcp);
         Ok(HttpAdapter { describe: format!("the api on {}{who}", listener.local_addr()?), listener, app })

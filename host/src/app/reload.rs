@@ -1,5 +1,5 @@
-//! Reloading the skills of a running `skillhost run` (SIGHUP, `POST /api/skills/reload`),
-//! per replica: the config file is read again and each agent's skill sections taken from it;
+//! Reloading the skills of a running `skillhost run` (SIGHUP: every agent;
+//! `POST /api/skills/reload`: the agent whose API it is), per replica: the config file is read again and each agent's skill sections taken from it;
 //! every agent's new set is loaded (pulled, verified, compiled) before any is swapped in, and
 //! only when every skill of every agent loaded (but those that did not load before either):
 //! otherwise nothing changes and the answer says why. Turns and calls that began before keep the set they began with (an approval waiting
@@ -33,11 +33,17 @@ impl Reloader {
 
     /// Reloads every agent's skills, or none; the new sets as JSON, or why nothing changed.
     pub async fn reload_all(&self) -> Result<Value, ReloadError> {
+        self.reload_where(|_| true).await
+    }
+
+    /// Reloads the skills of the agents `which` names (all or none of them).
+    async fn reload_where(&self, which: impl Fn(&Agent) -> bool) -> Result<Value, ReloadError> {
         let _one = self.running.lock().await;
         let app = self.app.upgrade().ok_or(ReloadError::Stopping)?;
         let fresh = crate::config::load(self.path.as_deref()).map_err(ReloadError::Config)?;
+        let agents: Vec<&Agent> = app.agents.iter().filter(|a| which(a)).collect();
         let mut loaded = Vec::new();
-        for agent in &app.agents {
+        for agent in &agents {
             let config = agent_config(&fresh, agent.name.as_deref())?;
             let new = agent
                 .load_for_reload(&config)
@@ -46,7 +52,7 @@ impl Reloader {
             loaded.push(new);
         }
         let mut done = Vec::new();
-        for (agent, (set, tools)) in app.agents.iter().zip(loaded) {
+        for (agent, (set, tools)) in agents.into_iter().zip(loaded) {
             done.push(json!({"agent": agent.name, "skills": summary(&set)}));
             agent.engine.swap_skills(set, tools);
         }
@@ -68,10 +74,19 @@ impl Reloader {
     }
 }
 
+/// The HTTP reload route of one agent: reloads that agent only, and says only its skills
+/// (its token is not another agent's).
+pub struct AgentReload {
+    /// The app's reloader.
+    pub reloader: Arc<Reloader>,
+    /// The agent (its `agents` key; `None` for the only one).
+    pub agent: Option<String>,
+}
+
 #[async_trait::async_trait]
-impl SkillReload for Reloader {
+impl SkillReload for AgentReload {
     async fn reload(&self) -> Result<Value, ReloadError> {
-        let outcome = self.reload_all().await;
+        let outcome = self.reloader.reload_where(|a| a.name == self.agent).await;
         if let Err(why) = &outcome {
             eprintln!("error: reload failed; the loaded skills still serve: {why}");
         }

@@ -157,7 +157,10 @@ async fn make(
                 port,
                 runs: agent.runs.clone(),
                 mcp: agent.mcp.clone(),
-                reload: Some(reloader.clone() as Arc<dyn crate::adapters::api::reload::SkillReload>),
+                reload: Some(Arc::new(super::reload::AgentReload {
+                    reloader: reloader.clone(),
+                    agent: agent.name.clone(),
+                })),
             };
             Box::new(HttpAdapter::bind(agent.engine.clone(), settings, turns.handle()?).await?)
         }

@@ -101,6 +101,7 @@ impl Ledger {
         entry.outcome = Some(outcome.name().to_owned());
         entry.answer = outcome.stored_text().map(str::to_owned);
         entry.decided_by = Some(who.label(&entry.surface));
+        entry.decided_token = who.token.map(str::to_owned);
         *done = Some(Instant::now());
         Decided::Won(entry.clone())
     }
@@ -162,10 +163,11 @@ mod tests {
             deciders: Vec::new(),
             presentation: None,
             decided_by: None,
+            decided_token: None,
         }
     }
 
-    const OPERATOR: Who<'static> = Who { agent: "a", surface: None, user: "api", conversation: None };
+    const OPERATOR: Who<'static> = Who { agent: "a", surface: None, user: "api", conversation: None, token: None };
 
     #[test]
     fn first_decision_wins_same_repeats_differing_conflicts() {
@@ -202,12 +204,13 @@ mod tests {
         ledger.open(Entry { surface: "slack:b1".into(), deciders: vec!["U1".into()], ..entry("x", "r", 60) });
         let other_agent = Who { agent: "b", ..OPERATOR };
         assert!(matches!(ledger.decide("x", other_agent, &Decision::Approve(None)), Decided::Gone));
-        let other_bot = Who { agent: "a", surface: Some("slack:b2"), user: "U1", conversation: None };
+        let other_bot = Who { agent: "a", surface: Some("slack:b2"), user: "U1", conversation: None, token: None };
         assert!(matches!(ledger.decide("x", other_bot, &Decision::Approve(None)), Decided::Gone));
-        let outsider = Who { agent: "a", surface: Some("slack:b1"), user: "U2", conversation: None };
+        let outsider = Who { agent: "a", surface: Some("slack:b1"), user: "U2", conversation: None, token: None };
         assert!(matches!(ledger.decide("x", outsider, &Decision::Approve(None)), Decided::Gone));
         // Its approver, from another conversation of the bot than the one it was shown in.
-        let elsewhere = Who { agent: "a", surface: Some("slack:b1"), user: "U1", conversation: Some("slack b1 C2") };
+        let elsewhere =
+            Who { agent: "a", surface: Some("slack:b1"), user: "U1", conversation: Some("slack b1 C2"), token: None };
         assert!(matches!(ledger.decide("x", elsewhere, &Decision::Approve(None)), Decided::Gone));
         assert!(ledger.get("x").unwrap().outcome.is_none(), "nothing changed");
         // The agent's operator (the console) may decide it, and is recorded so.

@@ -376,6 +376,7 @@ impl Broker {
             deciders: scope.deciders,
             presentation: Some(presentation.to_string()),
             decided_by: None,
+            decided_token: None,
         };
         let _ = watch;
         if let Some(waiter) = waiter {

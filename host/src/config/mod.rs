@@ -21,7 +21,7 @@ pub use chat::{ChatId, Respond, SLACK_API, SlackSettings, TELEGRAM_API, Telegram
 pub use declared::{Database, DatabaseUrl, DeclaredLevel, DeclaredRecord, SkillType};
 pub use names::{check_env_name, check_name};
 pub use notify::{DEFAULT_SCHEDULE_MINIMUM, Destination, Interval, Platform};
-pub use oci::{OciSkill, Verify};
+pub use oci::{OciSkill, Verify, repository_of};
 pub use sections::*;
 pub use temporal::{DEFAULT_ATTRIBUTE_LOOKBACK_MINUTES, TemporalGuardrails, TemporalProfile};
 

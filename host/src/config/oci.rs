@@ -23,6 +23,14 @@ pub struct OciSkill {
     /// Plain HTTP to a registry that is not on loopback (loopback always may).
     #[serde(default)]
     pub insecure: bool,
+    /// The skill's name here, which the artifact must carry (default: the repository's last
+    /// path segment in snake_case): a publisher cannot take another skill's name.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// It may replace a skill folder or built-in of its name (said at start); without it,
+    /// such an entry is refused and the folder or built-in serves.
+    #[serde(default)]
+    pub replaces: bool,
 }
 
 /// `verify`: a public key, or (keyless) a certificate identity and issuer.
@@ -80,11 +88,31 @@ impl TryFrom<VerifyKeys> for Verify {
 }
 
 impl OciSkill {
+    /// The skill's name here: `name`, else the repository's last path segment in
+    /// snake_case (`registry/team/http-checker:1.0` is `http_checker`).
+    pub fn skill_name(&self) -> String {
+        self.name.clone().unwrap_or_else(|| {
+            let reference = &self.reference;
+            let without_digest = reference.split('@').next().unwrap_or(reference);
+            let last = without_digest.rsplit('/').next().unwrap_or(without_digest);
+            last.split(':').next().unwrap_or(last).replace('-', "_")
+        })
+    }
+
+    /// The repository it comes from, `registry/path` without tag or digest (what a grant's
+    /// `source` names).
+    pub fn repository(&self) -> &str {
+        repository_of(&self.reference)
+    }
+
     /// Checks what can be checked before anything is pulled: a reference that parses, a
     /// `verify` or `allow_unsigned`.
     pub(super) fn check(&self) -> Result<(), String> {
         if self.reference.trim().is_empty() {
             return Err("ref: empty".into());
+        }
+        if let Some(name) = &self.name {
+            super::check_name(name).map_err(|e| format!("`{}`: name `{name}` {e}", self.reference))?;
         }
         if self.verify.is_none() && !self.allow_unsigned {
             return Err(format!(
@@ -96,12 +124,45 @@ impl OciSkill {
     }
 }
 
+/// `registry/path` of a reference, without its tag or digest.
+pub fn repository_of(reference: &str) -> &str {
+    let without_digest = reference.split('@').next().unwrap_or(reference);
+    match without_digest.rsplit_once(':') {
+        // A colon after the last slash is a tag's; before it, a registry's port.
+        Some((repository, tag)) if !tag.contains('/') => repository,
+        _ => without_digest,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn verify(yaml: &str) -> Result<Verify, String> {
         serde_yaml_ng::from_str::<Verify>(yaml).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn an_entry_names_its_skill_and_its_repository() {
+        let entry = |reference: &str| OciSkill {
+            reference: reference.into(),
+            verify: None,
+            allow_unsigned: true,
+            allow_tags: true,
+            insecure: false,
+            name: None,
+            replaces: false,
+        };
+        for (reference, name, repository) in [
+            ("127.0.0.1:5000/team/http-checker:1.0", "http_checker", "127.0.0.1:5000/team/http-checker"),
+            ("127.0.0.1:5000/team/probe@sha256:ab", "probe", "127.0.0.1:5000/team/probe"),
+            ("127.0.0.1:5000/team/probe:2@sha256:ab", "probe", "127.0.0.1:5000/team/probe"),
+            ("localhost:5000/x", "x", "localhost:5000/x"),
+        ] {
+            assert_eq!((entry(reference).skill_name().as_str(), entry(reference).repository()), (name, repository));
+        }
+        let named = OciSkill { name: Some("weather".into()), ..entry("r.example/vendor/wx:1") };
+        assert_eq!(named.skill_name(), "weather");
     }
 
     #[test]

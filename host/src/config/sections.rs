@@ -104,8 +104,16 @@ impl Config {
             for key in skills.loading_overrides.keys() {
                 super::check_name(key).map_err(|e| format!("{at}.loading_overrides: key `{key}` {e}"))?;
             }
+            let mut names = std::collections::BTreeMap::new();
             for entry in &skills.oci {
                 entry.check().map_err(|e| format!("{at}.oci: {e}"))?;
+                if let Some(other) = names.insert(entry.skill_name(), &entry.reference) {
+                    return Err(format!(
+                        "{at}.oci: `{other}` and `{}` both serve skill `{}`; give one a `name:`",
+                        entry.reference,
+                        entry.skill_name()
+                    ));
+                }
             }
             if skills.state_ttl_seconds == 0 {
                 return Err(format!("{at}.state_ttl_seconds: 0 would expire every entry at once; at least 1"));
@@ -524,10 +532,19 @@ pub struct Grant {
     /// Pins this grant to one OCI artifact (`sha256:<64 hex>`): a skill of another digest,
     /// or one asking for a capability this grant does not name, is refused until re-granted.
     pub digest: Option<String>,
+    /// The registry repository (`registry/path`, no tag or digest) whose skill of this name
+    /// it is for: a skill pulled from a registry receives its grant only when the grant names
+    /// its repository or pins its digest; a grant naming a repository is not a folder's.
+    pub source: Option<String>,
 }
 
 impl Grant {
     fn check(&self) -> Result<(), String> {
+        if let Some(source) = &self.source
+            && (source.is_empty() || source.contains('@') || super::oci::repository_of(source) != source)
+        {
+            return Err(format!("source: `{source}` is not a repository (registry/path, without tag or digest)"));
+        }
         if let Some(digest) = &self.digest {
             let hex = digest.strip_prefix("sha256:").unwrap_or_default();
             if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
@@ -1098,6 +1115,39 @@ impl ToolBudget {
 
 impl Ui {
     fn check(&self) -> Result<(), String> {
+        let mut names = std::collections::HashSet::new();
+        for (i, t) in self.tokens.iter().enumerate() {
+            let at = format!("tokens[{i}]");
+            let name_ok = !t.name.is_empty()
+                && t.name.len() <= 64
+                && t.name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
+            if !name_ok {
+                return Err(format!("{at}.name: `{}` is not 1 to 64 of a-z, 0-9, `-`, `_`, `.`", t.name));
+            }
+            if t.name == DEFAULT_TOKEN_NAME {
+                return Err(format!("{at}.name: `{DEFAULT_TOKEN_NAME}` is the name of ui.auth_token"));
+            }
+            if !names.insert(t.name.as_str()) {
+                return Err(format!("{at}.name: `{}` names two tokens", t.name));
+            }
+            if t.token.trim().len() < 8 {
+                return Err(format!("{at}.token: `{}`'s token is empty or shorter than 8 characters", t.name));
+            }
+            if t.scopes.is_empty() {
+                return Err(format!(
+                    "{at}.scopes: `{}` grants nothing (give trigger, read, decide, admin or mcp)",
+                    t.name
+                ));
+            }
+        }
+        let mut tokens: Vec<&str> = self.tokens.iter().map(|t| t.token.as_str()).collect();
+        tokens.extend(self.auth_token.as_deref());
+        let all = tokens.len();
+        tokens.sort_unstable();
+        tokens.dedup();
+        if tokens.len() != all {
+            return Err("tokens: two tokens (or one and auth_token) are the same secret".into());
+        }
         for host in &self.allowed_hosts {
             if host.is_empty() || host.contains('/') || host.contains("://") {
                 return Err(format!("allowed_hosts: `{host}` is not a host name or host:port"));
@@ -1131,4 +1181,55 @@ pub struct Ui {
     pub allowed_origins: Vec<String>,
     /// `GET /metrics` answers without the bearer token (for a scraper on a trusted network).
     pub metrics_public: bool,
+    /// Named tokens, each with what it may do (`ui.auth_token` may do everything).
+    pub tokens: Vec<NamedToken>,
 }
+
+/// One of `ui.tokens`: a bearer token with a name (recorded with what it decides) and the
+/// scopes it grants.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NamedToken {
+    /// Its name: in the record of its decisions and in the log, never the token itself.
+    pub name: String,
+    /// The bearer token.
+    pub token: String,
+    /// What it may do.
+    pub scopes: Vec<TokenScope>,
+}
+
+/// What a token may do on the HTTP server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TokenScope {
+    /// Start runs (`POST /api/trigger`).
+    Trigger,
+    /// Read runs, approvals, questions, skills, MCP status and `/metrics` (unless public).
+    Read,
+    /// Decide approvals and answer questions.
+    Decide,
+    /// Reload; cancel another's run; reset a conversation.
+    Admin,
+    /// `/mcp`.
+    Mcp,
+}
+
+impl TokenScope {
+    /// Every scope: what `ui.auth_token` grants.
+    pub const ALL: [TokenScope; 5] =
+        [TokenScope::Trigger, TokenScope::Read, TokenScope::Decide, TokenScope::Admin, TokenScope::Mcp];
+
+    /// Its name in the config.
+    pub fn name(self) -> &'static str {
+        match self {
+            TokenScope::Trigger => "trigger",
+            TokenScope::Read => "read",
+            TokenScope::Decide => "decide",
+            TokenScope::Admin => "admin",
+            TokenScope::Mcp => "mcp",
+        }
+    }
+}
+
+/// The name `ui.auth_token` (or `SKILLHOST_UI_TOKEN`) goes by in the record.
+pub const DEFAULT_TOKEN_NAME: &str = "default";

@@ -94,7 +94,7 @@ impl Desk {
     /// it is; `Err` when the broker cannot record it.
     pub async fn carry(&self, id: &str, user: &str, decision: Decision) -> Result<(), PresentError> {
         let surface = Some(self.scope.surface.as_str());
-        let who = Who { agent: &self.scope.agent, surface, user, conversation: None };
+        let who = Who { agent: &self.scope.agent, surface, user, conversation: None, token: None };
         match self.broker.decide(id, who, decision).await {
             Ok(_) | Err(DecideError::Conflict(_) | DecideError::Gone) => Ok(()),
             Err(e) => Err(PresentError::new(e)),

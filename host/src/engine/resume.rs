@@ -50,7 +50,7 @@ impl Engine {
     /// The decision on approval `entry`, as the broker recorded it, for a call of `tool`.
     pub async fn given(&self, entry: &str, tool: &str) -> Result<Given, ResumeError> {
         // The engine reads as the agent's operator: every entry of the agent.
-        let reader = Who { agent: self.agent(), surface: None, user: "engine", conversation: None };
+        let reader = Who { agent: self.agent(), surface: None, user: "engine", conversation: None, token: None };
         let found = self.broker().get(entry, Kind::Approval, reader).await;
         let found = found.map_err(|e| ResumeError::Unavailable(e.to_string()))?.ok_or(ResumeError::Gone)?;
         let outcome = ApprovalOutcome::from(Outcome::of(&found).ok_or(ResumeError::Undecided)?);

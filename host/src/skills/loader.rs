@@ -248,6 +248,13 @@ impl Loader {
         loaded.sort_unstable_by_key(|(index, _)| *index);
         tracing::debug!(took = ?started.elapsed(), "every skill folder loaded");
         for ((_, loaded), dir) in loaded.into_iter().zip(&dirs) {
+            let loaded = match loaded {
+                Ok(Some(Candidate::Loaded(skill))) => match self.check_replaces(&skill.name, dir, &set) {
+                    Ok(()) => Ok(Some(Candidate::Loaded(skill))),
+                    Err(problem) => Err(Failure::Problem(problem)),
+                },
+                other => other,
+            };
             admit(&mut set, loaded, dir)?;
         }
         self.note_origins(&mut set);
@@ -280,6 +287,7 @@ impl Loader {
                 set.left_out.insert(name, skill.exposed_names());
             }
         }
+        self.say_who_serves_instead(&mut set);
         if mode.serves() {
             for skill in set.skills.values() {
                 let key = self.startup_key(skill);
@@ -519,6 +527,7 @@ impl Loader {
         let source = if prompt.name.is_some() { "its `name`, slugified" } else { "the folder's name" };
         check_skill_name(&name).map_err(|e| problem(prompt.file, format!("{e} (the name is {source})")))?;
         let manifest = Manifest::load(dir).map_err(|e| problem("skill.toml", e))?;
+        self.check_name_claim(&name, dir).map_err(Failure::Problem)?;
         self.check_pin(&name, dir, &manifest).map_err(|e| problem("skill.toml", e))?;
         let mut skill = self.with_scripts(self.new_skill(&name, dir.to_path_buf(), prompt), &manifest)?;
         skill.mcp_names = manifest.mcp.names;
@@ -580,7 +589,7 @@ impl Loader {
         };
         let component = component.map_err(|e| problem(e.to_string()))?;
         let files = own_files(&skill, manifest, &wasm, mode)?;
-        let env = self.call_env(&name, manifest, default_grant, files);
+        let env = self.call_env((&name, &skill.dir), manifest, default_grant, files);
         if mode != LoadMode::Validate && !self.check_available(&name, &component, &env, &skill.config).await? {
             return Ok(Some(Candidate::Unavailable(name)));
         }
@@ -671,13 +680,13 @@ impl Loader {
     /// grants, both.
     pub(super) fn call_env(
         &self,
-        name: &str,
+        (name, dir): (&str, &Path),
         manifest: &Manifest,
         default_grant: Option<Grant>,
         files: Option<SkillFiles>,
     ) -> CallEnv {
         let config = &self.config.config;
-        let written = config.skills.grants.get(name).cloned();
+        let written = self.written_grant(name, dir);
         // A built-in left at its default grant is the default, not a mistake worth a warning
         // on every start.
         let quiet = written.is_none() && default_grant.is_some();

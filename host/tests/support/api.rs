@@ -163,3 +163,36 @@ impl Drop for ApiProcess {
         let _ = self.child.wait();
     }
 }
+
+/// A `method` request to `{base}/mcp` at 2026-07-28 with `token` (no session; the revision in
+/// the header and in `_meta`) from a client declaring `capabilities`: its status and its
+/// JSON-RPC answer (read from the event stream when it is one).
+pub async fn mcp_rpc(
+    base: &str,
+    token: &str,
+    (id, method): (u64, &str),
+    mut params: serde_json::Value,
+    capabilities: serde_json::Value,
+) -> (u16, serde_json::Value) {
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": capabilities
+    });
+    let name = params["name"].as_str().or(params["taskId"].as_str()).unwrap_or_default().to_owned();
+    let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+    let response = reqwest::Client::new()
+        .post(format!("{base}/mcp"))
+        .bearer_auth(token)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", method)
+        .header("mcp-name", name)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    let text = response.text().await.unwrap();
+    let json = text.lines().find_map(|l| l.strip_prefix("data:")).unwrap_or(&text);
+    (status, serde_json::from_str(json.trim()).unwrap_or_else(|e| panic!("{e}: {text}")))
+}

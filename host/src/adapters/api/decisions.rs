@@ -5,12 +5,13 @@
 use super::Api;
 use super::error::{ApiError, ApiResult};
 use super::stream::unix_seconds;
+use crate::adapters::auth::Caller;
 use crate::broker::{DecideError, Decision, Entry, Kind, Outcome};
-use axum::Json;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
+use axum::{Extension, Json};
 use serde_json::{Value, json};
 use std::sync::Arc;
 
@@ -32,6 +33,7 @@ fn approval_json(e: &Entry) -> Value {
         "outcome": outcome(e),
         "expires_at": unix_seconds(e.expires_at),
         "decided_by": e.decided_by,
+        "token": e.decided_token,
     });
     match Outcome::of(e) {
         Some(Outcome::Approved(Some(arguments))) => {
@@ -59,6 +61,8 @@ fn question_json(e: &Entry) -> Value {
         "answer": answer,
         "schema": schema,
         "answer_json": answer_json,
+        "decided_by": e.decided_by,
+        "token": e.decided_token,
     })
 }
 
@@ -101,7 +105,7 @@ fn object(body: Result<Bytes, BytesRejection>, known: &[&str]) -> ApiResult<serd
 
 /// Entry `id` of `kind`, if the agent's operator may see it.
 async fn entry(api: &Api, id: &str, kind: Kind, what: &str) -> ApiResult<Entry> {
-    let found = api.broker().get(id, kind, api.operator()).await.map_err(unavailable)?;
+    let found = api.broker().get(id, kind, api.operator(None)).await.map_err(unavailable)?;
     found.ok_or_else(|| ApiError::gone(what))
 }
 
@@ -110,6 +114,7 @@ async fn entry(api: &Api, id: &str, kind: Kind, what: &str) -> ApiResult<Entry> 
 /// schema: 422 saying where), a denial their `reason` (the model reads it).
 pub async fn decide_approval(
     State(api): State<Arc<Api>>,
+    caller: Option<Extension<Caller>>,
     Path(id): Path<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Json<Value>> {
@@ -136,7 +141,8 @@ pub async fn decide_approval(
             Decision::Edit { arguments: arguments.to_string(), confirmation }
         }
     };
-    let (decided, _) = api.broker().decide(&id, api.operator(), decision).await.map_err(|e| refused(e, "approval"))?;
+    let who = api.operator(caller.as_deref());
+    let (decided, _) = api.broker().decide(&id, who, decision).await.map_err(|e| refused(e, "approval"))?;
     Ok(Json(approval_json(&decided)))
 }
 
@@ -174,6 +180,7 @@ pub async fn approval(State(api): State<Arc<Api>>, Path(id): Path<String>) -> Ap
 /// schema, `{"answer_json": <any JSON>}`; the broker checks either against the schema.
 pub async fn answer_question(
     State(api): State<Arc<Api>>,
+    caller: Option<Extension<Caller>>,
     Path(id): Path<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Json<Value>> {
@@ -195,7 +202,8 @@ pub async fn answer_question(
         }
     };
     let decision = Decision::Answer(answer);
-    let (decided, _) = api.broker().decide(&id, api.operator(), decision).await.map_err(|e| refused(e, "question"))?;
+    let who = api.operator(caller.as_deref());
+    let (decided, _) = api.broker().decide(&id, who, decision).await.map_err(|e| refused(e, "question"))?;
     Ok(Json(question_json(&decided)))
 }
 

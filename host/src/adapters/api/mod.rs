@@ -24,11 +24,11 @@ pub mod run;
 pub mod stream;
 pub mod trigger;
 
-use crate::adapters::auth::{self, Token};
+use crate::adapters::auth::{self, Allowed, Caller, Tokens};
 use crate::adapters::present::Descriptions;
 use crate::adapters::runs::Runs;
 use crate::broker::Broker;
-use crate::config::Ui;
+use crate::config::{NamedToken, TokenScope, Ui};
 use crate::engine::Engine;
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, State};
@@ -52,9 +52,14 @@ pub const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(15);
 /// How the server is set up.
 #[derive(Debug, Clone)]
 pub struct ApiConfig {
-    /// The bearer token every route but the probes requires; without one the interactive
-    /// routes answer 503 and the rest are open (the CLI then listens on 127.0.0.1 only).
+    /// The bearer token that may do everything (`ui.auth_token`, its variable); without it
+    /// and [`ApiConfig::tokens`] the routes that read, decide or reload answer 503 and the
+    /// trigger and `/mcp` are open (the CLI then listens on 127.0.0.1 only).
     pub auth_token: Option<String>,
+    /// `ui.tokens`: named tokens, each with its scopes.
+    pub tokens: Vec<NamedToken>,
+    /// The `Host`s and `Origin`s every `/api` request and `/mcp` may come with.
+    pub allowed: Allowed,
     /// `adapter.type` is `api`: the interactive routes are served (409 otherwise).
     pub adapter_is_api: bool,
     /// The approval-v1 heartbeat interval.
@@ -74,12 +79,19 @@ impl ApiConfig {
         let env_token = first_env(&["SKILLHOST_UI_TOKEN", "MITHAI_UI_TOKEN"]).map(|(_, t)| t);
         ApiConfig {
             auth_token: env_token.or_else(|| ui.auth_token.clone()).filter(|t| !t.is_empty()),
+            tokens: ui.tokens.clone(),
+            allowed: Allowed::of(ui),
             adapter_is_api,
             heartbeat: DEFAULT_HEARTBEAT,
             body_limit: DEFAULT_BODY_LIMIT,
             name: crate::config::Bot::default().name,
             metrics_public: ui.metrics_public,
         }
+    }
+
+    /// Every token the server takes.
+    pub fn tokens(&self) -> Tokens {
+        Tokens::new(self.auth_token.as_deref(), &self.tokens)
     }
 
     /// The same settings for the agent called `name`.
@@ -127,7 +139,7 @@ fn first_env(names: &[&'static str]) -> Option<(&'static str, String)> {
 /// The server's shared state.
 pub struct Api {
     engine: Arc<Engine>,
-    token: Option<Token>,
+    tokens: Tokens,
     config: ApiConfig,
     broker: Arc<Broker>,
     descriptions: Arc<Descriptions>,
@@ -177,7 +189,7 @@ impl Api {
         runs: Arc<Runs>,
         (mcp, reload): (Option<Arc<crate::mcp::McpManager>>, Option<Arc<dyn reload::SkillReload>>),
     ) -> Arc<Self> {
-        let token = config.auth_token.as_deref().and_then(Token::new);
+        let tokens = config.tokens();
         let descriptions = Arc::new(Descriptions::live(engine.clone()));
         let broker = engine.broker();
         // `/api/activity` announces what changes at the broker, on any replica.
@@ -188,7 +200,7 @@ impl Api {
                 runs.touch();
             }
         });
-        Arc::new(Api { engine, token, config, broker, descriptions, turns, runs, mcp, reload })
+        Arc::new(Api { engine, tokens, config, broker, descriptions, turns, runs, mcp, reload })
     }
 
     /// Starts `turn` as a task on the turns' runtime.
@@ -210,14 +222,15 @@ impl Api {
         &self.broker
     }
 
-    /// Who the routes act for: the agent's operator (its token).
-    fn operator(&self) -> crate::broker::Who<'_> {
-        crate::broker::Who { agent: self.engine.agent(), surface: None, user: "api", conversation: None }
+    /// Who the routes act for: the agent's operator, through `caller`'s token.
+    fn operator<'a>(&'a self, caller: Option<&'a Caller>) -> crate::broker::Who<'a> {
+        let token = caller.map(|c| c.name.as_str());
+        crate::broker::Who { agent: self.engine.agent(), surface: None, user: "api", conversation: None, token }
     }
 
     /// 503 without a token, 409 when the adapter is not `api`.
     fn interactive(&self) -> Result<(), ApiError> {
-        if self.token.is_none() {
+        if self.tokens.is_empty() {
             return Err(ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "interactive API authentication required"));
         }
         if !self.config.adapter_is_api {
@@ -235,11 +248,15 @@ pub fn app(api: Arc<Api>) -> Router {
 /// [`app`] with `extra` routes (the agent's `/mcp`) merged in, so that their answers too
 /// carry the [`AGENT_HEADER`].
 pub fn app_with(api: Arc<Api>, extra: Router) -> Router {
-    let protected = Router::new()
-        .route("/api/trigger", post(trigger::trigger))
+    let scoped = |routes: Router<Arc<Api>>, scope: TokenScope| {
+        routes.route_layer(middleware::from_fn_with_state((api.tokens.clone(), scope), auth::require))
+    };
+    let trigger = Router::new().route("/api/trigger", post(trigger::trigger));
+    let decide = Router::new()
         .route("/api/approvals/{id}/decision", post(decisions::decide_approval))
+        .route("/api/questions/{id}/answer", post(decisions::answer_question));
+    let mut read = Router::new()
         .route("/api/approvals/{id}", get(decisions::approval))
-        .route("/api/questions/{id}/answer", post(decisions::answer_question))
         .route("/api/questions/{id}", get(decisions::question))
         .route("/api/runs", get(read::runs))
         .route("/api/runs/{id}", get(read::run))
@@ -248,19 +265,28 @@ pub fn app_with(api: Arc<Api>, extra: Router) -> Router {
         .route("/api/approvals", get(read::approvals))
         .route("/api/questions", get(read::questions))
         .route("/api/skills", get(read::skills))
-        .route("/api/skills/reload", post(reload::reload))
         .route("/api/mcp", get(read::mcp));
-    let (protected, open) = match api.config.metrics_public {
-        true => (protected, Router::new().route("/metrics", get(metrics))),
-        false => (protected.route("/metrics", get(metrics)), Router::new()),
+    let admin = Router::new().route("/api/skills/reload", post(reload::reload));
+    let open = match api.config.metrics_public {
+        true => Router::new().route("/metrics", get(metrics)),
+        false => {
+            read = read.route("/metrics", get(metrics));
+            Router::new()
+        }
     };
-    let protected = protected.route_layer(middleware::from_fn_with_state(api.token.clone(), auth::require));
+    // Every `/api` route: a `Host` and `Origin` of the allowed ones (DNS rebinding, pages).
+    let api_routes = Router::new()
+        .merge(scoped(trigger, TokenScope::Trigger))
+        .merge(scoped(decide, TokenScope::Decide))
+        .merge(scoped(read, TokenScope::Read))
+        .merge(scoped(admin, TokenScope::Admin))
+        .route_layer(middleware::from_fn_with_state(Arc::new(api.config.allowed.clone()), auth::same_site));
     Router::new()
         .route("/healthz", get(|| async { axum::Json(serde_json::json!({"status": "ok"})) }))
         .route("/readyz", get(readyz))
         .merge(open)
         .merge(console::routes())
-        .merge(protected)
+        .merge(api_routes)
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no such route") })
         .method_not_allowed_fallback(|| async {
             ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "method not allowed on this route")

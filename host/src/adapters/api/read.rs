@@ -57,7 +57,7 @@ pub async fn run(State(api): State<Arc<Api>>, Path(id): Path<String>) -> ApiResu
         if !api.broker().durable() {
             return Err(ApiError::new(StatusCode::NOT_FOUND, "no such run (finished runs are kept a while)"));
         }
-        let entries = api.broker().of_run(&id, api.operator()).await.map_err(|e| {
+        let entries = api.broker().of_run(&id, api.operator(None)).await.map_err(|e| {
             tracing::warn!("cannot read run {id} from the state database: {e}");
             ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "the state database is unavailable; try again")
         })?;
@@ -169,7 +169,7 @@ async fn waiting(api: &Api, kind: Kind) -> Result<Vec<Value>, ApiError> {
 }
 
 async fn waiting_entries(api: &Api, kind: Kind) -> Result<Vec<Entry>, ApiError> {
-    api.broker().waiting(kind, api.operator()).await.map_err(|e| {
+    api.broker().waiting(kind, api.operator(None)).await.map_err(|e| {
         tracing::warn!("cannot list what waits on a person: {e}");
         ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "the state database is unavailable; try again")
     })

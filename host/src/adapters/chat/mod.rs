@@ -332,7 +332,13 @@ impl<P: Platform> Chat<P> {
     /// `user` of this bot's platform acting from `conversation` (as [`Chat::conversation`]
     /// names it), as the broker knows deciders: they see only what was shown there.
     fn who<'a>(&'a self, user: &'a str, conversation: &'a str) -> Who<'a> {
-        Who { agent: self.engine.agent(), surface: Some(&self.surface), user, conversation: Some(conversation) }
+        Who {
+            agent: self.engine.agent(),
+            surface: Some(&self.surface),
+            user,
+            conversation: Some(conversation),
+            token: None,
+        }
     }
 
     /// The question conversation `key` waits on that `user` may answer: asked here, or, on

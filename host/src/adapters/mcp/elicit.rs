@@ -120,7 +120,7 @@ pub const CLIENT: &str = "mcp-client";
 
 /// Who an MCP client is at the broker.
 pub fn client(engine: &Engine) -> Who<'_> {
-    Who { agent: engine.agent(), surface: Some(SURFACE), user: CLIENT, conversation: None }
+    Who { agent: engine.agent(), surface: Some(SURFACE), user: CLIENT, conversation: None, token: None }
 }
 
 /// The client's answer to the approval question as the broker takes it.

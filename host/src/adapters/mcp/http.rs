@@ -14,7 +14,7 @@
 
 use super::SkillServer;
 use super::stdio::{Line, META_VERSION, REMOVED_WHEN_STATELESS, STATELESS_REVISION, classify, removed};
-use crate::adapters::auth::{self, Token};
+use crate::adapters::auth::{Allowed, Tokens};
 use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
@@ -35,6 +35,11 @@ const MAX_REFUSAL_BYTES: usize = 64 << 10;
 const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
 
+/// The token an HTTP request came with, when tasks are kept per token (several tokens):
+/// another token's task is not found.
+#[derive(Debug, Clone)]
+pub struct TaskOwner(pub String);
+
 /// JSON-RPC's invalid request: what an HTTP-level refusal of a malformed request is.
 const INVALID_REQUEST: i64 = -32600;
 const PARSE_ERROR: i64 = -32700;
@@ -47,43 +52,34 @@ const SESSION_NOT_FOUND: i64 = -32001;
 /// The protocol's code for an unsupported revision (with `requested` and `supported`).
 const UNSUPPORTED_VERSION: i64 = -32022;
 
-/// The streamable HTTP endpoint at `/mcp`, behind the API's bearer token when one is set
-/// (`ui.auth_token` / `SKILLHOST_UI_TOKEN`): merge it into the API's router. `Host` and
-/// `Origin` are checked against the loopback names and `ui.allowed_hosts` /
-/// `ui.allowed_origins`, so that a web page cannot reach it through DNS rebinding.
+/// The streamable HTTP endpoint at `/mcp`, behind the API's tokens when there are some (the
+/// `mcp` scope): merge it into the API's router. `Host` and `Origin` are checked as the
+/// API's are ([`Allowed`]), so that a web page cannot reach it through DNS rebinding.
 /// Its streams end when `stopping` is cancelled.
 pub fn http_app(
     server: SkillServer,
-    token: Option<&str>,
-    ui: &crate::config::Ui,
+    tokens: Tokens,
+    allowed: &Allowed,
     stopping: tokio_util::sync::CancellationToken,
 ) -> axum::Router {
     let sessions = Arc::new(LocalSessionManager::default());
-    let mut config = http_config(ui);
+    let mut config = http_config(allowed);
     config.cancellation_token = stopping;
     let service = StreamableHttpService::new(move || Ok(server.session()), sessions.clone(), config);
-    let front = Front { token: token.and_then(Token::new), sessions };
+    let front = Front { tokens, sessions };
     axum::Router::new().nest_service("/mcp", service).layer(axum::middleware::from_fn_with_state(front, guard))
 }
 
-/// The loopback names every local client uses.
-const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
-
-fn http_config(ui: &crate::config::Ui) -> rmcp::transport::StreamableHttpServerConfig {
-    let any = |list: &[String]| list.iter().any(|h| h == "*");
+/// rmcp's transport, checking `Host` and `Origin` against `allowed`.
+fn http_config(allowed: &Allowed) -> rmcp::transport::StreamableHttpServerConfig {
     let mut config = rmcp::transport::StreamableHttpServerConfig::default().with_max_request_body_bytes(MAX_BODY_BYTES);
-    config = if any(&ui.allowed_hosts) {
-        config.disable_allowed_hosts()
-    } else {
-        config.with_allowed_hosts(LOOPBACK_HOSTS.iter().map(|h| h.to_string()).chain(ui.allowed_hosts.iter().cloned()))
+    config = match allowed.hosts() {
+        None => config.disable_allowed_hosts(),
+        Some(hosts) => config.with_allowed_hosts(hosts.iter().cloned()),
     };
-    if any(&ui.allowed_origins) {
-        config.disable_allowed_origins()
-    } else {
-        let loopback = ["http", "https"]
-            .into_iter()
-            .flat_map(|scheme| ["localhost", "127.0.0.1", "[::1]"].map(|h| format!("{scheme}://{h}:*")));
-        config.with_allowed_origins(loopback.chain(ui.allowed_origins.iter().cloned())).enforce_origin_validation()
+    match allowed.origins() {
+        None => config.disable_allowed_origins(),
+        Some(origins) => config.with_allowed_origins(origins.iter().cloned()).enforce_origin_validation(),
     }
 }
 
@@ -91,7 +87,7 @@ fn http_config(ui: &crate::config::Ui) -> rmcp::transport::StreamableHttpServerC
 /// request rmcp could not decode).
 #[derive(Clone)]
 struct Front {
-    token: Option<Token>,
+    tokens: Tokens,
     sessions: Arc<LocalSessionManager>,
 }
 
@@ -107,11 +103,20 @@ fn refusal(status: StatusCode, id: &Value, code: i64, message: &str, data: Optio
 
 /// The middleware: authenticates, reads a JSON body (to answer what rmcp cannot decode),
 /// and rewrites rmcp's plain-text refusals.
-async fn guard(State(front): State<Front>, request: Request, next: Next) -> Response {
-    if let Err(e) = auth::check(front.token.as_ref(), request.headers()) {
-        let mut response = refusal(e.status, &Value::Null, REFUSED, &e.message, None);
-        response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-        return response;
+async fn guard(State(front): State<Front>, mut request: Request, next: Next) -> Response {
+    match front.tokens.admit(request.headers(), crate::config::TokenScope::Mcp) {
+        // Its name keys its tasks when there are several tokens.
+        Ok(caller) => {
+            let owner = caller.filter(|_| front.tokens.several()).map(|c| TaskOwner(c.name));
+            request.extensions_mut().insert(owner);
+        }
+        Err(e) => {
+            let mut response = refusal(e.status, &Value::Null, REFUSED, &e.message, None);
+            if e.status == StatusCode::UNAUTHORIZED {
+                response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            }
+            return response;
+        }
     }
     let headers = request.headers().clone();
     let ends_unknown_session = request.method() == Method::DELETE && !session_exists(&front, &headers).await;

@@ -304,7 +304,8 @@ impl SkillServer {
             }
         };
         let call = (format!("mcp-{}", context.id), name.clone(), input.clone());
-        let side = tasks::TaskSide::new(engine.clone(), &call, &self.session.channel, capabilities, rounds);
+        let owner = task_owner(engine, context);
+        let side = tasks::TaskSide::new(engine.clone(), (&call, owner), &self.session.channel, capabilities, rounds);
         let created = match starts_now {
             true => Some(side.begin().await?),
             false => None,
@@ -452,6 +453,17 @@ impl SkillServer {
 }
 
 /// The error for a task this agent does not have (or has forgotten).
+/// Who keeps the tasks a request makes and reads: the agent, or, when the HTTP server takes
+/// several tokens, the agent and the request's token ([`http::TaskOwner`]): another token's
+/// task is not found.
+fn task_owner(engine: &Engine, context: &RequestContext<RoleServer>) -> String {
+    let parts = context.extensions.get::<axum::http::request::Parts>();
+    match parts.and_then(|p| p.extensions.get::<Option<http::TaskOwner>>()).cloned().flatten() {
+        Some(http::TaskOwner(token)) => format!("{}#{token}", engine.agent()),
+        None => engine.agent().to_owned(),
+    }
+}
+
 fn unknown_task(id: &str) -> ErrorData {
     ErrorData::invalid_params(format!("no task `{id}` (unknown, or past its time to live)"), None)
 }
@@ -586,10 +598,10 @@ impl ServerHandler for SkillServer {
     async fn get_task(
         &self,
         request: rmcp::model::GetTaskParams,
-        _: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::GetTaskResult, ErrorData> {
         let engine = self.engine();
-        let entry = engine.broker().task(&request.task_id, engine.agent()).await.map_err(unreadable)?;
+        let entry = engine.broker().task(&request.task_id, &task_owner(&engine, &context)).await.map_err(unreadable)?;
         let entry = entry.ok_or_else(|| unknown_task(&request.task_id))?;
         Ok(rmcp::model::GetTaskResult::new(tasks::detailed(&entry)))
     }
@@ -597,11 +609,11 @@ impl ServerHandler for SkillServer {
     async fn update_task(
         &self,
         request: rmcp::model::UpdateTaskParams,
-        _: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
         let engine = self.engine();
         let responses = tasks::responses(&request.input_responses);
-        match engine.broker().task_answer(&request.task_id, engine.agent(), &responses).await {
+        match engine.broker().task_answer(&request.task_id, &task_owner(&engine, &context), &responses).await {
             Ok(true) => Ok(()),
             Ok(false) => Err(unknown_task(&request.task_id)),
             Err(e) => Err(unreadable(e)),
@@ -611,10 +623,10 @@ impl ServerHandler for SkillServer {
     async fn cancel_task(
         &self,
         request: rmcp::model::CancelTaskParams,
-        _: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
         let engine = self.engine();
-        match engine.broker().task_cancel(&request.task_id, engine.agent()).await {
+        match engine.broker().task_cancel(&request.task_id, &task_owner(&engine, &context)).await {
             Ok(true) => Ok(()),
             Ok(false) => Err(unknown_task(&request.task_id)),
             Err(e) => Err(unreadable(e)),

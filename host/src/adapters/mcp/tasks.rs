@@ -163,6 +163,8 @@ pub struct TaskSide {
     input: Value,
     /// Who asks, at the broker: the session's conversation, the call as its run.
     scope: crate::broker::Scope,
+    /// Who keeps its task: the agent, or the agent and the caller's token.
+    owner: String,
     capabilities: Option<ClientCapabilities>,
     /// The call's rounds before it became a task.
     rounds: Option<Box<Rounds>>,
@@ -183,11 +185,12 @@ impl std::fmt::Debug for TaskSide {
 }
 
 impl TaskSide {
-    /// The side of `call` (id, tool, arguments) of session `channel`, by a client that
-    /// declared `capabilities`: before it is a task, its `rounds` (from the retry), if any.
+    /// The side of `call` (id, tool, arguments) of session `channel`, its task kept by
+    /// `owner`, by a client that declared `capabilities`: before it is a task, its `rounds`
+    /// (from the retry), if any.
     pub fn new(
         engine: Arc<Engine>,
-        (id, tool, input): &crate::engine::round::Call,
+        ((id, tool, input), owner): (&crate::engine::round::Call, String),
         channel: &str,
         capabilities: Option<ClientCapabilities>,
         rounds: Option<Box<Rounds>>,
@@ -198,6 +201,7 @@ impl TaskSide {
             tool: tool.clone(),
             input: input.clone(),
             scope,
+            owner,
             capabilities,
             rounds,
             task: Mutex::default(),
@@ -216,7 +220,7 @@ impl TaskSide {
     pub async fn begin(&self) -> Result<CreateTaskResult, ErrorData> {
         let broker = self.engine.broker();
         let (entry, wake) = broker
-            .task_create(self.engine.agent(), &self.tool, TTL)
+            .task_create(&self.owner, &self.tool, TTL)
             .await
             .map_err(|e| ErrorData::internal_error(format!("the task cannot be recorded: {e}"), None))?;
         *self.task.lock() = Some(Arc::new(Running { id: entry.id.clone(), wake }));
@@ -281,7 +285,7 @@ impl TaskSide {
     }
 
     async fn is_final(&self, id: &str) -> bool {
-        match self.engine.broker().task(id, self.engine.agent()).await {
+        match self.engine.broker().task(id, &self.owner).await {
             Ok(Some(entry)) => entry.status.is_final(),
             Ok(None) => true,
             Err(e) => {

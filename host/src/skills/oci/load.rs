@@ -40,11 +40,102 @@ impl Loader {
                     self.pulled.lock().insert(pulled.dir.clone(), pulled.origin);
                     dirs.push(pulled.dir);
                 }
-                Err(e) if source::is_not_cached(&e) => set.pending.push(pending_name(&entry.reference)),
+                Err(e) if source::is_not_cached(&e) => set.pending.push(entry.skill_name()),
                 Err(e) => set.problems.push(problem(&entry.reference, e.to_string())),
             }
         }
         dirs
+    }
+
+    /// Refuses, before any of its code runs, a pulled skill whose artifact names it otherwise
+    /// than its entry does: a publisher trusted for one name cannot take another's. The
+    /// problem names the entry's reference.
+    pub(crate) fn check_name_claim(&self, name: &str, dir: &Path) -> Result<(), LoadProblem> {
+        let Some(origin) = self.pulled.lock().get(dir).cloned() else { return Ok(()) };
+        if origin.name == name {
+            return Ok(());
+        }
+        let message = format!(
+            "the artifact names its skill `{name}`, but this skills.oci entry serves `{}` \
+             (`name:`, else the repository's last path segment): refused",
+            origin.name
+        );
+        Err(problem(&origin.reference, message))
+    }
+
+    /// Refuses a pulled skill that would replace a folder or built-in of its name unless its
+    /// entry says `replaces: true` (then said at start). The problem names the reference.
+    pub(crate) fn check_replaces(&self, name: &str, dir: &Path, set: &SkillSet) -> Result<(), LoadProblem> {
+        let Some(origin) = self.pulled.lock().get(dir).cloned() else { return Ok(()) };
+        let builtin = self.config.config.skills.builtins.iter().any(|b| b.name() == name);
+        let replaced = match set.skills.get(name) {
+            Some(folder) => format!("the folder {}", folder.dir.display()),
+            None if builtin => format!("the built-in `{name}`"),
+            None => return Ok(()),
+        };
+        if !origin.replaces {
+            let message = format!(
+                "it would replace {replaced}, which serves `{name}`: refused (`replaces: true` on the entry allows it)"
+            );
+            return Err(problem(&origin.reference, message));
+        }
+        eprintln!("skillhost: skill `{name}`: {} replaces {replaced} (skills.oci replaces: true)", origin.reference);
+        Ok(())
+    }
+
+    /// The operator's grant for skill `name` loaded from `dir`, when it is this skill's: a
+    /// skill pulled from a registry receives `skills.grants.<name>` only when the grant names
+    /// its repository (`source:`) or pins its digest (held by [`Loader::check_pin`]); a grant
+    /// naming a repository is not a folder's. Otherwise none, and the log says why.
+    pub(crate) fn written_grant(&self, name: &str, dir: &Path) -> Option<crate::config::Grant> {
+        let grant = self.config.config.skills.grants.get(name)?;
+        let origin = self.pulled.lock().get(dir).cloned();
+        let withheld = match (&origin, &grant.source) {
+            (Some(origin), Some(source)) => {
+                let from = crate::config::repository_of(&origin.reference);
+                (source != from).then(|| format!("it names source {source}, and this skill comes from {from}"))
+            }
+            (Some(origin), None) if grant.digest.is_none() => {
+                let from = crate::config::repository_of(&origin.reference);
+                Some(format!(
+                    "this skill comes from {from}, which the grant does not name: add `source: {from}` \
+                     (or pin `digest: {}`)",
+                    origin.digest
+                ))
+            }
+            (None, Some(source)) => {
+                Some(format!("it is for the skill pulled from {source}, not the folder {}", dir.display()))
+            }
+            _ => None,
+        };
+        match withheld {
+            Some(why) => {
+                tracing::warn!(skill = name, "skills.grants.{name} withheld: {why}; the skill runs with no grant");
+                None
+            }
+            None => Some(grant.clone()),
+        }
+    }
+
+    /// Adds to the problem of each `skills.oci` entry that did not load which folder or
+    /// built-in serves its skill's name instead, or that none does.
+    pub(crate) fn say_who_serves_instead(&self, set: &mut SkillSet) {
+        for entry in &self.config.config.skills.oci {
+            let name = entry.skill_name();
+            let instead = match set.skills.get(&name) {
+                Some(skill) if self.pulled.lock().contains_key(&skill.dir) => continue,
+                Some(skill) if skill.dir == crate::skills::builtin::location(&name) => {
+                    format!("the built-in `{name}` serves instead")
+                }
+                Some(skill) => format!("the folder {} serves `{name}` instead", skill.dir.display()),
+                None => format!("no skill serves `{name}`"),
+            };
+            let failed =
+                set.problems.iter_mut().filter(|p| p.skill == entry.reference && p.file.as_os_str() == "skills.oci");
+            for problem in failed {
+                problem.message = format!("{}; {instead}", problem.message);
+            }
+        }
     }
 
     /// Notes in `set` where each skill pulled from a registry came from.
@@ -106,23 +197,4 @@ impl Loader {
 
 fn problem(reference: &str, message: String) -> LoadProblem {
     LoadProblem { skill: reference.to_string(), file: PathBuf::from("skills.oci"), message }
-}
-
-/// The name a pending entry is waited for under: its repository's last segment, in
-/// snake_case (its real name comes with the artifact).
-fn pending_name(reference: &str) -> String {
-    let without_digest = reference.split('@').next().unwrap_or(reference);
-    let last = without_digest.rsplit('/').next().unwrap_or(without_digest);
-    last.split(':').next().unwrap_or(last).replace('-', "_")
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn a_pending_entry_is_named_by_its_repository() {
-        assert_eq!(super::pending_name("127.0.0.1:5000/team/http-checker:1.0"), "http_checker");
-        assert_eq!(super::pending_name("127.0.0.1:5000/team/probe@sha256:ab"), "probe");
-        assert_eq!(super::pending_name("127.0.0.1:5000/team/probe:2@sha256:ab"), "probe");
-        assert_eq!(super::pending_name("localhost:5000/x"), "x");
-    }
 }

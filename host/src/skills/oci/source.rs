@@ -25,6 +25,12 @@ pub struct Origin {
     pub digest: String,
     /// Who signed it.
     pub signer: Signer,
+    /// The skill's name its entry serves (`name:`, or the repository's last segment).
+    #[serde(skip)]
+    pub name: String,
+    /// Its entry may replace a folder or built-in of that name (`replaces: true`).
+    #[serde(skip)]
+    pub replaces: bool,
 }
 
 /// Whose signature verified an artifact.
@@ -157,7 +163,8 @@ pub async fn resolve(entry: &OciSkill, config: &LoadedConfig, cache: &Cache, net
     if cache.manifest(&digest)?.is_none() {
         cache.write(&cache.manifest_path(&digest)?, &manifest)?;
     }
-    let origin = Origin { reference: entry.reference.clone(), digest, signer };
+    let (name, replaces) = (entry.skill_name(), entry.replaces);
+    let origin = Origin { reference: entry.reference.clone(), digest, signer, name, replaces };
     Ok(Pulled { name: skill.name, dir, origin })
 }
 

@@ -21,7 +21,7 @@ impl Loader {
             return Ok(skill);
         }
         // A script reads its folder through its own WASI (`command.rs`), not the capability.
-        let env = self.call_env(&skill.name, manifest, None, None);
+        let env = self.call_env((&skill.name, &skill.dir), manifest, None, None);
         let mut scripts = Vec::with_capacity(decls.len());
         for decl in decls {
             let tool = self.load_script(&skill.name, &skill.dir, decl, &env).map_err(|(f, m)| problem(f, m))?;

@@ -174,6 +174,13 @@ pub const MIGRATIONS: &[(i32, &str, &str)] = &[
         CREATE INDEX skillhost_tasks_expiry ON skillhost_tasks (expires_at);
         CREATE INDEX skillhost_tasks_running ON skillhost_tasks (replica) WHERE status IN ('working', 'input_required');",
     ),
+    (
+        9,
+        "the token a decision came with",
+        // The name of the API token (`ui.tokens`, `default` for `ui.auth_token`); NULL for
+        // a decision taken in a chat, the terminal or by an MCP client.
+        "ALTER TABLE skillhost_interactions ADD COLUMN decided_token text;",
+    ),
 ];
 
 /// `libpq`'s `sslmode`, which `tokio-postgres` reads only in part.

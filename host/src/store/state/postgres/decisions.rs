@@ -79,6 +79,8 @@ pub struct Entry {
     pub presentation: Option<String>,
     /// Who decided: a user of the surface, `api`, or `console`.
     pub decided_by: Option<String>,
+    /// The name of the API token the decision came with (`default` for `ui.auth_token`).
+    pub decided_token: Option<String>,
 }
 
 /// Who reads or decides: an agent's operator (its API token: the console and API
@@ -94,6 +96,8 @@ pub struct Who<'a> {
     /// The conversation they act from, for a person on a chat surface: they see only entries
     /// shown there (the conversation itself, or a thread of it: `<conversation>/<thread>`).
     pub conversation: Option<&'a str>,
+    /// The name of the API token they came with (recorded with the decision).
+    pub token: Option<&'a str>,
 }
 
 impl Who<'_> {
@@ -185,21 +189,21 @@ fn from_unix(seconds: f64) -> SystemTime {
 /// The columns [`row`] reads, with the owner's liveness and the expiry judged by the
 /// database's clock.
 const SELECT: &str = "SELECT i.id, i.kind, i.run_id, i.channel_id, i.expires_at, i.challenge, i.prompt, i.choices,
-        i.outcome, i.answer, i.agent, i.surface, i.deciders, i.presentation, i.decided_by,
+        i.outcome, i.answer, i.agent, i.surface, i.deciders, i.presentation, i.decided_by, i.decided_token,
         i.expires_at <= extract(epoch FROM clock_timestamp())::float8 AS expired,
         (NOT i.durable AND coalesce(r.seen_at < extract(epoch FROM clock_timestamp())::float8 - $2, true)) AS orphaned
     FROM skillhost_interactions i LEFT JOIN skillhost_replicas r ON r.id = i.replica";
 
 fn row(r: &tokio_postgres::Row) -> (Entry, bool, bool) {
-    (entry(r), r.get(15), r.get(16))
+    (entry(r), r.get(16), r.get(17))
 }
 
 /// The columns [`entry`] reads, in its order.
 pub(super) const COLUMNS: &str =
     "id, kind, run_id, channel_id, expires_at, challenge, prompt, choices, outcome, answer,
-    agent, surface, deciders, presentation, decided_by";
+    agent, surface, deciders, presentation, decided_by, decided_token";
 
-/// The entry in columns 0 to 14 of `r` ([`COLUMNS`]).
+/// The entry in columns 0 to 15 of `r` ([`COLUMNS`]).
 pub(super) fn entry(r: &tokio_postgres::Row) -> Entry {
     let kind = if r.get::<_, &str>(1) == "question" { Kind::Question } else { Kind::Approval };
     let choices: Option<String> = r.get(7);
@@ -219,6 +223,7 @@ pub(super) fn entry(r: &tokio_postgres::Row) -> Entry {
         deciders: r.get::<_, Option<String>>(12).and_then(|d| serde_json::from_str(&d).ok()).unwrap_or_default(),
         presentation: r.get(13),
         decided_by: r.get(14),
+        decided_token: r.get(15),
     }
 }
 
@@ -375,7 +380,8 @@ impl Decisions {
                 "WITH won AS (
                     UPDATE skillhost_interactions i SET outcome = $2, answer = $3,
                         decided_at = extract(epoch FROM clock_timestamp())::float8,
-                        decided_by = CASE WHEN $9::text IS NULL AND i.surface <> 'api' THEN 'console' ELSE $10 END
+                        decided_by = CASE WHEN $9::text IS NULL AND i.surface <> 'api' THEN 'console' ELSE $10 END,
+                        decided_token = $12
                     WHERE i.id = $1 AND i.kind = $5 AND i.outcome IS NULL
                       AND i.expires_at > extract(epoch FROM clock_timestamp())::float8
                       AND (i.challenge IS NULL OR $2 <> 'approved' OR i.challenge = $6)
@@ -387,7 +393,7 @@ impl Decisions {
                           AND r.seen_at >= extract(epoch FROM clock_timestamp())::float8 - $7))
                     RETURNING i.id, i.kind, i.run_id, i.channel_id, i.expires_at, i.challenge, i.prompt,
                         i.choices, i.outcome, i.answer, i.agent, i.surface, i.deciders, i.presentation,
-                        i.decided_by, i.replica)
+                        i.decided_by, i.decided_token, i.replica)
                  SELECT won.*, pg_notify($4, won.replica || ' ' || won.decided_by || ' ' || CASE
                         WHEN won.answer IS NULL THEN won.outcome || ' ' || won.id
                         WHEN octet_length(won.answer) < 7000 THEN won.outcome || ' ' || won.id || ' ' || won.answer
@@ -405,6 +411,7 @@ impl Decisions {
                     &who.surface,
                     &user,
                     &who.conversation,
+                    &who.token,
                 ],
             )
             .await
