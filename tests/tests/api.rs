@@ -650,7 +650,7 @@ async fn interactive_routes_need_a_token_and_the_api_adapter() {
     let mut no_token = api_client::config();
     no_token.auth_token = None;
     let h = harness_with(&[PROBE], vec![Answer::text(&["Open."]).into()], "", "", no_token).await;
-    let required = json!({"error": "interactive API authentication required"});
+    let required = json!({"error": skillhost::adapters::auth::NO_TOKEN});
     let stream = h.server.post("/api/trigger?wait=1&stream=approval-v1").json(&json!({"message": "hi"}));
     assert_eq!(ApiServer::call(stream).await, (503, required.clone()));
     assert_eq!(ApiServer::call(h.server.get("/api/approvals/x")).await, (503, required.clone()));

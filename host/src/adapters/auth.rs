@@ -38,6 +38,9 @@ impl Token {
     }
 }
 
+/// Why a route that needs a token answers 503 when none is configured.
+pub const NO_TOKEN: &str = "API authentication required: set ui.auth_token (SKILLHOST_UI_TOKEN) or ui.tokens";
+
 /// Who a request came from: the token's name and what it may do.
 #[derive(Debug, Clone)]
 pub struct Caller {
@@ -111,10 +114,7 @@ impl Tokens {
     /// (`trigger` and `mcp` are then open, on loopback only).
     pub fn admit(&self, headers: &HeaderMap, scope: TokenScope) -> Result<Option<Caller>, ApiError> {
         if self.is_empty() && !matches!(scope, TokenScope::Trigger | TokenScope::Mcp) {
-            return Err(ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "API authentication required: set ui.auth_token (SKILLHOST_UI_TOKEN) or ui.tokens",
-            ));
+            return Err(ApiError::new(StatusCode::SERVICE_UNAVAILABLE, NO_TOKEN));
         }
         match self.caller(headers)? {
             Some(caller) if !caller.may(scope) => Err(ApiError::new(

@@ -231,7 +231,7 @@ impl Api {
     /// 503 without a token, 409 when the adapter is not `api`.
     fn interactive(&self) -> Result<(), ApiError> {
         if self.tokens.is_empty() {
-            return Err(ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "interactive API authentication required"));
+            return Err(ApiError::new(StatusCode::SERVICE_UNAVAILABLE, auth::NO_TOKEN));
         }
         if !self.config.adapter_is_api {
             return Err(ApiError::new(StatusCode::CONFLICT, "interactive API adapter required"));
