@@ -213,22 +213,28 @@ fn push_pull_sign_load_by_reference_and_start_without_the_registry() {
     let again = skillhost(&ws, &["skill", "push", &folder, &format!("{repository}:1.0")], &epoch);
     assert_eq!(again.stdout.trim(), digest, "the same folder packs to the same digest: {}", again.stderr);
 
+    // Nothing unverified is pulled unless asked for, and a refused pull writes nothing.
+    let refused = skillhost(&ws, &["skill", "pull", &format!("{repository}:1.0"), "--dir", "by_tag"], &[]);
+    assert!(refused.code != 0 && refused.stderr.contains("--allow-unsigned"), "{}", refused.stderr);
+    assert!(!ws.path().join("by_tag").exists(), "nothing written");
     // By tag and by digest: the distributable files, never the sources.
-    assert_eq!(ok(&ws, &["skill", "pull", &format!("{repository}:1.0"), "--dir", "by_tag"]).trim(), digest);
-    assert_eq!(ok(&ws, &["skill", "pull", &format!("{repository}@{digest}"), "--dir", "by_digest"]).trim(), digest);
+    let pull = |reference: String, dir: &str| ok(&ws, &["skill", "pull", &reference, "--dir", dir, "--allow-unsigned"]);
+    assert_eq!(pull(format!("{repository}:1.0"), "by_tag").trim(), digest);
+    assert_eq!(pull(format!("{repository}@{digest}"), "by_digest").trim(), digest);
     for dir in ["by_tag", "by_digest"] {
         assert_eq!(files(&ws.path().join(dir)), ["data.csv", "prompt.md", "skill.toml", "skill.wasm"], "{dir}");
         let wasm = std::fs::read(ws.path().join(dir).join("skill.wasm")).unwrap();
         assert!(wasm == std::fs::read(guests::PROBE).unwrap(), "{dir}: the component, byte for byte");
     }
-    let again = skillhost(&ws, &["skill", "pull", &format!("{repository}:1.0"), "--dir", "by_tag"], &[]);
+    let again =
+        skillhost(&ws, &["skill", "pull", &format!("{repository}:1.0"), "--dir", "by_tag", "--allow-unsigned"], &[]);
     assert!(again.code != 0 && again.stderr.contains("exists and is not empty; not overwritten"), "{}", again.stderr);
     let to_digest = skillhost(&ws, &["skill", "push", &folder, &format!("{repository}@{digest}")], &[]);
     assert!(to_digest.code != 0 && to_digest.stderr.contains("push to a tag"), "{}", to_digest.stderr);
     let malformed = skillhost(&ws, &["skill", "pull", "Not A Reference!"], &[]);
     assert!(malformed.code != 0 && malformed.stderr.contains("is not a reference"), "{}", malformed.stderr);
     let absent = format!("{repository}@sha256:{}", "0".repeat(64));
-    let missing = skillhost(&ws, &["skill", "pull", &absent, "--dir", "absent"], &[]);
+    let missing = skillhost(&ws, &["skill", "pull", &absent, "--dir", "absent", "--allow-unsigned"], &[]);
     assert_ne!(missing.code, 0, "a digest the registry does not have: {}", missing.stdout);
     assert!(missing.stderr.contains("not found"), "{}", missing.stderr);
 
@@ -239,14 +245,17 @@ fn push_pull_sign_load_by_reference_and_start_without_the_registry() {
         guests::PROBE,
         "[capabilities]\nhttp_hosts = [\"127.0.0.1\", \"api.example.com\"]\nenv = [\"TOKEN\"]\n",
     );
-    let diff = ok(&ws, &["skill", "diff", &format!("{repository}@{digest}"), &newer.display().to_string()]);
+    let old = format!("{repository}@{digest}");
+    let diff = ok(&ws, &["skill", "diff", &old, &newer.display().to_string(), "--allow-unsigned"]);
     let lines: Vec<&str> = diff.lines().collect();
     assert_eq!(
         lines,
         ["+ asks: environment variable TOKEN", "+ asks: http host api.example.com", "- asks: memory"],
         "{diff}"
     );
-    let same = ok(&ws, &["skill", "diff", &folder, &format!("{repository}:1.0")]);
+    let unverified = skillhost(&ws, &["skill", "diff", &folder, &format!("{repository}:1.0")], &[]);
+    assert!(unverified.code != 0 && unverified.stderr.contains("refused"), "{}", unverified.stderr);
+    let same = ok(&ws, &["skill", "diff", &folder, &format!("{repository}:1.0"), "--allow-unsigned"]);
     assert_eq!(same.trim(), "no change in tools, approval levels or capabilities asked");
 
     // Signed by `skill sign`, loaded from the config by digest.
@@ -257,7 +266,11 @@ fn push_pull_sign_load_by_reference_and_start_without_the_registry() {
     assert_eq!(mode & 0o777, 0o600);
     let twice = skillhost(&ws, &["skill", "keygen", "--out", "keys/team"], &[]);
     assert!(twice.code != 0 && twice.stderr.contains("exists already; not overwritten"), "{}", twice.stderr);
+    let unsigned_yet = skillhost(&ws, &["skill", "pull", &old, "--dir", "keyed", "--key", "keys/team.pub"], &[]);
+    assert!(unsigned_yet.code != 0 && unsigned_yet.stderr.contains("no signature"), "{}", unsigned_yet.stderr);
+    assert!(!ws.path().join("keyed").exists(), "a refused pull writes nothing");
     sign(&ws, &format!("{repository}@{digest}"), "keys/team.key");
+    assert_eq!(ok(&ws, &["skill", "pull", &old, "--dir", "keyed", "--key", "keys/team.pub"]).trim(), digest);
     let verified = cosign_py(&[
         "verify",
         &registry.addr,
@@ -279,6 +292,10 @@ fn push_pull_sign_load_by_reference_and_start_without_the_registry() {
     );
     let entry = format!("{{ref: '{repository}@{digest}', name: alpha, verify: {{key: keys/team.pub}}}}");
     write_config(&ws, &[entry], "");
+    // Without flags, `pull` verifies as the config's entry for the repository does.
+    let by_entry = skillhost(&ws, &["skill", "pull", &old, "--dir", "by_entry"], &[]);
+    assert_eq!(by_entry.code, 0, "{}", by_entry.stderr);
+    assert!(by_entry.stderr.contains("as its skills.oci entry"), "{}", by_entry.stderr);
     let source = format!("source: {repository}@{digest} ({digest}; signed, key keys/team.pub)");
     for online in [true, false] {
         if !online {
@@ -445,6 +462,43 @@ fn each_refusal_names_its_reference_while_the_other_skills_serve() {
     assert!(ok(&ws, &["skill", "list"]).contains("pinned  ("));
 }
 
+/// `skill diff` of an unverified artifact (allowed with `--allow-unsigned`) runs its code with
+/// nothing granted: a skill that names a tool after a granted secret while listing its tools
+/// (the probe, `PROBE_EXTRA_TOOL`) shows no such tool, although the config grants the variable
+/// to a skill of its name and `skill list` of the same folder does show it.
+#[test]
+fn diff_describes_an_untrusted_artifact_with_nothing_granted() {
+    let registry = Registry::start();
+    let ws = Workspace::new();
+    let asks = format!("{}env = [\"PROBE_EXTRA_TOOL\"]\n", probe_manifest());
+    let leaky = ws.add_skill("src", "leaky", guests::PROBE, &asks);
+    let plain = ws.add_skill("src2", "leaky", guests::PROBE, &probe_manifest());
+    let reference = format!("{}/team/leaky:1.0", registry.addr);
+    ok(&ws, &["skill", "push", &leaky.display().to_string(), &reference]);
+    write_config(&ws, &[], "    leaky: {env: [PROBE_EXTRA_TOOL]}\n");
+    std::fs::create_dir_all(ws.path().join("skills")).unwrap();
+    let secret = [("PROBE_EXTRA_TOOL", "secret_value_seen")];
+    // The same folder, loaded as a skill: the grant reaches it (the tool shows).
+    let copy = ws.path().join("skills/leaky");
+    std::fs::create_dir_all(&copy).unwrap();
+    for file in ["skill.wasm", "skill.toml", "prompt.md"] {
+        std::fs::copy(leaky.join(file), copy.join(file)).unwrap();
+    }
+    let listed = skillhost(&ws, &["skill", "list"], &secret);
+    assert!(listed.stdout.contains("secret_value_seen"), "granted when loaded: {}{}", listed.stdout, listed.stderr);
+
+    let diffed =
+        skillhost(&ws, &["skill", "diff", &reference, &plain.display().to_string(), "--allow-unsigned"], &secret);
+    assert_eq!(diffed.code, 0, "{}", diffed.stderr);
+    assert!(
+        !diffed.stdout.contains("secret_value_seen") && !diffed.stderr.contains("secret_value_seen"),
+        "{}",
+        diffed.stdout
+    );
+    assert!(diffed.stdout.contains("- asks: environment variable PROBE_EXTRA_TOOL"), "{}", diffed.stdout);
+    assert!(diffed.stderr.contains("is not verified (--allow-unsigned)"), "{}", diffed.stderr);
+}
+
 /// A publisher gets its own name and nothing more: a signed artifact cannot replace the
 /// folder skill of its name unless the operator's entry says `replaces: true` (and start-up
 /// says so); a grant that names neither its repository (`source:`) nor its digest is withheld
@@ -554,6 +608,30 @@ fn keyless_signatures_verify_offline_against_the_trust_root_and_refuse_the_rest(
             format!("{{ref: '{}', {verify}}}", at(name))
         })
         .collect();
+    // `skill pull` verifies keyless by the flags, and refuses another identity.
+    let root = ws.path().join("sigstore/trusted_root.json").display().to_string();
+    let keyless = |name: &str, dir: &str| {
+        let reference = at(name);
+        let args = [
+            "skill",
+            "pull",
+            &reference,
+            "--dir",
+            dir,
+            "--identity",
+            identity,
+            "--issuer",
+            issuer,
+            "--trusted-root",
+            &root,
+        ];
+        skillhost(&ws, &args, &[])
+    };
+    let pulled = keyless("bundled", "pulled_keyless");
+    assert_eq!((pulled.code, pulled.stdout.trim()), (0, digests["bundled"].as_str()), "{}", pulled.stderr);
+    let refused = keyless("otherid", "pulled_otherid");
+    assert!(refused.code != 0 && refused.stderr.contains("SubjectAltName does not match"), "{}", refused.stderr);
+    assert!(!ws.path().join("pulled_otherid").exists(), "a refused pull writes nothing");
     write_config(&ws, &entries, "");
     let source = format!("signed keyless by {identity} ({issuer})");
     for online in [true, false] {
@@ -785,7 +863,7 @@ fn credentials_come_from_the_command_line_or_dockers_config() {
     let json = serde_json::json!({"auths": {registry.addr.clone(): {"auth": auth}}});
     std::fs::write(docker.join("config.json"), json.to_string()).unwrap();
     let env = [("DOCKER_CONFIG", docker.to_str().unwrap())];
-    let pulled = skillhost(&ws, &["skill", "pull", &reference, "--dir", "pulled"], &env);
+    let pulled = skillhost(&ws, &["skill", "pull", &reference, "--dir", "pulled", "--allow-unsigned"], &env);
     assert_eq!((pulled.code, pulled.stdout.trim()), (0, digest.as_str()), "{}", pulled.stderr);
     let entry = format!("{{ref: '{}/team/guarded@{digest}', allow_unsigned: true}}", registry.addr);
     write_config(&ws, &[entry], "");

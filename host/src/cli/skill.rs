@@ -44,6 +44,8 @@ pub enum SkillCommand {
         /// The new version: a folder or a reference.
         new: String,
         #[command(flatten)]
+        verify: super::oci::VerifyArgs,
+        #[command(flatten)]
         registry: super::oci::RegistryArgs,
     },
     /// Accept skill SKILL of MCP server SERVER (`mcp_servers.<server>.skills`) as the server
@@ -76,11 +78,12 @@ pub async fn run(cmd: SkillCommand, config: Option<&Path>) -> anyhow::Result<Exi
         SkillCommand::New { name, lang, dir } => new_skill(&name, lang, dir.as_deref()),
         SkillCommand::Accept { server, skill } => super::remote_skills::accept(config, &server, &skill).await,
         SkillCommand::Push(args) => super::oci::push(args, &super::loader(super::load_config(config)?)?).await,
-        SkillCommand::Pull(args) => super::oci::pull(args).await,
+        SkillCommand::Pull(args) => super::oci::pull(args, &super::load_config(config)?).await,
         SkillCommand::Keygen { out } => super::oci::keygen(&out),
         SkillCommand::Sign(args) => super::oci::sign_ref(args).await,
-        SkillCommand::Diff { old, new, registry } => {
-            super::oci::diff(&old, &new, &registry, &super::loader(super::load_config(config)?)?).await
+        SkillCommand::Diff { old, new, verify, registry } => {
+            let loader = super::loader(super::load_config(config)?)?;
+            super::oci::diff((&old, &new), (&verify, &registry), &loader).await
         }
         SkillCommand::Build { mut dirs, offline } => {
             if dirs.is_empty() {

@@ -276,6 +276,20 @@ async fn check_signature(
     Ok(Signer::Key(shown))
 }
 
+/// Verifies the artifact `digest` of `reference` as `entry` says (a key, a keyless identity,
+/// or unsigned when it allows that), its signatures fetched into a throwaway cache: what
+/// `skill pull` and `skill diff` check before anything is written or run.
+pub async fn verify(
+    entry: &OciSkill,
+    config: &LoadedConfig,
+    (reference, digest): (&Reference, &str),
+    registry: &Registry,
+) -> Result<Signer> {
+    let scratch = tempfile::tempdir().map_err(io(Path::new("a temporary folder")))?;
+    let cache = Cache::new(scratch.path());
+    check_signature(entry, config, reference, digest, registry, &cache, Network::Allowed).await
+}
+
 /// The signatures of `digest` (cosign's `.sig` layers and Sigstore bundles referring to it):
 /// fetched (and cached) when the registry answers, else the cached ones.
 async fn signatures(

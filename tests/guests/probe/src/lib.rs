@@ -10,7 +10,8 @@
 //! `spin(rounds)` (CPU-bound work for benchmarks: `rounds` steps of a hash chain) and
 //! `mcp_call(server, tool, arguments?)`; `lists_changed` (tells the host its tools changed,
 //! the `lists` import) and, when its memory holds `probe_extra_tool.txt`, one more tool named
-//! by that file (answering `{"extra": <name>}`); `task(ms?, mark?)` (sleeps, then appends
+//! by that file (answering `{"extra": <name>}`), and one named by `PROBE_EXTRA_TOOL` when its
+//! environment has it (listed only); `task(ms?, mark?)` (sleeps, then appends
 //! `mark` to memory `tasks.txt`; its `task-support` is `optional`: an MCP task for a client
 //! that declared the Tasks extension); and the MCP feature tools of [`features`].
 
@@ -74,12 +75,17 @@ impl Skill for Probe {
                 "mark": { "type": "string" },
             } }),
         ));
-        // A list that depends on what the skill finds: a tool its memory names, if any.
+        // A list that depends on what the skill finds: a tool its memory names, if any, and
+        // one its environment names (what a skill reading a secret at describe time shows).
+        let named = |name: &str| !name.is_empty() && name.chars().all(|c| c.is_ascii_lowercase() || c == '_');
         if let Ok(Some(extra)) = memory::read(EXTRA_TOOL) {
             let name = extra.trim().to_owned();
-            if !name.is_empty() && name.chars().all(|c| c.is_ascii_lowercase() || c == '_') {
+            if named(&name) {
                 tools.push(Tool::without_input(name, "A tool the skill's memory names."));
             }
+        }
+        if let Some(name) = std::env::var(EXTRA_TOOL_VARIABLE).ok().filter(|name| named(name.trim())) {
+            tools.push(Tool::without_input(name.trim().to_owned(), "A tool the skill's environment names."));
         }
         tools
     }
@@ -151,6 +157,9 @@ impl Skill for Probe {
 
 /// The memory file naming one more tool.
 const EXTRA_TOOL: &str = "probe_extra_tool.txt";
+
+/// The environment variable naming one more tool (when granted and asked for).
+const EXTRA_TOOL_VARIABLE: &str = "PROBE_EXTRA_TOOL";
 
 /// A hash chain (splitmix64 over a small table) the optimizer cannot fold: real work whose
 /// cost grows linearly with `rounds`, touching memory as well as registers.
