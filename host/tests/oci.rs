@@ -297,6 +297,20 @@ fn push_pull_sign_load_by_reference_and_start_without_the_registry() {
     assert_eq!(by_entry.code, 0, "{}", by_entry.stderr);
     assert!(by_entry.stderr.contains("as its skills.oci entry"), "{}", by_entry.stderr);
     let source = format!("source: {repository}@{digest} ({digest}; signed, key keys/team.pub)");
+    // The unpacked cache is checked at every load against what was verified: a changed
+    // component or file is pulled again (and, the registry away, refused, never "signed").
+    ok(&ws, &["skill", "list"]);
+    let cached =
+        ws.path().join("cache/oci/skills").join(format!("sha256-{}", &digest["sha256:".len()..])).join("alpha");
+    std::fs::write(cached.join("skill.wasm"), std::fs::read(guests::HOOKS_ALL).unwrap()).unwrap();
+    let list = skillhost(&ws, &["skill", "list"], &[]);
+    assert!(
+        list.stderr.contains("changed since it was verified (skill.wasm is not the verified component)"),
+        "{}",
+        list.stderr
+    );
+    assert!(list.stdout.contains("alpha  (") && list.stdout.contains(&source), "pulled again: {}", list.stdout);
+    assert!(std::fs::read(cached.join("skill.wasm")).unwrap() == std::fs::read(guests::PROBE).unwrap(), "restored");
     for online in [true, false] {
         if !online {
             registry.stop();
@@ -307,11 +321,15 @@ fn push_pull_sign_load_by_reference_and_start_without_the_registry() {
         let echoed = ok(&ws, &["call", "alpha__echo", r#"{"word": "pulled"}"#]);
         assert!(echoed.contains("pulled"), "online {online}: {echoed}");
     }
+    std::fs::write(cached.join("data.csv"), "skill,tampered\n").unwrap();
+    let list = skillhost(&ws, &["skill", "list"], &[]);
+    assert!(list.stderr.contains("data.csv differs"), "{}", list.stderr);
+    assert!(!list.stdout.contains("alpha  (") && !list.stdout.contains(&source), "refused offline: {}", list.stdout);
 }
 
 #[test]
 fn each_refusal_names_its_reference_while_the_other_skills_serve() {
-    let registry = Registry::start();
+    let mut registry = Registry::start();
     let ws = Workspace::new();
     write_config(&ws, &[], "");
     ok(&ws, &["skill", "keygen", "--out", "keys/team"]);
@@ -460,6 +478,26 @@ fn each_refusal_names_its_reference_while_the_other_skills_serve() {
     let grants = format!("    pinned: {{digest: '{}', memory: true, http_hosts: ['127.0.0.1']}}\n", digests["pinned"]);
     write_config(&ws, &[entry("pinned", key)], &grants);
     assert!(ok(&ws, &["skill", "list"]).contains("pinned  ("));
+
+    // The tag moved to an artifact that does not verify: refused, and the cache keeps the
+    // last good digest and its signatures (written only after verification), so a start
+    // without the registry still serves the verified one.
+    let tagged =
+        format!("{{ref: '{}/team/tagged:1.0', allow_tags: true, verify: {{key: keys/py.pub}}}}", registry.addr);
+    write_config(&ws, std::slice::from_ref(&tagged), "");
+    assert!(ok(&ws, &["skill", "list"]).contains(&digests["tagged"]));
+    let moved = ws.add_skill("elsewhere", "tagged", guests::PROBE, &probe_manifest());
+    ok(&ws, &["skill", "push", &moved.display().to_string(), &format!("{}/team/tagged:1.0", registry.addr)]);
+    let list = skillhost(&ws, &["skill", "list"], &[]);
+    assert!(list.stderr.contains("unsigned: no signature"), "{}", list.stderr);
+    registry.stop();
+    let list = skillhost(&ws, &["skill", "list"], &[]);
+    assert!(
+        list.stdout.contains("tagged  (") && list.stdout.contains(&digests["tagged"]),
+        "{}{}",
+        list.stdout,
+        list.stderr
+    );
 }
 
 /// `skill diff` of an unverified artifact (allowed with `--allow-unsigned`) runs its code with

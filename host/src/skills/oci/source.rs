@@ -13,6 +13,7 @@ use super::artifact::{self, Manifest};
 use super::registry::{self, Access, Registry};
 use super::{OciError, Result, digest_hex, io, keyless, sign};
 use crate::config::{LoadedConfig, OciSkill, Verify};
+use crate::skills::loader::WASM_FILE;
 use oci_client::Reference;
 use std::path::{Path, PathBuf};
 
@@ -148,6 +149,7 @@ pub async fn resolve(entry: &OciSkill, config: &LoadedConfig, cache: &Cache, net
     let reference = registry::parse(&entry.reference)?;
     let registry = Registry::new(&reference, &Access { insecure: entry.insecure, credentials: None });
     let (digest, fetched) = digest_of_entry(entry, &reference, &registry, cache, network).await?;
+    let resolved_tag = fetched.is_some().then(|| cache.tag_path(&entry.reference));
     let manifest = match fetched {
         Some(bytes) => bytes,
         None => manifest_bytes(&reference, &digest, &registry, cache, network).await?,
@@ -155,7 +157,22 @@ pub async fn resolve(entry: &OciSkill, config: &LoadedConfig, cache: &Cache, net
     let skill = artifact::Skill::of(&Manifest::parse(&manifest)?)?;
     check_wit(&skill)?;
     let signer = check_signature(entry, config, &reference, &digest, &registry, cache, network).await?;
+    // Verified: what a tag resolved to is kept now, never before.
+    if let Some(tag_file) = resolved_tag {
+        cache.write(&tag_file, digest.as_bytes())?;
+    }
     let dir = cache.skill_dir(&digest, &skill.name)?;
+    if dir.is_dir()
+        && let Err(changed) = intact(&skill, &dir)
+    {
+        tracing::warn!(reference = %entry.reference, "the cached copy changed since it was verified ({changed}): pulled again");
+        let digest_dir = dir.parent().expect("a skill folder is in its digest's folder");
+        std::fs::remove_dir_all(digest_dir).map_err(io(digest_dir))?;
+        if network == Network::CacheOnly {
+            // Pending: pulled again by the load that may ask the registry.
+            return Err(not_cached());
+        }
+    }
     if !dir.is_dir() {
         fetch_folder(&skill, &reference, &registry, &dir, network).await?;
     }
@@ -197,7 +214,6 @@ async fn digest_of_entry(
         Ok(bytes) => {
             let digest = super::digest_of(&bytes);
             tracing::warn!(reference = %entry.reference, %digest, "a tag resolved (allow_tags): pin this digest");
-            cache.write(&tag_file, digest.as_bytes())?;
             Ok((digest, Some(bytes)))
         }
         Err(OciError::Unreachable(why)) => {
@@ -206,6 +222,58 @@ async fn digest_of_entry(
             Ok((digest, None))
         }
         Err(e) => Err(e),
+    }
+}
+
+/// Beside a cached skill's folder (in its digest's folder, out of the skill's sight): each
+/// file's SHA-256 when it was unpacked from the verified layers.
+const FILES_RECORD: &str = "files.json";
+
+/// Each file under `dir` (relative path, `/`-separated) and its `sha256:<hex>`.
+fn file_digests(dir: &Path) -> Result<std::collections::BTreeMap<String, String>> {
+    fn walk(root: &Path, dir: &Path, out: &mut std::collections::BTreeMap<String, String>) -> Result<()> {
+        for entry in std::fs::read_dir(dir).map_err(io(dir))? {
+            let path = entry.map_err(io(dir))?.path();
+            let kind = std::fs::symlink_metadata(&path).map_err(io(&path))?.file_type();
+            if kind.is_dir() {
+                walk(root, &path, out)?;
+                continue;
+            }
+            let relative = path.strip_prefix(root).expect("under the root").to_string_lossy().replace('\\', "/");
+            // A link or anything but a plain file is never unpacked: a changed folder.
+            let digest = match kind.is_file() {
+                true => super::digest_of(&std::fs::read(&path).map_err(io(&path))?),
+                false => "not a plain file".into(),
+            };
+            out.insert(relative, digest);
+        }
+        Ok(())
+    }
+    let mut out = std::collections::BTreeMap::new();
+    walk(dir, dir, &mut out)?;
+    Ok(out)
+}
+
+/// `Ok` when the cached folder `dir` of `skill` is what was unpacked from its verified layers:
+/// its component hashes to the manifest's layer digest, and every file to its record; else
+/// which file changed (or that the record is missing).
+fn intact(skill: &artifact::Skill, dir: &Path) -> std::result::Result<(), String> {
+    let record = dir.parent().map(|d| d.join(FILES_RECORD)).unwrap_or_default();
+    let recorded: std::collections::BTreeMap<String, String> = std::fs::read(&record)
+        .ok()
+        .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+        .ok_or_else(|| "no record of its files".to_owned())?;
+    let now = file_digests(dir).map_err(|e| e.to_string())?;
+    if let Some(layer) = &skill.wasm
+        && now.get(WASM_FILE) != Some(&layer.digest)
+    {
+        return Err(format!("{WASM_FILE} is not the verified component"));
+    }
+    let changed = now.iter().find(|(path, digest)| recorded.get(*path) != Some(digest)).map(|(path, _)| path.clone());
+    let removed = recorded.keys().find(|path| !now.contains_key(*path)).cloned();
+    match changed.or(removed) {
+        Some(path) => Err(format!("{path} differs")),
+        None => Ok(()),
     }
 }
 
@@ -264,16 +332,27 @@ async fn check_signature(
         Some(Verify::Key { key }) => key,
         Some(Verify::Keyless { identity, issuer, trusted_root }) => {
             let root = keyless::TrustRoot::read(&config.resolve(trusted_root))?;
-            let signatures = signatures(reference, digest, registry, cache, network).await?;
+            let (signatures, fresh) = signatures(reference, digest, registry, cache, network).await?;
             keyless::verify(&signatures, digest, &root, &keyless::Signer { identity, issuer }).await?;
+            keep_signatures(cache, digest, &signatures, fresh)?;
             return Ok(Signer::Keyless { identity: identity.clone(), issuer: issuer.clone() });
         }
     };
     let key = sign::verifying_key(&config.resolve(key_path))?;
-    let signatures = signatures(reference, digest, registry, cache, network).await?;
+    let (signatures, fresh) = signatures(reference, digest, registry, cache, network).await?;
     let shown = key_path.display().to_string();
     sign::verify(&signatures, digest, &key, &shown)?;
+    keep_signatures(cache, digest, &signatures, fresh)?;
     Ok(Signer::Key(shown))
+}
+
+/// Keeps signatures fetched from the registry once they verified (never before: a bad
+/// answer does not replace the last good ones).
+fn keep_signatures(cache: &Cache, digest: &str, signatures: &sign::Signatures, fresh: bool) -> Result<()> {
+    if fresh {
+        cache.write(&cache.signatures_path(digest)?, &serde_json::to_vec(signatures).expect("JSON serialises"))?;
+    }
+    Ok(())
 }
 
 /// Verifies the artifact `digest` of `reference` as `entry` says (a key, a keyless identity,
@@ -291,26 +370,24 @@ pub async fn verify(
 }
 
 /// The signatures of `digest` (cosign's `.sig` layers and Sigstore bundles referring to it):
-/// fetched (and cached) when the registry answers, else the cached ones.
+/// fetched when the registry answers (`true`: to keep once they verified), else the cached
+/// ones.
 async fn signatures(
     reference: &Reference,
     digest: &str,
     registry: &Registry,
     cache: &Cache,
     network: Network,
-) -> Result<sign::Signatures> {
+) -> Result<(sign::Signatures, bool)> {
     let path = cache.signatures_path(digest)?;
     let cached = || -> Option<sign::Signatures> { serde_json::from_slice(&std::fs::read(&path).ok()?).ok() };
     if network == Network::CacheOnly {
-        return cached().ok_or_else(not_cached);
+        return cached().map(|s| (s, false)).ok_or_else(not_cached);
     }
     match sign::fetch_all(registry, reference, digest).await {
-        Ok(signatures) => {
-            cache.write(&path, &serde_json::to_vec(&signatures).expect("JSON serialises"))?;
-            Ok(signatures)
-        }
+        Ok(signatures) => Ok((signatures, true)),
         Err(OciError::Unreachable(why)) => {
-            cached().ok_or_else(|| OciError::Unreachable(format!("{why}, and no cached signature")))
+            cached().map(|s| (s, false)).ok_or_else(|| OciError::Unreachable(format!("{why}, and no cached signature")))
         }
         Err(e) => Err(e),
     }
@@ -336,7 +413,11 @@ async fn fetch_folder(
     let skills = digest_dir.parent().expect("and that in skills/");
     std::fs::create_dir_all(skills).map_err(io(skills))?;
     let temp = tempfile::Builder::new().prefix(".pulling-").tempdir_in(skills).map_err(io(skills))?;
-    artifact::unpack(skill, wasm.as_deref(), &tar, &temp.path().join(&skill.name))?;
+    let unpacked = temp.path().join(&skill.name);
+    artifact::unpack(skill, wasm.as_deref(), &tar, &unpacked)?;
+    // What every file hashed to when unpacked from the verified layers: checked at each load.
+    let record = serde_json::to_vec(&file_digests(&unpacked)?).expect("JSON serialises");
+    std::fs::write(temp.path().join(FILES_RECORD), record).map_err(io(temp.path()))?;
     match std::fs::rename(temp.path(), digest_dir) {
         Ok(()) => {
             // Renamed: nothing left to remove.
