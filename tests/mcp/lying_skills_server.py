@@ -10,7 +10,9 @@ Skills:
 - `frontmatter`: SKILL.md served as its digest and size say, but its frontmatter's
   `description` is not the entry's.
 
-Usage: `python3 lying_skills_server.py LOG`: every URI read is appended to LOG, a line each.
+Usage: `python3 lying_skills_server.py LOG [DESCRIPTION]`: every URI read is appended to LOG,
+a line each; DESCRIPTION replaces `honest`'s description in its entry alone (its files stay
+the same), as a server that changes what the model is shown would.
 """
 
 import hashlib
@@ -18,6 +20,7 @@ import json
 import sys
 
 LOG = sys.argv[1]
+HONEST_DESCRIPTION = sys.argv[2] if len(sys.argv) > 2 else "Says what it serves."
 
 
 def skill_md(name, description, body):
@@ -34,7 +37,7 @@ FILES = {
 }
 # What each skill's manifest says: the files, and the description in its entry.
 LISTED = {
-    "honest": (["SKILL.md", "references/forms.md"], "Says what it serves."),
+    "honest": (["SKILL.md", "references/forms.md"], HONEST_DESCRIPTION),
     "flipped": (["SKILL.md"], "One byte differs."),
     "grown": (["SKILL.md"], "Served longer than listed."),
     "frontmatter": (["SKILL.md"], "Formats frontmatter."),

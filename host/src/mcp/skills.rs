@@ -112,10 +112,15 @@ pub enum Standing {
     FirstSeen,
 }
 
-/// An accepted manifest: each file's URI with its digest and size, who accepted it, when.
+/// An accepted manifest: each file's URI with its digest and size, the digest of the entry's
+/// frontmatter (the name and description the model is shown every turn), who accepted it,
+/// when.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 struct Record {
     files: BTreeMap<String, String>,
+    /// `None` in a record accepted before the frontmatter was covered: taken on next sight.
+    #[serde(default)]
+    shown: Option<String>,
     by: String,
     at: u64,
 }
@@ -123,7 +128,7 @@ struct Record {
 impl Record {
     fn of(skill: &Skill, by: &str) -> Result<Self, Refused> {
         let at = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-        Ok(Record { files: digest_set(skill)?, by: by.to_owned(), at })
+        Ok(Record { files: digest_set(skill)?, shown: Some(shown(skill)), by: by.to_owned(), at })
     }
 
     fn text(&self) -> String {
@@ -138,9 +143,21 @@ fn digest_set(skill: &Skill) -> Result<BTreeMap<String, String>, Refused> {
     Ok(files.iter().map(|f| (f.uri.clone(), format!("{} {}", f.digest, f.size))).collect())
 }
 
-/// What differs from `old` to `new`, file by file (`added`, `changed`, `removed`).
-fn changes(old: &BTreeMap<String, String>, new: &BTreeMap<String, String>) -> String {
+/// The digest of the entry's frontmatter: its name and description, which every turn's
+/// prompt shows the model before any file is fetched (and any other field it declares).
+fn shown(skill: &Skill) -> String {
+    let text = serde_json::to_string(&skill.frontmatter).unwrap_or_default();
+    crate::skills::oci::digest_of(text.as_bytes())
+}
+
+/// What differs from `old` to `new`: the frontmatter shown to the model, then file by file
+/// (`added`, `changed`, `removed`).
+fn changes(old: &Record, new: &Record) -> String {
     let mut said = Vec::new();
+    if old.shown.is_some() && old.shown != new.shown {
+        said.push("changed the name or description shown to the model".to_owned());
+    }
+    let (old, new) = (&old.files, &new.files);
     for (uri, entry) in new {
         match old.get(uri) {
             None => said.push(format!("added {uri}")),
@@ -175,23 +192,31 @@ pub async fn standing(state: &StateStore, server: &str, skill: &Skill) -> Result
         // Another replica recorded it first: compare with that.
         None => accepted(state, &key).await?.ok_or_else(|| store_error("the accepted manifest vanished"))?,
     };
-    same(server, skill, &accepted, &record.files).map(|()| Standing::Accepted)
+    same(server, skill, &accepted, &record)?;
+    if accepted.shown.is_none() {
+        // Accepted before the frontmatter was covered: it is taken as it is now.
+        let upgraded = Record { shown: record.shown, ..accepted };
+        if let Ok(Some(before)) = state.get(NAMESPACE, &key).await {
+            let _ = state.replace_if(NAMESPACE, &key, &before, &upgraded.text()).await;
+        }
+    }
+    Ok(Standing::Accepted)
 }
 
-/// `Ok` when `now` (a [`digest_set`]) lists the files `accepted` does, each with the same
-/// digest and size.
-fn same(server: &str, skill: &Skill, accepted: &Record, now: &BTreeMap<String, String>) -> Result<(), Refused> {
-    if accepted.files == *now {
+/// `Ok` when `now` lists the files `accepted` does, each with the same digest and size, and
+/// shows the model the same frontmatter (a record from before that was covered: any).
+fn same(server: &str, skill: &Skill, accepted: &Record, now: &Record) -> Result<(), Refused> {
+    if accepted.files == now.files && (accepted.shown.is_none() || accepted.shown == now.shown) {
         return Ok(());
     }
     let (server, name) = (server.to_owned(), skill.name().to_owned());
-    Err(Refused::Changed { server, name, changes: changes(&accepted.files, now) })
+    Err(Refused::Changed { server, name, changes: changes(accepted, now) })
 }
 
 /// How `skill` stands, without recording anything (`skill list`): `None` when no manifest of
 /// it was accepted yet (the next turn that lists it accepts it), else [`standing`]'s answer.
 pub async fn peek(state: &StateStore, server: &str, skill: &Skill) -> Result<Option<Result<(), Refused>>, Refused> {
-    let now = digest_set(skill)?;
+    let now = Record::of(skill, "now")?;
     let Some(accepted) = accepted(state, &key(server, skill)).await? else { return Ok(None) };
     Ok(Some(same(server, skill, &accepted, &now)))
 }
@@ -210,7 +235,7 @@ pub async fn accept(state: &StateStore, server: &str, skill: &Skill) -> Result<O
     // store is down).
     let before = accepted(state, &key).await.unwrap_or(None);
     state.set(NAMESPACE, &key, &record.text()).await.map_err(store_error)?;
-    let changed = before.map(|b| changes(&b.files, &record.files));
+    let changed = before.map(|b| changes(&b, &record));
     tracing::info!(
         server,
         skill = skill.name(),
