@@ -259,11 +259,19 @@ fn prompts_and_reference_files_are_read_only_resources_confined_to_the_skill() {
         let refused = read(&mut mcp, uri);
         assert_eq!(refused["error"]["code"], -32002, "{uri}: {refused}");
     }
-    // A listed file swapped for a symlink out of the folder after the load is refused.
+    // A file swapped for a symlink out of the folder after the load: an Agent Skill's file
+    // is answered from its skill set's catalog (built once, its digests as listed), never
+    // through the link; another skill's file read from disk is refused.
     let howto = ws.path().join("skills/guide/references/howto.md");
     std::fs::remove_file(&howto).unwrap();
     std::os::unix::fs::symlink(ws.path().join("secret.txt"), &howto).unwrap();
     let swapped = read(&mut mcp, "skill://guide/references/howto.md");
+    assert_eq!(swapped["result"]["contents"][0]["text"], "# How to\n", "{swapped}");
+    assert!(!swapped.to_string().contains(OUTSIDE));
+    let prompt = ws.path().join("skills/probe/prompt.md");
+    std::fs::remove_file(&prompt).unwrap();
+    std::os::unix::fs::symlink(ws.path().join("secret.txt"), &prompt).unwrap();
+    let swapped = read(&mut mcp, "skill://probe/prompt.md");
     assert!(swapped["error"]["message"].as_str().unwrap().contains("leaves the skill's folder"), "{swapped}");
     assert!(!swapped.to_string().contains(OUTSIDE));
 }

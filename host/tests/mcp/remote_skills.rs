@@ -119,8 +119,15 @@ fn a_served_skill_loads_verified_and_a_changed_one_waits_for_accept() {
     let (unlisted, is_error) = result(&llm, 3);
     assert!(is_error && unlisted.contains("is not a file the skill's manifest lists"), "{unlisted}");
 
-    // The served skill changes: its manifest is no longer the accepted one.
+    // The served skill changes on disk: the server's catalog is its skill set's, built once,
+    // so the manifest it serves (and the files under it) change only when it reloads.
     std::fs::write(folder.join("references/forms.md"), "FORMS-V2, longer\n").unwrap();
+    assert!(line(&skillhost(&ws, &["skill", "list"], "")).ends_with("2 files; accepted)"), "not before a reload");
+    let reload =
+        reqwest::Client::new().post(format!("http://127.0.0.1:{port}/api/skills/reload")).bearer_auth("secret");
+    let reloaded = tokio::runtime::Runtime::new().unwrap().block_on(reload.send()).unwrap();
+    assert_eq!(reloaded.status(), 200);
+    // Its manifest is no longer the accepted one.
     let refused = chat(&ws, "again\n");
     let prompt = system(&llm, 4);
     assert!(!prompt.contains("docs/pdf-tools"), "a changed skill is not offered: {prompt}");

@@ -79,6 +79,10 @@ struct Shared {
     /// The keys that sign the `requestState` of approvals asked through `input_required`
     /// (2026-07-28), kept in the shared state store.
     keys: request_state::Keys,
+    /// The Agent Skills catalog of the skill set last asked about: built once per set (a
+    /// reload swaps the set), so a read neither rebuilds it from disk nor serves files that
+    /// changed under the manifest it lists.
+    catalog: Mutex<Option<(std::sync::Weak<crate::skills::SkillSet>, Arc<catalog::Catalog>)>>,
 }
 
 /// One client session: its own channel, tool budget and logging level.
@@ -111,6 +115,7 @@ impl SkillServer {
             listeners: Mutex::default(),
             next_listener: AtomicU64::default(),
             keys,
+            catalog: Mutex::default(),
         };
         let session = Session { channel: session_channel(), budget, threshold: Arc::default() };
         let shared = Arc::new(shared);
@@ -150,11 +155,24 @@ impl SkillServer {
         CallContext { agent, conversation_by, ..CallContext::standalone(&self.session.channel) }
     }
 
+    /// The catalog of `skills`, built when first asked for this set.
+    fn catalog(&self, skills: &Arc<crate::skills::SkillSet>) -> Arc<catalog::Catalog> {
+        let mut cached = self.shared.catalog.lock();
+        if let Some((set, catalog)) = cached.as_ref()
+            && std::sync::Weak::ptr_eq(set, &Arc::downgrade(skills))
+        {
+            return catalog.clone();
+        }
+        let catalog = Arc::new(catalog::Catalog::of(skills));
+        *cached = Some((Arc::downgrade(skills), catalog.clone()));
+        catalog
+    }
+
     /// `Ok` for a resource some skill serves (a file or one of its own), else not found.
     fn known_resource(&self, uri: &str) -> Result<(), ErrorData> {
         let skills = self.engine().skills();
         let file = uri.starts_with(resources::SCHEME)
-            && (resources::read(&skills, uri).is_ok() || catalog::Catalog::of(&skills).read(uri).is_some());
+            && (resources::read(&skills, uri).is_ok() || self.catalog(&skills).read(uri).is_some());
         if file || served::owner(&skills, uri).is_some() { Ok(()) } else { Err(served::not_found(uri)) }
     }
 
@@ -638,8 +656,8 @@ impl ServerHandler for SkillServer {
         _: Option<PaginatedRequestParams>,
         _: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::ListSkillsResult, ErrorData> {
-        let catalog = catalog::Catalog::of(&self.engine().skills());
-        Ok(rmcp::model::ListSkillsResult::with_all_items(catalog.skills))
+        let catalog = self.catalog(&self.engine().skills());
+        Ok(rmcp::model::ListSkillsResult::with_all_items(catalog.skills.clone()))
     }
 
     async fn get_skill(
@@ -647,7 +665,7 @@ impl ServerHandler for SkillServer {
         request: rmcp::model::GetSkillRequestParams,
         _: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::GetSkillResult, ErrorData> {
-        let catalog = catalog::Catalog::of(&self.engine().skills());
+        let catalog = self.catalog(&self.engine().skills());
         Ok(rmcp::model::GetSkillResult::new(catalog.get(&request.uri)?))
     }
 
@@ -656,7 +674,7 @@ impl ServerHandler for SkillServer {
         request: rmcp::model::ReadResourceDirectoryRequestParams,
         _: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::ReadResourceDirectoryResult, ErrorData> {
-        let catalog = catalog::Catalog::of(&self.engine().skills());
+        let catalog = self.catalog(&self.engine().skills());
         Ok(rmcp::model::ReadResourceDirectoryResult::with_all_items(catalog.directory(&request.uri)?))
     }
 
@@ -781,7 +799,7 @@ impl ServerHandler for SkillServer {
         let skills = self.engine().skills();
         // A skill's SKILL.md is listed once, as the Skills extension serves it (by the name it
         // is served under); under its host name it is still read.
-        let catalog = catalog::Catalog::of(&skills);
+        let catalog = self.catalog(&skills);
         let mut listed: Vec<_> = resources::list(&skills).into_iter().filter(|r| !catalog.lists(&r.uri)).collect();
         for file in catalog.listed() {
             if !listed.iter().any(|r| r.uri == file.uri) {
@@ -808,7 +826,7 @@ impl ServerHandler for SkillServer {
     ) -> Result<ReadResourceResponse, ErrorData> {
         let skills = self.engine().skills();
         if request.uri.starts_with(resources::SCHEME) {
-            if let Some(file) = catalog::Catalog::of(&skills).read(&request.uri) {
+            if let Some(file) = self.catalog(&skills).read(&request.uri) {
                 return Ok(ReadResourceResult::new(vec![file]).into());
             }
             return Ok(ReadResourceResult::new(vec![resources::read(&skills, &request.uri)?]).into());
