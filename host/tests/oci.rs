@@ -537,6 +537,64 @@ fn diff_describes_an_untrusted_artifact_with_nothing_granted() {
     assert!(diffed.stderr.contains("is not verified (--allow-unsigned)"), "{}", diffed.stderr);
 }
 
+/// Copies manifest `tag` (and the blobs it names) from repository `from` to `to` of the
+/// registry at `addr`, as anyone who can push there could: blobs mounted across repositories,
+/// the manifest put under the same tag.
+fn copy_manifest(addr: &str, (from, to): (&str, &str), tag: &str) {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let client = reqwest::Client::new();
+        let accept = "application/vnd.oci.image.manifest.v1+json";
+        let got = client.get(format!("http://{addr}/v2/{from}/manifests/{tag}")).header("accept", accept);
+        let bytes = got.send().await.unwrap().bytes().await.unwrap();
+        let manifest: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+        let layers = manifest["layers"].as_array().cloned().unwrap_or_default();
+        for blob in layers.iter().chain([&manifest["config"]]) {
+            let digest = blob["digest"].as_str().unwrap();
+            let mount = format!("http://{addr}/v2/{to}/blobs/uploads/?mount={digest}&from={from}");
+            assert_eq!(client.post(mount).send().await.unwrap().status().as_u16(), 201, "{digest}");
+        }
+        let put = client.put(format!("http://{addr}/v2/{to}/manifests/{tag}")).header("content-type", accept);
+        assert_eq!(put.body(bytes.to_vec()).send().await.unwrap().status().as_u16(), 201);
+    });
+}
+
+/// A signature names the repository it was made for (`docker-reference`): the same
+/// artifact, copied with its signature into another repository, is refused there, while it
+/// verifies where it was signed.
+#[test]
+fn a_signature_copied_to_another_repository_verifies_nothing_there() {
+    let registry = Registry::start();
+    let ws = Workspace::new();
+    write_config(&ws, &[], "");
+    ok(&ws, &["skill", "keygen", "--out", "keys/team"]);
+    let folder = skill_folder(&ws, "weather");
+    let epoch = [("SOURCE_DATE_EPOCH", "1700000000")];
+    let mut digests = Vec::new();
+    for repository in ["vendor/weather", "team/weather"] {
+        let pushed =
+            skillhost(&ws, &["skill", "push", &folder, &format!("{}/{repository}:1.0", registry.addr)], &epoch);
+        assert_eq!(pushed.code, 0, "{}", pushed.stderr);
+        digests.push(pushed.stdout.trim().to_owned());
+    }
+    assert_eq!(digests[0], digests[1], "one artifact in two repositories");
+    let digest = &digests[0];
+    sign(&ws, &format!("{}/vendor/weather@{digest}", registry.addr), "keys/team.key");
+    let tag = format!("sha256-{}.sig", &digest["sha256:".len()..]);
+    copy_manifest(&registry.addr, ("vendor/weather", "team/weather"), &tag);
+    let entry = |repository: &str| {
+        format!("{{ref: '{}/{repository}@{digest}', verify: {{key: keys/team.pub}}}}", registry.addr)
+    };
+    write_config(&ws, &[entry("team/weather")], "");
+    let list = skillhost(&ws, &["skill", "list"], &[]);
+    let wanted = format!("a signature for {}/vendor/weather, another repository", registry.addr);
+    assert!(list.stderr.contains(&wanted), "{}", list.stderr);
+    assert!(!list.stdout.contains("weather  ("), "{}", list.stdout);
+    write_config(&ws, &[entry("vendor/weather")], "");
+    let list = skillhost(&ws, &["skill", "list"], &[]);
+    assert!(list.stdout.contains("weather  ("), "where it was signed: {}{}", list.stdout, list.stderr);
+}
+
 /// A publisher gets its own name and nothing more: a signed artifact cannot replace the
 /// folder skill of its name unless the operator's entry says `replaces: true` (and start-up
 /// says so); a grant that names neither its repository (`source:`) nor its digest is withheld

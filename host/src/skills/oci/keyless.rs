@@ -118,16 +118,21 @@ pub struct Signer<'a> {
     pub issuer: &'a str,
 }
 
-/// Whether one of `signatures` is a keyless signature of `digest` by `signer` under `root`, or
-/// why none is.
-pub async fn verify(signatures: &Signatures, digest: &str, root: &TrustRoot, signer: &Signer<'_>) -> Result<()> {
+/// Whether one of `signatures` is a keyless signature of `digest` (of `repository`, where the
+/// layout names it) by `signer` under `root`, or why none is.
+pub async fn verify(
+    signatures: &Signatures,
+    (digest, repository): (&str, &str),
+    root: &TrustRoot,
+    signer: &Signer<'_>,
+) -> Result<()> {
     if signatures.is_empty() {
         return Err(OciError::Signature(format!("unsigned: no signature for {digest}")));
     }
     let verifier = root.verifier().map_err(OciError::Signature)?;
     let mut reasons = Vec::new();
     for layer in &signatures.layers {
-        match verify_layer(layer, digest, root, &verifier, signer).await {
+        match verify_layer(layer, (digest, repository), root, &verifier, signer).await {
             Ok(()) => return Ok(()),
             Err(why) => reasons.push(why),
         }
@@ -224,7 +229,7 @@ struct RekorPayload {
 /// A `.sig` layer in cosign's keyless layout (cosign 2).
 async fn verify_layer(
     layer: &SigLayer,
-    digest: &str,
+    (digest, repository): (&str, &str),
     root: &TrustRoot,
     verifier: &Verifier,
     signer: &Signer<'_>,
@@ -232,7 +237,7 @@ async fn verify_layer(
     let bundle = bundle_of(layer)?;
     let payload_digest: [u8; 32] = <sha2::Sha256 as sha2::Digest>::digest(&layer.payload).into();
     check_bundle(bundle, ArtifactDigest::Sha256(payload_digest), root, verifier, signer).await?;
-    sign::check_payload(&layer.payload, digest)
+    sign::check_payload(&layer.payload, (digest, repository))
 }
 
 /// The Sigstore bundle a keyless layer carries in its annotations.

@@ -153,12 +153,18 @@ async fn fetch_bundles(registry: &Registry, reference: &Reference, digest: &str)
     Ok(bundles)
 }
 
-/// Whether one of `signatures` signs `digest` with `key` (`key_name` for messages), or why none does.
-pub fn verify(signatures: &Signatures, digest: &str, key: &VerifyingKey, key_name: &str) -> Result<()> {
+/// Whether one of `signatures` signs `digest` of `repository` (`registry/path`) with `key`
+/// (`key_name` for messages), or why none does.
+pub fn verify(
+    signatures: &Signatures,
+    (digest, repository): (&str, &str),
+    key: &VerifyingKey,
+    key_name: &str,
+) -> Result<()> {
     if signatures.is_empty() {
         return Err(OciError::Signature(format!("unsigned: no signature for {digest}")));
     }
-    let layers = signatures.layers.iter().map(|layer| verify_one(layer, digest, key));
+    let layers = signatures.layers.iter().map(|layer| verify_one(layer, (digest, repository), key));
     let bundles = signatures.bundles.iter().map(|bundle| verify_bundle(bundle, digest, key));
     let mut reasons = Vec::new();
     for outcome in layers.chain(bundles) {
@@ -184,13 +190,13 @@ fn verify_bundle(text: &str, digest: &str, key: &VerifyingKey) -> Result<(), Str
     key.verify(&signed, &signature).map_err(|_| "a bundle signed by another key or altered".to_string())
 }
 
-fn verify_one(layer: &SigLayer, digest: &str, key: &VerifyingKey) -> Result<(), String> {
+fn verify_one(layer: &SigLayer, (digest, repository): (&str, &str), key: &VerifyingKey) -> Result<(), String> {
     let raw = base64::engine::general_purpose::STANDARD
         .decode(layer.signature.trim())
         .map_err(|_| "a signature that is not base64".to_string())?;
     let signature = p256_signature(&raw)?;
     key.verify(&layer.payload, &signature).map_err(|_| "signed by another key or altered".to_string())?;
-    check_payload(&layer.payload, digest)
+    check_payload(&layer.payload, (digest, repository))
 }
 
 /// An ECDSA P-256 signature, DER (as cosign writes it) or raw `r || s`.
@@ -200,8 +206,9 @@ fn p256_signature(raw: &[u8]) -> Result<Signature, String> {
         .map_err(|_| "a signature that is not ECDSA P-256".into())
 }
 
-/// A signed simplesigning payload names `digest`.
-pub fn check_payload(payload: &[u8], digest: &str) -> Result<(), String> {
+/// A signed simplesigning payload names `digest`, in `repository`: a signature made for an
+/// artifact in another repository (copied with its digest) signs nothing here.
+pub fn check_payload(payload: &[u8], (digest, repository): (&str, &str)) -> Result<(), String> {
     let payload: serde_json::Value =
         serde_json::from_slice(payload).map_err(|_| "a payload that is not JSON".to_string())?;
     let critical = &payload["critical"];
@@ -209,9 +216,16 @@ pub fn check_payload(payload: &[u8], digest: &str) -> Result<(), String> {
         return Err(format!("a payload of type {}", critical["type"]));
     }
     match critical["image"]["docker-manifest-digest"].as_str() {
-        Some(signed) if signed == digest => Ok(()),
-        Some(signed) => Err(format!("a signature of {signed}, another artifact")),
-        None => Err("a payload naming no digest".into()),
+        Some(signed) if signed == digest => {}
+        Some(signed) => return Err(format!("a signature of {signed}, another artifact")),
+        None => return Err("a payload naming no digest".into()),
+    }
+    // Docker Hub goes by two names (cosign writes `index.docker.io`).
+    let hub = |name: &str| name.strip_prefix("index.docker.io/").map_or(name.to_owned(), |r| format!("docker.io/{r}"));
+    match critical["identity"]["docker-reference"].as_str() {
+        Some(signed) if hub(signed) == hub(repository) => Ok(()),
+        Some(signed) => Err(format!("a signature for {signed}, another repository")),
+        None => Err("a payload naming no repository (docker-reference)".into()),
     }
 }
 
@@ -351,15 +365,18 @@ mod tests {
         let signature = base64::engine::general_purpose::STANDARD.encode(signature.to_der().as_bytes());
         let layers = vec![SigLayer { payload, signature, certificate: None, rekor_bundle: None }];
         let layers = Signatures { layers, bundles: Vec::new() };
-        verify(&layers, &digest, &verifier, "team.pub").unwrap();
+        let here = "127.0.0.1:5000/team/x";
+        verify(&layers, (&digest, here), &verifier, "team.pub").unwrap();
         let other = format!("sha256:{}", "cd".repeat(32));
-        let error = verify(&layers, &other, &verifier, "team.pub").unwrap_err().to_string();
+        let error = verify(&layers, (&other, here), &verifier, "team.pub").unwrap_err().to_string();
         assert!(error.contains("another artifact"), "{error}");
+        let elsewhere = verify(&layers, (&digest, "127.0.0.1:5000/vendor/x"), &verifier, "team.pub").unwrap_err();
+        assert!(elsewhere.to_string().contains("another repository"), "{elsewhere}");
         let (_, public2) = keygen(&dir.path().join("other")).unwrap();
-        let error = verify(&layers, &digest, &verifying_key(&public2).unwrap(), "other.pub").unwrap_err();
+        let error = verify(&layers, (&digest, here), &verifying_key(&public2).unwrap(), "other.pub").unwrap_err();
         assert!(error.to_string().contains("another key"), "{error}");
         let none = Signatures::default();
-        assert!(verify(&none, &digest, &verifier, "team.pub").unwrap_err().to_string().contains("unsigned"));
+        assert!(verify(&none, (&digest, here), &verifier, "team.pub").unwrap_err().to_string().contains("unsigned"));
         assert!(keygen(&dir.path().join("team")).is_err(), "never overwrites");
     }
 }

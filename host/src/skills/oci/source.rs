@@ -326,6 +326,8 @@ async fn check_signature(
     cache: &Cache,
     network: Network,
 ) -> Result<Signer> {
+    // What a signature's payload must name: the repository the entry pulls from.
+    let repository = format!("{}/{}", reference.registry(), reference.repository());
     let key_path = match &entry.verify {
         None if entry.allow_unsigned => return Ok(Signer::Unsigned),
         None => return Err(OciError::Signature("no verify key, and allow_unsigned is not set".into())),
@@ -333,7 +335,8 @@ async fn check_signature(
         Some(Verify::Keyless { identity, issuer, trusted_root }) => {
             let root = keyless::TrustRoot::read(&config.resolve(trusted_root))?;
             let (signatures, fresh) = signatures(reference, digest, registry, cache, network).await?;
-            keyless::verify(&signatures, digest, &root, &keyless::Signer { identity, issuer }).await?;
+            let subject = (digest, repository.as_str());
+            keyless::verify(&signatures, subject, &root, &keyless::Signer { identity, issuer }).await?;
             keep_signatures(cache, digest, &signatures, fresh)?;
             return Ok(Signer::Keyless { identity: identity.clone(), issuer: issuer.clone() });
         }
@@ -341,7 +344,7 @@ async fn check_signature(
     let key = sign::verifying_key(&config.resolve(key_path))?;
     let (signatures, fresh) = signatures(reference, digest, registry, cache, network).await?;
     let shown = key_path.display().to_string();
-    sign::verify(&signatures, digest, &key, &shown)?;
+    sign::verify(&signatures, (digest, repository.as_str()), &key, &shown)?;
     keep_signatures(cache, digest, &signatures, fresh)?;
     Ok(Signer::Key(shown))
 }
