@@ -92,10 +92,8 @@ impl OciSkill {
     /// snake_case (`registry/team/http-checker:1.0` is `http_checker`).
     pub fn skill_name(&self) -> String {
         self.name.clone().unwrap_or_else(|| {
-            let reference = &self.reference;
-            let without_digest = reference.split('@').next().unwrap_or(reference);
-            let last = without_digest.rsplit('/').next().unwrap_or(without_digest);
-            last.split(':').next().unwrap_or(last).replace('-', "_")
+            let repository = self.repository();
+            repository.rsplit('/').next().unwrap_or(repository).replace('-', "_")
         })
     }
 

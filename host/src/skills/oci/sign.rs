@@ -83,6 +83,12 @@ pub fn signature_tag(digest: &str) -> Result<String> {
     Ok(format!("sha256-{}.sig", super::digest_hex(digest)?))
 }
 
+/// The repository a signature of an artifact of `reference` names (its payload's
+/// `docker-reference`): `registry/name`, without tag or digest.
+pub fn signed_repository(reference: &Reference) -> String {
+    format!("{}/{}", reference.registry(), reference.repository())
+}
+
 /// The simplesigning payload signing `digest` of `repository` (`registry/name`).
 pub fn payload(repository: &str, digest: &str) -> Vec<u8> {
     let payload = serde_json::json!({
@@ -233,8 +239,7 @@ pub fn check_payload(payload: &[u8], (digest, repository): (&str, &str)) -> Resu
 /// artifact (made when there is none). Returns the `.sig` manifest's new digest.
 pub async fn sign(registry: &Registry, reference: &Reference, digest: &str, key: &SigningKey) -> Result<String> {
     let at = signature_ref(reference, digest)?;
-    let repository = format!("{}/{}", reference.registry(), reference.repository());
-    let payload = payload(&repository, digest);
+    let payload = payload(&signed_repository(reference), digest);
     let signature: Signature = key.sign(&payload);
     let encoded = base64::engine::general_purpose::STANDARD.encode(signature.to_der().as_bytes());
     let mut layer = Descriptor::of(SIMPLESIGNING, &payload);

@@ -327,7 +327,7 @@ async fn check_signature(
     network: Network,
 ) -> Result<Signer> {
     // What a signature's payload must name: the repository the entry pulls from.
-    let repository = format!("{}/{}", reference.registry(), reference.repository());
+    let repository = sign::signed_repository(reference);
     let key_path = match &entry.verify {
         None if entry.allow_unsigned => return Ok(Signer::Unsigned),
         None => return Err(OciError::Signature("no verify key, and allow_unsigned is not set".into())),
