@@ -86,6 +86,7 @@ const KEYS: &[(&str, By)] = &[
     ("skills.oci.*.verify.identity", Code("host/src/skills/oci/source.rs", "Verify::Keyless")),
     ("skills.oci.*.verify.issuer", Code("host/src/skills/oci/source.rs", "Verify::Keyless")),
     ("skills.oci.*.verify.trusted_root", Code("host/src/skills/oci/source.rs", "Verify::Keyless")),
+    ("skills.oci_max_bytes", Code("host/src/skills/oci/source.rs", "skills.oci_max_bytes")),
     // The fields of one record (a list item: the shown configs reach them as `skills.declared`).
     ("skills.declared.*.name", Code("host/src/skills/declared.rs", "record.name")),
     ("skills.declared.*.skill_type", Code("host/src/skills/declared.rs", "record.skill_type")),

@@ -970,3 +970,161 @@ fn credentials_come_from_the_command_line_or_dockers_config() {
     assert!(!list.stdout.contains("guarded  ("), "without credentials: {}", list.stdout);
     assert!(list.stderr.contains("skills.oci: the registry refused"), "{}", list.stderr);
 }
+
+/// A registry that lies about sizes, on a free loopback port (its own runtime): every
+/// manifest declares a files layer of 512 bytes, and every answer it can make long is 1 GiB,
+/// sent as it is pulled. `sent` counts what it produced.
+struct Liar {
+    addr: String,
+    sent: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    _runtime: tokio::runtime::Runtime,
+}
+
+/// What the liar sends where it can send anything: 1 GiB.
+const GIB: u64 = 1 << 30;
+
+impl Liar {
+    fn start() -> Liar {
+        use axum::extract::{Path as Route, State};
+        use axum::http::{StatusCode, header};
+        use axum::response::{IntoResponse, Response};
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicU64, Ordering};
+
+        fn endless(sent: Arc<AtomicU64>) -> axum::body::Body {
+            let chunk = bytes::Bytes::from(vec![b' '; 64 << 10]);
+            let chunks = futures::stream::iter(0..GIB / (64 << 10)).map(move |_| {
+                sent.fetch_add(64 << 10, Ordering::Relaxed);
+                Ok::<_, std::io::Error>(chunk.clone())
+            });
+            axum::body::Body::from_stream(chunks)
+        }
+        async fn answer(State(sent): State<Arc<AtomicU64>>, Route(path): Route<String>) -> Response {
+            let Some((repository, rest)) = path
+                .split_once("/manifests/")
+                .or_else(|| path.split_once("/blobs/"))
+                .or_else(|| path.split_once("/referrers/"))
+            else {
+                return StatusCode::NOT_FOUND.into_response();
+            };
+            let kind = &path[repository.len() + 1..path.len() - rest.len() - 1];
+            match (repository, kind) {
+                ("liar/manifest", "manifests") | (_, "blobs") | (_, "referrers") => endless(sent).into_response(),
+                // The signature tag: none.
+                (_, "manifests") if rest.ends_with(".sig") => {
+                    let body = r#"{"errors":[{"code":"MANIFEST_UNKNOWN","message":"manifest unknown"}]}"#;
+                    (StatusCode::NOT_FOUND, [(header::CONTENT_TYPE, "application/json")], body).into_response()
+                }
+                (_, "manifests") => {
+                    let manifest = Liar::manifest(repository);
+                    let media = "application/vnd.oci.image.manifest.v1+json";
+                    ([(header::CONTENT_TYPE, media)], manifest).into_response()
+                }
+                _ => StatusCode::NOT_FOUND.into_response(),
+            }
+        }
+        use futures::StreamExt as _;
+        let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+        let sent = Arc::new(AtomicU64::new(0));
+        let listener = runtime.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let app = axum::Router::new()
+            .route("/v2/", axum::routing::get(|| async { "{}" }))
+            .route("/v2/{*path}", axum::routing::get(answer))
+            .with_state(sent.clone());
+        runtime.spawn(async move { axum::serve(listener, app).await.unwrap() });
+        Liar { addr, sent, _runtime: runtime }
+    }
+
+    /// The manifest the liar serves for `repository`: a skill whose files layer declares
+    /// 512 bytes (`liar/declared`: a terabyte).
+    fn manifest(repository: &str) -> String {
+        let size: u64 = if repository == "liar/declared" { 1 << 40 } else { 512 };
+        let zeros = format!("sha256:{}", "0".repeat(64));
+        serde_json::json!({
+            "schemaVersion": 2,
+            "mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "config": {"mediaType": "application/vnd.wasm.config.v0+json", "digest": zeros, "size": 2},
+            "layers": [{"mediaType": "application/vnd.skillhost.skill.files.v1.tar", "digest": zeros, "size": size}],
+            "annotations": {"dev.skillhost.skill.name": "blob"},
+        })
+        .to_string()
+    }
+
+    /// The bytes produced since the last call.
+    fn take_sent(&self) -> u64 {
+        self.sent.swap(0, std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+/// `skill pull REF --dir pulled` plus `extra`, refused: its stderr and peak memory (KiB);
+/// nothing is left behind.
+fn refused_pull(ws: &Workspace, reference: &str, extra: &[&str]) -> (String, i64) {
+    let mut args = vec!["skill", "pull", reference, "--dir", "pulled"];
+    args.extend_from_slice(extra);
+    let out = skillhost(ws, &args, &[]);
+    assert_ne!(out.code, 0, "{}", out.stdout);
+    let left: Vec<_> = std::fs::read_dir(ws.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert!(!left.iter().any(|name| name.to_string_lossy().contains("pull")), "left behind: {left:?}");
+    (out.stderr, out.peak_kib)
+}
+
+#[test]
+fn a_registry_that_streams_more_than_it_declares_is_stopped_at_the_bound_in_flat_memory() {
+    let liar = Liar::start();
+    let ws = Workspace::new();
+    let bound = |bytes: u64| {
+        let yaml =
+            format!("skills:\n  paths: []\n  builtins: []\n  oci_max_bytes: {bytes}\nsandbox:\n  cache_dir: cache\n");
+        std::fs::write(ws.path().join("config.yaml"), yaml).unwrap();
+    };
+    let blob = format!("{}/liar/blob:1", liar.addr);
+
+    // The files layer declares 512 bytes and streams 1 GiB: stopped at skills.oci_max_bytes,
+    // counted on what arrived.
+    bound(8 << 20);
+    let (small, small_peak) = refused_pull(&ws, &blob, &["--allow-unsigned"]);
+    assert!(small.contains("is over 8388608 bytes"), "{small}");
+    assert!(liar.take_sent() < GIB / 2, "the pull stopped");
+    bound(128 << 20);
+    let (large, large_peak) = refused_pull(&ws, &blob, &["--allow-unsigned"]);
+    assert!(large.contains("is over 134217728 bytes"), "{large}");
+    let sent = liar.take_sent();
+    assert!((128 << 20..GIB / 2).contains(&sent), "received to the bound, then stopped: {sent}");
+    // Streamed to disk: 120 MiB more received, the same memory (the old buffered pull held
+    // the whole blob).
+    assert!(large_peak - small_peak < 32 << 10, "peak {small_peak} KiB at 8 MiB, {large_peak} KiB at 128 MiB");
+
+    // A declared size over the bound is refused before anything is fetched.
+    let (declared, _) = refused_pull(&ws, &format!("{}/liar/declared:1", liar.addr), &["--allow-unsigned"]);
+    assert!(declared.contains("(declared 1099511627776 bytes) is over 134217728 bytes"), "{declared}");
+    assert_eq!(liar.take_sent(), 0);
+
+    // A 1 GiB manifest, and a 1 GiB referrers answer while verifying: stopped at 4 MiB.
+    let (manifest, manifest_peak) = refused_pull(&ws, &format!("{}/liar/manifest:1", liar.addr), &["--allow-unsigned"]);
+    assert!(manifest.contains("the manifest is over 4194304 bytes"), "{manifest}");
+    assert!(manifest_peak - small_peak < 32 << 10, "peak {manifest_peak} KiB");
+    assert!(liar.take_sent() < GIB / 2);
+    ok(&ws, &["skill", "keygen", "--out", "k"]);
+    let (referrers, referrers_peak) =
+        refused_pull(&ws, &format!("{}/liar/referrers:1", liar.addr), &["--key", "k.pub"]);
+    assert!(referrers.contains("the referrers index is over 4194304 bytes"), "{referrers}");
+    assert!(referrers_peak - small_peak < 32 << 10, "peak {referrers_peak} KiB");
+    assert!(liar.take_sent() < GIB / 2);
+
+    // A `skills.oci` entry loads through the same bound; the cache keeps nothing of it.
+    let digest = format!("sha256:{}", hex::encode(<sha2::Sha256 as sha2::Digest>::digest(Liar::manifest("liar/blob"))));
+    let yaml = format!(
+        "skills:\n  paths: []\n  builtins: []\n  oci_max_bytes: 1048576\n  oci:\n    - {{ref: '{}/liar/blob@{digest}', \
+         allow_unsigned: true}}\nstate:\n  filesystem: {{path: state}}\nsandbox:\n  cache_dir: cache\n",
+        liar.addr
+    );
+    std::fs::write(ws.path().join("config.yaml"), yaml).unwrap();
+    let list = skillhost(&ws, &["skill", "list"], &[]);
+    assert!(list.stderr.contains("is over 1048576 bytes"), "{}\n{}", list.stdout, list.stderr);
+    assert!(
+        files(&ws.path().join("cache/oci")).iter().all(|f| !f.contains("skills/")),
+        "{:?}",
+        files(&ws.path().join("cache/oci"))
+    );
+}

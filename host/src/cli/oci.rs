@@ -194,7 +194,8 @@ pub struct PullArgs {
 /// say), written whole or not at all; prints its digest.
 pub async fn pull(args: PullArgs, config: &LoadedConfig) -> anyhow::Result<ExitCode> {
     let reference = registry::parse(&args.reference)?;
-    let registry = Registry::new(&reference, &args.registry.access()?);
+    let registry =
+        Registry::new(&reference, &args.registry.access()?).max_blob_bytes(config.config.skills.oci_max_bytes);
     let (digest, skill) = fetch_manifest(&registry, &reference).await?;
     args.verify.check((&args.reference, &reference, &digest), &registry, config).await?;
     let dir = args.dir.unwrap_or_else(|| PathBuf::from(&skill.name));
@@ -207,7 +208,7 @@ pub async fn pull(args: PullArgs, config: &LoadedConfig) -> anyhow::Result<ExitC
     };
     std::fs::create_dir_all(&parent)?;
     let partial = tempfile::Builder::new().prefix(".skillhost-pull-").tempdir_in(&parent)?;
-    fetch_into(&registry, &reference, &skill, partial.path()).await?;
+    source::fetch_into(&registry, &reference, &skill, partial.path()).await?;
     if dir.is_dir() {
         std::fs::remove_dir(&dir)?;
     }
@@ -232,21 +233,6 @@ async fn fetch_manifest(
         );
     }
     Ok((digest, artifact::Skill::of(&Manifest::parse(&bytes)?)?))
-}
-
-async fn fetch_into(
-    registry: &Registry,
-    reference: &oci_client::Reference,
-    skill: &artifact::Skill,
-    dir: &Path,
-) -> anyhow::Result<()> {
-    let wasm = match &skill.wasm {
-        Some(layer) => Some(registry.blob(reference, layer).await?),
-        None => None,
-    };
-    let tar = registry.blob(reference, &skill.files).await?;
-    artifact::unpack(skill, wasm.as_deref(), &tar, dir)?;
-    Ok(())
 }
 
 /// Writes a key pair.
@@ -328,11 +314,11 @@ async fn load_either(
         PathBuf::from(what)
     } else {
         let reference = registry::parse(what)?;
-        let registry = Registry::new(&reference, access);
+        let registry = Registry::new(&reference, access).max_blob_bytes(loader.config.config.skills.oci_max_bytes);
         let (digest, skill) = fetch_manifest(&registry, &reference).await?;
         verify.check((what, &reference, &digest), &registry, &loader.config).await?;
         let dir = scratch.join(&skill.name);
-        fetch_into(&registry, &reference, &skill, &dir).await?;
+        source::fetch_into(&registry, &reference, &skill, &dir).await?;
         dir
     };
     let skill = loader.load_one(&dir).await.map_err(|problem| anyhow::anyhow!("{what}: {problem}"))?;

@@ -115,6 +115,9 @@ impl Config {
                     ));
                 }
             }
+            if skills.oci_max_bytes == 0 {
+                return Err(format!("{at}.oci_max_bytes: 0 would refuse every layer; at least 1"));
+            }
             if skills.state_ttl_seconds == 0 {
                 return Err(format!("{at}.state_ttl_seconds: 0 would expire every entry at once; at least 1"));
             }
@@ -439,6 +442,11 @@ pub struct Skills {
     /// Skills pulled from OCI registries by reference (docs/distribution.md); an entry wins
     /// over a folder or built-in of the same name.
     pub oci: Vec<super::OciSkill>,
+    /// The most bytes one blob of an OCI artifact may have (a layer: the component, the files
+    /// tar), counted on the bytes received whatever the registry declares; a download passing
+    /// it stops there. Manifests, referrers, signatures and bundles stop at 4 MiB. Default
+    /// 512 MiB.
+    pub oci_max_bytes: u64,
     /// Acts on a `SKILL.md`'s `allowed-tools`: the skill's own tools it lists run without
     /// asking (`human.overrides` still wins). Default false: kept in the frontmatter, shown.
     pub honour_allowed_tools: bool,
@@ -475,6 +483,7 @@ impl Default for Skills {
             declared: Vec::new(),
             state_ttl_seconds: DEFAULT_STATE_TTL_SECONDS,
             oci: Vec::new(),
+            oci_max_bytes: crate::skills::oci::registry::DEFAULT_MAX_BLOB_BYTES,
             honour_allowed_tools: false,
         }
     }

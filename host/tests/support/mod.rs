@@ -77,18 +77,21 @@ pub fn workspace(extra: &str, with_trap: bool) -> Workspace {
     ws
 }
 
-/// The exit code, stdout and stderr of a finished process, and how long it ran.
+/// The exit code, stdout and stderr of a finished process, how long it ran, and its peak
+/// resident memory (the kernel's `ru_maxrss` of it alone, in KiB).
 pub struct Finished {
     pub code: i32,
     pub stdout: String,
     pub stderr: String,
     pub elapsed: Duration,
+    pub peak_kib: i64,
 }
 
 /// Runs `command` with `stdin` typed in, failing the test (after killing it) if it is still
 /// running after [`PROCESS_LIMIT`].
 pub fn run_bounded(mut command: Command, stdin: &str) -> Finished {
     let started = Instant::now();
+    #[allow(clippy::zombie_processes)] // reaped by `wait4` below
     let mut child = command
         .env_remove("RUST_LOG")
         .env_remove("ANTHROPIC_API_KEY")
@@ -107,9 +110,14 @@ pub fn run_bounded(mut command: Command, stdin: &str) -> Finished {
     };
     let (stdout, stderr) =
         (drain(Box::new(child.stdout.take().unwrap())), drain(Box::new(child.stderr.take().unwrap())));
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
+    let pid = libc::pid_t::try_from(child.id()).unwrap();
+    let (mut status, mut usage) = (0, unsafe { std::mem::zeroed::<libc::rusage>() });
+    loop {
+        // Reaped here rather than by `try_wait`: `wait4` also says what the child used.
+        let reaped = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut usage) };
+        assert!(reaped >= 0, "wait4: {}", std::io::Error::last_os_error());
+        if reaped == pid {
+            break;
         }
         if started.elapsed() > PROCESS_LIMIT {
             let _ = child.kill();
@@ -117,10 +125,11 @@ pub fn run_bounded(mut command: Command, stdin: &str) -> Finished {
             panic!("still running after {PROCESS_LIMIT:?}: {}", stderr.join().unwrap());
         }
         std::thread::sleep(Duration::from_millis(20));
-    };
+    }
     let elapsed = started.elapsed();
     let (stdout, stderr) = (stdout.join().unwrap(), stderr.join().unwrap());
-    Finished { code: status.code().unwrap_or(-1), stdout, stderr, elapsed }
+    let code = if libc::WIFEXITED(status) { libc::WEXITSTATUS(status) } else { -1 };
+    Finished { code, stdout, stderr, elapsed, peak_kib: usage.ru_maxrss }
 }
 
 /// `skillhost <args>` in `ws`.

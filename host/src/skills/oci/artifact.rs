@@ -7,15 +7,12 @@
 //! path, mode 0644, owner 0, time 0, no user or group names; with `SOURCE_DATE_EPOCH` set
 //! (the `created` time), the same folder always packs to the same digest.
 
-use super::{OciError, Result, check_digest, digest_of, io};
+use super::{OciError, Result, digest_of, io};
 use crate::skills::files::{self, Distributable, MAX_FILE_BYTES};
 use crate::skills::loader::WASM_FILE;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
-
-/// The largest blob pulled: a Python component is some 40 MB.
-pub const MAX_BLOB_BYTES: u64 = 512 << 20;
 
 /// An OCI content descriptor.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -229,7 +226,8 @@ pub struct Skill {
 
 impl Skill {
     /// Checks that `manifest` is a skill's: the wasm config, at most one component layer,
-    /// exactly one files layer, nothing else, a valid name, sizes within [`MAX_BLOB_BYTES`].
+    /// exactly one files layer, nothing else, a valid name. (Sizes are the registry
+    /// client's to bound, on the bytes received: [`super::Registry::blob_to`].)
     pub fn of(manifest: &Manifest) -> Result<Skill> {
         let layout = |m: String| OciError::Layout(m);
         if manifest.config.media_type != super::WASM_CONFIG {
@@ -238,9 +236,6 @@ impl Skill {
         let (mut wasm, mut files) = (None, None);
         for layer in &manifest.layers {
             super::digest_hex(&layer.digest)?;
-            if layer.size > MAX_BLOB_BYTES {
-                return Err(layout(format!("layer {} has {} bytes, over {MAX_BLOB_BYTES}", layer.digest, layer.size)));
-            }
             let slot = match layer.media_type.as_str() {
                 super::WASM_LAYER => &mut wasm,
                 super::FILES_LAYER => &mut files,
@@ -259,22 +254,13 @@ impl Skill {
     }
 }
 
-/// Writes the skill's folder into `to` (created; must not exist): the component from
-/// `wasm`, every file of `tar`. Each blob is checked against its descriptor first; an entry
-/// that is not a plain file at a plain relative path, a second `skill.wasm`, or a file over
-/// the size a skill's file may have is refused.
-pub fn unpack(skill: &Skill, wasm: Option<&[u8]>, tar: &[u8], to: &Path) -> Result<()> {
-    match (&skill.wasm, wasm) {
-        (Some(d), Some(bytes)) => check_digest("the component layer", bytes, &d.digest)?,
-        (None, None) => {}
-        _ => return Err(OciError::Layout("the component layer and its bytes disagree".into())),
-    }
-    check_digest("the files layer", tar, &skill.files.digest)?;
-    std::fs::create_dir_all(to).map_err(io(to))?;
-    if let Some(bytes) = wasm {
-        std::fs::write(to.join(WASM_FILE), bytes).map_err(io(to))?;
-    }
-    let mut archive = tar::Archive::new(tar);
+/// Unpacks the files layer, the tar file `tar` (already checked against its digest), into
+/// `to` (which exists and holds at most the component). An entry that is not a plain file at
+/// a plain relative path, a second `skill.wasm`, or a file over the size a skill's file may
+/// have is refused.
+pub fn unpack(tar: &Path, to: &Path) -> Result<()> {
+    let file = std::fs::File::open(tar).map_err(io(tar))?;
+    let mut archive = tar::Archive::new(std::io::BufReader::new(file));
     for entry in archive.entries().map_err(io(to))? {
         let mut entry = entry.map_err(io(to))?;
         let kind = entry.header().entry_type();

@@ -6,8 +6,10 @@
 //!   `application/vnd.wasm.config.v0+json`, the component as an `application/wasm` layer)
 //!   plus the skill's other distributable files ([`super::files`]) as one deterministic tar
 //!   layer ([`FILES_LAYER`]); packing a folder, unpacking into one.
-//! - `registry.rs` — the registry client (`oci-client`): plain HTTP only to loopback or under
-//!   `insecure`, credentials from the command line or Docker's `config.json`.
+//! - `registry.rs` — the registry client: plain HTTP only to loopback or under `insecure`,
+//!   credentials from the command line or Docker's `config.json`; pulls counted on the bytes
+//!   received (layers streamed to disk up to `skills.oci_max_bytes`, documents up to 4 MiB),
+//!   `oci-client` for the token exchange and pushes.
 //! - `sign.rs` — cosign's key-based layout: `sha256-<hex>.sig`, simplesigning payloads,
 //!   ECDSA P-256 signatures in the `dev.cosignproject.cosign/signature` annotation; keys.
 //! - `source.rs` — `skills.oci` entries turned into verified folders in the cache
@@ -63,6 +65,14 @@ pub enum OciError {
         expected: String,
         /// The digest of what came.
         actual: String,
+    },
+    /// More bytes than allowed: the registry sent (or declared) past the bound.
+    #[error("{what} is over {limit} bytes: the download stopped there")]
+    TooLarge {
+        /// What was being read.
+        what: String,
+        /// The bound, in bytes.
+        limit: u64,
     },
     /// Not a skill artifact, or a malformed one.
     #[error("not a skill artifact: {0}")]

@@ -116,7 +116,7 @@ async fn fetch(registry: &Registry, reference: &Reference, digest: &str) -> Resu
     let mut layers = Vec::new();
     for layer in manifest.layers.iter().filter(|l| l.media_type == SIMPLESIGNING) {
         let Some(signature) = layer.annotations.get(SIGNATURE_ANNOTATION) else { continue };
-        let payload = registry.blob(&at, layer).await?;
+        let payload = registry.document(&at, layer).await?;
         let annotation = |name: &str| layer.annotations.get(name).cloned();
         layers.push(SigLayer {
             payload,
@@ -152,7 +152,7 @@ async fn fetch_bundles(registry: &Registry, reference: &Reference, digest: &str)
         super::check_digest("a bundle's manifest", &bytes, &referrer)?;
         let manifest = Manifest::parse(&bytes)?;
         for layer in manifest.layers.iter().filter(|l| l.media_type.starts_with(BUNDLE)) {
-            let blob = registry.blob(&at, layer).await?;
+            let blob = registry.document(&at, layer).await?;
             bundles.push(String::from_utf8(blob).map_err(|_| OciError::Layout("a bundle that is not UTF-8".into()))?);
         }
     }

@@ -147,7 +147,8 @@ impl Cache {
 /// Pulls (or finds in `cache`) and verifies the skill `entry` names.
 pub async fn resolve(entry: &OciSkill, config: &LoadedConfig, cache: &Cache, network: Network) -> Result<Pulled> {
     let reference = registry::parse(&entry.reference)?;
-    let registry = Registry::new(&reference, &Access { insecure: entry.insecure, credentials: None });
+    let registry = Registry::new(&reference, &Access { insecure: entry.insecure, credentials: None })
+        .max_blob_bytes(config.config.skills.oci_max_bytes);
     let (digest, fetched) = digest_of_entry(entry, &reference, &registry, cache, network).await?;
     let resolved_tag = fetched.is_some().then(|| cache.tag_path(&entry.reference));
     let manifest = match fetched {
@@ -396,6 +397,22 @@ async fn signatures(
     }
 }
 
+/// Fetches the skill's layers into `to` (created, or empty): the component streamed to
+/// `skill.wasm`, the files layer streamed to a scratch file beside `to` and unpacked. Every
+/// blob is hashed and counted as it arrives ([`Registry::blob_to`]); the caller removes `to`
+/// when this fails.
+pub async fn fetch_into(registry: &Registry, reference: &Reference, skill: &artifact::Skill, to: &Path) -> Result<()> {
+    std::fs::create_dir_all(to).map_err(io(to))?;
+    if let Some(layer) = &skill.wasm {
+        registry.blob_to(reference, layer, &to.join(crate::skills::loader::WASM_FILE)).await?;
+    }
+    let beside = to.parent().unwrap_or(to);
+    let scratch = tempfile::Builder::new().prefix(".files-").tempdir_in(beside).map_err(io(beside))?;
+    let tar = scratch.path().join("files.tar");
+    registry.blob_to(reference, &skill.files, &tar).await?;
+    artifact::unpack(&tar, to)
+}
+
 /// Fetches the skill's layers and unpacks them into `dir`, whole or not at all.
 async fn fetch_folder(
     skill: &artifact::Skill,
@@ -407,17 +424,12 @@ async fn fetch_folder(
     if network == Network::CacheOnly {
         return Err(not_cached());
     }
-    let wasm = match &skill.wasm {
-        Some(layer) => Some(registry.blob(reference, layer).await?),
-        None => None,
-    };
-    let tar = registry.blob(reference, &skill.files).await?;
     let digest_dir = dir.parent().expect("a skill folder is in its digest's folder");
     let skills = digest_dir.parent().expect("and that in skills/");
     std::fs::create_dir_all(skills).map_err(io(skills))?;
     let temp = tempfile::Builder::new().prefix(".pulling-").tempdir_in(skills).map_err(io(skills))?;
     let unpacked = temp.path().join(&skill.name);
-    artifact::unpack(skill, wasm.as_deref(), &tar, &unpacked)?;
+    fetch_into(registry, reference, skill, &unpacked).await?;
     // What every file hashed to when unpacked from the verified layers: checked at each load.
     let record = serde_json::to_vec(&file_digests(&unpacked)?).expect("JSON serialises");
     std::fs::write(temp.path().join(FILES_RECORD), record).map_err(io(temp.path()))?;
