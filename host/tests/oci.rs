@@ -664,8 +664,35 @@ fn keyless_signatures_verify_offline_against_the_trust_root_and_refuse_the_rest(
     let addr = registry.addr.clone();
     let ws = Workspace::new();
     write_config(&ws, &[], "");
-    let names =
-        ["keyless", "bundled", "keybundle", "otherid", "otherissuer", "otherroot", "forgedlog", "badproof", "noroot"];
+    // The bypass shapes (cosign's 2026 advisories), each a mode of `support/cosign.py keyless`,
+    // and the refusal each must meet. An expired certificate with its log entry's time moved
+    // into its validity: under the signed entry timestamp (which no longer verifies), and
+    // under an inclusion proof alone (which signs no time; this one loaded before the fix).
+    let bypasses = [
+        ("movedtime", "moved-time", "a signed entry timestamp the transparency log did not sign"),
+        ("bundlemoved", "bundle-moved-time", "nothing signs its integratedTime"),
+        // A bare public key where the certificate goes: no chain, no identity.
+        ("barekey", "bare-key", "a certificate field that holds no PEM certificate"),
+        ("bundlebarekey", "bundle-bare-key", "certificate(s) are malformed"),
+        // A genuine log entry of another artifact digest, signature or key.
+        ("logdigest", "log-other-digest", "signature transparency materials are inconsistent"),
+        ("logsig", "log-other-signature", "signature transparency materials are inconsistent"),
+        ("logkey", "log-other-key", "signature transparency materials are inconsistent"),
+        // Signed and logged, but not a payload: fails, never passes.
+        ("badpayload", "bad-payload", "a payload that is not JSON"),
+    ];
+    let mut names = vec![
+        "keyless",
+        "bundled",
+        "keybundle",
+        "otherid",
+        "otherissuer",
+        "otherroot",
+        "forgedlog",
+        "badproof",
+        "noroot",
+    ];
+    names.extend(bypasses.iter().map(|(name, ..)| *name));
     let digests: std::collections::BTreeMap<&str, String> =
         names.iter().map(|n| (*n, push(&ws, &registry, n))).collect();
     let (identity, issuer) = ("dev@team.example", "https://issuer.team.example");
@@ -694,6 +721,9 @@ fn keyless_signatures_verify_offline_against_the_trust_root_and_refuse_the_rest(
     sigstore("otherroot", "elsewhere", identity, issuer, "");
     sigstore("forgedlog", "sigstore", identity, issuer, "forged-log");
     sigstore("noroot", "sigstore", identity, issuer, "");
+    for (name, mode, _) in bypasses {
+        sigstore(name, "sigstore", identity, issuer, mode);
+    }
     let at = |name: &str| format!("{}/team/{name}@{}", addr, digests[name]);
     let verify = |root: &str| format!("verify: {{identity: '{identity}', issuer: '{issuer}', trusted_root: {root}}}");
     let entries: Vec<String> = names
@@ -755,6 +785,9 @@ fn keyless_signatures_verify_offline_against_the_trust_root_and_refuse_the_rest(
         refused("forgedlog", "a signed entry timestamp the transparency log did not sign");
         refused("badproof", "an inclusion proof that does not lead to its root");
         refused("noroot", "sigstore/nowhere.json");
+        for (name, _, reason) in bypasses {
+            refused(name, reason);
+        }
         let echoed = ok(&ws, &["call", "keyless__echo", r#"{"word": "keyless"}"#]);
         assert!(echoed.contains("keyless"), "online {online}: {echoed}");
     }

@@ -204,14 +204,18 @@ def keyless(directory, registry, repository, digest, identity, issuer, mode=""):
     # The certificate, as Fulcio issues it: ten minutes, no subject, the identity as a SAN, the
     # issuer in Sigstore's extension, and the CT log's SCT over the precertificate.
     leaf_key = ec.generate_private_key(ec.SECP256R1())
+    # "moved-time" modes: a certificate that expired two hours ago, and a log entry whose
+    # integratedTime claims it was logged while the certificate was valid.
+    moved = mode in ("moved-time", "bundle-moved-time")
+    shift = datetime.timedelta(hours=2) if moved else datetime.timedelta(0)
     san = x509.UniformResourceIdentifier(identity) if "://" in identity else x509.RFC822Name(identity)
     issuer_oid = x509.ObjectIdentifier("1.3.6.1.4.1.57264.1.1")
     issuer_v2_oid = x509.ObjectIdentifier("1.3.6.1.4.1.57264.1.8")
     utf8 = issuer.encode()
     builder = (x509.CertificateBuilder().subject_name(x509.Name([])).issuer_name(ca.subject)
                .public_key(leaf_key.public_key()).serial_number(x509.random_serial_number())
-               .not_valid_before(now - datetime.timedelta(minutes=1))
-               .not_valid_after(now + datetime.timedelta(minutes=10))
+               .not_valid_before(now - datetime.timedelta(minutes=1) - shift)
+               .not_valid_after(now + datetime.timedelta(minutes=10) - shift)
                .add_extension(x509.KeyUsage(digital_signature=True, content_commitment=False,
                                             key_encipherment=False, data_encipherment=False, key_agreement=False,
                                             key_cert_sign=False, crl_sign=False, encipher_only=False,
@@ -236,6 +240,11 @@ def keyless(directory, registry, repository, digest, identity, issuer, mode=""):
     certificate = builder.add_extension(x509.UnrecognizedExtension(sct_oid, octets), critical=False).sign(
         ca_key, hashes.SHA256())
     certificate_pem = certificate.public_bytes(serialization.Encoding.PEM)
+    # "bare-key" modes: the leaf's bare public key where the certificate goes.
+    bare_key = mode in ("bare-key", "bundle-bare-key")
+    if bare_key:
+        certificate_pem = leaf_key.public_key().public_bytes(serialization.Encoding.PEM,
+                                                             serialization.PublicFormat.SubjectPublicKeyInfo)
 
     log_key = ec.generate_private_key(ec.SECP256R1()) if mode == "forged-log" else rekor_key
     if mode.startswith("bundle"):
@@ -251,33 +260,45 @@ def keyless(directory, registry, repository, digest, identity, issuer, mode=""):
         })
         entry, entry_timestamp = logged(body, log_key, log_id(rekor_key).hex())
         proof = inclusion_proof(body, entry["logIndex"], rekor_key, spki(rekor_key), mode == "bundle-bad-proof")
+        der = spki(leaf_key) if bare_key else certificate.public_bytes(serialization.Encoding.DER)
+        tlog_entry = {
+            "logIndex": str(entry["logIndex"]), "logId": {"keyId": b64(log_id(rekor_key))},
+            "kindVersion": {"kind": "dsse", "version": "0.0.1"},
+            "integratedTime": str(entry["integratedTime"]),
+            "inclusionPromise": {"signedEntryTimestamp": b64(entry_timestamp)},
+            "inclusionProof": proof,
+            "canonicalizedBody": b64(body),
+        }
+        if moved:
+            # An inclusion proof alone (a real one) signs no time: the claimed one is moved.
+            del tlog_entry["inclusionPromise"]
+            tlog_entry["integratedTime"] = str(entry["integratedTime"] - 7200)
         bundle = {
             "mediaType": "application/vnd.dev.sigstore.bundle.v0.3+json",
-            "verificationMaterial": {
-                "certificate": {"rawBytes": b64(certificate.public_bytes(serialization.Encoding.DER))},
-                "tlogEntries": [{
-                    "logIndex": str(entry["logIndex"]), "logId": {"keyId": b64(log_id(rekor_key))},
-                    "kindVersion": {"kind": "dsse", "version": "0.0.1"},
-                    "integratedTime": str(entry["integratedTime"]),
-                    "inclusionPromise": {"signedEntryTimestamp": b64(entry_timestamp)},
-                    "inclusionProof": proof,
-                    "canonicalizedBody": b64(body),
-                }],
-            },
+            "verificationMaterial": {"certificate": {"rawBytes": b64(der)}, "tlogEntries": [tlog_entry]},
             "dsseEnvelope": envelope,
         }
         push_referrer(registry, repository, digest, json.dumps(bundle).encode())
         return 0
-    payload = simplesigning(registry, repository, digest)
+    # "bad-payload": signed and logged, but not a simplesigning payload.
+    payload = b"{not json" if mode == "bad-payload" else simplesigning(registry, repository, digest)
     signature = leaf_key.sign(payload, ec.ECDSA(hashes.SHA256()))
+    # "log-other-*": a genuine log entry, of another artifact digest, signature or key.
+    logged_hash = hashlib.sha256(payload + (b" " if mode == "log-other-digest" else b"")).hexdigest()
+    logged_signature = leaf_key.sign(b"another", ec.ECDSA(hashes.SHA256())) if mode == "log-other-signature" \
+        else signature
+    logged_key = ca.public_bytes(serialization.Encoding.PEM) if mode == "log-other-key" else certificate_pem
     body = canonical({
         "apiVersion": "0.0.1", "kind": "hashedrekord",
         "spec": {
-            "data": {"hash": {"algorithm": "sha256", "value": hashlib.sha256(payload).hexdigest()}},
-            "signature": {"content": b64(signature), "publicKey": {"content": b64(certificate_pem)}},
+            "data": {"hash": {"algorithm": "sha256", "value": logged_hash}},
+            "signature": {"content": b64(logged_signature), "publicKey": {"content": b64(logged_key)}},
         },
     })
     entry, entry_timestamp = logged(body, log_key, log_id(rekor_key).hex())
+    if moved:
+        # The entry's signed timestamp is over the real time; the claimed one is moved.
+        entry = dict(entry, integratedTime=entry["integratedTime"] - 7200)
     rekor_bundle = {"SignedEntryTimestamp": b64(entry_timestamp), "Payload": entry}
     append_layer(registry, repository, digest, payload, {
         SIGNATURE: b64(signature),

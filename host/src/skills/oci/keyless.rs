@@ -20,8 +20,9 @@
 //! Either bundle is checked by the `sigstore` crate (the certificate chains to a CA of the
 //! trust root at signing time, its embedded SCT verifies with a CT log of the trust root, it
 //! names the identity and the issuer, it made the signature, the log entry is this
-//! signature's) and here (the log's signed entry timestamp verifies with a Rekor key of the
-//! trust root, and an inclusion proof, when the bundle has one, leads to a checkpoint that key
+//! signature's) and here (the log's signed entry timestamp, required because it alone signs
+//! the `integratedTime` the certificate is checked at, verifies with a Rekor key of the trust
+//! root, and an inclusion proof, when the bundle has one, leads to a checkpoint that key
 //! signed: the crate leaves both undone).
 
 use super::sign::{self, SigLayer, Signatures};
@@ -244,7 +245,7 @@ async fn verify_layer(
 fn bundle_of(layer: &SigLayer) -> std::result::Result<Bundle, String> {
     let certificate = layer.certificate.as_deref().ok_or("a key-based signature (no certificate)")?;
     let rekor = layer.rekor_bundle.as_deref().ok_or("a certificate with no transparency-log entry")?;
-    let certificate = pem_der(certificate).ok_or("a certificate that is not PEM")?;
+    let certificate = pem_der(certificate).ok_or("a certificate field that holds no PEM certificate")?;
     let rekor: RekorBundle =
         serde_json::from_str(rekor).map_err(|e| format!("a transparency-log entry that is not cosign's ({e})"))?;
     let signature = b64(&layer.signature).ok_or("a signature that is not base64")?;
@@ -280,15 +281,14 @@ fn bundle_of(layer: &SigLayer) -> std::result::Result<Bundle, String> {
     })
 }
 
-/// The DER of the first PEM block of `text`.
+/// The DER of the first PEM block of `text`, when it is a certificate (not, say, a bare
+/// public key, which would name no identity and chain to no CA).
 fn pem_der(text: &str) -> Option<Vec<u8>> {
-    let body: String = text
-        .lines()
-        .map(str::trim)
-        .skip_while(|line| !line.starts_with("-----BEGIN"))
-        .skip(1)
-        .take_while(|line| !line.starts_with("-----END"))
-        .collect();
+    let mut lines = text.lines().map(str::trim).skip_while(|line| !line.starts_with("-----BEGIN"));
+    if lines.next()? != "-----BEGIN CERTIFICATE-----" {
+        return None;
+    }
+    let body: String = lines.take_while(|line| !line.starts_with("-----END")).collect();
     b64(&body).filter(|der| !der.is_empty())
 }
 
@@ -315,31 +315,37 @@ async fn check_bundle(
 
 /// The log entry was logged by a Rekor of the trust root: its signed entry timestamp verifies,
 /// and its inclusion proof, when there is one, leads to a checkpoint the log signed.
+///
+/// The signed entry timestamp is required: it is what signs `integratedTime`, the time at
+/// which the certificate must have been valid (the `sigstore` crate checks the certificate at
+/// that time). An inclusion proof alone proves the entry is in the log, not when it was
+/// logged: with it, a signature made with an expired certificate could claim any time. (An
+/// RFC 3161 timestamp would cover it too; those are not read here, so a bundle with only one
+/// is refused.)
 fn check_entry(entry: &TransparencyLogEntry, root: &TrustRoot) -> std::result::Result<(), String> {
     let log_id = entry.log_id.as_ref().map(|id| id.key_id.as_slice()).unwrap_or_default();
     let key = root.tlog_key(log_id).ok_or_else(|| {
         format!("logged by a transparency log the trust root does not name ({})", hex::encode(log_id))
     })?;
     let key = CosignVerificationKey::try_from_der(key).map_err(|e| format!("the trust root's log key: {e}"))?;
-    let mut checked = false;
-    if let Some(promise) = &entry.inclusion_promise {
-        let signed = serde_json::json!({
-            "body": base64::engine::general_purpose::STANDARD.encode(&entry.canonicalized_body),
-            "integratedTime": entry.integrated_time,
-            "logID": hex::encode(log_id),
-            "logIndex": entry.log_index,
-        });
-        // serde_json's map is ordered by key and writes no spaces: RFC 8785 for these values.
-        let signed = serde_json::to_vec(&signed).expect("JSON serialises");
-        key.verify_signature(Signature::Raw(&promise.signed_entry_timestamp), &signed)
-            .map_err(|_| "a signed entry timestamp the transparency log did not sign".to_string())?;
-        checked = true;
+    let promise = entry.inclusion_promise.as_ref().ok_or(
+        "a log entry without a signed entry timestamp: nothing signs its integratedTime (an inclusion proof alone \
+         does not)",
+    )?;
+    let signed = serde_json::json!({
+        "body": base64::engine::general_purpose::STANDARD.encode(&entry.canonicalized_body),
+        "integratedTime": entry.integrated_time,
+        "logID": hex::encode(log_id),
+        "logIndex": entry.log_index,
+    });
+    // serde_json's map is ordered by key and writes no spaces: RFC 8785 for these values.
+    let signed = serde_json::to_vec(&signed).expect("JSON serialises");
+    key.verify_signature(Signature::Raw(&promise.signed_entry_timestamp), &signed)
+        .map_err(|_| "a signed entry timestamp the transparency log did not sign".to_string())?;
+    match &entry.inclusion_proof {
+        Some(proof) => check_inclusion(proof, &entry.canonicalized_body, &key),
+        None => Ok(()),
     }
-    if let Some(proof) = &entry.inclusion_proof {
-        check_inclusion(proof, &entry.canonicalized_body, &key)?;
-        checked = true;
-    }
-    if checked { Ok(()) } else { Err("a log entry with neither a signed timestamp nor an inclusion proof".into()) }
 }
 
 /// RFC 6962's inclusion proof of `body`, and the checkpoint (a signed note) naming its root.
