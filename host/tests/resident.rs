@@ -1,8 +1,9 @@
 //! What a hostile skill can make the host keep, measured as the server's resident memory
 //! (`VmRSS`) through `skillhost mcp`: memory bombs run 64 at a time leave no more than the
 //! sandbox's resident budget behind (`sandbox.resident_mb`, `sandbox.resident_per_skill_mb`),
-//! and results and HTTP bodies refused for their size leave RSS within 32 MiB of where it
-//! was. The bounds asserted are the budgets the test configures; without them the bombs
+//! results and HTTP bodies refused for their size leave RSS within 32 MiB of where it
+//! was, and millions of empty writes to stdout and stderr leave the peak where it was. The
+//! bounds asserted are the budgets the test configures; without them the bombs
 //! alone left 2.4 GiB behind on this machine.
 
 mod support;
@@ -177,4 +178,32 @@ fn a_refused_or_failed_call_gives_back_the_memory_it_touched() {
     }
     let (after, _) = raw.call("hostile__huge_result", json!({"mb": 0}));
     assert_eq!(kind(&after), "ok", "the skill still answers: {after}");
+}
+
+/// The server's peak resident memory so far (`VmHWM`), in bytes.
+fn peak(raw: &Raw) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{}/status", raw.pid())).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() * 1024
+}
+
+/// GHSA-5m8g-xhq4-4h93: wasmtime-wasi's `AsyncWriteStream` (the default behind a
+/// `StdoutStream`) queued every empty write, unbounded, since an empty write costs no budget.
+/// The streams a skill can write are stdout and stderr (the HTTP import takes a whole body,
+/// never a stream, and refuses one past its size): a byte and then millions of empty writes to
+/// each, straight through `wasi:io/streams`, leave the host's peak memory where it was. (Seen
+/// failing: with wasmtime-wasi 48.0.8's default adapter in place of our writer and a sink that
+/// never takes the first byte, the same call raised the peak by 121 MiB; ours: under 1 MiB.)
+#[test]
+fn millions_of_empty_writes_to_stdout_and_stderr_keep_nothing() {
+    let manifest = "[limits]\nfuel = 50_000_000_000\ntimeout_ms = 120_000\n";
+    let (_ws, mut raw) = serve(manifest, "", |_| String::new());
+    let (warm, _) = raw.call("hostile__empty_writes", json!({"count": 1}));
+    assert_eq!(kind(&warm), "ok", "{warm}");
+    let before = peak(&raw);
+    let (answer, _) = raw.call("hostile__empty_writes", json!({"count": 2_000_000}));
+    assert_eq!(kind(&answer), "ok", "{answer}");
+    let rose = peak(&raw).saturating_sub(before);
+    eprintln!("4,000,000 empty writes: peak RSS rose {} KiB", rose >> 10);
+    assert!(rose < 32 * MIB, "4,000,000 empty writes raised the peak by {} MiB", rose / MIB);
 }

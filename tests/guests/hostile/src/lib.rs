@@ -11,6 +11,7 @@
 //! | `trap` | panics with a message | a crash report |
 //! | `stdout_flood` | prints `mb` MiB to stdout (default 64), ignoring write errors, then returns `done` | the output cap |
 //! | `fill_memory` | writes `files` memory files (default 512) of `kb` KiB (default 1024) under `fill/`, stopping at the first error | the memory quota |
+//! | `empty_writes` | one byte, then `count` empty writes (default 4,000,000), to stdout, then to stderr, straight through `wasi:io/streams`, then returns `done` | nothing kept for them (GHSA-5m8g-xhq4-4h93) |
 //! | `fill_state` | sets `keys` state keys (default 20,000) of `bytes` bytes (default 1024), stopping at the first error | the state quota |
 //!
 //! The `fill_*` tools report `{"written": n, "error": kind or null, "detail": text or null}`.
@@ -68,6 +69,11 @@ impl Skill for Hostile {
                 "Print a flood to stdout.",
                 number_schema("mb", "MiB to print (default 64)."),
             ),
+            Tool::with_schema(
+                "empty_writes",
+                "Write nothing, many times, to stdout and stderr.",
+                number_schema("count", "Empty writes to each (default 4000000)."),
+            ),
             Tool::with_schema("fill_memory", "Write many memory files.", numbers_schema(&["files", "kb"])),
             Tool::with_schema("fill_state", "Set many state keys.", numbers_schema(&["keys", "bytes"])),
         ]
@@ -86,6 +92,7 @@ impl Skill for Hostile {
             "log_flood" => Ok(log_flood(number(&input, "count", 1_000_000))),
             "trap" => panic!("hostile guest panicked on purpose"),
             "stdout_flood" => Ok(stdout_flood(number(&input, "mb", 64) as usize)),
+            "empty_writes" => Ok(empty_writes(number(&input, "count", 4_000_000))),
             "fill_memory" => Ok(fill_memory(number(&input, "files", 512), number(&input, "kb", 1024) as usize)),
             "fill_state" => Ok(fill_state(number(&input, "keys", 20_000), number(&input, "bytes", 1024) as usize)),
             _ => Err(Error::unknown_tool(name)),
@@ -135,6 +142,92 @@ fn stdout_flood(mb: usize) -> ToolResult {
     let mut stdout = std::io::stdout().lock();
     for _ in 0..mb * 1024 {
         let _ = writeln!(stdout, "{line}");
+    }
+    ToolResult::text("done")
+}
+
+/// `wasi:io` 0.2.0 (whole: the linker merges it with std's copy) and the two `wasi:cli`
+/// interfaces `empty_writes` calls directly (std skips an empty write).
+mod streams {
+    wit_bindgen::generate!({
+        inline: r#"
+            package skillhost:hostile;
+
+            package wasi:io@0.2.0 {
+                interface error {
+                    resource error {
+                        to-debug-string: func() -> string;
+                    }
+                }
+                interface poll {
+                    resource pollable {
+                        ready: func() -> bool;
+                        block: func();
+                    }
+                    poll: func(in: list<borrow<pollable>>) -> list<u32>;
+                }
+                interface streams {
+                    use error.{error};
+                    use poll.{pollable};
+                    variant stream-error {
+                        last-operation-failed(error),
+                        closed,
+                    }
+                    resource input-stream {
+                        read: func(len: u64) -> result<list<u8>, stream-error>;
+                        blocking-read: func(len: u64) -> result<list<u8>, stream-error>;
+                        skip: func(len: u64) -> result<u64, stream-error>;
+                        blocking-skip: func(len: u64) -> result<u64, stream-error>;
+                        subscribe: func() -> pollable;
+                    }
+                    resource output-stream {
+                        check-write: func() -> result<u64, stream-error>;
+                        write: func(contents: list<u8>) -> result<_, stream-error>;
+                        blocking-write-and-flush: func(contents: list<u8>) -> result<_, stream-error>;
+                        flush: func() -> result<_, stream-error>;
+                        blocking-flush: func() -> result<_, stream-error>;
+                        subscribe: func() -> pollable;
+                        write-zeroes: func(len: u64) -> result<_, stream-error>;
+                        blocking-write-zeroes-and-flush: func(len: u64) -> result<_, stream-error>;
+                        splice: func(src: borrow<input-stream>, len: u64) -> result<u64, stream-error>;
+                        blocking-splice: func(src: borrow<input-stream>, len: u64) -> result<u64, stream-error>;
+                    }
+                }
+            }
+
+            package wasi:cli@0.2.0 {
+                interface stdout {
+                    use wasi:io/streams@0.2.0.{output-stream};
+                    get-stdout: func() -> output-stream;
+                }
+                interface stderr {
+                    use wasi:io/streams@0.2.0.{output-stream};
+                    get-stderr: func() -> output-stream;
+                }
+            }
+
+            world empty-writes {
+                import wasi:cli/stdout@0.2.0;
+                import wasi:cli/stderr@0.2.0;
+            }
+        "#,
+        world: "skillhost:hostile/empty-writes",
+        generate_all,
+    });
+}
+
+/// One byte, then `count` empty writes, to stdout, then to stderr; a write the host refuses
+/// ends that stream's run. (The byte first: a stream that queues writes behind a slow sink
+/// queues the empty ones too, since an empty write costs no budget.)
+fn empty_writes(count: u64) -> ToolResult {
+    use streams::wasi::cli::{stderr, stdout};
+    for stream in [stdout::get_stdout(), stderr::get_stderr()] {
+        let _ = stream.write(b"x");
+        for _ in 0..count {
+            if stream.write(&[]).is_err() {
+                break;
+            }
+        }
     }
     ToolResult::text("done")
 }
