@@ -219,6 +219,15 @@ fn the_console_in_a_real_browser() {
         b.wait_for("document.querySelector('[data-server=\"ask\"]')", WAIT);
     }
     b.screenshot(&shots.join("mcp.png"));
+    // The record: the decisions taken above, newest first, under the head to keep.
+    b.click("a[href='#/audit']");
+    b.wait_for("/^[0-9]+:[0-9a-f]{64}$/.test((document.getElementById('audit-head') || {}).textContent || '')", WAIT);
+    let record = b.eval("document.getElementById('audit').innerText");
+    let record = record.as_str().unwrap();
+    for shown in ["decided · approved", "decided · denied", "opened", "probe__echo"] {
+        assert!(record.contains(shown), "{shown} not on the record page: {record}");
+    }
+    b.screenshot(&shots.join("record.png"));
 
     // A phone-width screen: nothing wider than the screen.
     b.resize(390, 844, true);

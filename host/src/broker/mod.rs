@@ -22,6 +22,7 @@
 //! another replica reaches the waiting one by `NOTIFY` (or, while its listening connection
 //! is lost, by polling). No adapter branches on the backend.
 
+pub mod audit;
 pub mod form;
 mod local;
 pub mod present;
@@ -188,6 +189,9 @@ pub enum BrokerError {
     /// No id could be made.
     #[error("no id: the OS random source failed ({0})")]
     Random(String),
+    /// The record cannot be appended to, so nothing is opened.
+    #[error("the record cannot be written ({0})")]
+    Record(String),
 }
 
 /// Who asks, for an entry: its agent, surface, conversation and run, and who may decide.
@@ -278,6 +282,8 @@ pub struct Broker {
     local_tasks: tasks::LocalTasks,
     /// What wakes each task running here, by id.
     task_wakes: Mutex<HashMap<String, Arc<tokio::sync::Notify>>>,
+    /// Where the record is kept, and for how long (none: an in-process broker of a test).
+    record: Option<(StateStore, Option<Duration>)>,
 }
 
 impl std::fmt::Debug for Broker {
@@ -291,29 +297,34 @@ impl std::fmt::Debug for Broker {
 }
 
 impl Broker {
-    /// A broker whose entries live in this process alone.
+    /// A broker whose entries live in this process alone, and which keeps no record.
     pub fn in_process() -> Arc<Broker> {
-        Arc::new(Broker::with(Backend::Local(local::Ledger::default())))
+        Arc::new(Broker::with(Backend::Local(local::Ledger::default()), None))
     }
 
-    fn with(backend: Backend) -> Broker {
+    fn with(backend: Backend, record: Option<(StateStore, Option<Duration>)>) -> Broker {
         Broker {
             backend,
             waiters: Mutex::default(),
             changes: broadcast::channel(256).0,
             local_tasks: tasks::LocalTasks::default(),
             task_wakes: Mutex::default(),
+            record,
         }
     }
 
     /// The broker `state` calls for: shared by the replicas when it is PostgreSQL (with a
-    /// task that hands this process the decisions taken elsewhere), else in-process.
-    pub fn for_store(state: &StateStore) -> Arc<Broker> {
-        let Some(pg) = state.postgres() else { return Broker::in_process() };
+    /// task that hands this process the decisions taken elsewhere), else in-process. Either
+    /// keeps its record ([`audit`]) in `state`, each record for `retention` (none: for good).
+    pub fn for_store(state: &StateStore, retention: Option<Duration>) -> Arc<Broker> {
+        let record = Some((state.clone(), retention));
+        let Some(pg) = state.postgres() else {
+            return Arc::new(Broker::with(Backend::Local(local::Ledger::default()), record));
+        };
         let decisions = Decisions::of(&pg);
         let decided = decisions.subscribe();
         let mut changes = decisions.changes();
-        let broker = Arc::new(Broker::with(Backend::Shared(decisions)));
+        let broker = Arc::new(Broker::with(Backend::Shared(decisions), record));
         tokio::spawn(deliver(Arc::downgrade(&broker), decided));
         // What changes on other replicas reaches this one's live views.
         let watchers = broker.changes.clone();
@@ -397,8 +408,47 @@ impl Broker {
             self.waiters.lock().remove(&id);
             return Err(e.into());
         }
+        // Not on the record, not shown: the entry ends at once.
+        if let Err(e) = self.note(&entry, "opened", None).await {
+            self.settle(&id, &Outcome::Cancelled);
+            return Err(e);
+        }
         let _ = self.changes.send(id.clone());
         Ok(entry)
+    }
+
+    /// `agent`'s record, where this broker keeps one.
+    pub fn audit(&self, agent: &str) -> Option<audit::Audit> {
+        self.record.as_ref().map(|(state, retention)| audit::Audit::new(state.clone(), agent, *retention))
+    }
+
+    /// Records that a call of `tool` with `input`, asked in `scope`, ran approved by
+    /// auto-promotion (nobody was asked); a record that cannot be appended is warned of.
+    pub async fn note_promoted(&self, scope: &Scope, tool: &str, input: &serde_json::Value) {
+        let Some(audit) = self.audit(&scope.agent) else { return };
+        let record = audit::Record {
+            event: "promoted".into(),
+            kind: Some(Kind::Approval.as_str().into()),
+            tool: Some(tool.into()),
+            arguments_sha256: Some(arguments_hash(input)),
+            surface: Some(scope.surface.clone()),
+            run_id: Some(scope.run_id.clone()),
+            outcome: Some(Outcome::Approved(None).name().into()),
+            by: Some("promotion".into()),
+            ..audit::Record::default()
+        };
+        if let Err(e) = audit.append(record).await {
+            tracing::warn!(tool, "cannot append to the record: {e}");
+        }
+    }
+
+    /// Appends what happened to `entry` (`event`, and how it ended) to its agent's record.
+    async fn note(&self, entry: &Entry, event: &str, outcome: Option<&Outcome>) -> Result<(), BrokerError> {
+        let Some(audit) = self.audit(&entry.agent) else { return Ok(()) };
+        audit.append(audit::Record::of(entry, event, outcome)).await.map(drop).map_err(|e| {
+            tracing::warn!(entry = entry.id, event, "cannot append to the record: {e}");
+            BrokerError::Record(e.to_string())
+        })
     }
 
     /// Entry `id` as `who` may see it: `None` when unknown or not theirs.
@@ -448,6 +498,8 @@ impl Broker {
             Decided::Won(entry) => {
                 self.deliver_here(&entry, &outcome, entry.decided_by.as_deref().unwrap_or_default());
                 let _ = self.changes.send(id.to_owned());
+                // Taken either way; a record that cannot be appended is warned of.
+                let _ = self.note(&entry, "decided", Some(&outcome)).await;
                 Ok((entry, true))
             }
             Decided::Same(entry) => Ok((entry, false)),
@@ -488,8 +540,22 @@ impl Broker {
     /// once, in the database in the background (an entry left pending is settled by its
     /// expiry).
     pub fn settle(&self, id: &str, outcome: &Outcome) {
-        self.waiters.lock().remove(id);
+        let waiter = self.waiters.lock().remove(id);
         let _ = self.changes.send(id.to_owned());
+        // The clock or the run ended the wait (a person's decision is on the record already).
+        if !outcome.by_person()
+            && let Some(entry) = waiter.and_then(|w| w.entry)
+            && let Some(audit) = self.audit(&entry.agent)
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            let event = if *outcome == Outcome::TimedOut { "expired" } else { "cancelled" };
+            let record = audit::Record::of(&entry, event, Some(outcome));
+            runtime.spawn(async move {
+                if let Err(e) = audit.append(record).await {
+                    tracing::warn!(entry = entry.id, "cannot append to the record: {e}");
+                }
+            });
+        }
         match &self.backend {
             Backend::Local(ledger) => ledger.settle(id, outcome.clone()),
             Backend::Shared(shared) => {

@@ -1,5 +1,6 @@
 //! Command-line parsing and one module per command.
 
+mod audit;
 mod call;
 mod chat;
 mod conformance;
@@ -54,6 +55,9 @@ enum Command {
     Run(chat::RunArgs),
     /// Serve every skill tool as an MCP tool on stdin/stdout (no LLM needed).
     Mcp(mcp::McpArgs),
+    /// The record of approvals and questions: print its head, or check it is whole.
+    #[command(subcommand)]
+    Audit(audit::AuditCommand),
     /// The MCP client as the official conformance suite's client scenarios drive it.
     #[command(hide = true)]
     ConformanceClient(conformance::ConformanceArgs),
@@ -88,6 +92,7 @@ pub async fn run(args: Args) -> ExitCode {
         Command::Chat(chat) => chat::run(chat, args.config.as_deref()).await,
         Command::Run(run) => chat::run_adapter(run, args.config.as_deref()).await,
         Command::Mcp(mcp) => mcp::run(mcp, args.config.as_deref()).await,
+        Command::Audit(audit) => audit::run(audit, args.config.as_deref()).await,
         Command::ConformanceClient(c) => conformance::run(c).await,
     };
     match result {

@@ -483,7 +483,7 @@ impl Default for Skills {
             declared: Vec::new(),
             state_ttl_seconds: DEFAULT_STATE_TTL_SECONDS,
             oci: Vec::new(),
-            oci_max_bytes: crate::skills::oci::registry::DEFAULT_MAX_BLOB_BYTES,
+            oci_max_bytes: DEFAULT_OCI_MAX_BYTES,
             honour_allowed_tools: false,
         }
     }
@@ -491,6 +491,10 @@ impl Default for Skills {
 
 /// `skills.state_ttl_seconds` when the config names none: a day.
 pub const DEFAULT_STATE_TTL_SECONDS: u64 = 86_400;
+
+/// `skills.oci_max_bytes` when the config names none: 512 MiB (a Python component is some
+/// 40 MB).
+pub const DEFAULT_OCI_MAX_BYTES: u64 = 512 << 20;
 
 /// `skills.max_prompt_bytes` when the config names none: 256 KiB.
 pub const DEFAULT_MAX_PROMPT_BYTES: u64 = 256 * 1024;
@@ -646,11 +650,23 @@ pub struct Human {
     pub timeout_seconds: u64,
     /// `skill__tool` -> level; `null` runs without asking. The final word on approval.
     pub overrides: BTreeMap<String, Option<OverrideLevel>>,
+    /// How long the record of approvals and questions (`GET /api/audit`, `skillhost audit`)
+    /// keeps a record, in days; older ones are pruned, and the pruning is recorded. `0` keeps
+    /// every record. Default 365.
+    pub audit_retention_days: u64,
 }
 
 impl Default for Human {
     fn default() -> Self {
-        Human { timeout_seconds: 300, overrides: BTreeMap::new() }
+        Human { timeout_seconds: 300, overrides: BTreeMap::new(), audit_retention_days: 365 }
+    }
+}
+
+impl Human {
+    /// How long a record is kept (`None`: for good).
+    pub fn audit_retention(&self) -> Option<std::time::Duration> {
+        (self.audit_retention_days > 0)
+            .then(|| std::time::Duration::from_secs(self.audit_retention_days.saturating_mul(86_400)))
     }
 }
 

@@ -158,6 +158,10 @@ impl Gate {
         match level {
             Level::Auto => Decision { level, approval: None, promoted: false },
             Level::Approve if self.promoted(info, key.as_ref()).await => {
+                // Nobody is asked; the record still says so.
+                if let Some(desk) = counterpart.desk() {
+                    desk.broker.note_promoted(&desk.scope, call.name, call.input).await;
+                }
                 Decision { level, approval: Some(ApprovalOutcome::Approved), promoted: true }
             }
             _ => {

@@ -205,7 +205,8 @@ impl Engine {
     /// The person broker of this agent's turns: shared by the replicas with
     /// `state.backend: postgres`, in this process otherwise. Call it within the runtime.
     pub fn broker(&self) -> Arc<crate::broker::Broker> {
-        self.broker.get_or_init(|| crate::broker::Broker::for_store(self.history.state())).clone()
+        let retention = self.settings.human.audit_retention();
+        self.broker.get_or_init(|| crate::broker::Broker::for_store(self.history.state(), retention)).clone()
     }
 
     /// The agent's name as entries record it (`""` for the single top-level agent).

@@ -14,6 +14,7 @@
 //!   [`crate::adapters::present`] (redacted inputs, safe descriptions, `tool_results`,
 //!   coverage), [`crate::adapters::auth`] (bearer tokens).
 
+pub mod audit;
 pub mod console;
 pub mod decisions;
 pub mod driver;
@@ -265,7 +266,8 @@ pub fn app_with(api: Arc<Api>, extra: Router) -> Router {
         .route("/api/approvals", get(read::approvals))
         .route("/api/questions", get(read::questions))
         .route("/api/skills", get(read::skills))
-        .route("/api/mcp", get(read::mcp));
+        .route("/api/mcp", get(read::mcp))
+        .route("/api/audit", get(audit::audit));
     let admin = Router::new().route("/api/skills/reload", post(reload::reload));
     let open = match api.config.metrics_public {
         true => Router::new().route("/metrics", get(metrics)),

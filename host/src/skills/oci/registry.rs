@@ -46,8 +46,8 @@ pub struct Registry {
 /// The most a manifest, a referrers index, a signature payload or a bundle may have.
 pub const MAX_DOCUMENT_BYTES: u64 = 4 << 20;
 
-/// The default of `skills.oci_max_bytes`: a Python component is some 40 MB.
-pub const DEFAULT_MAX_BLOB_BYTES: u64 = 512 << 20;
+/// The default of `skills.oci_max_bytes`.
+pub const DEFAULT_MAX_BLOB_BYTES: u64 = crate::config::DEFAULT_OCI_MAX_BYTES;
 
 /// Parses `text` as an OCI reference (`registry/repository[:tag][@sha256:<hex>]`).
 pub fn parse(text: &str) -> Result<Reference> {

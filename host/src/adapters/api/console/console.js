@@ -232,7 +232,7 @@ function route() {
 
 async function render(view, quiet) {
   const target = document.getElementById('view');
-  const views = { runs: runsView, run: runView, approvals: waitingView, skills: skillsView, mcp: mcpView, new: newView };
+  const views = { runs: runsView, run: runView, approvals: waitingView, skills: skillsView, mcp: mcpView, new: newView, audit: auditView };
   const make = views[view.name];
   if (!make) {
     target.replaceChildren(el('h1', {}, 'Not found'), el('p', {}, 'No such page. ', el('a', { href: '#/runs' }, 'Back to runs')));
@@ -636,6 +636,36 @@ async function mcpView() {
     el('td', { class: 'hide-narrow' }, s.tools.join(', '))));
   page.append(el('div', { class: 'table-wrap' }, el('table', {},
     el('thead', {}, el('tr', {}, el('th', {}, 'Server'), el('th', {}, 'Transport'), el('th', {}, 'Status'), el('th', { class: 'hide-narrow' }, 'Tools'))),
+    el('tbody', {}, rows))));
+  return page;
+}
+
+// ---- The record -------------------------------------------------------------------------
+
+// The newest page of the record (the last 100 records), newest first, and the head to keep.
+async function auditView() {
+  const first = await api('/api/audit?limit=1');
+  const after = Math.max(0, first.head.seq - 100);
+  const body = await api('/api/audit?limit=100&after=' + after);
+  const page = el('div', {}, el('h1', {}, 'Record'),
+    el('p', { class: 'muted' }, 'Every approval and question: opened, decided, expired, cancelled. Keep the head elsewhere and check it with ',
+      el('code', {}, 'skillhost audit verify --expect <head>'), '.'),
+    el('p', {}, 'Head: ', el('code', { id: 'audit-head' }, body.head.text)));
+  if (body.records.length === 0) {
+    page.append(el('p', { class: 'muted', id: 'audit-empty' }, 'Nothing recorded yet.'));
+    return page;
+  }
+  const rows = body.records.slice().reverse().map((r) => el('tr', { 'data-seq': String(r.seq) },
+    el('td', { class: 'mono' }, String(r.seq)),
+    el('td', { class: 'hide-narrow' }, when(r.at / 1000)),
+    el('td', {}, r.event + (r.outcome ? ' · ' + r.outcome : '') + (r.edited_sha256 ? ' (edited)' : '')),
+    el('td', { class: 'mono' }, r.tool || r.kind || ''),
+    el('td', {}, r.by ? r.by + (r.token ? ' (token ' + r.token + ')' : '') : ''),
+    el('td', { class: 'hide-narrow' }, r.surface || ''),
+    el('td', { class: 'hide-narrow mono' }, r.entry || (r.through ? 'through ' + r.through : ''))));
+  page.append(el('div', { class: 'table-wrap' }, el('table', { id: 'audit' },
+    el('thead', {}, el('tr', {}, el('th', {}, '#'), el('th', { class: 'hide-narrow' }, 'When'), el('th', {}, 'Event'),
+      el('th', {}, 'Tool'), el('th', {}, 'By'), el('th', { class: 'hide-narrow' }, 'Surface'), el('th', { class: 'hide-narrow' }, 'Entry'))),
     el('tbody', {}, rows))));
   return page;
 }

@@ -38,7 +38,8 @@ pub enum Kind {
 }
 
 impl Kind {
-    fn as_str(self) -> &'static str {
+    /// Its name, as stored and recorded (`approval`, `question`).
+    pub fn as_str(self) -> &'static str {
         match self {
             Kind::Approval => "approval",
             Kind::Question => "question",
