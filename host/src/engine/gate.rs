@@ -23,7 +23,7 @@ pub use crate::tools::CONFIRMATION_CHALLENGE;
 
 /// What the gate decided for one call.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Decision {
+pub struct Verdict {
     /// The level it resolved to.
     pub level: Level,
     /// The decision, for gated calls; `None` when none was needed.
@@ -32,7 +32,7 @@ pub struct Decision {
     pub promoted: bool,
 }
 
-impl Decision {
+impl Verdict {
     /// Whether the call may run.
     pub fn allows(&self) -> bool {
         matches!(self.approval, None | Some(ApprovalOutcome::Approved | ApprovalOutcome::Edited(_)))
@@ -153,16 +153,16 @@ impl Gate {
         counterpart: &dyn Counterpart,
         deadline: &Deadline,
         resume: Resume<'_>,
-    ) -> Decision {
+    ) -> Verdict {
         let key = source.promotion_key(call.name, call.input);
         match level {
-            Level::Auto => Decision { level, approval: None, promoted: false },
+            Level::Auto => Verdict { level, approval: None, promoted: false },
             Level::Approve if self.promoted(info, key.as_ref()).await => {
                 // Nobody is asked; the record still says so.
                 if let Some(desk) = counterpart.desk() {
                     desk.broker.note_promoted(&desk.scope, call.name, call.input).await;
                 }
-                Decision { level, approval: Some(ApprovalOutcome::Approved), promoted: true }
+                Verdict { level, approval: Some(ApprovalOutcome::Approved), promoted: true }
             }
             _ => {
                 let (given, checkpoint) = match resume {
@@ -192,7 +192,7 @@ impl Gate {
                         _ => {}
                     }
                 }
-                Decision { level, approval: Some(outcome), promoted: false }
+                Verdict { level, approval: Some(outcome), promoted: false }
             }
         }
     }

@@ -8,7 +8,7 @@ use super::checkpoint::Durable;
 use super::counterpart::{ApprovalOutcome, Counterpart};
 use super::deadline::Deadline;
 use super::events::{EngineEvent, EventSink};
-use super::gate::{Decision, Gate, Given, Resume};
+use super::gate::{Gate, Given, Resume, Verdict};
 use super::tool_budget::TurnBudget;
 use crate::llm::{Block, ToolDecl};
 use crate::person::{Answer, Person, Question, Replies, Reply, Request, Round as AskRound, Sampling, Unanswered};
@@ -93,7 +93,7 @@ pub type Call = (String, String, Value);
 struct Settled {
     /// The prepared arguments.
     input: Value,
-    decision: Decision,
+    decision: Verdict,
     verify: bool,
     /// The answer of a call that does not run.
     refused: Option<ToolOutcome>,
@@ -103,7 +103,7 @@ struct Settled {
 
 impl Settled {
     fn unasked(input: Value, verify: bool, refused: Option<ToolOutcome>) -> Self {
-        let decision = Decision { level: Level::Auto, approval: None, promoted: false };
+        let decision = Verdict { level: Level::Auto, approval: None, promoted: false };
         Settled { input, decision, verify, refused, prepared: None }
     }
 }
@@ -274,7 +274,7 @@ impl Round<'_> {
                 outcome.coverage = Some(CoverageEntry::Unverified);
             }
             self.count(&name, executed, &outcome);
-            let Decision { level, approval, promoted } = decision;
+            let Verdict { level, approval, promoted } = decision;
             ToolCallRecord {
                 tool_call_id: id,
                 tool_name: name,
@@ -576,7 +576,7 @@ impl CallScope for Round<'_> {
 
 /// A call's result with what the model should know of how it ran: the source's note on its
 /// prepared arguments, and the arguments a person changed it to.
-fn annotated(outcome: ToolOutcome, prepared: &Option<Prepared>, decision: &Decision) -> ToolOutcome {
+fn annotated(outcome: ToolOutcome, prepared: &Option<Prepared>, decision: &Verdict) -> ToolOutcome {
     let outcome = match prepared {
         Some(prepared) => prepared.annotate(outcome),
         None => outcome,

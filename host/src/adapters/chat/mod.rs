@@ -18,6 +18,7 @@ mod turn;
 use super::outbox::Deliver;
 use super::present::Descriptions;
 use super::runs::Runs;
+pub use crate::broker::Decision;
 use crate::broker::{Broker, DecideError, Kind, Who};
 use crate::config::Destination;
 use crate::engine::Engine;
@@ -204,17 +205,6 @@ pub struct Incoming<P> {
     pub route: Vec<(String, String)>,
 }
 
-/// A decision taken from a click (or a reply, or a modal).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Decision {
-    /// The Approve button.
-    Approve,
-    /// The Deny button.
-    Deny,
-    /// The challenge typed (a `confirm` call).
-    Confirm(String),
-}
-
 /// How a decision ended, for the reply to the person who took it.
 #[derive(Debug)]
 pub enum Decided {
@@ -361,15 +351,11 @@ impl<P: Platform> Chat<P> {
     /// channel, whose threads it holds), whom the platform already allowed: the first decision
     /// on any replica wins; an approval of another bot or agent, one not shown in `key`, or
     /// one `user` may not decide, is refused as no longer waiting.
-    pub async fn decide(&self, id: &str, decision: &Decision, user: &str, key: &str) -> Decided {
+    pub async fn decide(&self, id: &str, decision: Decision, user: &str, key: &str) -> Decided {
         let conversation = self.conversation(key);
-        let (taken, challenge) = match decision {
-            Decision::Approve => (crate::broker::Decision::Approve(None), None),
-            Decision::Deny => (crate::broker::Decision::Deny(None), None),
-            Decision::Confirm(typed) => (crate::broker::Decision::Approve(Some(typed.trim().to_owned())), Some(typed)),
-        };
-        let approved = !matches!(taken, crate::broker::Decision::Deny(_));
-        match self.broker.decide(id, self.who(user, &conversation), taken).await {
+        let approved = !matches!(decision, Decision::Deny(_));
+        let typed = matches!(decision, Decision::Approve(Some(_)));
+        match self.broker.decide(id, self.who(user, &conversation), decision).await {
             // Taken before (in the console, or by another click): nothing changes.
             Ok((_, false)) => Decided::Refused("this request was already decided".into()),
             Ok(_) => {
@@ -379,9 +365,10 @@ impl<P: Platform> Chat<P> {
             }
             Err(DecideError::Conflict(_)) => Decided::Refused("someone already decided it otherwise".into()),
             Err(DecideError::Gone) => Decided::Refused("this request is no longer waiting".into()),
-            Err(DecideError::Unconfirmed) => Decided::Refused(match challenge {
-                Some(_) => format!("that is not {CONFIRMATION_CHALLENGE}: the call stays waiting"),
-                None => format!("type {CONFIRMATION_CHALLENGE} to run it"),
+            Err(DecideError::Unconfirmed) => Decided::Refused(if typed {
+                format!("that is not {CONFIRMATION_CHALLENGE}: the call stays waiting")
+            } else {
+                format!("type {CONFIRMATION_CHALLENGE} to run it")
             }),
             Err(DecideError::Invalid(why)) => Decided::Refused(why.to_string()),
             Err(DecideError::Unavailable(e)) => {
@@ -404,7 +391,7 @@ impl<P: Platform> Chat<P> {
         if answer.is_empty() {
             return Err(AnswerError::Empty);
         }
-        let (conversation, answer) = (self.conversation(key), crate::broker::Decision::Answer(answer.to_owned()));
+        let (conversation, answer) = (self.conversation(key), Decision::Answer(answer.to_owned()));
         match self.broker.decide(id, self.who(user, &conversation), answer).await {
             Ok(_) => {
                 // Its turn may wait on a replica that is gone: look for it at once.

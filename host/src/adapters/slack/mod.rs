@@ -463,8 +463,9 @@ async fn click(chat: &Arc<Chat<Slack>>, interaction: Interaction) {
         }
         match action.action_id.as_str() {
             "approve" | "deny" => {
-                let decision = if action.action_id == "approve" { Decision::Approve } else { Decision::Deny };
-                match chat.decide(&action.value, &decision, user, channel).await {
+                let decision =
+                    if action.action_id == "approve" { Decision::Approve(None) } else { Decision::Deny(None) };
+                match chat.decide(&action.value, decision, user, channel).await {
                     Decided::Taken(approved) => {
                         let line = if approved {
                             format!("✅ Approved by <@{user}>")
@@ -539,7 +540,7 @@ async fn submit(chat: &Arc<Chat<Slack>>, interaction: &Interaction) -> Option<Va
         return error(why.to_string());
     }
     let typed = view.input(CHALLENGE_BLOCK, CHALLENGE_ACTION).unwrap_or_default().to_owned();
-    match chat.decide(&id, &Decision::Confirm(typed), user, &channel).await {
+    match chat.decide(&id, Decision::Approve(Some(typed)), user, &channel).await {
         Decided::Taken(_) => {
             let chat = chat.clone();
             let line = format!("✅ Confirmed by <@{user}>");

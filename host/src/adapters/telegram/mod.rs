@@ -521,7 +521,7 @@ async fn message_from(chat: &Arc<Chat<Telegram>>, message: TgMessage) {
                 Err(why) => Decided::Refused(why.into()),
                 Ok(()) => {
                     let key = message.chat.id.to_string();
-                    chat.decide(&id, &Decision::Confirm(text.to_owned()), &from.id.to_string(), &key).await
+                    chat.decide(&id, Decision::Approve(Some(text.to_owned())), &from.id.to_string(), &key).await
                 }
             };
             let (chat_id, prompt) = (message.chat.id, replied.message_id);
@@ -570,8 +570,8 @@ async fn callback(chat: &Arc<Chat<Telegram>>, query: CallbackQuery) {
     let data = query.data.as_deref().unwrap_or_default();
     let (reply, line) = match data.split_once(':') {
         Some(("a" | "d", id)) => {
-            let decision = if data.starts_with('a') { Decision::Approve } else { Decision::Deny };
-            match chat.decide(id, &decision, &query.from.id.to_string(), &chat_id.to_string()).await {
+            let decision = if data.starts_with('a') { Decision::Approve(None) } else { Decision::Deny(None) };
+            match chat.decide(id, decision, &query.from.id.to_string(), &chat_id.to_string()).await {
                 Decided::Taken(true) => ("Approved".to_owned(), Some(format!("✅ Approved by {}", query.from.name()))),
                 Decided::Taken(false) => ("Denied".to_owned(), Some(format!("❌ Denied by {}", query.from.name()))),
                 Decided::Refused(why) => (why, None),

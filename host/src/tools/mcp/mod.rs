@@ -25,7 +25,7 @@ use crate::sandbox::CallContext;
 use crate::skills::skill::{MAX_TOOL_NAME, SEPARATOR};
 use crate::skills::{Skill, SkillSet};
 use parking_lot::Mutex;
-use preflight::Decision;
+use preflight::Ruling;
 use serde_json::{Map, Value, json};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -310,12 +310,12 @@ impl McpTools {
             Err(why) => return super::temporal::refusal(&why),
         };
         let outcome = match self.preflight(&mcp, &arguments, call.ctx).await {
-            Decision::Deny { correction, context } => refused(&correction, "mcp_preflight_denied", context, started),
-            Decision::Proceed { arguments, context } => {
+            Ruling::Deny { correction, context } => refused(&correction, "mcp_preflight_denied", context, started),
+            Ruling::Proceed { arguments, context } => {
                 let outcome = self.send(call.name, &mcp, arguments, call.ctx).await;
                 with_field(outcome, CONTEXT_FIELD, context)
             }
-            Decision::Prerequisite { tool, arguments: pre_args, retry, correction, context } => {
+            Ruling::Prerequisite { tool, arguments: pre_args, retry, correction, context } => {
                 if let Err(why) = self.check_prerequisite(&mcp, &tool) {
                     tracing::warn!(tool = %call.name, "prerequisite refused: {why}");
                     return refused(&correction, "mcp_prerequisite_refused", context, started);

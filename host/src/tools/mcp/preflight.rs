@@ -12,7 +12,7 @@ use serde_json::{Map, Value};
 use std::time::Instant;
 
 /// What the policy decided, parsed.
-pub(super) enum Decision {
+pub(super) enum Ruling {
     /// Send the call with these arguments.
     Proceed { arguments: Map<String, Value>, context: Option<Value> },
     /// Refuse it; the model reads `correction`.
@@ -30,13 +30,8 @@ pub(super) enum Decision {
 impl McpTools {
     /// The owner's decision on a call: proceed when the server has no owner or the owner no
     /// hook; deny when the hook fails (a policy that cannot answer fails closed).
-    pub(super) async fn preflight(
-        &self,
-        call: &McpCall,
-        arguments: &Map<String, Value>,
-        ctx: &CallContext,
-    ) -> Decision {
-        let proceed = Decision::Proceed { arguments: arguments.clone(), context: None };
+    pub(super) async fn preflight(&self, call: &McpCall, arguments: &Map<String, Value>, ctx: &CallContext) -> Ruling {
+        let proceed = Ruling::Proceed { arguments: arguments.clone(), context: None };
         let Some(skill) = self.owner(&call.server) else { return proceed };
         let args = Value::Object(arguments.clone()).to_string();
         let decision = match skill.before_mcp_call(&call.server, &call.tool, &args, ctx).await {
@@ -46,7 +41,7 @@ impl McpTools {
                 tracing::warn!(server = %call.server, tool = %call.tool, kind = e.kind(), "before-mcp-call failed; the call is refused");
                 tracing::debug!(server = %call.server, tool = %call.tool, "before-mcp-call failed: {e}");
                 let correction = format!("the policy of skill `{}` could not check this call", skill.name);
-                return Decision::Deny { correction, context: None };
+                return Ruling::Deny { correction, context: None };
             }
         };
         let context =
@@ -59,22 +54,22 @@ impl McpTools {
                     "the policy of skill `{}` returned corrected arguments that are not a JSON object",
                     skill.name
                 );
-                return Decision::Deny { correction, context };
+                return Ruling::Deny { correction, context };
             }
         };
         let correction =
             decision.correction.unwrap_or_else(|| format!("the policy of skill `{}` refused this call", skill.name));
         match decision.kind {
             PreflightKind::Proceed => {
-                Decision::Proceed { arguments: corrected.unwrap_or_else(|| arguments.clone()), context }
+                Ruling::Proceed { arguments: corrected.unwrap_or_else(|| arguments.clone()), context }
             }
-            PreflightKind::Deny => Decision::Deny { correction, context },
+            PreflightKind::Deny => Ruling::Deny { correction, context },
             PreflightKind::Prerequisite { tool, arguments: pre } => match serde_json::from_str::<Value>(&pre) {
                 Ok(Value::Object(pre)) => {
                     let retry = corrected.unwrap_or_else(|| arguments.clone());
-                    Decision::Prerequisite { tool, arguments: pre, retry, correction, context }
+                    Ruling::Prerequisite { tool, arguments: pre, retry, correction, context }
                 }
-                _ => Decision::Deny { correction, context },
+                _ => Ruling::Deny { correction, context },
             },
         }
     }
@@ -135,8 +130,8 @@ impl McpTools {
             Err(why) => return refuse(&why),
         };
         let retry = match self.preflight(call, &retry, original.ctx).await {
-            Decision::Proceed { arguments, .. } => arguments,
-            Decision::Deny { correction, context } | Decision::Prerequisite { correction, context, .. } => {
+            Ruling::Proceed { arguments, .. } => arguments,
+            Ruling::Deny { correction, context } | Ruling::Prerequisite { correction, context, .. } => {
                 return Err(refused(&correction, "mcp_retry_refused", context, started));
             }
         };
