@@ -1,9 +1,9 @@
 //! The record of approvals and questions, through the binary, on SQLite and on PostgreSQL:
-//! `skillhost run --adapter api` records each approval opened and decided (who, with which
-//! token), `GET /api/audit` pages it, `skillhost audit head` prints the head to keep, and
-//! `skillhost audit verify` names the first record edited, swapped or removed in the middle,
-//! and, against the kept head (`--expect`), records removed at the tail with the head
-//! rewritten to match.
+//! `skillhost run --adapter api` records each approval opened, decided (who, with which
+//! token) and used up by the call it covers, and each call approved by promotion;
+//! `GET /api/audit` pages it, `skillhost audit head` prints the head to keep, and `skillhost
+//! audit verify` names the first record edited, swapped or removed in the middle, and, against
+//! the kept head (`--expect`), records removed at the tail with the head rewritten to match.
 
 mod support;
 
@@ -180,14 +180,16 @@ async fn record_then_catch_every_change(backend: Backend) {
         .iter()
         .map(|r| (r["event"].as_str().unwrap(), r["outcome"].as_str().unwrap_or(""), r["token"].as_str().unwrap_or("")))
         .collect();
-    assert_eq!(shown, [("opened", "", ""), ("decided", "approved", "oncall"), ("opened", "", "")], "{page}");
+    assert_eq!(shown, [("opened", "", ""), ("decided", "approved", "oncall"), ("consumed", "completed", "")], "{page}");
     assert_eq!(records[1]["by"], "api");
     assert_eq!(records[1]["tool"], "probe__memory_write");
     assert_eq!(records[1]["prev"], records[0]["hash"]);
-    assert_eq!((page["head"]["seq"].clone(), page["next"].clone()), (json!(4), json!(3)), "{page}");
+    assert_eq!(records[2]["arguments_sha256"], records[0]["arguments_sha256"], "the call approved ran");
+    assert_eq!((page["head"]["seq"].clone(), page["next"].clone()), (json!(5), json!(3)), "{page}");
     let rest: Value = read(&api, "/api/audit?after=3").await.1;
+    assert_eq!(rest["records"].as_array().unwrap().len(), 2, "a denied call is not consumed: {rest}");
     assert_eq!(
-        (rest["records"][0]["outcome"].clone(), rest["records"][0]["token"].clone()),
+        (rest["records"][1]["outcome"].clone(), rest["records"][1]["token"].clone()),
         (json!("denied"), json!("default"))
     );
     let (status, unknown) = read(&api, "/api/audit?from=1").await;
@@ -197,7 +199,7 @@ async fn record_then_catch_every_change(backend: Backend) {
     let (code, head) = audit(&ws, &["head"]);
     assert_eq!(code, 0, "{head}");
     let head = head.trim().to_owned();
-    assert!(head.starts_with("4:") && head.len() == 66, "{head}");
+    assert!(head.starts_with("5:") && head.len() == 66, "{head}");
     let (code, out) = audit(&ws, &["verify", "--expect", &head]);
     assert_eq!((code, out.trim()), (0, format!("intact: {head}").as_str()));
 
@@ -222,9 +224,9 @@ async fn record_then_catch_every_change(backend: Backend) {
 
     // The last record removed and the head rewritten to the one before: whole by itself,
     // caught against the head kept elsewhere.
-    let three: Value = serde_json::from_str(&three).unwrap();
-    backend.put(&ws, &key(4), None);
-    backend.put(&ws, "head", Some(&json!({"seq": 3, "hash": three["hash"]}).to_string()));
+    let four: Value = serde_json::from_str(&backend.get(&ws, &key(4))).unwrap();
+    backend.put(&ws, &key(5), None);
+    backend.put(&ws, "head", Some(&json!({"seq": 4, "hash": four["hash"]}).to_string()));
     let (code, out) = audit(&ws, &["verify"]);
     assert_eq!(code, 0, "{out}");
     let (code, out) = audit(&ws, &["verify", "--expect", &head]);
@@ -270,8 +272,8 @@ async fn a_promoted_call_is_on_the_record() {
     assert_eq!(std::fs::read_to_string(ws.path().join("memory/runs.txt")).unwrap(), "xx");
     let page: Value = read(&api, "/api/audit").await.1;
     let events: Vec<&str> = page["records"].as_array().unwrap().iter().map(|r| r["event"].as_str().unwrap()).collect();
-    assert_eq!(events, ["opened", "decided", "promoted"], "{page}");
-    let promoted = &page["records"][2];
+    assert_eq!(events, ["opened", "decided", "consumed", "promoted"], "{page}");
+    let promoted = &page["records"][3];
     assert_eq!((promoted["by"].clone(), promoted["tool"].clone()), (json!("promotion"), json!("probe__memory_write")));
     assert_eq!(promoted["arguments_sha256"], page["records"][0]["arguments_sha256"], "the same call");
 }

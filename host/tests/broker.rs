@@ -414,6 +414,16 @@ async fn one_mcp_approval_completes_its_call_once_on_any_replica_however_it_is_r
         }
     }
     assert_eq!(counted(two.base().to_owned()).await, "2", "nothing ran again");
+    // On the record once: opened, decided by the client, used up by the run that completed.
+    let record = Api { base: two.base().to_owned(), token: support::api::TOKEN }.get("/api/audit").await.1;
+    let events: Vec<&str> = record["records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["kind"] == "approval")
+        .map(|r| r["event"].as_str().unwrap())
+        .collect();
+    assert_eq!(events, ["opened", "decided", "consumed"], "{record}");
 }
 
 /// A client that answers forms and polls tasks.

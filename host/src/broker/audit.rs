@@ -40,8 +40,8 @@ pub struct Record {
     pub seq: u64,
     /// When (Unix milliseconds).
     pub at: u64,
-    /// `opened`, `decided`, `expired`, `cancelled`; `promoted` (a call approved by
-    /// auto-promotion: nobody asked, no entry); `pruned`.
+    /// `opened`, `decided`, `expired`, `cancelled`, `consumed` (the call it covers ran);
+    /// `promoted` (a call approved by auto-promotion: nobody asked, no entry); `pruned`.
     pub event: String,
     /// The approval or question's id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -61,7 +61,8 @@ pub struct Record {
     /// The run that asked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run_id: Option<String>,
-    /// How it ended: `approved`, `denied`, `answered`, `timed_out`, `cancelled`.
+    /// How it ended: `approved`, `denied`, `answered`, `timed_out`, `cancelled`; for
+    /// `consumed`, how the call did: `completed`, `failed`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub outcome: Option<String>,
     /// For an approval with changed arguments: SHA-256 of the arguments the call runs with.

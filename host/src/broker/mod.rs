@@ -442,6 +442,32 @@ impl Broker {
         }
     }
 
+    /// Records that the call approval `entry` covered (`tool` with `input`, asked in `scope`)
+    /// ran and completed (`failed`: with an error): the approval is used up.
+    pub async fn note_consumed(
+        &self,
+        scope: &Scope,
+        entry: &str,
+        (tool, input): (&str, &serde_json::Value),
+        failed: bool,
+    ) {
+        let Some(audit) = self.audit(&scope.agent) else { return };
+        let record = audit::Record {
+            event: "consumed".into(),
+            entry: Some(entry.into()),
+            kind: Some(Kind::Approval.as_str().into()),
+            tool: Some(tool.into()),
+            arguments_sha256: Some(arguments_hash(input)),
+            surface: Some(scope.surface.clone()),
+            run_id: Some(scope.run_id.clone()),
+            outcome: Some(if failed { "failed" } else { "completed" }.into()),
+            ..audit::Record::default()
+        };
+        if let Err(e) = audit.append(record).await {
+            tracing::warn!(entry, "cannot append to the record: {e}");
+        }
+    }
+
     /// Appends what happened to `entry` (`event`, and how it ended) to its agent's record.
     async fn note(&self, entry: &Entry, event: &str, outcome: Option<&Outcome>) -> Result<(), BrokerError> {
         let Some(audit) = self.audit(&entry.agent) else { return Ok(()) };

@@ -30,13 +30,14 @@ pub struct Asked<'a> {
 }
 
 /// Opens the approval of `asked` at `desk`, announces and presents it, and waits for the
-/// outcome.
+/// outcome; with the entry's id when this run waited on it (the call it covers is this run's
+/// to use up).
 pub async fn approval(
     desk: &Desk,
     counterpart: &dyn Counterpart,
     events: &dyn EventSink,
     asked: Asked<'_>,
-) -> ApprovalOutcome {
+) -> (ApprovalOutcome, Option<String>) {
     let mut opening = desk.opening(Kind::Approval, asked.expires_at, asked.presentation, asked.checkpoint);
     opening.challenge = (asked.level == Level::Confirm).then(|| CONFIRMATION_CHALLENGE.to_owned());
     let requested = |id: &str| EngineEvent::ApprovalRequested {
@@ -53,11 +54,11 @@ pub async fn approval(
         return match desk.broker.post(opening).await {
             Ok(entry) => {
                 events.emit(requested(&entry.id));
-                ApprovalOutcome::Suspended(entry.id)
+                (ApprovalOutcome::Suspended(entry.id), None)
             }
             Err(e) => {
                 tracing::error!(tool = asked.tool_name, "the approval cannot be opened: {e}");
-                ApprovalOutcome::Unavailable(e.to_string())
+                (ApprovalOutcome::Unavailable(e.to_string()), None)
             }
         };
     }
@@ -65,13 +66,14 @@ pub async fn approval(
         Ok(ticket) => ticket,
         Err(e) => {
             tracing::error!(tool = asked.tool_name, "the approval cannot be opened: {e}");
-            return ApprovalOutcome::Unavailable(e.to_string());
+            return (ApprovalOutcome::Unavailable(e.to_string()), None);
         }
     };
-    events.emit(requested(ticket.id()));
+    let id = ticket.id().to_owned();
+    events.emit(requested(&id));
     match wait(&desk.broker, counterpart, ticket).await {
-        Ok(outcome) => outcome.into(),
-        Err(why) => ApprovalOutcome::Unavailable(why.to_string()),
+        Ok(outcome) => (outcome.into(), Some(id)),
+        Err(why) => (ApprovalOutcome::Unavailable(why.to_string()), None),
     }
 }
 

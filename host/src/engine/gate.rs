@@ -30,6 +30,9 @@ pub struct Verdict {
     pub approval: Option<ApprovalOutcome>,
     /// Approved by auto-promotion: nobody was asked.
     pub promoted: bool,
+    /// The approval entry this run waited on, when a person was asked here: the call that
+    /// runs uses it up (on the record).
+    pub entry: Option<String>,
 }
 
 impl Verdict {
@@ -156,13 +159,13 @@ impl Gate {
     ) -> Verdict {
         let key = source.promotion_key(call.name, call.input);
         match level {
-            Level::Auto => Verdict { level, approval: None, promoted: false },
+            Level::Auto => Verdict { level, approval: None, promoted: false, entry: None },
             Level::Approve if self.promoted(info, key.as_ref()).await => {
                 // Nobody is asked; the record still says so.
                 if let Some(desk) = counterpart.desk() {
                     desk.broker.note_promoted(&desk.scope, call.name, call.input).await;
                 }
-                Verdict { level, approval: Some(ApprovalOutcome::Approved), promoted: true }
+                Verdict { level, approval: Some(ApprovalOutcome::Approved), promoted: true, entry: None }
             }
             _ => {
                 let (given, checkpoint) = match resume {
@@ -176,8 +179,8 @@ impl Gate {
                     Resume::Given(given) => (Some(given.outcome.clone()), None),
                     Resume::No => (None, None),
                 };
-                let outcome = match given {
-                    Some(outcome) => outcome,
+                let (outcome, entry) = match given {
+                    Some(outcome) => (outcome, None),
                     None => self.ask(source, call, level, events, counterpart, deadline, checkpoint).await,
                 };
                 if let Some(key) = &key {
@@ -192,7 +195,7 @@ impl Gate {
                         _ => {}
                     }
                 }
-                Verdict { level, approval: Some(outcome), promoted: false }
+                Verdict { level, approval: Some(outcome), promoted: false, entry }
             }
         }
     }
@@ -210,7 +213,7 @@ impl Gate {
         counterpart: &dyn Counterpart,
         deadline: &Deadline,
         checkpoint: Option<String>,
-    ) -> ApprovalOutcome {
+    ) -> (ApprovalOutcome, Option<String>) {
         let span = tracing::info_span!(
             "approval",
             otel.name = %format!("approval {}", call.name),
@@ -227,7 +230,7 @@ impl Gate {
             let outcome = counterpart.unattended();
             span.record("skillhost.approval.outcome", outcome.as_str());
             crate::metrics::approval(outcome.as_str(), Duration::ZERO);
-            return outcome;
+            return (outcome, None);
         };
         let presentation = crate::broker::present::Approval {
             tool_name: call.name,
@@ -249,18 +252,18 @@ impl Gate {
         };
         let (pending, asked_at) = (crate::metrics::approval_pending(), std::time::Instant::now());
         let asking = super::desk::approval(&desk, counterpart, events, asked);
-        let outcome = deadline.paused(asking).instrument(span.clone()).await;
+        let (outcome, entry) = deadline.paused(asking).instrument(span.clone()).await;
         let waited = asked_at.elapsed();
         drop(pending);
         span.record("skillhost.approval.outcome", outcome.as_str());
         span.record("skillhost.approval.wait_ms", waited.as_millis() as u64);
         if let ApprovalOutcome::Suspended(_) = outcome {
             // Decided with a later request, which resumes the call.
-            return outcome;
+            return (outcome, None);
         }
         crate::metrics::approval(outcome.as_str(), waited);
         events.emit(EngineEvent::ApprovalResolved { tool_call_id: call.id.to_owned(), outcome: outcome.clone() });
-        outcome
+        (outcome, entry)
     }
 
     /// What the model is told about a call that did not run. Spelled out so it neither

@@ -85,6 +85,10 @@ impl Engine {
                 if let Err(e) = held.complete().await {
                     tracing::warn!(approval = given.entry, "the approval's use cannot be recorded: {e}");
                 }
+                if let (Some(desk), true) = (counterpart.desk(), record.executed) {
+                    let (call, failed) = ((record.tool_name.as_str(), &record.input), record.outcome.is_error);
+                    desk.broker.note_consumed(&desk.scope, &given.entry, call, failed).await;
+                }
             }
         }
         Ok(Resumed { record, given, suspended })

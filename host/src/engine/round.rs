@@ -103,7 +103,7 @@ struct Settled {
 
 impl Settled {
     fn unasked(input: Value, verify: bool, refused: Option<ToolOutcome>) -> Self {
-        let decision = Verdict { level: Level::Auto, approval: None, promoted: false };
+        let decision = Verdict { level: Level::Auto, approval: None, promoted: false, entry: None };
         Settled { input, decision, verify, refused, prepared: None }
     }
 }
@@ -264,6 +264,9 @@ impl Round<'_> {
                     None => {
                         let outcome = annotated(self.execute(&id, &name, &input).await, &prepared, &decision);
                         self.ended(&id, &outcome).await;
+                        if let (Some(entry), Some(desk)) = (&decision.entry, self.counterpart.desk()) {
+                            desk.broker.note_consumed(&desk.scope, entry, (&name, &input), outcome.is_error).await;
+                        }
                         outcome
                     }
                 },
@@ -274,7 +277,7 @@ impl Round<'_> {
                 outcome.coverage = Some(CoverageEntry::Unverified);
             }
             self.count(&name, executed, &outcome);
-            let Verdict { level, approval, promoted } = decision;
+            let Verdict { level, approval, promoted, .. } = decision;
             ToolCallRecord {
                 tool_call_id: id,
                 tool_name: name,
