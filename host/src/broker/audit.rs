@@ -17,6 +17,8 @@
 use crate::store::{StateError, StateStore};
 use serde::{Deserialize, Serialize};
 use sha2::Digest as _;
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// The state namespaces of the record: this, then `.` and the agent's name (none for the
@@ -202,20 +204,30 @@ impl Audit {
     }
 
     /// Appends `record` (its `seq`, `at`, `prev` and `hash` are set here); the record as kept.
+    ///
+    /// Appenders of one process take turns (a lock per store and agent), and each knows the
+    /// head the last one left: an append is then two statements (the record's creation and the
+    /// head's compare-and-swap), and appenders on other replicas meet only at the database.
     pub async fn append(&self, record: Record) -> Result<Record, AuditError> {
         let at = unix_millis(SystemTime::now());
+        let turn = appenders(&format!("{}|{}", self.state.describe(), self.ns));
+        let mut known = turn.lock().await;
         for _ in 0..TRIES {
-            let (head_text, head) = self.head_raw().await?;
+            let (head_text, head) = match known.take() {
+                Some(known) => known,
+                None => self.head_raw().await?,
+            };
             let mut next = Record { seq: head.seq + 1, at, prev: head.hash.clone(), ..record.clone() };
             next.hash = next.digest();
             let text = serde_json::to_string(&next).expect("JSON serialises");
             if self.state.create(&self.ns, &key(next.seq), &text).await? {
-                self.move_head(head_text.as_deref(), &next).await?;
+                *known = Some(self.move_head(head_text.as_deref(), &next).await?);
+                drop(known);
                 self.prune_when_due().await;
                 return Ok(next);
             }
-            // Another appender holds this position: move the head there if it did not, and
-            // go round.
+            // Another appender (another replica) holds this position: move the head there if
+            // it did not, and go round from what the database says.
             let Some(theirs) = self.record(next.seq).await? else { continue };
             if theirs.prev == head.hash && theirs.digest() == theirs.hash {
                 self.move_head(head_text.as_deref(), &theirs).await?;
@@ -237,14 +249,19 @@ impl Audit {
     }
 
     /// Moves the head from `from` (its stored text; `None`: absent) to `record`; one that
-    /// moved meanwhile is left where it is.
-    async fn move_head(&self, from: Option<&str>, record: &Record) -> Result<(), AuditError> {
-        let to = serde_json::to_string(&Head { seq: record.seq, hash: record.hash.clone() }).expect("JSON serialises");
-        match from {
+    /// moved meanwhile is left where it is. The head as this appender now knows it: its text
+    /// and value when the move took, else unknown (read again next time).
+    async fn move_head(&self, from: Option<&str>, record: &Record) -> Result<(Option<String>, Head), AuditError> {
+        let head = Head { seq: record.seq, hash: record.hash.clone() };
+        let to = serde_json::to_string(&head).expect("JSON serialises");
+        let moved = match from {
             Some(from) => self.state.replace_if(&self.ns, HEAD, from, &to).await?,
             None => self.state.create(&self.ns, HEAD, &to).await?,
         };
-        Ok(())
+        match moved {
+            true => Ok((Some(to), head)),
+            false => self.head_raw().await,
+        }
     }
 
     /// The head: the last record's sequence number and hash.
@@ -366,10 +383,20 @@ fn unix_millis(at: SystemTime) -> u64 {
     at.duration_since(UNIX_EPOCH).map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
+/// The head an appender left: its stored text (none: absent), and value.
+type Known = Option<(Option<String>, Head)>;
+
+/// The turn of this process's appenders to the record `key` (a store and an agent), with
+/// the head the last of them left.
+fn appenders(key: &str) -> Arc<tokio::sync::Mutex<Known>> {
+    static TURNS: LazyLock<parking_lot::Mutex<HashMap<String, Arc<tokio::sync::Mutex<Known>>>>> =
+        LazyLock::new(Default::default);
+    TURNS.lock().entry(key.to_owned()).or_default().clone()
+}
+
 /// Whether namespace `ns` is due a retention check in this process (and marks it checked).
 fn due(ns: &str) -> bool {
-    static CHECKED: std::sync::LazyLock<parking_lot::Mutex<std::collections::HashMap<String, SystemTime>>> =
-        std::sync::LazyLock::new(Default::default);
+    static CHECKED: LazyLock<parking_lot::Mutex<HashMap<String, SystemTime>>> = LazyLock::new(Default::default);
     let now = SystemTime::now();
     let mut checked = CHECKED.lock();
     match checked.get(ns) {
