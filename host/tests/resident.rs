@@ -16,11 +16,16 @@ use support::raw::Raw;
 
 const MIB: u64 = 1 << 20;
 
+/// The server's memory as `/proc/<pid>/status` gives `field` (`VmRSS:`, `VmHWM:`), in bytes.
+fn status_bytes(raw: &Raw, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{}/status", raw.pid())).unwrap();
+    let line = status.lines().find(|l| l.starts_with(field)).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() * 1024
+}
+
 /// The server's resident memory, in bytes.
 fn rss(raw: &Raw) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{}/status", raw.pid())).unwrap();
-    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
-    line.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() * 1024
+    status_bytes(raw, "VmRSS:")
 }
 
 /// The `kind` of a tool's error answer (`"ok"` for a success).
@@ -180,11 +185,9 @@ fn a_refused_or_failed_call_gives_back_the_memory_it_touched() {
     assert_eq!(kind(&after), "ok", "the skill still answers: {after}");
 }
 
-/// The server's peak resident memory so far (`VmHWM`), in bytes.
+/// The server's peak resident memory so far, in bytes.
 fn peak(raw: &Raw) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{}/status", raw.pid())).unwrap();
-    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
-    line.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() * 1024
+    status_bytes(raw, "VmHWM:")
 }
 
 /// GHSA-5m8g-xhq4-4h93: wasmtime-wasi's `AsyncWriteStream` (the default behind a

@@ -113,6 +113,20 @@ impl Record {
         }
     }
 
+    /// The record of `event` on a call (`tool` with `input`) asked in `scope` that no entry
+    /// read here describes: an approval by promotion, or the run that used one up.
+    pub fn of_call(scope: &super::Scope, event: &str, (tool, input): (&str, &serde_json::Value)) -> Record {
+        Record {
+            event: event.into(),
+            kind: Some(super::Kind::Approval.as_str().into()),
+            tool: Some(tool.into()),
+            arguments_sha256: Some(super::arguments_hash(input)),
+            surface: Some(scope.surface.clone()),
+            run_id: Some(scope.run_id.clone()),
+            ..Record::default()
+        }
+    }
+
     /// What this record hashes to: SHA-256 of its JSON with `hash` empty.
     pub fn digest(&self) -> String {
         let unhashed = Record { hash: String::new(), ..self.clone() };
@@ -236,6 +250,14 @@ impl Audit {
             }
         }
         Err(AuditError::Contended)
+    }
+
+    /// Appends `record`; one that cannot be appended is warned of (what it records stands).
+    pub async fn append_or_warn(&self, record: Record) {
+        let (event, entry) = (record.event.clone(), record.entry.clone().unwrap_or_default());
+        if let Err(e) = self.append(record).await {
+            tracing::warn!(ns = self.ns, event, entry, "cannot append to the record: {e}");
+        }
     }
 
     /// The head as stored (its text, for a compare-and-swap) and read.

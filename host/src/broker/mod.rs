@@ -427,45 +427,23 @@ impl Broker {
     pub async fn note_promoted(&self, scope: &Scope, tool: &str, input: &serde_json::Value) {
         let Some(audit) = self.audit(&scope.agent) else { return };
         let record = audit::Record {
-            event: "promoted".into(),
-            kind: Some(Kind::Approval.as_str().into()),
-            tool: Some(tool.into()),
-            arguments_sha256: Some(arguments_hash(input)),
-            surface: Some(scope.surface.clone()),
-            run_id: Some(scope.run_id.clone()),
             outcome: Some(Outcome::Approved(None).name().into()),
             by: Some("promotion".into()),
-            ..audit::Record::default()
+            ..audit::Record::of_call(scope, "promoted", (tool, input))
         };
-        if let Err(e) = audit.append(record).await {
-            tracing::warn!(tool, "cannot append to the record: {e}");
-        }
+        audit.append_or_warn(record).await;
     }
 
     /// Records that the call approval `entry` covered (`tool` with `input`, asked in `scope`)
     /// ran and completed (`failed`: with an error): the approval is used up.
-    pub async fn note_consumed(
-        &self,
-        scope: &Scope,
-        entry: &str,
-        (tool, input): (&str, &serde_json::Value),
-        failed: bool,
-    ) {
+    pub async fn note_consumed(&self, scope: &Scope, entry: &str, call: (&str, &serde_json::Value), failed: bool) {
         let Some(audit) = self.audit(&scope.agent) else { return };
         let record = audit::Record {
-            event: "consumed".into(),
             entry: Some(entry.into()),
-            kind: Some(Kind::Approval.as_str().into()),
-            tool: Some(tool.into()),
-            arguments_sha256: Some(arguments_hash(input)),
-            surface: Some(scope.surface.clone()),
-            run_id: Some(scope.run_id.clone()),
             outcome: Some(if failed { "failed" } else { "completed" }.into()),
-            ..audit::Record::default()
+            ..audit::Record::of_call(scope, "consumed", call)
         };
-        if let Err(e) = audit.append(record).await {
-            tracing::warn!(entry, "cannot append to the record: {e}");
-        }
+        audit.append_or_warn(record).await;
     }
 
     /// Appends what happened to `entry` (`event`, and how it ended) to its agent's record.
@@ -576,11 +554,7 @@ impl Broker {
         {
             let event = if *outcome == Outcome::TimedOut { "expired" } else { "cancelled" };
             let record = audit::Record::of(&entry, event, Some(outcome));
-            runtime.spawn(async move {
-                if let Err(e) = audit.append(record).await {
-                    tracing::warn!(entry = entry.id, "cannot append to the record: {e}");
-                }
-            });
+            runtime.spawn(async move { audit.append_or_warn(record).await });
         }
         match &self.backend {
             Backend::Local(ledger) => ledger.settle(id, outcome.clone()),

@@ -32,27 +32,28 @@ pub enum AuditCommand {
 
 /// Runs an `audit` command.
 pub async fn run(command: AuditCommand, config: Option<&Path>) -> anyhow::Result<ExitCode> {
-    let (agent, expect) = match &command {
-        AuditCommand::Head { agent } => (agent.as_deref(), None),
-        AuditCommand::Verify { agent, expect } => (agent.as_deref(), Some(expect.as_deref())),
-    };
-    let audit = open(config, agent)?;
-    let Some(expect) = expect else {
-        println!("{}", audit.head().await?);
-        return Ok(ExitCode::SUCCESS);
-    };
-    let expected = match expect {
-        Some(text) => Some(Head::parse(text).ok_or_else(|| anyhow::anyhow!("--expect `{text}` is not <seq>:<hash>"))?),
-        None => None,
-    };
-    match audit.verify(expected.as_ref()).await? {
-        Ok(head) => {
-            println!("intact: {head}");
+    match command {
+        AuditCommand::Head { agent } => {
+            println!("{}", open(config, agent.as_deref())?.head().await?);
             Ok(ExitCode::SUCCESS)
         }
-        Err(broken) => {
-            eprintln!("broken: {broken}");
-            Ok(ExitCode::from(1))
+        AuditCommand::Verify { agent, expect } => {
+            let expected = match &expect {
+                Some(text) => {
+                    Some(Head::parse(text).ok_or_else(|| anyhow::anyhow!("--expect `{text}` is not <seq>:<hash>"))?)
+                }
+                None => None,
+            };
+            match open(config, agent.as_deref())?.verify(expected.as_ref()).await? {
+                Ok(head) => {
+                    println!("intact: {head}");
+                    Ok(ExitCode::SUCCESS)
+                }
+                Err(broken) => {
+                    eprintln!("broken: {broken}");
+                    Ok(ExitCode::from(1))
+                }
+            }
         }
     }
 }
