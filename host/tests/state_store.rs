@@ -546,136 +546,33 @@ async fn tls_follows_sslmode() {
     assert!(plain.contains("no encryption") || plain.contains("pg_hba.conf"), "the server wants TLS: {plain}");
 }
 
-/// The shared approvals' rules, straight on the database: a confirm-level approval needs its
-/// challenge (a denial does not), the first decision wins and a repeat is the same, an entry
-/// past its expiry reads `timed_out` and cannot be decided, and the owner hears of a
-/// decision with its outcome.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn shared_decisions_follow_the_spec() {
-    use skillhost::store::state::postgres::decisions::{Decided, Decisions, Entry, Kind, Who};
-    use std::time::SystemTime;
-    let pg = skillhost_tests::postgres::Postgres::start();
-    pg.psql("postgres", "CREATE DATABASE decisions");
-    let config = skillhost::config::PostgresState {
-        url: Some(format!("{}?sslmode=disable", pg.url("postgres", "decisions"))),
-        ..Default::default()
-    };
-    let backend = Postgres::connect(Settings::from_config(Some(&config), |_| None).unwrap()).unwrap();
-    let decisions = Decisions::of(&backend);
-    let mut heard = decisions.subscribe();
-    let entry = |id: &str, expires_in: u64, challenge: Option<&str>| Entry {
-        id: id.into(),
-        kind: Kind::Approval,
-        run_id: "r".into(),
-        channel_id: "c".into(),
-        expires_at: SystemTime::now() + Duration::from_secs(expires_in),
-        challenge: challenge.map(Into::into),
-        prompt: None,
-        choices: Vec::new(),
-        outcome: None,
-        answer: None,
-        agent: "a".into(),
-        surface: "api".into(),
-        deciders: Vec::new(),
-        presentation: None,
-        decided_by: None,
-        decided_token: None,
-    };
-    decisions.open(&entry("confirm-me", 60, Some("CONFIRM"))).await.unwrap();
-    let operator = Who { agent: "a", surface: None, user: "api", conversation: None, token: Some("oncall") };
-    let decide = async |id: &str, outcome: &str, confirmation: Option<&str>| {
-        decisions.decide(Kind::Approval, id, outcome, None, confirmation, operator).await.unwrap()
-    };
-    // Another agent's operator finds nothing, as for an unknown id, and changes nothing.
-    let other = Who { agent: "b", ..operator };
-    let refused = decisions.decide(Kind::Approval, "confirm-me", "denied", None, None, other).await.unwrap();
-    assert!(matches!(refused, Decided::Gone));
-    assert!(matches!(decide("confirm-me", "approved", None).await, Decided::Unconfirmed));
-    assert!(matches!(decide("confirm-me", "approved", Some("nope")).await, Decided::Unconfirmed));
-    let Decided::Won(won) = decide("confirm-me", "approved", Some("CONFIRM")).await else { panic!("not won") };
-    assert_eq!(won.decided_token.as_deref(), Some("oncall"), "the token's name is recorded");
-    let read = decisions.get(Kind::Approval, "confirm-me").await.unwrap().unwrap();
-    assert_eq!((read.decided_by.as_deref(), read.decided_token.as_deref()), (Some("api"), Some("oncall")));
-    assert!(matches!(decide("confirm-me", "approved", Some("CONFIRM")).await, Decided::Same(_)));
-    assert!(matches!(decide("confirm-me", "denied", None).await, Decided::Conflict(_)));
-    let said = loop {
-        let announced = heard.recv().await.unwrap();
-        if !announced.id.is_empty() {
-            break announced;
-        }
-    };
-    assert_eq!((said.id.as_str(), said.outcome), ("confirm-me", Some(("approved".to_owned(), None))));
-
-    decisions.open(&entry("deny-me", 60, Some("CONFIRM"))).await.unwrap();
-    assert!(matches!(decide("deny-me", "denied", None).await, Decided::Won(_)), "a denial needs no challenge");
-
-    // A chat entry: only its bot's deciders decide it there; the agent's operator (the
-    // console) may too, and is recorded so.
-    let chat = |id: &str| Entry {
-        surface: "slack:b1".into(),
-        deciders: vec!["U1".into()],
-        channel_id: "slack b1 C1/1.0".into(),
-        ..entry(id, 60, None)
-    };
-    decisions.open(&chat("chat")).await.unwrap();
-    for who in [
-        Who { agent: "a", surface: Some("slack:b2"), user: "U1", conversation: None, token: None },
-        Who { agent: "a", surface: Some("slack:b1"), user: "U2", conversation: None, token: None },
-        Who { agent: "b", surface: Some("slack:b1"), user: "U1", conversation: None, token: None },
-        // Its approver, but from another channel of the bot, or another channel whose id
-        // the entry's begins with.
-        Who { agent: "a", surface: Some("slack:b1"), user: "U1", conversation: Some("slack b1 C2"), token: None },
-        Who { agent: "a", surface: Some("slack:b1"), user: "U1", conversation: Some("slack b1 C"), token: None },
-    ] {
-        let refused = decisions.decide(Kind::Approval, "chat", "approved", None, None, who).await.unwrap();
-        assert!(matches!(refused, Decided::Gone), "{who:?} may not decide it");
-    }
-    let person =
-        Who { agent: "a", surface: Some("slack:b1"), user: "U1", conversation: Some("slack b1 C1"), token: None };
-    let Decided::Won(won) = decisions.decide(Kind::Approval, "chat", "approved", None, None, person).await.unwrap()
-    else {
-        panic!("its approver decides it")
-    };
-    assert_eq!(won.decided_by.as_deref(), Some("U1"));
-    decisions.open(&chat("by-console")).await.unwrap();
-    let Decided::Won(won) = decide("by-console", "denied", None).await else { panic!("the console decides it") };
-    assert_eq!(won.decided_by.as_deref(), Some("console"));
-    let waiting = decisions.waiting("a", Kind::Approval).await.unwrap();
-    assert_eq!(waiting.iter().map(|e| e.id.as_str()).collect::<Vec<_>>(), Vec::<&str>::new(), "all decided");
-    assert!(decisions.waiting("b", Kind::Approval).await.unwrap().is_empty());
-
-    decisions.open(&entry("late", 0, None)).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    assert!(matches!(decide("late", "approved", None).await, Decided::Gone));
-    let late = decisions.get(Kind::Approval, "late").await.unwrap().unwrap();
-    assert_eq!(late.outcome.as_deref(), Some("timed_out"));
-    assert!(decisions.get(Kind::Question, "late").await.unwrap().is_none(), "ids are per kind");
-    assert!(matches!(decide("unknown", "approved", None).await, Decided::Gone));
-}
-
 /// Replicas on PostgreSQL: an in-flight marker whose replica no longer beats is taken over at
 /// once, whatever machine it names and however long its TTL; one whose replica beats is
 /// waited for. (On one machine a dead process's marker goes at once already: this is the
 /// rule for replicas on other machines.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_inflight_marker_of_a_replica_gone_silent_goes_at_once_whatever_its_host() {
+    use skillhost::broker::Broker;
     use skillhost::engine::inflight::{InFlight, NAMESPACE, key};
-    use skillhost::store::state::postgres::decisions::Decisions;
     let cluster = skillhost_tests::postgres::Postgres::start();
     let url = format!("{}?sslmode=disable", cluster.url("postgres", "postgres"));
     let config = skillhost::config::PostgresState { url: Some(url), ..Default::default() };
     let connect = || Postgres::connect(Settings::from_config(Some(&config), |_| None).unwrap()).unwrap();
     let (here, there) = (connect(), connect());
-    // Both beat, as replicas serving adapters do.
-    let (ours, theirs) = (Decisions::of(&here), Decisions::of(&there));
-    for replica in [ours.replica(), theirs.replica()] {
+    // Both beat, as replicas do.
+    let (ours, theirs) = (
+        Broker::start(&StateStore::on_postgres(here.clone()), None),
+        Broker::start(&StateStore::on_postgres(there.clone()), None),
+    );
+    let (ours, theirs) = (ours.replica().unwrap(), theirs.replica().unwrap());
+    for replica in [ours, theirs] {
         let started = Instant::now();
         while !here.replica_alive(replica).await.unwrap() {
             assert!(started.elapsed() < Duration::from_secs(10), "replica {replica} never beat");
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
-    let inflight = InFlight::new(StateStore::on_postgres(here.clone()), Duration::from_secs(3600));
+    let inflight = InFlight::new(StateStore::on_postgres(here.clone()), Duration::from_secs(3600), Some(ours.into()));
     let expires = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64() + 3600.0;
     let marker = |replica: &str| {
         serde_json::json!({"channel": "c", "host": "another-machine", "pid": 1, "nonce": "n",
@@ -683,7 +580,7 @@ async fn an_inflight_marker_of_a_replica_gone_silent_goes_at_once_whatever_its_h
         .to_string()
     };
     let state = StateStore::on_postgres(there.clone());
-    state.set(NAMESPACE, &key("c"), &marker(theirs.replica())).await.unwrap();
+    state.set(NAMESPACE, &key("c"), &marker(theirs)).await.unwrap();
     let waiting = tokio::time::timeout(Duration::from_millis(1500), inflight.acquire("c")).await;
     assert!(waiting.is_err(), "the marker of a replica that beats is waited for");
     state.set(NAMESPACE, &key("c"), &marker("a-replica-long-gone")).await.unwrap();
@@ -691,5 +588,5 @@ async fn an_inflight_marker_of_a_replica_gone_silent_goes_at_once_whatever_its_h
     let _held = held.expect("taken over at once").unwrap();
     let now: serde_json::Value =
         serde_json::from_str(&state.get(NAMESPACE, &key("c")).await.unwrap().unwrap()).unwrap();
-    assert_eq!(now["replica"], ours.replica(), "held by this replica now: {now}");
+    assert_eq!(now["replica"], ours, "held by this replica now: {now}");
 }

@@ -92,7 +92,8 @@ pub fn engine_over(
     let set = Arc::new(set);
     let tools = Tools::new(vec![Arc::new(SkillTools::new(set.clone()))]);
     let settings = skillhost::engine::EngineSettings::from_config(&loader.config, loader.memory.clone());
-    skillhost::engine::Engine::new(set, tools, Some(provider), settings, loader.state.clone())
+    let broker = skillhost::broker::Broker::start(&loader.state, settings.human.audit_retention());
+    skillhost::engine::Engine::new(set, tools, Some(provider), settings, loader.state.clone(), broker)
 }
 
 /// Builds the app as `skillhost run` does (skills served, LLM providers required), failing

@@ -143,6 +143,9 @@ pub struct App {
     pub agents: Vec<Agent>,
     /// The config file a reload reads again (`None`: `./config.yaml` if there is one).
     pub config_path: Option<PathBuf>,
+    /// Where every agent's approvals and questions wait on a person (its background tasks
+    /// run while it lives).
+    pub broker: Arc<crate::broker::Broker>,
 }
 
 impl App {
@@ -152,10 +155,14 @@ impl App {
         let mcp = McpManager::new(&config.config.mcp_servers);
         mcp.set_people(options.asks_people());
         let c = &config.config;
-        mcp.set_state(crate::store::StateStore::from_config(&c.state, |p| config.resolve(p))?);
+        let state = crate::store::StateStore::from_config(&c.state, |p| config.resolve(p))?;
+        mcp.set_state(state.clone());
+        // One broker for the process: every agent's entries, one heartbeat among the replicas.
+        let broker = crate::broker::Broker::start(&state, c.human.audit_retention());
         let (mut agents, peers) = (Vec::new(), Arc::new(Peers::default()));
         for (name, agent_config) in agent_configs(&config, &options.agents)? {
-            agents.push(build_agent(&sandbox, &mcp, name, agent_config, &options, &peers).await?);
+            let shared = Shared { sandbox: &sandbox, mcp: &mcp, peers: &peers, broker: &broker };
+            agents.push(build_agent(shared, name, agent_config, &options).await?);
         }
         // Delegations (`delegate_to_agent`) find the other agents of this process by key.
         for agent in &agents {
@@ -171,7 +178,7 @@ impl App {
             let engines: Vec<_> = agents.iter().map(|a| (a.name.as_deref(), &*a.engine)).collect();
             check_names(&config, &engines, &mcp)?;
         }
-        Ok(App { config, sandbox, mcp, agents, config_path: None })
+        Ok(App { config, sandbox, mcp, agents, config_path: None, broker })
     }
 
     /// Checks the names the config writes against what the agents serve now (after a later
@@ -362,13 +369,19 @@ pub fn for_agent(config: &LoadedConfig, name: &str) -> LoadedConfig {
     effective
 }
 
+/// What every agent of the process shares.
+struct Shared<'a> {
+    sandbox: &'a Arc<Sandbox>,
+    mcp: &'a Arc<McpManager>,
+    peers: &'a Arc<Peers>,
+    broker: &'a Arc<crate::broker::Broker>,
+}
+
 async fn build_agent(
-    sandbox: &Arc<Sandbox>,
-    mcp: &Arc<McpManager>,
+    Shared { sandbox, mcp, peers, broker }: Shared<'_>,
     name: Option<String>,
     config: LoadedConfig,
     options: &Options,
-    peers: &Arc<Peers>,
 ) -> anyhow::Result<Agent> {
     let who = name.as_deref().map(|n| format!("agent `{n}`: ")).unwrap_or_default();
     let provider = match options.llm {
@@ -391,7 +404,8 @@ async fn build_agent(
     let mut settings = EngineSettings::from_config(&config, loader.memory.clone());
     settings.agent = name.clone();
     settings.remote_skills = remote_skills(mcp, &config, &loader.state).await;
-    let engine = Engine::new(set.clone(), tools, provider, settings, loader.state.clone()).with_peers(peers.clone());
+    let engine = Engine::new(set.clone(), tools, provider, settings, loader.state.clone(), broker.clone())
+        .with_peers(peers.clone());
     let engine = Arc::new(engine);
     let mut adapters = config.config.adapter.kinds();
     if adapters.is_empty() {

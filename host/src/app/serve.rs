@@ -13,7 +13,6 @@ use crate::adapters::telegram::TelegramAdapter;
 use crate::adapters::terminal::TerminalAdapter;
 use crate::adapters::{Adapter, Stop};
 use crate::config::AdapterKind;
-use crate::store::state::postgres::decisions::Decisions;
 use anyhow::bail;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -35,8 +34,6 @@ pub async fn serve(app: App, adapter: Option<AdapterKind>) -> anyhow::Result<()>
     for (agent, kind) in &plan {
         adapters.push(make(agent, kind, &mut turns, &reloader).await?);
     }
-    // Held until the end, when the other replicas are told this one is gone.
-    let replicas = replicas_of(&app);
     // Skills the start left to compile join while the adapters serve.
     tokio::spawn(app.clone().load_pending());
     tokio::spawn(reloader.clone().on_hangup());
@@ -92,7 +89,7 @@ pub async fn serve(app: App, adapter: Option<AdapterKind>) -> anyhow::Result<()>
             eprintln!("warning: open streams were cut {} s after their turns were stopped", STOPPED_GRACE.as_secs());
         }
     }
-    retire(replicas).await;
+    retire(&app.broker).await;
     for agent in &app.agents {
         finish_background(&agent.engine).await;
     }
@@ -103,34 +100,19 @@ async fn drained(serving: &mut tokio::task::JoinSet<()>) {
     while serving.join_next().await.is_some() {}
 }
 
-/// This process among the replicas of each PostgreSQL state database its adapters share
-/// approvals through.
-fn replicas_of(app: &App) -> Vec<Arc<Decisions>> {
-    let mut replicas: Vec<Arc<Decisions>> = Vec::new();
-    for agent in &app.agents {
-        let Some(pg) = agent.engine.history().state().postgres() else { continue };
-        if let Some(decisions) = Decisions::existing(&pg)
-            && !replicas.iter().any(|d| Arc::ptr_eq(d, &decisions))
-        {
-            replicas.push(decisions);
-        }
-    }
-    replicas
-}
-
 /// Tells the other replicas this one is gone: what waited here on a person reads
 /// `cancelled`, and the chat turns left written down are resumed elsewhere at once rather
 /// than once this replica's heartbeat is old.
-async fn retire(replicas: Vec<Arc<Decisions>>) {
-    for decisions in replicas {
-        let retired = tokio::time::timeout(STOPPED_GRACE, decisions.retire()).await;
-        let why = match retired {
-            Ok(Ok(())) => continue,
-            Ok(Err(e)) => e.to_string(),
-            Err(_) => format!("no answer within {} s", STOPPED_GRACE.as_secs()),
-        };
-        tracing::warn!("cannot tell the other replicas this one stops ({why}); they notice once its heartbeat is old");
+async fn retire(broker: &crate::broker::Broker) {
+    if !broker.durable() {
+        return;
     }
+    let why = match tokio::time::timeout(STOPPED_GRACE, broker.retire()).await {
+        Ok(Ok(())) => return,
+        Ok(Err(e)) => e.to_string(),
+        Err(_) => format!("no answer within {} s", STOPPED_GRACE.as_secs()),
+    };
+    tracing::warn!("cannot tell the other replicas this one stops ({why}); they notice once its heartbeat is old");
 }
 
 /// Serves one adapter; an error is logged, and the others keep serving.

@@ -16,28 +16,34 @@
 //! - **First decision wins**, on any replica: of concurrent decisions exactly one settles the
 //!   entry; repeating it succeeds again, a different one conflicts.
 //!
-//! Two backends, chosen once from `state.backend` ([`Broker::for_store`]): in this process
+//! Two backends behind one trait ([`backend::Backend`]), chosen once by the app builder from
+//! `state.backend` ([`Broker::start`]), which owns their background tasks: in this process
 //! alone ([`local`]; processes sharing one SQLite file do not share entries), or the shared
-//! PostgreSQL rows ([`crate::store::state::postgres::decisions`]), where a decision taken on
-//! another replica reaches the waiting one by `NOTIFY` (or, while its listening connection
-//! is lost, by polling). No adapter branches on the backend.
+//! PostgreSQL rows ([`postgres`]), where a decision taken on another replica reaches the
+//! waiting one by `NOTIFY` (or, while its listening connection is lost, by polling). No
+//! adapter branches on the backend.
 
 pub mod audit;
+mod backend;
 pub mod form;
 mod local;
+mod model;
+mod postgres;
 pub mod present;
 pub mod tasks;
 pub mod uses;
 
 use crate::store::StateStore;
-use crate::store::state::postgres::decisions::{Announced, Decided, Decisions};
-pub use crate::store::state::postgres::decisions::{Entry, Kind, Who};
-pub use crate::store::state::postgres::waiting::{Orphan, Waiting};
+use backend::{Backend, Held};
+use futures::FutureExt as _;
+use model::Announced;
+pub use model::{Decided, Entry, Kind, Orphan, TaskEntry, TaskStatus, TaskStep, Waiting, Who, runner_gone};
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, SystemTime};
 use tokio::sync::{broadcast, oneshot};
+use tokio::task::JoinHandle;
 pub use uses::{Use, UseRefused, Uses, arguments_hash};
 
 /// How long a resolved entry stays readable through the status routes.
@@ -263,35 +269,34 @@ struct Waiter {
     entry: Option<Entry>,
 }
 
-/// Where the entries are kept.
-enum Backend {
-    /// In this process.
-    Local(local::Ledger),
-    /// In the shared database.
-    Shared(Arc<Decisions>),
-}
-
 /// The person broker of one process and state store.
 pub struct Broker {
-    backend: Backend,
+    /// Where the entries are kept.
+    backend: Arc<dyn Backend>,
     /// The entries this process waits on, by id.
     waiters: Mutex<HashMap<String, Waiter>>,
     /// Every change to an entry seen here (opened, decided, ended), for live views.
     changes: broadcast::Sender<String>,
-    /// The tasks of this process (the in-process backend's).
-    local_tasks: tasks::LocalTasks,
     /// What wakes each task running here, by id.
     task_wakes: Mutex<HashMap<String, Arc<tokio::sync::Notify>>>,
     /// Where the record is kept, and for how long (none: an in-process broker of a test).
     record: Option<(StateStore, Option<Duration>)>,
+    /// Its background tasks (the heartbeat, the listener, the delivery of decisions taken
+    /// elsewhere), stopped with it.
+    tasks: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        for task in self.tasks.get_mut().drain(..) {
+            task.abort();
+        }
+    }
 }
 
 impl std::fmt::Debug for Broker {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let backend = match &self.backend {
-            Backend::Local(_) => "in-process",
-            Backend::Shared(_) => "postgres",
-        };
+        let backend = if self.durable() { "postgres" } else { "in-process" };
         f.debug_struct("Broker").field("backend", &backend).finish_non_exhaustive()
     }
 }
@@ -299,46 +304,67 @@ impl std::fmt::Debug for Broker {
 impl Broker {
     /// A broker whose entries live in this process alone, and which keeps no record.
     pub fn in_process() -> Arc<Broker> {
-        Arc::new(Broker::with(Backend::Local(local::Ledger::default()), None))
+        Arc::new(Broker::with(Arc::new(local::Ledger::default()), None))
     }
 
-    fn with(backend: Backend, record: Option<(StateStore, Option<Duration>)>) -> Broker {
+    fn with(backend: Arc<dyn Backend>, record: Option<(StateStore, Option<Duration>)>) -> Broker {
         Broker {
             backend,
             waiters: Mutex::default(),
             changes: broadcast::channel(256).0,
-            local_tasks: tasks::LocalTasks::default(),
             task_wakes: Mutex::default(),
             record,
+            tasks: Mutex::default(),
         }
     }
 
-    /// The broker `state` calls for: shared by the replicas when it is PostgreSQL (with a
-    /// task that hands this process the decisions taken elsewhere), else in-process. Either
-    /// keeps its record ([`audit`]) in `state`, each record for `retention` (none: for good).
-    pub fn for_store(state: &StateStore, retention: Option<Duration>) -> Arc<Broker> {
+    /// The broker of this process on `state` (the app builder makes one): shared by the
+    /// replicas when it is PostgreSQL (this process then beats among them, and hands its
+    /// turns the decisions taken elsewhere), else in-process. Either keeps its record
+    /// ([`audit`]) in `state`, each record for `retention` (none: for good). Its background
+    /// tasks run while it lives.
+    pub fn start(state: &StateStore, retention: Option<Duration>) -> Arc<Broker> {
         let record = Some((state.clone(), retention));
-        let Some(pg) = state.postgres() else {
-            return Arc::new(Broker::with(Backend::Local(local::Ledger::default()), record));
-        };
-        let decisions = Decisions::of(&pg);
-        let decided = decisions.subscribe();
-        let mut changes = decisions.changes();
-        let broker = Arc::new(Broker::with(Backend::Shared(decisions), record));
-        tokio::spawn(deliver(Arc::downgrade(&broker), decided));
-        // What changes on other replicas reaches this one's live views.
-        let watchers = broker.changes.clone();
-        tokio::spawn(async move {
-            while let Ok(()) | Err(broadcast::error::RecvError::Lagged(_)) = changes.recv().await {
-                let _ = watchers.send(String::new());
+        let (backend, mut tasks): (Arc<dyn Backend>, _) = match state.postgres() {
+            Some(pg) => {
+                let shared = postgres::Shared::new(pg);
+                let tasks = shared.run();
+                (shared, tasks)
             }
-        });
+            None => (Arc::new(local::Ledger::default()), Vec::new()),
+        };
+        let broker = Arc::new(Broker::with(backend.clone(), record));
+        if let Some(decided) = backend.announcements() {
+            tasks.push(tokio::spawn(deliver(Arc::downgrade(&broker), decided)));
+        }
+        // What changes on other replicas reaches this one's live views.
+        if let Some(mut changes) = backend.changes() {
+            let watchers = broker.changes.clone();
+            tasks.push(tokio::spawn(async move {
+                while let Ok(()) | Err(broadcast::error::RecvError::Lagged(_)) = changes.recv().await {
+                    let _ = watchers.send(String::new());
+                }
+            }));
+        }
+        *broker.tasks.lock() = tasks;
         broker
     }
 
     /// Whether entries (and turns written down with them) outlive this process.
     pub fn durable(&self) -> bool {
-        matches!(self.backend, Backend::Shared(_))
+        self.backend.durable()
+    }
+
+    /// This process's id among the replicas sharing the database, when there are replicas.
+    pub fn replica(&self) -> Option<&str> {
+        self.backend.replica()
+    }
+
+    /// This process stops: what waits here on a person and can be decided nowhere else reads
+    /// `cancelled`, the tasks it runs fail, and the other replicas stop counting on it (the
+    /// turns it left written down are resumed elsewhere at once).
+    pub async fn retire(&self) -> Result<(), BrokerError> {
+        Ok(self.backend.retire().await?)
     }
 
     /// Changes to entries seen by this process (the id of each), for live views.
@@ -393,17 +419,12 @@ impl Broker {
         if let Some(waiter) = waiter {
             self.waiters.lock().insert(id.clone(), Waiter { entry: Some(entry.clone()), ..waiter });
         }
-        let recorded = match &self.backend {
-            Backend::Local(ledger) => {
-                ledger.open(entry.clone());
-                Ok(())
-            }
-            Backend::Shared(shared) => match &resumable {
-                Some(waiting) => shared.wait_durably(&entry, waiting).await,
-                None if unowned => shared.open_unowned(&entry).await,
-                None => shared.open(&entry).await,
-            },
+        let held = match &resumable {
+            Some(waiting) if self.durable() => Held::Written(waiting),
+            _ if unowned => Held::Nobody,
+            _ => Held::Here,
         };
+        let recorded = self.backend.open(&entry, held).await;
         if let Err(e) = recorded {
             self.waiters.lock().remove(&id);
             return Err(e.into());
@@ -457,30 +478,21 @@ impl Broker {
 
     /// Entry `id` as `who` may see it: `None` when unknown or not theirs.
     pub async fn get(&self, id: &str, kind: Kind, who: Who<'_>) -> Result<Option<Entry>, BrokerError> {
-        let entry = match &self.backend {
-            Backend::Local(ledger) => ledger.get(id),
-            Backend::Shared(shared) => shared.get(kind, id).await?,
-        };
+        let entry = self.backend.get(kind, id).await?;
         Ok(entry.filter(|e| e.kind == kind && who.sees(e)))
     }
 
     /// The entries of `kind` waiting for a person that `who` may decide (with PostgreSQL, on
     /// every replica), oldest first.
     pub async fn waiting(&self, kind: Kind, who: Who<'_>) -> Result<Vec<Entry>, BrokerError> {
-        let entries = match &self.backend {
-            Backend::Local(ledger) => ledger.waiting(who.agent, kind),
-            Backend::Shared(shared) => shared.waiting(who.agent, kind).await?,
-        };
+        let entries = self.backend.waiting(who.agent, kind).await?;
         Ok(entries.into_iter().filter(|e| who.sees(e)).collect())
     }
 
     /// Every entry of run `run_id` that `who` may see (with PostgreSQL, asked on any
     /// replica; a pending one whose replica is gone reads `cancelled`), oldest first.
     pub async fn of_run(&self, run_id: &str, who: Who<'_>) -> Result<Vec<Entry>, BrokerError> {
-        let entries = match &self.backend {
-            Backend::Local(ledger) => ledger.of_run(who.agent, run_id),
-            Backend::Shared(shared) => shared.of_run(who.agent, run_id).await?,
-        };
+        let entries = self.backend.of_run(who.agent, run_id).await?;
         Ok(entries.into_iter().filter(|e| who.sees(e)).collect())
     }
 
@@ -490,14 +502,8 @@ impl Broker {
     pub async fn decide(&self, id: &str, who: Who<'_>, decision: Decision) -> Result<(Entry, bool), DecideError> {
         let decision = self.conform(id, who, decision).await?;
         let outcome = decision.outcome();
-        let decided = match &self.backend {
-            Backend::Local(ledger) => ledger.decide(id, who, &decision),
-            Backend::Shared(shared) => {
-                let (kind, typed) = (decision.kind(), decision.confirmation());
-                let decided = shared.decide(kind, id, outcome.name(), outcome.stored_text(), typed, who).await;
-                decided.map_err(|e| DecideError::Unavailable(e.to_string()))?
-            }
-        };
+        let decided =
+            self.backend.decide(id, who, &decision).await.map_err(|e| DecideError::Unavailable(e.to_string()))?;
         match decided {
             Decided::Won(entry) => {
                 self.deliver_here(&entry, &outcome, entry.decided_by.as_deref().unwrap_or_default());
@@ -556,37 +562,26 @@ impl Broker {
             let record = audit::Record::of(&entry, event, Some(outcome));
             runtime.spawn(async move { audit.append_or_warn(record).await });
         }
-        match &self.backend {
-            Backend::Local(ledger) => ledger.settle(id, outcome.clone()),
-            Backend::Shared(shared) => {
-                let (shared, id, outcome) = (shared.clone(), id.to_owned(), outcome.clone());
-                tokio::spawn(async move {
-                    if let Err(e) = shared.settle(&id, outcome.name(), outcome.stored_text()).await {
-                        tracing::warn!(id, "cannot record the outcome in the database: {e}");
-                    }
-                });
+        let (backend, id, outcome) = (self.backend.clone(), id.to_owned(), outcome.clone());
+        now_or_later(async move {
+            if let Err(e) = backend.settle(&id, &outcome).await {
+                tracing::warn!(id, "cannot record the outcome in the database: {e}");
             }
-        }
+        });
     }
 
     /// Cancels whatever `run_id` still waits on.
     pub fn cancel_run(&self, run_id: &str) {
-        match &self.backend {
-            Backend::Local(ledger) => ledger.cancel_run(run_id),
-            Backend::Shared(shared) => {
-                let (shared, run_id) = (shared.clone(), run_id.to_owned());
-                tokio::spawn(async move {
-                    if let Err(e) = shared.cancel_run(&run_id).await {
-                        tracing::warn!(run_id, "cannot cancel the run's approvals and questions: {e}");
-                    }
-                });
+        let (backend, run_id) = (self.backend.clone(), run_id.to_owned());
+        now_or_later(async move {
+            if let Err(e) = backend.cancel_run(&run_id).await {
+                tracing::warn!(run_id, "cannot cancel the run's approvals and questions: {e}");
             }
-        }
+        });
     }
 
     /// Takes the decisions the database announced for this replica's waiters.
     async fn take(&self, announced: Vec<Announced>) {
-        let Backend::Shared(shared) = &self.backend else { return };
         for Announced { id, by, outcome } in announced {
             // A task running here was answered or cancelled.
             if by.as_deref() == Some("task") {
@@ -607,9 +602,9 @@ impl Broker {
                     ..opened
                 }),
                 // Read the entry: the notification does not say how it ended.
-                _ => match shared.get(Kind::Approval, &id).await {
+                _ => match self.backend.get(Kind::Approval, &id).await {
                     Ok(Some(entry)) => Some(entry),
-                    Ok(None) => shared.get(Kind::Question, &id).await.ok().flatten(),
+                    Ok(None) => self.backend.get(Kind::Question, &id).await.ok().flatten(),
                     Err(e) => {
                         tracing::warn!(id, "cannot read a decision: {e}");
                         continue;
@@ -629,9 +624,8 @@ impl Broker {
 
     /// The ids this process waits on that the database says are decided.
     async fn decided_here(&self) -> Vec<String> {
-        let Backend::Shared(shared) = &self.backend else { return Vec::new() };
         let pending: Vec<String> = self.waiters.lock().keys().cloned().collect();
-        shared.decided_among(&pending).await.unwrap_or_else(|e| {
+        self.backend.decided_among(&pending).await.unwrap_or_else(|e| {
             tracing::debug!("cannot look for decisions: {e}");
             Vec::new()
         })
@@ -645,9 +639,7 @@ impl Broker {
     /// Notes message `prompt` as the one asking `run_id`'s entry, so that whoever resumes the
     /// turn can settle it.
     pub async fn prompted(&self, run_id: &str, prompt: &str) {
-        if let Backend::Shared(shared) = &self.backend
-            && let Err(e) = shared.prompted(run_id, prompt).await
-        {
+        if let Err(e) = self.backend.prompted(run_id, prompt).await {
             tracing::debug!(run_id, "cannot note the prompt's message: {e}");
         }
     }
@@ -655,9 +647,7 @@ impl Broker {
     /// Writes `run_id`'s checkpoint again while it waits here (a call beside its question
     /// ended); a turn not written down has no row, and nothing changes.
     pub async fn rewrite(&self, run_id: &str, checkpoint: &str) {
-        if let Backend::Shared(shared) = &self.backend
-            && let Err(e) = shared.rewrite(run_id, checkpoint).await
-        {
+        if let Err(e) = self.backend.rewrite(run_id, checkpoint).await {
             tracing::warn!(run_id, "cannot write the waiting turn again: {e}");
         }
     }
@@ -668,10 +658,9 @@ impl Broker {
     /// another one may already resume the turn). A failed confirmation is tried again, every
     /// second, while the replica could still be seen alive.
     pub async fn lease(&self, run_id: &str, id: &str) -> bool {
-        let Backend::Shared(shared) = &self.backend else { return true };
         let give_up = tokio::time::Instant::now() + LEASE_TRIES_FOR;
         loop {
-            match shared.lease(run_id, id).await {
+            match self.backend.lease(run_id, id).await {
                 Ok(held) => return held,
                 Err(e) if tokio::time::Instant::now() >= give_up => {
                     tracing::warn!(run_id, "cannot confirm the turn's lease, so it does not run here: {e}");
@@ -685,9 +674,7 @@ impl Broker {
 
     /// Forgets `run_id`'s written-down turn once it ended here.
     pub async fn finish(&self, run_id: &str) {
-        if let Backend::Shared(shared) = &self.backend
-            && let Err(e) = shared.finish(run_id).await
-        {
+        if let Err(e) = self.backend.finish(run_id).await {
             tracing::warn!(run_id, "cannot forget the turn's checkpoint: {e}");
         }
     }
@@ -695,8 +682,7 @@ impl Broker {
     /// One turn of bot `scope` left waiting by a replica that is gone, decided (or
     /// expired), now held here to resume.
     pub async fn take_orphan(&self, scope: &str) -> Option<Orphan> {
-        let Backend::Shared(shared) = &self.backend else { return None };
-        shared.take_orphan(scope).await.unwrap_or_else(|e| {
+        self.backend.take_orphan(scope).await.unwrap_or_else(|e| {
             tracing::debug!("cannot look for turns left waiting: {e}");
             None
         })
@@ -705,8 +691,7 @@ impl Broker {
     /// The approval pending in `conversation` of bot `scope` whose prompt is message
     /// `prompt` (asked by another replica: a reply to it decides it).
     pub async fn approval_prompted(&self, scope: &str, conversation: &str, prompt: &str) -> Option<String> {
-        let Backend::Shared(shared) = &self.backend else { return None };
-        shared.approval_prompted(scope, conversation, prompt).await.unwrap_or_else(|e| {
+        self.backend.approval_prompted(scope, conversation, prompt).await.unwrap_or_else(|e| {
             tracing::debug!("cannot look for the approval a reply answers: {e}");
             None
         })
@@ -714,15 +699,21 @@ impl Broker {
 
     /// The newest question waiting in `conversation` (of `who`'s surface), asked anywhere.
     pub async fn question_in(&self, conversation: &str, who: Who<'_>) -> Option<String> {
-        let found = match &self.backend {
-            Backend::Local(ledger) => ledger.question_in(conversation),
-            Backend::Shared(shared) => shared.pending_question(conversation).await.unwrap_or_else(|e| {
-                tracing::debug!("cannot look for a pending question: {e}");
-                None
-            }),
-        }?;
+        let found = self.backend.pending_question(conversation).await.unwrap_or_else(|e| {
+            tracing::debug!("cannot look for a pending question: {e}");
+            None
+        })?;
         let entry = self.get(&found, Kind::Question, who).await.ok()??;
         entry.outcome.is_none().then_some(found)
+    }
+}
+
+/// Runs `work` to its end now when it needs no wait (the in-process backend's), else in
+/// the background (a database's), so that a synchronous caller never blocks on it.
+fn now_or_later(work: impl std::future::Future<Output = ()> + Send + 'static) {
+    let mut work = Box::pin(work);
+    if (&mut work).now_or_never().is_none() {
+        tokio::spawn(work);
     }
 }
 
@@ -771,7 +762,8 @@ impl Ticket {
 
 impl Drop for Ticket {
     fn drop(&mut self) {
-        if self.rx.is_some() {
+        // Not waited on, and not decided meanwhile (a decision delivered here is final).
+        if self.rx.is_some() && self.broker.waiters.lock().contains_key(&self.entry.id) {
             self.broker.settle(&self.entry.id, &Outcome::Cancelled);
         }
     }

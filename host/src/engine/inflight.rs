@@ -14,7 +14,6 @@
 //! turn cost a busy server more than the rest of the turn's own work (ext4 inode allocation
 //! under churn), where a row is one small write to a database every turn writes anyway.
 
-use crate::store::state::postgres::decisions::Decisions;
 use crate::store::{StateError, StateStore, StateWrite};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -49,6 +48,8 @@ pub struct InFlight {
     ttl: Duration,
     host: String,
     nonce: String,
+    /// This process among the replicas, when it beats among them.
+    replica: Option<String>,
 }
 
 /// A held marker; removed when dropped.
@@ -65,9 +66,10 @@ pub struct Held {
 }
 
 impl InFlight {
-    /// Markers in `state`, stale after `ttl`.
-    pub fn new(state: StateStore, ttl: Duration) -> Self {
-        InFlight { state, ttl, host: hostname(), nonce: process_nonce().to_owned() }
+    /// Markers in `state`, stale after `ttl`, of this process, which is `replica` among
+    /// those sharing a PostgreSQL database (none: judged by the TTL alone).
+    pub fn new(state: StateStore, ttl: Duration, replica: Option<String>) -> Self {
+        InFlight { state, ttl, host: hostname(), nonce: process_nonce().to_owned(), replica }
     }
 
     fn marker(&self, channel: &str) -> Marker {
@@ -77,21 +79,14 @@ impl InFlight {
             pid: std::process::id(),
             nonce: self.nonce.clone(),
             expires_at: unix_now() + self.ttl.as_secs_f64(),
-            replica: self.replica(),
+            replica: self.replica.clone(),
         }
-    }
-
-    /// This process among the replicas, if it beats (an adapter shares approvals through
-    /// PostgreSQL); a process that does not (`skillhost call`) is judged by the TTL alone.
-    fn replica(&self) -> Option<String> {
-        let pg = self.state.postgres()?;
-        Decisions::existing(&pg).map(|d| d.replica().to_owned())
     }
 
     /// Whether `marker`'s replica went silent (or stopped): asked of the database.
     async fn replica_gone(&self, marker: &Marker) -> bool {
         let (Some(replica), Some(pg)) = (&marker.replica, self.state.postgres()) else { return false };
-        if self.replica().as_ref() == Some(replica) {
+        if self.replica.as_ref() == Some(replica) {
             return false;
         }
         matches!(pg.replica_alive(replica).await, Ok(false))
@@ -285,8 +280,8 @@ mod tests {
     #[tokio::test]
     async fn one_holder_at_a_time_and_released_on_drop() {
         let dir = tempfile::tempdir().unwrap();
-        let a = InFlight::new(store(&dir), Duration::from_secs(60));
-        let b = InFlight::new(store(&dir), Duration::from_secs(60)); // another "process"
+        let a = InFlight::new(store(&dir), Duration::from_secs(60), None);
+        let b = InFlight::new(store(&dir), Duration::from_secs(60), None); // another "process"
         let held = a.acquire("c1").await.unwrap();
         assert_eq!(store(&dir).keys(NAMESPACE).await.unwrap(), [key("c1")]);
         let waiting = tokio::time::timeout(Duration::from_millis(300), b.acquire("c1")).await;
@@ -304,7 +299,7 @@ mod tests {
         // A TTL far longer than any stall of a busy machine between two lines of this test:
         // when a refresh is due is set below, not waited for, so nothing rests on timing.
         let ttl = 600.0;
-        let a = InFlight::new(store(&dir), Duration::from_secs_f64(ttl));
+        let a = InFlight::new(store(&dir), Duration::from_secs_f64(ttl), None);
         let mut held = a.acquire("c").await.unwrap();
         let state = store(&dir);
         let written = async || decode(&state.get(NAMESPACE, &key("c")).await.unwrap().unwrap()).unwrap().expires_at;
@@ -317,7 +312,7 @@ mod tests {
         let refreshed = written().await;
         assert!(refreshed >= first && refreshed > unix_now() + ttl * 0.9, "{first} -> {refreshed}");
         // A live holder's marker is not taken over, however long the other waits.
-        let b = InFlight::new(store(&dir), Duration::from_secs(60));
+        let b = InFlight::new(store(&dir), Duration::from_secs(60), None);
         let waiting = tokio::time::timeout(Duration::from_millis(300), b.acquire("c")).await;
         assert!(waiting.is_err(), "a refreshed marker is not taken over");
         drop(held);
@@ -327,9 +322,9 @@ mod tests {
     #[tokio::test]
     async fn stale_markers_are_taken_over_and_their_old_holder_removes_nothing() {
         let dir = tempfile::tempdir().unwrap();
-        let a = InFlight::new(store(&dir), Duration::from_millis(200));
+        let a = InFlight::new(store(&dir), Duration::from_millis(200), None);
         let held = a.acquire("c").await.unwrap();
-        let b = InFlight::new(store(&dir), Duration::from_secs(60));
+        let b = InFlight::new(store(&dir), Duration::from_secs(60), None);
         let started = std::time::Instant::now();
         let taken = tokio::time::timeout(Duration::from_secs(2), b.acquire("c")).await.expect("taken over").unwrap();
         assert!(started.elapsed() >= Duration::from_millis(100), "not before the TTL, since a's pid is alive");
@@ -361,8 +356,8 @@ mod tests {
     async fn release_with_writes_and_releases_in_one_go_and_only_our_marker() {
         let dir = tempfile::tempdir().unwrap();
         let (a, b) = (
-            InFlight::new(store(&dir), Duration::from_millis(200)),
-            InFlight::new(store(&dir), Duration::from_secs(60)),
+            InFlight::new(store(&dir), Duration::from_millis(200), None),
+            InFlight::new(store(&dir), Duration::from_secs(60), None),
         );
         let set = |value: &str| StateWrite::Set { ns: "h".into(), key: "messages".into(), value: value.into() };
         let mut held = a.acquire("c").await.unwrap();

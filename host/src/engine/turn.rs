@@ -196,17 +196,15 @@ pub struct Engine {
     draining: tokio_util::sync::CancellationToken,
     /// Cancelled when the process stops its turns ([`Engine::stop_turns`]).
     stopping: tokio_util::sync::CancellationToken,
-    /// Where its turns' approvals and questions wait on a person; made on first use (in the
-    /// runtime) from the state store.
-    broker: std::sync::OnceLock<Arc<crate::broker::Broker>>,
+    /// Where its turns' approvals and questions wait on a person: the process's broker.
+    broker: Arc<crate::broker::Broker>,
 }
 
 impl Engine {
-    /// The person broker of this agent's turns: shared by the replicas with
-    /// `state.backend: postgres`, in this process otherwise. Call it within the runtime.
+    /// The person broker of this agent's turns (the process's): shared by the replicas with
+    /// `state.backend: postgres`, in this process otherwise.
     pub fn broker(&self) -> Arc<crate::broker::Broker> {
-        let retention = self.settings.human.audit_retention();
-        self.broker.get_or_init(|| crate::broker::Broker::for_store(self.history.state(), retention)).clone()
+        self.broker.clone()
     }
 
     /// The agent's name as entries record it (`""` for the single top-level agent).
@@ -215,19 +213,20 @@ impl Engine {
     }
 
     /// An engine over `skills` and the `tools` they (and the MCP servers) offer, keeping
-    /// histories and approval counts in `state`.
+    /// histories and approval counts in `state`, asking people through `broker`.
     pub fn new(
         skills: Arc<SkillSet>,
         tools: Tools,
         provider: Option<Box<dyn Provider>>,
         settings: EngineSettings,
         state: StateStore,
+        broker: Arc<crate::broker::Broker>,
     ) -> Self {
         let promotion = Promotion::for_agent(state.clone(), &settings.learning, settings.agent.as_deref());
         let human = &settings.human;
         let gate = Gate::new(human.overrides.clone(), Duration::from_secs(human.timeout_seconds), promotion);
         let ttl = Duration::from_secs(settings.session.inflight_ttl_seconds);
-        let inflight = InFlight::new(state.clone(), ttl);
+        let inflight = InFlight::new(state.clone(), ttl, broker.replica().map(str::to_owned));
         let (history, provider) = (History::new(state), provider.map(Arc::from));
         let (background, channels) = (Mutex::default(), Mutex::default());
         let loaded = Arc::new(parking_lot::RwLock::new(Arc::new(Loaded::new(skills, tools, &settings))));
@@ -246,7 +245,7 @@ impl Engine {
             peers,
             draining: tokio_util::sync::CancellationToken::new(),
             stopping: tokio_util::sync::CancellationToken::new(),
-            broker: std::sync::OnceLock::new(),
+            broker,
         }
     }
 

@@ -21,8 +21,9 @@
 
 use super::inquire::{self, Rounds};
 use super::{NO_ELICITATION, Ran, content, elicit};
-use crate::broker::tasks::{TaskEntry, TaskStatus, TaskWake};
+use crate::broker::tasks::TaskWake;
 use crate::broker::{Entry, Kind};
+use crate::broker::{TaskEntry, TaskStatus, TaskStep};
 use crate::engine::desk::Desk;
 use crate::engine::{ApprovalOutcome, Counterpart, Engine, PresentError};
 use crate::person::{Replies, Reply, Round, Unanswered};
@@ -271,7 +272,7 @@ impl TaskSide {
                 Ok((record, _)) => ended(&self.engine, &self.tool, &record.outcome),
                 Err(refused) => (TaskStatus::Failed, serde_json::to_string(refused).unwrap_or_default()),
             };
-            if let Err(e) = self.engine.broker().task_set(&running.id, status, None, Some(&outcome)).await {
+            if let Err(e) = self.engine.broker().task_set(&running.id, TaskStep::Ended(status, &outcome)).await {
                 tracing::warn!(task = running.id, "cannot record the task's end: {e}");
             }
         }
@@ -331,7 +332,7 @@ impl TaskSide {
     /// answer; `Cancelled` when the task was cancelled meanwhile.
     async fn wait_for(&self, running: &Running, requests: Value) -> Result<serde_json::Map<String, Value>, Unanswered> {
         let broker = self.engine.broker();
-        match broker.task_set(&running.id, TaskStatus::InputRequired, Some(&requests), None).await {
+        match broker.task_set(&running.id, TaskStep::Asks(&requests)).await {
             Ok(true) => {}
             Ok(false) => return Err(Unanswered::Cancelled),
             Err(e) => {

@@ -9,10 +9,9 @@
 //! writers on any replicas exactly one wins; transactions that meet a deadlock or a
 //! serialization failure are run again.
 
-pub mod decisions;
-pub mod tasks;
+mod replicas;
+pub use replicas::{ELECTION_RETRY, HEARTBEAT, Leadership, ORPHANED_AFTER};
 mod tls;
-pub mod waiting;
 
 use super::{Backend, Change, Expiry, StateError, StateQuota, StateWrite, check_growth, entry_bytes};
 use crate::config::PostgresState;
@@ -347,8 +346,6 @@ pub struct Postgres {
     settings: Settings,
     /// Set once the schema is at this binary's version.
     migrated: tokio::sync::OnceCell<()>,
-    /// The shared approvals and questions of this process, while some adapter holds them.
-    decisions: Mutex<Weak<decisions::Decisions>>,
 }
 
 impl std::fmt::Debug for Postgres {
@@ -375,7 +372,7 @@ impl Postgres {
             .recycle_timeout(Some(settings.timeout))
             .build()
             .map_err(|e| StateError::Other(format!("state database {}: {e}", settings.describe())))?;
-        Ok(Arc::new(Postgres { pool, settings, migrated: tokio::sync::OnceCell::new(), decisions: Mutex::default() }))
+        Ok(Arc::new(Postgres { pool, settings, migrated: tokio::sync::OnceCell::new() }))
     }
 
     /// The backend of this process for `settings`: every store on the same database with

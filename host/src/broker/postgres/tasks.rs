@@ -10,91 +10,10 @@
 //! task whose runner has not beaten for [`super::decisions::ORPHANED_AFTER`] reads as
 //! `failed`. Times are the database's clock, in Unix seconds.
 
-use super::decisions::{Decisions, ORPHANED_AFTER};
+use super::{ORPHANED_AFTER, Shared, from_unix};
+use crate::broker::model::{TaskEntry, TaskStatus, TaskStep, runner_gone};
 use crate::store::StateError;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
-
-/// Where a task is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TaskStatus {
-    /// Running.
-    Working,
-    /// Waiting for the client's answers (`tasks/update`).
-    InputRequired,
-    /// Done: the result is the tool's (a tool error too).
-    Completed,
-    /// The call failed (the sandbox stopped it, its runner went away): the error.
-    Failed,
-    /// Cancelled by the client.
-    Cancelled,
-}
-
-impl TaskStatus {
-    /// As the wire (and the row) says it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TaskStatus::Working => "working",
-            TaskStatus::InputRequired => "input_required",
-            TaskStatus::Completed => "completed",
-            TaskStatus::Failed => "failed",
-            TaskStatus::Cancelled => "cancelled",
-        }
-    }
-
-    /// The status a stored name says.
-    pub fn parse(name: &str) -> TaskStatus {
-        match name {
-            "working" => TaskStatus::Working,
-            "input_required" => TaskStatus::InputRequired,
-            "completed" => TaskStatus::Completed,
-            "cancelled" => TaskStatus::Cancelled,
-            _ => TaskStatus::Failed,
-        }
-    }
-
-    /// Whether nothing changes it any more.
-    pub fn is_final(self) -> bool {
-        matches!(self, TaskStatus::Completed | TaskStatus::Failed | TaskStatus::Cancelled)
-    }
-}
-
-/// One task as stored.
-#[derive(Debug, Clone, PartialEq)]
-pub struct TaskEntry {
-    /// Its id (the client's `taskId`).
-    pub id: String,
-    /// The agent whose tool it runs.
-    pub agent: String,
-    /// The tool, as the client called it.
-    pub tool: String,
-    /// Where it is.
-    pub status: TaskStatus,
-    /// Why, when it failed or was cut short.
-    pub message: Option<String>,
-    /// When it was created.
-    pub created_at: SystemTime,
-    /// When it last changed.
-    pub updated_at: SystemTime,
-    /// When it is forgotten.
-    pub expires_at: SystemTime,
-    /// While `input_required`: the requests still unanswered (a JSON object, key to
-    /// `{method, params}`).
-    pub requests: Option<serde_json::Value>,
-    /// The answers taken so far for the round asked (a JSON object, key to response).
-    pub responses: Option<serde_json::Value>,
-    /// Completed: the result; failed: the error (JSON text).
-    pub outcome: Option<String>,
-}
-
-/// The error of a task whose runner went away.
-pub fn runner_gone() -> String {
-    serde_json::json!({"code": -32603, "message": "the server running this task stopped before it finished"})
-        .to_string()
-}
-
-fn from_unix(seconds: f64) -> SystemTime {
-    UNIX_EPOCH + Duration::from_secs_f64(seconds.max(0.0))
-}
+use std::time::Duration;
 
 const SELECT: &str = "SELECT t.id, t.agent, t.tool, t.status, t.message, t.created_at, t.updated_at, t.expires_at,
         t.requests::text, t.responses::text, t.outcome,
@@ -124,10 +43,16 @@ fn row(r: &tokio_postgres::Row) -> TaskEntry {
     entry
 }
 
-impl Decisions {
+impl Shared {
     /// Records task `id` of `agent` running `tool` on this replica, kept for `ttl`, before
     /// anyone can see its id.
-    pub async fn task_create(&self, id: &str, agent: &str, tool: &str, ttl: Duration) -> Result<TaskEntry, StateError> {
+    pub(super) async fn task_create(
+        &self,
+        id: &str,
+        agent: &str,
+        tool: &str,
+        ttl: Duration,
+    ) -> Result<TaskEntry, StateError> {
         self.beat().await?;
         let c = self.pg.client().await?;
         c.execute(
@@ -143,7 +68,7 @@ impl Decisions {
 
     /// Task `id` of `agent` (one whose runner is gone reads `failed`); `None` when unknown
     /// or forgotten.
-    pub async fn task_get(&self, id: &str, agent: &str) -> Result<Option<TaskEntry>, StateError> {
+    pub(super) async fn task_get(&self, id: &str, agent: &str) -> Result<Option<TaskEntry>, StateError> {
         let c = self.pg.client().await?;
         let query = format!(
             "{SELECT} WHERE t.id = $1 AND t.agent = $3 AND t.expires_at > extract(epoch FROM clock_timestamp())::float8"
@@ -155,13 +80,8 @@ impl Decisions {
     /// The runner's word: task `id` now waits for `requests` (a JSON object), or goes on
     /// (`None`), or ended (`status` final, with `outcome`). Nothing changes a task already
     /// final (cancelled meanwhile): `false` then.
-    pub async fn task_set(
-        &self,
-        id: &str,
-        status: TaskStatus,
-        requests: Option<&serde_json::Value>,
-        outcome: Option<&str>,
-    ) -> Result<bool, StateError> {
+    pub(super) async fn task_set(&self, id: &str, step: TaskStep<'_>) -> Result<bool, StateError> {
+        let (status, requests, outcome) = step.parts();
         let c = self.pg.client().await?;
         let requests = requests.map(|r| r.to_string());
         let responses = requests.as_ref().map(|_| "{}");
@@ -179,7 +99,12 @@ impl Decisions {
 
     /// A client's answers to task `id` of `agent`: the keys still pending are taken (each
     /// once; others are ignored) and the runner is woken. `false` when the task is unknown.
-    pub async fn task_answer(&self, id: &str, agent: &str, responses: &serde_json::Value) -> Result<bool, StateError> {
+    pub(super) async fn task_answer(
+        &self,
+        id: &str,
+        agent: &str,
+        responses: &serde_json::Value,
+    ) -> Result<bool, StateError> {
         let c = self.pg.client().await?;
         let answered = c
             .query_opt(
@@ -205,7 +130,7 @@ impl Decisions {
 
     /// The runner takes the answers of task `id`'s round once every request has one: the
     /// answers, and the task goes on (`working`); `None` while some are pending.
-    pub async fn task_take_answers(&self, id: &str) -> Result<Option<serde_json::Value>, StateError> {
+    pub(super) async fn task_take_answers(&self, id: &str) -> Result<Option<serde_json::Value>, StateError> {
         let c = self.pg.client().await?;
         let taken = c
             .query_opt(
@@ -224,7 +149,7 @@ impl Decisions {
     /// A client cancels task `id` of `agent`: from a state that is not final it becomes
     /// `cancelled`, and its runner is woken to stop it. `false` when the task is unknown (a
     /// final one is acknowledged as it is).
-    pub async fn task_cancel(&self, id: &str, agent: &str) -> Result<bool, StateError> {
+    pub(super) async fn task_cancel(&self, id: &str, agent: &str) -> Result<bool, StateError> {
         let c = self.pg.client().await?;
         let cancelled = c
             .query_opt(

@@ -8,85 +8,27 @@
 //! decision is. Then exactly one replica goes on with the turn, holding its lease
 //! (`leased_by`, set by one conditional update):
 //! - the replica that asked, when it is alive: woken by the decision, it takes the lease and
-//!   goes on in memory ([`Decisions::lease`]);
+//!   goes on in memory ([`Shared::lease`]);
 //! - otherwise any replica serving the same scope (the same bot of the same agent): it takes
 //!   the turn whose owner is silent, decided or expired, with `FOR UPDATE SKIP LOCKED`
-//!   ([`Decisions::take_orphan`]), and resumes it from the checkpoint.
+//!   ([`Shared::take_orphan`]), and resumes it from the checkpoint.
 //!
-//! The turn's row goes when the turn ends ([`Decisions::finish`]). A turn whose lease holder
+//! The turn's row goes when the turn ends ([`Shared::finish`]). A turn whose lease holder
 //! died too is forgotten after [`super::decisions::RETENTION`]: its calls may have run, and
 //! running them again is what the lease exists to prevent.
 
-use super::decisions::{COLUMNS, Decisions, Entry, Kind, ORPHANED_AFTER, RETENTION, deciders, entry, unix};
+use super::{COLUMNS, Entry, ORPHANED_AFTER, RETENTION, Shared, entry};
+use crate::broker::model::{Orphan, Waiting};
 use crate::store::StateError;
 
-/// A chat turn waiting on an approval, as written down.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Waiting {
-    /// The run.
-    pub run_id: String,
-    /// Which replicas may resume it: those serving this bot of this agent.
-    pub scope: String,
-    /// Where its messages go (the platform's place, as JSON).
-    pub place: String,
-    /// The engine's checkpoint, as JSON.
-    pub checkpoint: String,
-}
-
-/// A waiting turn this replica now holds, to resume.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Orphan {
-    /// The turn as written down.
-    pub waiting: Waiting,
-    /// The approval or question it waited on, with its outcome (`timed_out` when nobody
-    /// decided in time).
-    pub approval: Entry,
-    /// The message that asked, if it was posted.
-    pub prompt: Option<String>,
-    /// The replica that held the turn's lease died holding it: the calls of the round it
-    /// waited on may have run (or run in part), so they are reported as interrupted, never
-    /// run again.
-    pub interrupted: bool,
-}
-
-impl Decisions {
+impl Shared {
     /// Records approval or question `approval` as pending, and the turn waiting on it,
     /// before anyone can see its id; a turn that waited before (an earlier round) is
     /// replaced.
-    pub async fn wait_durably(&self, approval: &Entry, waiting: &Waiting) -> Result<(), StateError> {
-        self.beat().await?;
+    pub(super) async fn wait_durably(&self, approval: &Entry, waiting: &Waiting) -> Result<(), StateError> {
         let mut c = self.pg.client().await?;
         let tx = c.transaction().await.map_err(|e| self.pg.error(e))?;
-        let kind = match approval.kind {
-            Kind::Approval => "approval",
-            Kind::Question => "question",
-        };
-        let choices =
-            (approval.kind == Kind::Question).then(|| serde_json::to_string(&approval.choices).unwrap_or_default());
-        tx.execute(
-            "INSERT INTO skillhost_interactions
-                (id, kind, run_id, channel_id, replica, expires_at, challenge, prompt, choices, durable, created_at,
-                 agent, surface, deciders, presentation)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, true, extract(epoch FROM clock_timestamp())::float8,
-                 $10, $11, $12, $13)",
-            &[
-                &approval.id,
-                &kind,
-                &approval.run_id,
-                &approval.channel_id,
-                &self.replica(),
-                &unix(approval.expires_at),
-                &approval.challenge,
-                &approval.prompt,
-                &choices,
-                &approval.agent,
-                &approval.surface,
-                &deciders(approval),
-                &approval.presentation,
-            ],
-        )
-        .await
-        .map_err(|e| self.pg.error(e))?;
+        self.insert(&tx, approval, true).await?;
         tx.execute(
             "INSERT INTO skillhost_waiting_turns (run_id, scope, approval_id, replica, place, checkpoint, updated_at)
              VALUES ($1, $2, $3, $4, $5, $6, extract(epoch FROM clock_timestamp())::float8)
@@ -102,7 +44,7 @@ impl Decisions {
 
     /// Writes turn `run_id`'s checkpoint again while this replica holds it waiting (a call
     /// beside its question ended); nothing when another replica took it over.
-    pub async fn rewrite(&self, run_id: &str, checkpoint: &str) -> Result<(), StateError> {
+    pub(super) async fn rewrite(&self, run_id: &str, checkpoint: &str) -> Result<(), StateError> {
         let c = self.pg.client().await?;
         c.execute(
             "UPDATE skillhost_waiting_turns SET checkpoint = $2, updated_at = extract(epoch FROM clock_timestamp())::float8
@@ -115,7 +57,7 @@ impl Decisions {
     }
 
     /// Notes the message that asks, so that whoever resumes the turn can settle it.
-    pub async fn prompted(&self, run_id: &str, prompt: &str) -> Result<(), StateError> {
+    pub(super) async fn prompted(&self, run_id: &str, prompt: &str) -> Result<(), StateError> {
         let c = self.pg.client().await?;
         c.execute("UPDATE skillhost_waiting_turns SET prompt = $2 WHERE run_id = $1", &[&run_id, &prompt])
             .await
@@ -126,7 +68,7 @@ impl Decisions {
     /// Takes the lease of `run_id`, waiting on `approval_id`, for this replica: `false`
     /// when another replica took the turn over (it judged this one gone). A turn that is not
     /// written down (no row) is this replica's alone.
-    pub async fn lease(&self, run_id: &str, approval_id: &str) -> Result<bool, StateError> {
+    pub(super) async fn lease(&self, run_id: &str, approval_id: &str) -> Result<bool, StateError> {
         let c = self.pg.client().await?;
         let row = c
             .query_opt(
@@ -152,7 +94,7 @@ impl Decisions {
     }
 
     /// Forgets the turn `run_id` once it ended here (unless another replica holds it).
-    pub async fn finish(&self, run_id: &str) -> Result<(), StateError> {
+    pub(super) async fn finish(&self, run_id: &str) -> Result<(), StateError> {
         let c = self.pg.client().await?;
         c.execute(
             "DELETE FROM skillhost_waiting_turns
@@ -168,7 +110,7 @@ impl Decisions {
     /// (or expired: then recorded as `timed_out`), or whose lease holder went silent while
     /// it went on (then [`Orphan::interrupted`]), to resume here; `None` when there is
     /// none. Of replicas looking at once, each takes a different turn.
-    pub async fn take_orphan(&self, scope: &str) -> Result<Option<Orphan>, StateError> {
+    pub(super) async fn take_orphan(&self, scope: &str) -> Result<Option<Orphan>, StateError> {
         let c = self.pg.client().await?;
         let orphaned = ORPHANED_AFTER.as_secs_f64();
         let taken = c
@@ -211,7 +153,7 @@ impl Decisions {
 
     /// The approval of `scope` still pending in conversation `channel_id` whose prompt is
     /// message `prompt` (a reply to it decides it, on a platform where a reply confirms).
-    pub async fn approval_prompted(
+    pub(super) async fn approval_prompted(
         &self,
         scope: &str,
         channel_id: &str,
@@ -231,7 +173,7 @@ impl Decisions {
     }
 
     /// The newest question pending in conversation `channel_id`, on any replica.
-    pub async fn pending_question(&self, channel_id: &str) -> Result<Option<String>, StateError> {
+    pub(super) async fn pending_question(&self, channel_id: &str) -> Result<Option<String>, StateError> {
         let c = self.pg.client().await?;
         let row = c
             .query_opt(
