@@ -334,6 +334,21 @@ async fn every_entry_is_on_the_record(open_store: Open) {
     );
     assert!(records.iter().all(|r| r.surface.as_deref() == Some("api") && r.run_id.as_deref() == Some("r")));
     assert_eq!(audit.verify(Some(&head)).await.unwrap().unwrap(), head, "the chain holds");
+    // An entry nobody waits on (an MCP approval whose client never came back) that the
+    // clock ends is on the record too, once, whoever reads it first.
+    let posted =
+        broker.post(Opening { scope: Scope::new(AGENT, "mcp", "mcp", "r"), ..approval("r", 1) }).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    for _ in 0..3 {
+        assert_eq!(outcome_of(&broker, &posted.id, Kind::Approval).await.as_deref(), Some("timed_out"));
+    }
+    let expired = until(|| async { audit.head().await.unwrap().seq >= head.seq + 2 }).await;
+    assert!(expired, "{:?}", audit.page(head.seq, 10).await);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let (records, head) = audit.page(head.seq, 10).await.unwrap();
+    let events: Vec<(&str, Option<&str>)> = records.iter().map(|r| (r.event.as_str(), r.outcome.as_deref())).collect();
+    assert_eq!(events, [("opened", None), ("expired", Some("timed_out"))]);
+    assert!(records.iter().all(|r| r.entry.as_deref() == Some(posted.id.as_str())));
     // A broker opened again on the same store (a restart) reads the same record.
     let again = Broker::start(&open_store(), None);
     assert_eq!(again.audit(AGENT).unwrap().head().await.unwrap(), head);

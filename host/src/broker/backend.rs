@@ -45,6 +45,11 @@ pub trait Backend: Send + Sync {
         None
     }
 
+    /// The entries the backend ended itself, as they end: past their expiry (`timed_out`),
+    /// or their replica gone silent (`cancelled`), found by a read or a sweep. Each is told
+    /// once, by the backend (the replica) that ended it.
+    fn ended(&self) -> broadcast::Receiver<Entry>;
+
     /// Records a pending entry, before anyone can see its id.
     async fn open(&self, entry: &Entry, held: Held<'_>) -> Result<(), StateError>;
 
@@ -64,8 +69,9 @@ pub trait Backend: Send + Sync {
     /// [`Decided::Gone`], as an unknown one.
     async fn decide(&self, id: &str, who: Who<'_>, decision: &Decision) -> Result<Decided, StateError>;
 
-    /// Records how the run ended the wait (the engine's word is final).
-    async fn settle(&self, id: &str, outcome: &Outcome) -> Result<(), StateError>;
+    /// Records how the run ended the wait (the engine's word is final): `false` when the
+    /// entry already ended so (or is unknown).
+    async fn settle(&self, id: &str, outcome: &Outcome) -> Result<bool, StateError>;
 
     /// Cancels every pending entry of `run_id`.
     async fn cancel_run(&self, run_id: &str) -> Result<(), StateError>;

@@ -10,6 +10,7 @@ use parking_lot::Mutex;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::time::{Duration, Instant, SystemTime};
+use tokio::sync::broadcast;
 
 /// The entries and tasks of this process, by id.
 #[derive(Default)]
@@ -18,19 +19,26 @@ pub(super) struct Ledger {
     tasks: Mutex<HashMap<String, TaskEntry>>,
 }
 
-#[derive(Default)]
 struct Inner {
     /// Each entry, with when it was resolved.
     entries: HashMap<String, (Entry, Option<Instant>)>,
     /// The ids each run opened, so that a run's end cancels its own entries without reading
     /// every entry of the last hour.
     by_run: HashMap<String, Vec<String>>,
+    /// Told of each entry the clock ended.
+    ended: broadcast::Sender<Entry>,
+}
+
+impl Default for Inner {
+    fn default() -> Self {
+        Inner { entries: HashMap::new(), by_run: HashMap::new(), ended: broadcast::channel(256).0 }
+    }
 }
 
 impl Inner {
     /// Forgets entries resolved longer than [`RETENTION`] ago.
     fn sweep(&mut self) {
-        let Inner { entries, by_run } = self;
+        let Inner { entries, by_run, .. } = self;
         entries.retain(|_, (_, done)| done.is_none_or(|at| at.elapsed() <= RETENTION));
         by_run.retain(|_, ids| {
             ids.retain(|id| entries.contains_key(id));
@@ -44,6 +52,7 @@ impl Inner {
         if held.0.outcome.is_none() && held.0.expires_at <= SystemTime::now() {
             held.0.outcome = Some(Outcome::TimedOut.name().to_owned());
             held.1 = Some(Instant::now());
+            let _ = self.ended.send(held.0.clone());
         }
         Some(held)
     }
@@ -53,6 +62,10 @@ impl Inner {
 impl Backend for Ledger {
     fn durable(&self) -> bool {
         false
+    }
+
+    fn ended(&self) -> broadcast::Receiver<Entry> {
+        self.inner.lock().ended.subscribe()
     }
 
     async fn open(&self, entry: &Entry, _held: Held<'_>) -> Result<(), StateError> {
@@ -92,13 +105,16 @@ impl Backend for Ledger {
         Ok(decide(&mut self.inner.lock(), id, who, decision))
     }
 
-    async fn settle(&self, id: &str, outcome: &Outcome) -> Result<(), StateError> {
-        if let Some((entry, done)) = self.inner.lock().entries.get_mut(id) {
-            entry.outcome = Some(outcome.name().to_owned());
-            entry.answer = outcome.stored_text().map(str::to_owned);
-            *done = Some(Instant::now());
+    async fn settle(&self, id: &str, outcome: &Outcome) -> Result<bool, StateError> {
+        let mut inner = self.inner.lock();
+        let Some((entry, done)) = inner.entries.get_mut(id) else { return Ok(false) };
+        if entry.outcome.as_deref() == Some(outcome.name()) {
+            return Ok(false);
         }
-        Ok(())
+        entry.outcome = Some(outcome.name().to_owned());
+        entry.answer = outcome.stored_text().map(str::to_owned);
+        *done = Some(Instant::now());
+        Ok(true)
     }
 
     async fn cancel_run(&self, run_id: &str) -> Result<(), StateError> {

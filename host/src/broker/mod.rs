@@ -337,6 +337,10 @@ impl Broker {
         if let Some(decided) = backend.announcements() {
             tasks.push(tokio::spawn(deliver(Arc::downgrade(&broker), decided)));
         }
+        // What the backend ended itself (the clock, a replica gone) goes on the record.
+        if broker.record.is_some() {
+            tasks.push(tokio::spawn(record_ended(Arc::downgrade(&broker), backend.ended())));
+        }
         // What changes on other replicas reaches this one's live views.
         if let Some(mut changes) = backend.changes() {
             let watchers = broker.changes.clone();
@@ -552,20 +556,24 @@ impl Broker {
     pub fn settle(&self, id: &str, outcome: &Outcome) {
         let waiter = self.waiters.lock().remove(id);
         let _ = self.changes.send(id.to_owned());
-        // The clock or the run ended the wait (a person's decision is on the record already).
-        if !outcome.by_person()
-            && let Some(entry) = waiter.and_then(|w| w.entry)
-            && let Some(audit) = self.audit(&entry.agent)
-            && let Ok(runtime) = tokio::runtime::Handle::try_current()
-        {
-            let event = if *outcome == Outcome::TimedOut { "expired" } else { "cancelled" };
-            let record = audit::Record::of(&entry, event, Some(outcome));
-            runtime.spawn(async move { audit.append_or_warn(record).await });
-        }
+        // The clock or the run ended the wait (a person's decision is on the record already),
+        // unless the backend ended it so first (and recorded it).
+        let record = match waiter.and_then(|w| w.entry) {
+            Some(entry) if !outcome.by_person() => self
+                .audit(&entry.agent)
+                .map(|audit| (audit, audit::Record::of(&entry, ended_event(outcome), Some(outcome)))),
+            _ => None,
+        };
         let (backend, id, outcome) = (self.backend.clone(), id.to_owned(), outcome.clone());
         now_or_later(async move {
-            if let Err(e) = backend.settle(&id, &outcome).await {
-                tracing::warn!(id, "cannot record the outcome in the database: {e}");
+            match backend.settle(&id, &outcome).await {
+                Ok(true) => {
+                    if let Some((audit, record)) = record {
+                        audit.append_or_warn(record).await;
+                    }
+                }
+                Ok(false) => {}
+                Err(e) => tracing::warn!(id, "cannot record the outcome in the database: {e}"),
             }
         });
     }
@@ -709,11 +717,36 @@ impl Broker {
 }
 
 /// Runs `work` to its end now when it needs no wait (the in-process backend's), else in
-/// the background (a database's), so that a synchronous caller never blocks on it.
+/// the background (a database's), so that a synchronous caller never blocks on it (outside
+/// a runtime, what is left is dropped).
 fn now_or_later(work: impl std::future::Future<Output = ()> + Send + 'static) {
     let mut work = Box::pin(work);
-    if (&mut work).now_or_never().is_none() {
-        tokio::spawn(work);
+    if (&mut work).now_or_never().is_none()
+        && let Ok(runtime) = tokio::runtime::Handle::try_current()
+    {
+        runtime.spawn(work);
+    }
+}
+
+/// The record's event for a wait the clock (`expired`) or the run (`cancelled`) ended.
+fn ended_event(outcome: &Outcome) -> &'static str {
+    if *outcome == Outcome::TimedOut { "expired" } else { "cancelled" }
+}
+
+/// Appends to the record each entry the backend ended itself, while `broker` lives.
+async fn record_ended(broker: Weak<Broker>, mut ended: broadcast::Receiver<Entry>) {
+    loop {
+        let entry = match ended.recv().await {
+            Ok(entry) => entry,
+            Err(broadcast::error::RecvError::Lagged(missed)) => {
+                tracing::warn!(missed, "entries that ended unwatched are missing from the record");
+                continue;
+            }
+            Err(broadcast::error::RecvError::Closed) => return,
+        };
+        let Some(broker) = broker.upgrade() else { return };
+        let Some(outcome) = Outcome::of(&entry) else { continue };
+        let _ = broker.note(&entry, ended_event(&outcome), Some(&outcome)).await;
     }
 }
 

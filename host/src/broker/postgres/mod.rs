@@ -39,6 +39,8 @@ pub struct Shared {
     decided: broadcast::Sender<Announced>,
     /// Any entry opened, decided or ended on any replica (every notification), for live views.
     changed: broadcast::Sender<()>,
+    /// The entries this replica ended by a read or a sweep (the clock, a replica gone).
+    ended: broadcast::Sender<Entry>,
     /// The replica stopped ([`Shared::retire`]): no more heartbeats.
     retired: std::sync::atomic::AtomicBool,
 }
@@ -110,7 +112,8 @@ impl Shared {
         let replica = crate::store::random_id().unwrap_or_else(|_| format!("pid-{}", std::process::id()));
         let (decided, _) = broadcast::channel(1024);
         let changed = broadcast::channel(64).0;
-        Arc::new(Shared { pg, replica, decided, changed, retired: Default::default() })
+        let ended = broadcast::channel(256).0;
+        Arc::new(Shared { pg, replica, decided, changed, ended, retired: Default::default() })
     }
 
     /// Starts the heartbeat (with the sweep) and the listener, which run while these tasks
@@ -160,10 +163,15 @@ impl Shared {
 
     pub(super) async fn settle_pending(&self, id: &str, outcome: &str) -> Result<(), StateError> {
         let c = self.pg.client().await?;
-        let sql =
+        let sql = format!(
             "UPDATE skillhost_interactions SET outcome = $2, decided_at = extract(epoch FROM clock_timestamp())::float8
-             WHERE id = $1 AND outcome IS NULL";
-        c.execute(sql, &[&id, &outcome]).await.map(drop).map_err(|e| self.pg.error(e))
+             WHERE id = $1 AND outcome IS NULL RETURNING {COLUMNS}"
+        );
+        let ended = c.query_opt(&sql, &[&id, &outcome]).await.map_err(|e| self.pg.error(e))?;
+        if let Some(row) = ended {
+            let _ = self.ended.send(entry(&row));
+        }
+        Ok(())
     }
 
     pub(super) async fn beat(&self) -> Result<(), StateError> {
@@ -188,17 +196,24 @@ impl Shared {
     async fn sweep(&self) -> Result<(), StateError> {
         let c = self.pg.client().await?;
         let (orphaned, retention) = (ORPHANED_AFTER.as_secs_f64(), RETENTION.as_secs_f64());
-        c.execute(
-            "UPDATE skillhost_interactions i SET outcome = CASE
+        let ended = c
+            .query(
+                &format!(
+                    "UPDATE skillhost_interactions i SET outcome = CASE
                     WHEN i.expires_at <= extract(epoch FROM clock_timestamp())::float8 THEN 'timed_out' ELSE 'cancelled' END,
                 decided_at = extract(epoch FROM clock_timestamp())::float8
              WHERE i.outcome IS NULL AND (i.expires_at <= extract(epoch FROM clock_timestamp())::float8
                 OR NOT i.durable AND NOT EXISTS (SELECT 1 FROM skillhost_replicas r
-                    WHERE r.id = i.replica AND r.seen_at >= extract(epoch FROM clock_timestamp())::float8 - $1))",
-            &[&orphaned],
-        )
-        .await
-        .map_err(|e| self.pg.error(e))?;
+                    WHERE r.id = i.replica AND r.seen_at >= extract(epoch FROM clock_timestamp())::float8 - $1))
+             RETURNING {COLUMNS}"
+                ),
+                &[&orphaned],
+            )
+            .await
+            .map_err(|e| self.pg.error(e))?;
+        for row in &ended {
+            let _ = self.ended.send(entry(row));
+        }
         c.execute(
             "DELETE FROM skillhost_interactions i
              WHERE outcome IS NOT NULL AND decided_at < extract(epoch FROM clock_timestamp())::float8 - $1
@@ -235,6 +250,10 @@ impl Backend for Shared {
 
     fn changes(&self) -> Option<broadcast::Receiver<()>> {
         Some(self.changed.subscribe())
+    }
+
+    fn ended(&self) -> broadcast::Receiver<Entry> {
+        self.ended.subscribe()
     }
 
     /// Records a pending entry of this replica; one nobody waits on is never cancelled
@@ -395,7 +414,7 @@ impl Backend for Shared {
     }
 
     /// Records how the run ended the wait (the engine's word is final).
-    async fn settle(&self, id: &str, outcome: &Outcome) -> Result<(), StateError> {
+    async fn settle(&self, id: &str, outcome: &Outcome) -> Result<bool, StateError> {
         let (outcome, answer) = (outcome.name(), outcome.stored_text());
         let c = self.pg.client().await?;
         c.execute(
@@ -406,7 +425,7 @@ impl Backend for Shared {
             &[&id, &outcome, &answer],
         )
         .await
-        .map(drop)
+        .map(|ended| ended > 0)
         .map_err(|e| self.pg.error(e))
     }
 
