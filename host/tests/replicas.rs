@@ -7,7 +7,7 @@ mod support;
 use serde_json::{Value, json};
 use skillhost::store::state::{Conversation, Namespace};
 use skillhost_tests::llm_server::{Answer, LlmServer};
-use skillhost_tests::postgres::Postgres;
+use skillhost_tests::postgres::{CutProxy, Postgres};
 use skillhost_tests::{Workspace, guests};
 use std::time::{Duration, Instant};
 use support::api::ApiProcess;
@@ -56,9 +56,10 @@ fn telegram_config(
     )
 }
 
-/// Two replicas serving the Telegram bot of `ws`: A polls it, B stands by.
-async fn poller_and_standby(ws: &Workspace) -> (support::run::Running, support::run::Running) {
-    let a = support::run::Running::start(ws.path(), &[], &[]);
+/// Two replicas serving the Telegram bot of `ws`: A (started with `a_args`) polls it, B
+/// stands by.
+async fn poller_and_standby(ws: &Workspace, a_args: &[&str]) -> (support::run::Running, support::run::Running) {
+    let a = support::run::Running::start(ws.path(), a_args, &[]);
     a.wait_for_log("polling for updates").await;
     let b = support::run::Running::start(ws.path(), &[], &[]);
     b.wait_for_log("another replica polls this bot; standing by").await;
@@ -314,7 +315,7 @@ async fn one_replica_polls_a_telegram_bot_and_another_takes_over_when_it_dies() 
     let telegram = skillhost_tests::telegram_server::TelegramServer::start(TOKEN).await;
     let extra = telegram_config(TOKEN, CHAT, &telegram, &llm.url());
     let ws = workspace(&pg, "telegram", &extra);
-    let (mut a, b) = poller_and_standby(&ws).await;
+    let (mut a, b) = poller_and_standby(&ws, &[]).await;
 
     let wait = Duration::from_secs(30);
     telegram.send_text(CHAT, 7, "one");
@@ -346,14 +347,24 @@ async fn a_chat_turn_waiting_for_approval_is_left_to_another_replica_on_sigterm(
     chat_turn_outlives_its_replica(Stop::Term).await;
 }
 
+/// The same when A is cut off from PostgreSQL (a proxy between them drops every connection)
+/// right after the click it took was decided, as it goes to take the turn's lease: the lease
+/// fails closed, so A runs nothing; B, seeing A's heartbeat gone, resumes the turn and the
+/// call runs exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_cut_off_from_the_database_after_a_decision_runs_nothing() {
+    chat_turn_outlives_its_replica(Stop::Cut).await;
+}
+
 enum Stop {
     Kill,
     Term,
+    Cut,
 }
 
 async fn chat_turn_outlives_its_replica(stop: Stop) {
     let level = match stop {
-        Stop::Kill => "approve",
+        Stop::Kill | Stop::Cut => "approve",
         Stop::Term => "confirm",
     };
     const TOKEN: &str = "4343000:ABCdefGHIjklMNOpqrSTUvwxyz_0123456";
@@ -376,9 +387,21 @@ async fn chat_turn_outlives_its_replica(stop: Stop) {
     ws.add_skill("skills", "probe", guests::PROBE, "[capabilities]\nmemory = true\n");
     let config = std::fs::read_to_string(ws.path().join("config.yaml")).unwrap();
     let config = config.replace("builtins: []\n", "builtins: []\n  grants:\n    probe: {memory: true}\n");
-    std::fs::write(ws.path().join("config.yaml"), config).unwrap();
-
-    let (mut a, b) = poller_and_standby(&ws).await;
+    std::fs::write(ws.path().join("config.yaml"), &config).unwrap();
+    // Cut off, A reaches the database through a proxy that drops it as A sends the lease's
+    // statement (which never arrives).
+    let proxy = match stop {
+        Stop::Cut => Some(CutProxy::start(pg.port(), b"SELECT leased_by IS NULL OR leased_by").await),
+        Stop::Kill | Stop::Term => None,
+    };
+    if let Some(proxy) = &proxy {
+        let direct = format!("127.0.0.1:{}/", pg.port());
+        let proxied = config.replace(&direct, &format!("127.0.0.1:{}/", proxy.port()));
+        assert_ne!(proxied, config);
+        std::fs::write(ws.path().join("config-a.yaml"), proxied).unwrap();
+    }
+    let a_args: &[&str] = if proxy.is_some() { &["--config", "config-a.yaml"] } else { &[] };
+    let (mut a, b) = poller_and_standby(&ws, a_args).await;
 
     let wait = Duration::from_secs(60);
     telegram.send_text(CHAT, 7, "append please");
@@ -393,6 +416,18 @@ async fn chat_turn_outlives_its_replica(stop: Stop) {
             assert_eq!(replicas.trim(), "1", "A took its heartbeat away: only B's is left");
             let left = pg.psql("resume", "SELECT outcome IS NULL FROM skillhost_interactions");
             assert_eq!(left.trim(), "t", "the approval still waits");
+        }
+        // A polls the click and decides; then, as it takes the turn's lease, it is cut off.
+        Stop::Cut => {
+            telegram.click(CHAT, 7, prompt.message_id, approve.as_deref().unwrap());
+            let started = Instant::now();
+            while !proxy.as_ref().unwrap().is_cut() {
+                assert!(started.elapsed() < wait, "A never took the lease:\n{}", a.stderr());
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            a.wait_for_log("cannot confirm the turn's lease, so it does not run here").await;
+            let outcome = pg.psql("resume", "SELECT outcome FROM skillhost_interactions WHERE kind = 'approval'");
+            assert_eq!(outcome.trim(), "approved", "the decision was taken before the cut");
         }
     }
     b.wait_for_log("polling for updates").await;
@@ -413,6 +448,10 @@ async fn chat_turn_outlives_its_replica(stop: Stop) {
                 m.message_id == prompt.message_id && m.text.contains("Confirmed by")
             };
             telegram.wait_for_message(CHAT, confirmed, wait).await;
+        }
+        // B resumes the turn once A's heartbeat is old.
+        Stop::Cut => {
+            telegram.wait_for_message(CHAT, |m| m.text.contains("Resumed and done."), wait).await;
         }
     }
     assert!(b.stderr().contains("resuming a turn its replica left waiting"), "{}", b.stderr());
@@ -505,7 +544,7 @@ async fn a_chat_turn_waiting_for_an_answer_is_resumed_on_another_replica_when_it
     let telegram = skillhost_tests::telegram_server::TelegramServer::start(TOKEN).await;
     let extra = telegram_config(TOKEN, CHAT, &telegram, &llm.url());
     let ws = workspace(&pg, "answer", &extra);
-    let (mut a, b) = poller_and_standby(&ws).await;
+    let (mut a, b) = poller_and_standby(&ws, &[]).await;
 
     let wait = Duration::from_secs(60);
     telegram.send_text(CHAT, 7, "pick one");

@@ -131,3 +131,86 @@ impl Drop for Postgres {
             .output();
     }
 }
+
+/// A TCP proxy in front of one server for one replica, which cuts it off at a chosen moment:
+/// it forwards every connection until a client sends bytes containing `trigger` (a statement
+/// it is about to run), then, without forwarding them, closes every connection it carries and
+/// refuses every new one, as a network partition would. The statement never reaches the
+/// server.
+pub struct CutProxy {
+    port: u16,
+    cut: tokio::sync::watch::Sender<bool>,
+}
+
+impl CutProxy {
+    /// A proxy to `127.0.0.1:target` on a free loopback port, cutting at `trigger`.
+    pub async fn start(target: u16, trigger: &'static [u8]) -> CutProxy {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let (cut, _) = tokio::sync::watch::channel(false);
+        let watch = cut.clone();
+        tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                if *watch.borrow() {
+                    continue; // dropped: refused
+                }
+                let Ok(server) = tokio::net::TcpStream::connect(("127.0.0.1", target)).await else { continue };
+                tokio::spawn(carry(client, server, trigger, watch.clone()));
+            }
+        });
+        CutProxy { port, cut }
+    }
+
+    /// Its port.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Whether it has cut its client off.
+    pub fn is_cut(&self) -> bool {
+        *self.cut.borrow()
+    }
+}
+
+/// Carries one connection both ways until either side closes or the proxy cuts.
+async fn carry(
+    client: tokio::net::TcpStream,
+    server: tokio::net::TcpStream,
+    trigger: &'static [u8],
+    cut: tokio::sync::watch::Sender<bool>,
+) {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let (mut client_in, mut client_out) = client.into_split();
+    let (mut server_in, mut server_out) = server.into_split();
+    let mut stopped = cut.subscribe();
+    let upstream = async {
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            let n = client_in.read(&mut buf).await.unwrap_or(0);
+            if n == 0 {
+                return;
+            }
+            if buf[..n].windows(trigger.len()).any(|w| w == trigger) {
+                cut.send_replace(true);
+                return;
+            }
+            if server_out.write_all(&buf[..n]).await.is_err() {
+                return;
+            }
+        }
+    };
+    let downstream = async {
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            let n = server_in.read(&mut buf).await.unwrap_or(0);
+            if n == 0 || client_out.write_all(&buf[..n]).await.is_err() {
+                return;
+            }
+        }
+    };
+    tokio::select! {
+        () = upstream => {}
+        () = downstream => {}
+        _ = stopped.wait_for(|cut| *cut) => {}
+    }
+}
