@@ -469,6 +469,16 @@ async fn chat_turn_outlives_its_replica(stop: Stop) {
     settles(&pg, "resume", "SELECT count(*) FROM skillhost_waiting_turns", "0").await;
     let outcome = pg.psql("resume", "SELECT outcome FROM skillhost_interactions WHERE kind = 'approval'");
     assert_eq!(outcome.trim(), "approved");
+    // The record says the approval was used up, once, by the replica that resumed the turn.
+    let id = pg.psql("resume", "SELECT id FROM skillhost_interactions WHERE kind = 'approval'");
+    let consumed = pg.psql(
+        "resume",
+        "SELECT convert_from(value, 'UTF8') FROM skillhost_state WHERE ns = 'skillhost.audit' \
+         AND convert_from(value, 'UTF8') LIKE '%\"event\":\"consumed\"%'",
+    );
+    let consumed: Vec<Value> = consumed.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(consumed.len(), 1, "{consumed:?}");
+    assert_eq!((consumed[0]["entry"].as_str(), consumed[0]["outcome"].as_str()), (Some(id.trim()), Some("completed")));
 }
 
 /// SIGTERM on a replica: it takes no new runs, a turn decided during the drain finishes,

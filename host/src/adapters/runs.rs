@@ -399,7 +399,7 @@ impl Recorder {
         &self,
         engine: &Engine,
         checkpoint: crate::engine::checkpoint::Checkpoint,
-        outcome: Option<crate::engine::ApprovalOutcome>,
+        outcome: Option<crate::engine::checkpoint::Waited>,
         sink: &dyn EventSink,
         counterpart: &dyn Counterpart,
     ) -> Result<TurnResult, EngineError> {

@@ -86,11 +86,64 @@ pub fn interrupted_outcome() -> ToolOutcome {
     ToolOutcome::error(&json, std::time::Duration::ZERO)
 }
 
+/// The decision on the approval a written-down turn waited on, with its broker entry (the
+/// record says when the call it covers ran).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Waited {
+    /// What the person decided (or how the wait ended).
+    pub outcome: ApprovalOutcome,
+    /// The entry it was decided on.
+    pub entry: Option<String>,
+}
+
+impl From<ApprovalOutcome> for Waited {
+    fn from(outcome: ApprovalOutcome) -> Self {
+        Waited { outcome, entry: None }
+    }
+}
+
+/// A turn a replica left written down with the entry it waited on, read to go on with: the
+/// engine's checkpoint, and what the person gave, as the round that waited takes it.
+#[derive(Debug)]
+pub struct Written {
+    /// Where the turn stopped.
+    pub checkpoint: Checkpoint,
+    /// The decision on the approval it waited on.
+    pub waited: Option<Waited>,
+    /// The answer to the question it waited on (or how the question ended), for the call
+    /// that asked: given when the question is asked again.
+    pub answer: Option<(String, crate::broker::Outcome)>,
+}
+
+impl Written {
+    /// `orphan`'s turn: its checkpoint (`interrupted` when the replica holding its lease
+    /// died), and the outcome its entry records (`cancelled` while none is).
+    pub fn read(orphan: &crate::broker::Orphan) -> Result<Written, String> {
+        let checkpoint: Checkpoint =
+            serde_json::from_str(&orphan.waiting.checkpoint).map_err(|e| format!("unreadable checkpoint: {e}"))?;
+        let checkpoint = Checkpoint { interrupted: orphan.interrupted, ..checkpoint };
+        let entry = &orphan.approval;
+        let outcome = crate::broker::Outcome::of(entry).unwrap_or(crate::broker::Outcome::Cancelled);
+        Ok(match entry.kind {
+            crate::broker::Kind::Approval => {
+                let waited = Waited { outcome: outcome.into(), entry: Some(entry.id.clone()) };
+                Written { checkpoint, waited: Some(waited), answer: None }
+            }
+            crate::broker::Kind::Question => {
+                let call = checkpoint.innermost().waiting.clone();
+                Written { checkpoint, waited: None, answer: Some((call, outcome)) }
+            }
+        })
+    }
+}
+
 /// What a resumed round is given instead of asking or running again.
 #[derive(Debug, Default)]
 pub struct Given {
     /// The people's decisions, by call id.
     pub decisions: HashMap<String, ApprovalOutcome>,
+    /// The broker entry each decision given was taken on, by call id, where it is known.
+    pub entries: HashMap<String, String>,
     /// The results of calls that ran (or were cut off) before the turn was written down.
     pub results: HashMap<String, ToolOutcome>,
     /// The nested turn that waited: the call running it, its checkpoint, and the decision
@@ -106,7 +159,7 @@ pub struct Nested {
     /// Where it stopped.
     pub checkpoint: Checkpoint,
     /// The decision on the approval it waited on, if it waited on one.
-    pub outcome: Option<ApprovalOutcome>,
+    pub outcome: Option<Waited>,
 }
 
 /// A turn waiting on one approval, or on the answer to its round's one question.
@@ -146,7 +199,7 @@ impl Checkpoint {
     /// What the resumed round is given: the decisions ([`Checkpoint::decisions`]), the
     /// results kept, and, for calls that ran beside the question without a kept result,
     /// `interrupted` (of `calls`, the round's call ids).
-    pub fn given(&self, outcome: Option<ApprovalOutcome>, calls: &[String]) -> Given {
+    pub fn given(&self, waited: Option<Waited>, calls: &[String]) -> Given {
         let mut results: HashMap<String, ToolOutcome> =
             self.results.iter().map(|(id, recorded)| (id.clone(), recorded.outcome())).collect();
         if self.beside {
@@ -158,10 +211,19 @@ impl Checkpoint {
             // The decision is the nested turn's: its call is what waited.
             Some(nested) => Given {
                 decisions: self.decisions(None),
+                entries: HashMap::new(),
                 results,
-                nested: Some(Box::new(Nested { call: self.waiting.clone(), checkpoint: (**nested).clone(), outcome })),
+                nested: Some(Box::new(Nested {
+                    call: self.waiting.clone(),
+                    checkpoint: (**nested).clone(),
+                    outcome: waited,
+                })),
             },
-            None => Given { decisions: self.decisions(outcome), results, nested: None },
+            None => {
+                let entries = waited.as_ref().and_then(|w| w.entry.clone()).map(|e| (self.waiting.clone(), e));
+                let decisions = self.decisions(waited.map(|w| w.outcome));
+                Given { decisions, entries: entries.into_iter().collect(), results, nested: None }
+            }
         }
     }
 
@@ -198,6 +260,8 @@ pub struct Durable<'p> {
     messages: Mutex<Arc<Vec<Message>>>,
     /// Decisions given to a resumed round, used instead of asking (each once).
     given: Mutex<HashMap<String, ApprovalOutcome>>,
+    /// The broker entries of the decisions given, by call id.
+    entries: Mutex<HashMap<String, String>>,
     /// Results given to a resumed round, used instead of running (each once).
     replay: Mutex<HashMap<String, ToolOutcome>>,
     /// The current round once its calls are settled.
@@ -229,6 +293,7 @@ impl<'p> Durable<'p> {
             request,
             messages: Mutex::default(),
             given: Mutex::new(given.decisions),
+            entries: Mutex::new(given.entries),
             replay: Mutex::new(given.results),
             settled: Mutex::default(),
         }
@@ -335,9 +400,11 @@ impl<'p> Durable<'p> {
         self.replay.lock().remove(id)
     }
 
-    /// The decision given for call `id`, taken (a later round asks again).
-    pub fn given(&self, id: &str) -> Option<ApprovalOutcome> {
-        self.given.lock().remove(id)
+    /// The decision given for call `id`, taken (a later round asks again), with the entry
+    /// it was taken on when that is known.
+    pub fn given(&self, id: &str) -> Option<(ApprovalOutcome, Option<String>)> {
+        let outcome = self.given.lock().remove(id)?;
+        Some((outcome, self.entries.lock().remove(id)))
     }
 
     /// The checkpoint of the round waiting on an approval of call `waiting`, after
@@ -433,13 +500,13 @@ mod tests {
         assert_eq!(rewritten.innermost().waiting, "w1");
         // Resumed: the outer round is given the kept result, and the nested turn its decision.
         let calls = ["x".to_owned(), "d1".to_owned()];
-        let given = rewritten.given(Some(ApprovalOutcome::Approved), &calls);
+        let given = rewritten.given(Some(ApprovalOutcome::Approved.into()), &calls);
         assert!(given.decisions.is_empty(), "the decision is the nested turn's");
         assert_eq!(given.results["x"].content, "done");
         let resumed = Durable::new(request(), given);
         assert!(resumed.take_nested("x").is_none());
         let nested = resumed.take_nested("d1").expect("d1 goes on from where it stopped");
-        assert_eq!(nested.outcome, Some(ApprovalOutcome::Approved));
+        assert_eq!(nested.outcome, Some(ApprovalOutcome::Approved.into()));
         let inner_given = nested.checkpoint.given(nested.outcome.clone(), &["w1".to_owned()]);
         assert_eq!(inner_given.decisions["w1"], ApprovalOutcome::Approved);
         assert!(resumed.take_nested("d1").is_none(), "taken once");

@@ -159,11 +159,11 @@ pub trait Counterpart: Send + Sync {
         Ok(())
     }
 
-    /// The wait on `entry` ended with `outcome`; `false` when the turn must stop here
-    /// (another replica took it over).
-    async fn ended(&self, entry: &Entry, outcome: &Outcome) -> bool {
+    /// The wait on `entry` ended with `outcome`. A surface whose turn another replica took
+    /// over meanwhile stops the turn here: this never returns, so nothing after it runs (no
+    /// call, no further request to the model), and the surface drops the turn.
+    async fn ended(&self, entry: &Entry, outcome: &Outcome) {
         let _ = (entry, outcome);
-        true
     }
 
     /// Answers a skill's round as it is (an MCP client: its elicitation, sampling and

@@ -142,8 +142,6 @@ async fn wait(
         },
         outcome = &mut waiting => outcome,
     };
-    if !counterpart.ended(&entry, &outcome).await {
-        return Ok(Outcome::Cancelled);
-    }
+    counterpart.ended(&entry, &outcome).await;
     Ok(outcome)
 }

@@ -170,17 +170,19 @@ impl Gate {
             _ => {
                 let (given, checkpoint) = match resume {
                     Resume::Durable(durable, decided) => match durable.given(call.id) {
-                        // A resumed round: the person decided while the turn was written down.
-                        Some(outcome) => (Some(outcome), None),
+                        // A resumed round: the person decided while the turn was written down
+                        // (on the entry named, whose use the round records).
+                        Some(given) => (Some(given), None),
                         None => {
                             (None, durable.checkpoint(decided, call.id).and_then(|c| serde_json::to_string(&c).ok()))
                         }
                     },
-                    Resume::Given(given) => (Some(given.outcome.clone()), None),
+                    // The MCP resume records the use itself, once the call completes.
+                    Resume::Given(given) => (Some((given.outcome.clone(), None)), None),
                     Resume::No => (None, None),
                 };
                 let (outcome, entry) = match given {
-                    Some(outcome) => (outcome, None),
+                    Some(given) => given,
                     None => self.ask(source, call, level, events, counterpart, deadline, checkpoint).await,
                 };
                 if let Some(key) = &key {

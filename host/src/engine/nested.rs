@@ -236,8 +236,8 @@ impl Counterpart for Person<'_> {
         self.0.present(entry, resumable).await
     }
 
-    async fn ended(&self, entry: &crate::broker::Entry, outcome: &crate::broker::Outcome) -> bool {
-        self.0.ended(entry, outcome).await
+    async fn ended(&self, entry: &crate::broker::Entry, outcome: &crate::broker::Outcome) {
+        self.0.ended(entry, outcome).await;
     }
 
     fn unattended(&self) -> ApprovalOutcome {

@@ -3,7 +3,7 @@
 //! persisted at the end.
 
 use super::checkpoint::{Checkpoint, Durable, Given};
-use super::counterpart::{ApprovalOutcome, Counterpart};
+use super::counterpart::Counterpart;
 use super::deadline::{Deadline, TIME_SPENT, WrapUp};
 use super::events::{EngineEvent, EventSink};
 use super::gate::Gate;
@@ -516,7 +516,7 @@ impl Engine {
     pub async fn resume_turn(
         &self,
         checkpoint: Checkpoint,
-        outcome: Option<ApprovalOutcome>,
+        outcome: Option<super::checkpoint::Waited>,
         events: &dyn EventSink,
         counterpart: &dyn Counterpart,
     ) -> Result<TurnResult, EngineError> {

@@ -98,11 +98,10 @@ impl Counterpart for ApiRun {
         Ok(())
     }
 
-    async fn ended(&self, entry: &Entry, outcome: &Outcome) -> bool {
+    async fn ended(&self, entry: &Entry, outcome: &Outcome) {
         if entry.kind == Kind::Question {
             self.send(|t| t.question_resolved(&entry.id, outcome.name(), outcome.answer()));
         }
-        true
     }
 
     fn tools(&self) -> Option<&dyn ToolSource> {

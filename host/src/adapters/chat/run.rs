@@ -7,10 +7,10 @@ use super::show::{Op, present};
 use super::turn::ChatTurn;
 use super::{Chat, Incoming, LEFT_WAITING, Platform, RESUME_EVERY};
 use crate::adapters::runs::{Origin, Recorder};
-use crate::broker::{Kind, Orphan, Outcome as Resolution};
-use crate::engine::checkpoint::Checkpoint;
+use crate::broker::{Kind, Orphan};
+use crate::engine::checkpoint::Written;
 use crate::engine::gate::new_id;
-use crate::engine::{ApprovalOutcome, EngineError, TurnRequest};
+use crate::engine::{EngineError, TurnRequest};
 use std::sync::{Arc, Weak};
 use tokio::sync::{Notify, mpsc};
 
@@ -33,22 +33,18 @@ impl<P: Platform> Chat<P> {
     /// Takes up a turn a replica that is gone left waiting (this replica holds its lease):
     /// its prompt is settled when nobody decided in time, and the turn goes on here.
     async fn resume(self: Arc<Self>, orphan: Orphan) {
-        let Orphan { waiting, approval, prompt, interrupted } = orphan;
-        let run_id = waiting.run_id.clone();
-        let place = serde_json::from_str::<P::Place>(&waiting.place).map_err(|e| e.to_string());
-        let checkpoint = serde_json::from_str::<Checkpoint>(&waiting.checkpoint).map_err(|e| e.to_string());
-        let (place, checkpoint) = match (place, checkpoint) {
-            (Ok(place), Ok(checkpoint)) => (place, Checkpoint { interrupted, ..checkpoint }),
-            (Err(e), _) | (_, Err(e)) => {
-                tracing::error!(
-                    run_id,
-                    "{}: cannot resume a turn left waiting: unreadable checkpoint: {e}",
-                    self.label
-                );
+        let run_id = orphan.waiting.run_id.clone();
+        let place =
+            serde_json::from_str::<P::Place>(&orphan.waiting.place).map_err(|e| format!("unreadable place: {e}"));
+        let (place, written) = match place.and_then(|place| Ok((place, Written::read(&orphan)?))) {
+            Ok(read) => read,
+            Err(e) => {
+                tracing::error!(run_id, "{}: cannot resume a turn left waiting: {e}", self.label);
                 self.broker.finish(&run_id).await;
                 return;
             }
         };
+        let Orphan { approval, prompt, interrupted, .. } = orphan;
         let stored = approval.outcome.as_deref().unwrap_or("cancelled");
         tracing::info!(
             run_id,
@@ -58,10 +54,6 @@ impl<P: Platform> Chat<P> {
             "{}: resuming a turn its replica left waiting",
             self.label
         );
-        let given = match approval.kind {
-            Kind::Approval => Given::Decision(Resolution::of(&approval).map_or(ApprovalOutcome::Cancelled, Into::into)),
-            Kind::Question => Given::Answer(Resolution::from_stored(stored, approval.answer.as_deref())),
-        };
         if let (Some(prompt), "timed_out") = (&prompt, stored) {
             let line = match approval.kind {
                 Kind::Approval => "⌛ No decision in time: not run.",
@@ -69,7 +61,7 @@ impl<P: Platform> Chat<P> {
             };
             self.platform.settle(&place, prompt, line).await;
         }
-        self.run(run_id, place, Begin::Resumed(Box::new(checkpoint), given)).await;
+        self.run(run_id, place, Begin::Resumed(Box::new(written))).await;
     }
 
     /// The turn `begin` says, recorded for the console as `origin`.
@@ -82,12 +74,9 @@ impl<P: Platform> Chat<P> {
         let recorder = Recorder::new(&self.runs, origin, self.descriptions.clone());
         match begin {
             Begin::Message(request) => recorder.turn(&self.engine, request, turn, turn).await,
-            Begin::Resumed(checkpoint, given) => {
-                let outcome = match given {
-                    Given::Decision(outcome) => Some(outcome),
-                    Given::Answer(_) => None,
-                };
-                recorder.resume(&self.engine, *checkpoint, outcome, turn, turn).await
+            Begin::Resumed(written) => {
+                let Written { checkpoint, waited, .. } = *written;
+                recorder.resume(&self.engine, checkpoint, waited, turn, turn).await
             }
         }
     }
@@ -98,11 +87,13 @@ impl<P: Platform> Chat<P> {
         let turn = ChatTurn::new(self.clone(), place, run_id.clone(), ops.clone());
         let channel_id = match &begin {
             Begin::Message(request) => request.channel_id.clone(),
-            Begin::Resumed(checkpoint, _) => checkpoint.request.channel_id.clone(),
+            Begin::Resumed(written) => written.checkpoint.request.channel_id.clone(),
         };
         // A turn resumed on an answer gets it when its question is asked again.
-        if let Begin::Resumed(checkpoint, Given::Answer(resolution)) = &begin {
-            turn.given.lock().insert(checkpoint.innermost().waiting.clone(), resolution.clone());
+        if let Begin::Resumed(written) = &begin
+            && let Some((call, answer)) = &written.answer
+        {
+            turn.given.lock().insert(call.clone(), answer.clone());
         }
         let origin = Origin { run_id: run_id.clone(), channel_id, adapter: self.adapter, mode: "chat" };
         let running = self.drive(origin, begin, &turn);
@@ -149,15 +140,7 @@ enum Begin {
     /// A person's message.
     Message(TurnRequest),
     /// A turn written down elsewhere, with what it waited for.
-    Resumed(Box<Checkpoint>, Given),
-}
-
-/// What a written-down turn waited for, as a person gave it.
-enum Given {
-    /// The decision on its approval.
-    Decision(ApprovalOutcome),
-    /// The answer to its question (or how the question ended).
-    Answer(Resolution),
+    Resumed(Box<Written>),
 }
 
 /// Resumes, while `chat` lives and takes turns, the turns that replicas gone silent left

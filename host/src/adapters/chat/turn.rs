@@ -60,7 +60,8 @@ impl<P: Platform> ChatTurn<P> {
     }
 
     /// Holds the turn's lease once its entry `id` is decided: `false` when another replica
-    /// took the turn over meanwhile (then it stops here).
+    /// took the turn over meanwhile (or the lease cannot be confirmed), and the turn's runner
+    /// is told to drop it.
     async fn hold(&self, id: &str) -> bool {
         if self.chat.broker.lease(&self.run_id, id).await {
             return true;
@@ -175,7 +176,7 @@ impl<P: Platform> Counterpart for ChatTurn<P> {
     }
 
     /// Settles the prompt; a turn written down goes on only holding its lease.
-    async fn ended(&self, entry: &Entry, outcome: &Resolution) -> bool {
+    async fn ended(&self, entry: &Entry, outcome: &Resolution) {
         if entry.kind == Kind::Question {
             let key = P::key(&self.place);
             let mut asking = self.chat.asking.lock();
@@ -188,18 +189,21 @@ impl<P: Platform> Counterpart for ChatTurn<P> {
         if let (Some(line), Some(message)) = (line, self.prompts.lock().remove(&entry.id)) {
             self.op(Op::Settle { message, text: line });
         }
-        match outcome {
-            // Decided while written down: go on only holding the turn's lease.
-            _ if written_down && outcome.by_person() => self.hold(&entry.id).await,
-            // Nobody decided in time: the turn goes on here, holding its lease.
-            Resolution::TimedOut if written_down => {
-                if let Some(turn) = self.this.upgrade() {
-                    let id = entry.id.clone();
-                    tokio::spawn(async move { turn.hold(&id).await });
-                }
-                true
+        if !written_down {
+            return;
+        }
+        if outcome.by_person() {
+            // Decided while written down: go on only holding the turn's lease; not held, the
+            // turn stops here, going no further until its runner drops it.
+            if !self.hold(&entry.id).await {
+                std::future::pending::<()>().await;
             }
-            _ => true,
+        } else if *outcome == Resolution::TimedOut
+            && let Some(turn) = self.this.upgrade()
+        {
+            // Nobody decided in time: the turn goes on here, holding its lease.
+            let id = entry.id.clone();
+            tokio::spawn(async move { turn.hold(&id).await });
         }
     }
 
