@@ -110,27 +110,40 @@ fn the_console_in_a_real_browser() {
     b.wait_for("document.getElementById('pending').textContent === '1'", WAIT);
     b.screenshot(&shots.join("runs.png"));
 
-    // Approve from the Waiting page: the tool runs and the run completes.
+    // Approve from the Waiting page, with the arguments changed: the edited call runs, the
+    // model is told, and the run completes. Arguments that are not JSON are refused here.
     b.click("a[href='#/approvals']");
     let card = format!("[data-approval=\"{id}\"]");
     b.wait_for(&format!("document.querySelector({}).textContent.includes('probe__echo')", js(&card)), WAIT);
     b.screenshot(&shots.join("approvals.png"));
-    b.click(&format!("{card} button.approve"));
+    b.click(&format!("{card} details.edit summary"));
+    b.type_into(&format!("#arguments-{id}"), "{\"n\": ");
+    b.click(&format!("{card} button.approve-edited"));
+    b.wait_for(
+        &format!("document.querySelector({}).textContent.includes('not JSON')", js(&format!("{card} .error"))),
+        WAIT,
+    );
+    b.type_into(&format!("#arguments-{id}"), "{\"n\": 7}");
+    b.click(&format!("{card} button.approve-edited"));
     let rest = rt.block_on(sse.rest());
     assert_eq!(outcome(&rest, "approval_resolved"), "approved", "{rest:#?}");
     let completed = rest.iter().find(|e| e.kind == "tool_completed").unwrap();
     assert_eq!(completed.data["approved"], true);
     assert_eq!(kinds(&rest).last(), Some(&"run_completed"), "{rest:#?}");
     let results = support::tool_results(&llm, 1);
-    assert!(results[0]["content"].to_string().contains("\\\"n\\\":1"), "the echo ran: {results:?}");
+    let content = results[0]["content"].to_string();
+    assert!(content.contains("\\\"n\\\":7") && !content.contains("\\\"n\\\":1"), "the edited echo ran: {results:?}");
+    assert!(content.contains("_edited_by_person"), "the model is told: {results:?}");
     b.wait_for("document.getElementById('no-approvals')", WAIT);
 
     // Deny.
     let mut sse = rt.block_on(api.stream("echo two", "ops"));
     let asked = last(&rt.block_on(sse.until("approval_requested")), "approval_requested");
     // By keyboard: Tab reaches the card's Deny button and Enter presses it.
-    let deny = format!("[data-approval=\"{}\"] button.deny", asked["approval_id"].as_str().unwrap());
+    let denied = asked["approval_id"].as_str().unwrap().to_owned();
+    let deny = format!("[data-approval=\"{denied}\"] button.deny");
     b.wait_for(&format!("document.querySelector({})", js(&deny)), WAIT);
+    b.type_into(&format!("#reason-{denied}"), "not on a Friday");
     let mut tabs = 0;
     while b.eval(&format!("document.activeElement === document.querySelector({})", js(&deny))) != true {
         tabs += 1;
@@ -140,7 +153,8 @@ fn the_console_in_a_real_browser() {
     b.press("Enter");
     let rest = rt.block_on(sse.rest());
     assert_eq!(outcome(&rest, "approval_resolved"), "denied", "{rest:#?}");
-    assert!(support::tool_results(&llm, 3)[0]["content"].to_string().contains("denied"), "{:?}", llm.body(3));
+    let denial = support::tool_results(&llm, 3)[0]["content"].to_string();
+    assert!(denial.contains("denied") && denial.contains("not on a Friday"), "the model reads the reason: {denial}");
 
     // `confirm`: a wrong challenge is refused and the call stays waiting; CONFIRM runs it.
     let mut sse = rt.block_on(api.stream("count", "ops"));

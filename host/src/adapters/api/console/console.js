@@ -419,29 +419,55 @@ function approvalCard(a, decidable, cls) {
     card.append(el('p', { class: 'muted' }, 'Decided in its ' + (a.adapter || 'own') + ' conversation.'));
     return card;
   }
-  const decide = async (approved, confirmation) => {
+  // `extra`: the changed `arguments` of an approval, or the `reason` of a denial.
+  const decide = async (approved, confirmation, extra) => {
     error.textContent = '';
     for (const b of card.querySelectorAll('button')) b.disabled = true;
     try {
-      const body = { approved };
+      const body = Object.assign({ approved }, extra || {});
       if (confirmation !== undefined) body.confirmation = confirmation;
       const result = await api('/api/approvals/' + encodeURIComponent(id) + '/decision', { method: 'POST', json: body });
-      settle(card, 'Approval ' + result.outcome + '.');
+      settle(card, 'Approval ' + result.outcome + (body.arguments ? ' with changed arguments.' : '.'));
     } catch (e) {
       error.textContent = e.message;
       for (const b of card.querySelectorAll('button')) b.disabled = false;
     }
   };
   const actions = el('div', { class: 'actions' });
+  let confirmation = () => undefined;
   if (a.confirmation_challenge) {
     const inputId = 'confirm-' + id;
     const input = el('input', { id: inputId, autocomplete: 'off', spellcheck: 'false' });
+    confirmation = () => input.value;
     actions.append(el('div', {}, el('label', { for: inputId }, 'Type ' + a.confirmation_challenge + ' to approve'), input),
       el('button', { class: 'approve', type: 'button', onclick: () => decide(true, input.value) }, 'Confirm'));
   } else {
     actions.append(el('button', { class: 'approve', type: 'button', onclick: () => decide(true) }, 'Approve'));
   }
-  actions.append(el('button', { class: 'deny', type: 'button', onclick: () => decide(false) }, 'Deny'));
+  // Approve with edits: the call runs with the arguments typed here (the server checks them
+  // against the tool's input schema), and the model is told they were changed.
+  const argsId = 'arguments-' + id;
+  const args = el('textarea', { id: argsId, rows: '6', spellcheck: 'false' });
+  args.value = JSON.stringify(a.tool_input, null, 2);
+  const approveEdited = () => {
+    let changed;
+    try {
+      changed = JSON.parse(args.value);
+    } catch (e) {
+      error.textContent = 'The arguments are not JSON: ' + e.message;
+      return;
+    }
+    decide(true, confirmation(), { arguments: changed });
+  };
+  actions.append(el('details', { class: 'edit' }, el('summary', {}, 'Edit arguments'),
+    el('label', { for: argsId }, 'Arguments (JSON)'), args,
+    el('button', { class: 'approve-edited', type: 'button', onclick: approveEdited }, 'Approve with these arguments')));
+  // Deny, with a reason the model reads.
+  const reasonId = 'reason-' + id;
+  const reason = el('input', { id: reasonId, autocomplete: 'off', maxlength: '1000' });
+  const deny = () => decide(false, undefined, reason.value.trim() ? { reason: reason.value.trim() } : undefined);
+  actions.append(el('div', {}, el('label', { for: reasonId }, 'Reason (optional)'), reason),
+    el('button', { class: 'deny', type: 'button', onclick: deny }, 'Deny'));
   card.append(actions, error);
   return card;
 }
