@@ -107,7 +107,7 @@ const KEYS: &[(&str, By)] = &[
     ("skills.strict", Code("host/src/app/mod.rs", "skills.strict")),
     ("human.timeout_seconds", Code("host/src/engine/turn.rs", "human.timeout_seconds")),
     ("human.overrides.*", Code("host/src/engine/gate.rs", "overrides.get(name)")),
-    ("human.audit_retention_days", Code("host/src/engine/turn.rs", "audit_retention()")),
+    ("human.audit_retention_days", Code("host/src/app/mod.rs", "audit_retention()")),
     ("verifier.model", Code("host/src/engine/turn.rs", "verifier.model")),
     ("learning.enabled", Code("host/src/engine/turn.rs", "learning.enabled")),
     ("learning.reflection", Code("host/src/engine/turn.rs", "learning.reflection")),

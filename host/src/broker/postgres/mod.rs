@@ -43,6 +43,9 @@ pub struct Shared {
     ended: broadcast::Sender<Entry>,
     /// The replica stopped ([`Shared::retire`]): no more heartbeats.
     retired: std::sync::atomic::AtomicBool,
+    /// Set once this replica's row is known to exist: an entry of a replica with no row
+    /// would read as orphaned. From then on the heartbeat keeps it.
+    alive: tokio::sync::OnceCell<()>,
 }
 
 impl std::fmt::Debug for Shared {
@@ -113,7 +116,8 @@ impl Shared {
         let (decided, _) = broadcast::channel(1024);
         let changed = broadcast::channel(64).0;
         let ended = broadcast::channel(256).0;
-        Arc::new(Shared { pg, replica, decided, changed, ended, retired: Default::default() })
+        let (retired, alive) = (Default::default(), Default::default());
+        Arc::new(Shared { pg, replica, decided, changed, ended, retired, alive })
     }
 
     /// Starts the heartbeat (with the sweep) and the listener, which run while these tasks
@@ -172,6 +176,12 @@ impl Shared {
             let _ = self.ended.send(entry(&row));
         }
         Ok(())
+    }
+
+    /// Makes sure this replica's row exists before it records anything the others read
+    /// by it: one beat, the first time (the heartbeat keeps it from then on).
+    pub(super) async fn alive(&self) -> Result<(), StateError> {
+        self.alive.get_or_try_init(|| self.beat()).await.map(drop)
     }
 
     pub(super) async fn beat(&self) -> Result<(), StateError> {
@@ -260,7 +270,7 @@ impl Backend for Shared {
     /// because the replica that asked went silent, only by its expiry; one written down is
     /// recorded with its turn, in one transaction.
     async fn open(&self, entry: &Entry, held: Held<'_>) -> Result<(), StateError> {
-        self.beat().await?;
+        self.alive().await?;
         match held {
             Held::Here => self.insert(&self.pg.client().await?, entry, false).await,
             Held::Nobody => self.insert(&self.pg.client().await?, entry, true).await,

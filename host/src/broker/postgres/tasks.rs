@@ -53,7 +53,7 @@ impl Shared {
         tool: &str,
         ttl: Duration,
     ) -> Result<TaskEntry, StateError> {
-        self.beat().await?;
+        self.alive().await?;
         let c = self.pg.client().await?;
         c.execute(
             "INSERT INTO skillhost_tasks (id, agent, tool, replica, status, created_at, updated_at, expires_at)
