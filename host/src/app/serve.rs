@@ -104,9 +104,6 @@ async fn drained(serving: &mut tokio::task::JoinSet<()>) {
 /// `cancelled`, and the chat turns left written down are resumed elsewhere at once rather
 /// than once this replica's heartbeat is old.
 async fn retire(broker: &crate::broker::Broker) {
-    if !broker.durable() {
-        return;
-    }
     let why = match tokio::time::timeout(STOPPED_GRACE, broker.retire()).await {
         Ok(Ok(())) => return,
         Ok(Err(e)) => e.to_string(),

@@ -40,6 +40,12 @@ pub trait Backend: Send + Sync {
         None
     }
 
+    /// Which of `ids` have been decided: the polling side of [`Backend::announcements`],
+    /// for notifications a lost connection missed (nothing where there are none).
+    async fn decided_among(&self, _ids: &[String]) -> Result<Vec<String>, StateError> {
+        Ok(Vec::new())
+    }
+
     /// Told of any change to any entry on another replica, for live views.
     fn changes(&self) -> Option<broadcast::Receiver<()>> {
         None
@@ -75,9 +81,6 @@ pub trait Backend: Send + Sync {
 
     /// Cancels every pending entry of `run_id`.
     async fn cancel_run(&self, run_id: &str) -> Result<(), StateError>;
-
-    /// Which of `ids` have been decided (the polling side of the wake-up).
-    async fn decided_among(&self, ids: &[String]) -> Result<Vec<String>, StateError>;
 
     /// The newest question pending in `conversation`.
     async fn pending_question(&self, conversation: &str) -> Result<Option<String>, StateError>;

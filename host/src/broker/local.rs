@@ -130,11 +130,6 @@ impl Backend for Ledger {
         Ok(())
     }
 
-    async fn decided_among(&self, ids: &[String]) -> Result<Vec<String>, StateError> {
-        let inner = self.inner.lock();
-        Ok(ids.iter().filter(|id| inner.entries.get(*id).is_some_and(|(e, _)| e.outcome.is_some())).cloned().collect())
-    }
-
     async fn pending_question(&self, conversation: &str) -> Result<Option<String>, StateError> {
         let inner = self.inner.lock();
         let waiting = inner.entries.values().filter(|(e, done)| {

@@ -395,7 +395,7 @@ impl Broker {
     async fn record(&self, opening: Opening, waiter: Option<Waiter>) -> Result<Entry, BrokerError> {
         let id = crate::store::random_id().map_err(|e| BrokerError::Random(e.to_string()))?;
         let unowned = waiter.is_none();
-        let Opening { kind, scope, expires_at, challenge, prompt, choices, mut presentation, resumable, watch } =
+        let Opening { kind, scope, expires_at, challenge, prompt, choices, mut presentation, resumable, watch: _ } =
             opening;
         if let Some(fields) = presentation.as_object_mut() {
             let key = if kind == Kind::Question { "question_id" } else { "approval_id" };
@@ -419,14 +419,13 @@ impl Broker {
             decided_by: None,
             decided_token: None,
         };
-        let _ = watch;
         if let Some(waiter) = waiter {
             self.waiters.lock().insert(id.clone(), Waiter { entry: Some(entry.clone()), ..waiter });
         }
         let held = match &resumable {
-            Some(waiting) if self.durable() => Held::Written(waiting),
-            _ if unowned => Held::Nobody,
-            _ => Held::Here,
+            Some(waiting) => Held::Written(waiting),
+            None if unowned => Held::Nobody,
+            None => Held::Here,
         };
         let recorded = self.backend.open(&entry, held).await;
         if let Err(e) = recorded {
@@ -483,7 +482,7 @@ impl Broker {
     /// Entry `id` as `who` may see it: `None` when unknown or not theirs.
     pub async fn get(&self, id: &str, kind: Kind, who: Who<'_>) -> Result<Option<Entry>, BrokerError> {
         let entry = self.backend.get(kind, id).await?;
-        Ok(entry.filter(|e| e.kind == kind && who.sees(e)))
+        Ok(entry.filter(|e| who.sees(e)))
     }
 
     /// The entries of `kind` waiting for a person that `who` may decide (with PostgreSQL, on

@@ -140,10 +140,8 @@ impl Written {
 /// What a resumed round is given instead of asking or running again.
 #[derive(Debug, Default)]
 pub struct Given {
-    /// The people's decisions, by call id.
-    pub decisions: HashMap<String, ApprovalOutcome>,
-    /// The broker entry each decision given was taken on, by call id, where it is known.
-    pub entries: HashMap<String, String>,
+    /// The people's decisions, by call id (with the entry each was taken on, where known).
+    pub decisions: HashMap<String, Waited>,
     /// The results of calls that ran (or were cut off) before the turn was written down.
     pub results: HashMap<String, ToolOutcome>,
     /// The nested turn that waited: the call running it, its checkpoint, and the decision
@@ -211,7 +209,6 @@ impl Checkpoint {
             // The decision is the nested turn's: its call is what waited.
             Some(nested) => Given {
                 decisions: self.decisions(None),
-                entries: HashMap::new(),
                 results,
                 nested: Some(Box::new(Nested {
                     call: self.waiting.clone(),
@@ -219,11 +216,7 @@ impl Checkpoint {
                     outcome: waited,
                 })),
             },
-            None => {
-                let entries = waited.as_ref().and_then(|w| w.entry.clone()).map(|e| (self.waiting.clone(), e));
-                let decisions = self.decisions(waited.map(|w| w.outcome));
-                Given { decisions, entries: entries.into_iter().collect(), results, nested: None }
-            }
+            None => Given { decisions: self.decisions(waited), results, nested: None },
         }
     }
 
@@ -236,12 +229,12 @@ impl Checkpoint {
         }
     }
 
-    /// The decisions a resumed round starts from: those taken, and `outcome` for the call
+    /// The decisions a resumed round starts from: those taken, and `waited` for the call
     /// that waited on an approval.
-    pub fn decisions(&self, outcome: Option<ApprovalOutcome>) -> HashMap<String, ApprovalOutcome> {
-        let mut decided: HashMap<_, _> = self.decided.iter().cloned().collect();
-        if let Some(outcome) = outcome {
-            decided.insert(self.waiting.clone(), outcome);
+    pub fn decisions(&self, waited: Option<Waited>) -> HashMap<String, Waited> {
+        let mut decided: HashMap<_, _> = self.decided.iter().map(|(id, o)| (id.clone(), o.clone().into())).collect();
+        if let Some(waited) = waited {
+            decided.insert(self.waiting.clone(), waited);
         }
         decided
     }
@@ -259,9 +252,7 @@ pub struct Durable<'p> {
     /// The conversation as the current round started.
     messages: Mutex<Arc<Vec<Message>>>,
     /// Decisions given to a resumed round, used instead of asking (each once).
-    given: Mutex<HashMap<String, ApprovalOutcome>>,
-    /// The broker entries of the decisions given, by call id.
-    entries: Mutex<HashMap<String, String>>,
+    given: Mutex<HashMap<String, Waited>>,
     /// Results given to a resumed round, used instead of running (each once).
     replay: Mutex<HashMap<String, ToolOutcome>>,
     /// The current round once its calls are settled.
@@ -293,7 +284,6 @@ impl<'p> Durable<'p> {
             request,
             messages: Mutex::default(),
             given: Mutex::new(given.decisions),
-            entries: Mutex::new(given.entries),
             replay: Mutex::new(given.results),
             settled: Mutex::default(),
         }
@@ -402,9 +392,8 @@ impl<'p> Durable<'p> {
 
     /// The decision given for call `id`, taken (a later round asks again), with the entry
     /// it was taken on when that is known.
-    pub fn given(&self, id: &str) -> Option<(ApprovalOutcome, Option<String>)> {
-        let outcome = self.given.lock().remove(id)?;
-        Some((outcome, self.entries.lock().remove(id)))
+    pub fn given(&self, id: &str) -> Option<Waited> {
+        self.given.lock().remove(id)
     }
 
     /// The checkpoint of the round waiting on an approval of call `waiting`, after
@@ -508,7 +497,7 @@ mod tests {
         let nested = resumed.take_nested("d1").expect("d1 goes on from where it stopped");
         assert_eq!(nested.outcome, Some(ApprovalOutcome::Approved.into()));
         let inner_given = nested.checkpoint.given(nested.outcome.clone(), &["w1".to_owned()]);
-        assert_eq!(inner_given.decisions["w1"], ApprovalOutcome::Approved);
+        assert_eq!(inner_given.decisions["w1"].outcome, ApprovalOutcome::Approved);
         assert!(resumed.take_nested("d1").is_none(), "taken once");
 
         // A round with two calls that may wait is not written down, nested or not.

@@ -172,7 +172,7 @@ impl Gate {
                     Resume::Durable(durable, decided) => match durable.given(call.id) {
                         // A resumed round: the person decided while the turn was written down
                         // (on the entry named, whose use the round records).
-                        Some(given) => (Some(given), None),
+                        Some(given) => (Some((given.outcome, given.entry)), None),
                         None => {
                             (None, durable.checkpoint(decided, call.id).and_then(|c| serde_json::to_string(&c).ok()))
                         }
